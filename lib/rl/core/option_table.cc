@@ -1,0 +1,70 @@
+// Every option of every tool, declared once. Keep entries sorted by flag within each block.
+// "rl-queue" in `tools` means every subcommand of rl-queue; "rl-queue get" means that one only.
+#include "rl/core/options.h"
+
+namespace rl {
+
+const std::vector<OptionSpec>& OptionTable() {
+  static const std::vector<OptionSpec> table = {
+      // Shared by every tool.
+      {"--log-level", "RL_LOG_LEVEL", "stderr log level: trace, debug, info, warn, error, off",
+       {"rl-queue", "rl-profile", "rl-rollout", "rl-reward", "rl-train", "rl-relay", "rl-watchdog"}},
+      {"--run-dir", "RL_RUN_DIR", "run directory; event logs go to RUN_DIR/events",
+       {"rl-queue serve", "rl-rollout", "rl-reward", "rl-train", "rl-relay", "rl-watchdog"}},
+      {"--id", "RL_ID", "instance id of this role in event logs and heartbeats",
+       {"rl-queue serve", "rl-rollout", "rl-reward", "rl-train", "rl-relay", "rl-watchdog"}},
+      {"--connect", "RL_QUEUE", "rl-queue endpoint to talk to, e.g. tcp://127.0.0.1:5555",
+       {"rl-queue", "rl-rollout", "rl-reward", "rl-train", "rl-profile queue"}},
+      {"--timeout", "RL_TIMEOUT", "seconds to keep retrying an unanswered request before giving up",
+       {"rl-queue", "rl-rollout", "rl-reward", "rl-train"}},
+
+      // rl-queue serve
+      {"--bind", "RL_QUEUE_BIND", "endpoint the server listens on, e.g. tcp://127.0.0.1:5555",
+       {"rl-queue serve"}},
+      {"--dir", "RL_QUEUE_DIR", "data directory: write-ahead log and snapshots", {"rl-queue serve"}},
+      {"--fsync", "RL_QUEUE_FSYNC", "when the log is fsynced: always, batch (group commit) or never",
+       {"rl-queue serve", "rl-profile queue"}},
+      {"--fsync-interval-ms", "RL_QUEUE_FSYNC_INTERVAL_MS", "group-commit interval for --fsync batch",
+       {"rl-queue serve"}},
+      {"--max-message", "RL_QUEUE_MAX_MESSAGE", "largest request in bytes; larger ones get TooLarge",
+       {"rl-queue serve"}},
+      {"--snapshot-bytes", "RL_QUEUE_SNAPSHOT_BYTES", "write a snapshot once the log grows past this many bytes",
+       {"rl-queue serve"}},
+      {"--declare", "", "declare a task: NAME=COL1,COL2 (repeatable)", {"rl-queue serve"}},
+
+      // rl-queue clients
+      {"--batch", "RL_PUT_BATCH", "rows per put request", {"rl-queue put", "rl-profile queue"}},
+      {"--repeat", "", "put each input line this many times as one group (G responses per prompt)",
+       {"rl-queue put"}},
+      {"--task", "", "task (controller) name", {"rl-queue get", "rl-queue ack", "rl-queue nack", "rl-queue task"}},
+      {"--columns", "", "comma-separated column names", {"rl-queue get", "rl-queue task"}},
+      {"--count", "", "rows wanted", {"rl-queue get"}},
+      {"--min", "", "hand out as soon as this many rows are ready (default: --count; 1 streams)",
+       {"rl-queue get"}},
+      {"--lease", "", "lease length in seconds", {"rl-queue get"}},
+      {"--wait", "", "seconds to wait for enough ready rows", {"rl-queue get"}},
+      {"--groups", "", "hand out whole groups only", {"rl-queue get"}},
+      {"--min-version", "", "staleness bound: rows with a lower version are not handed out",
+       {"rl-queue get"}},
+      {"--on-stale", "", "what happens to rows below --min-version: drop or regenerate", {"rl-queue get"}},
+      {"--drop-uniform", "", "drop whole groups whose values of this column are all equal",
+       {"rl-queue get"}},
+      {"--balance", "", "token-balance batches across --parts consumers by the length of this column",
+       {"rl-queue get"}},
+      {"--parts", "", "number of concurrent consumers a balanced round is split across", {"rl-queue get"}},
+      {"--lease-id", "", "lease the rows were handed out under (0: any)", {"rl-queue ack", "rl-queue nack"}},
+      {"--if-equals", "", "set only when the current value equals this (compare-and-set)",
+       {"rl-queue meta"}},
+      {"--json", "", "print JSON lines instead of a table", {"rl-queue stat", "rl-profile"}},
+
+      // rl-profile queue
+      {"--producers", "", "concurrent producers", {"rl-profile queue"}},
+      {"--consumers", "", "concurrent consumers", {"rl-profile queue"}},
+      {"--rows", "", "rows per producer", {"rl-profile queue"}},
+      {"--row-bytes", "", "payload bytes per row", {"rl-profile queue"}},
+      {"--redis", "", "compare against redis-server streams when it is installed", {"rl-profile queue"}},
+  };
+  return table;
+}
+
+}  // namespace rl

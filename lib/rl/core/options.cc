@@ -1,0 +1,102 @@
+#include "rl/core/options.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+
+#include "rl/core/status.h"
+
+namespace rl {
+
+const OptionSpec* FindOption(const std::string& flag) {
+  for (const auto& spec : OptionTable()) {
+    if (spec.flag == flag) return &spec;
+  }
+  return nullptr;
+}
+
+CommandLine::CommandLine(std::string tool, std::string description)
+    : tool_(std::move(tool)), app_(std::move(description), tool_) {
+  app_.set_version_flag("--version", std::string(tool_) + " " + RL_VERSION);
+  app_.require_subcommand(1);
+}
+
+CLI::App* CommandLine::Sub(const std::string& name, const std::string& description) {
+  CLI::App* sub = app_.add_subcommand(name, description);
+  sub->set_config("--config", "", "TOML file of options (command line > RL_* environment > file)");
+  return sub;
+}
+
+const OptionSpec& CommandLine::Spec(CLI::App* sub, const std::string& flag) const {
+  const OptionSpec* spec = FindOption(flag);
+  std::string who = sub ? tool_ + " " + sub->get_name() : tool_;
+  bool listed = false;
+  if (spec) {
+    for (const auto& t : spec->tools) listed = listed || t == who || t == tool_;
+  }
+  if (!listed) {
+    std::fprintf(stderr, "%s: option %s is not declared for '%s' in option_table.cc\n", tool_.c_str(),
+                 flag.c_str(), who.c_str());
+    std::abort();
+  }
+  return *spec;
+}
+
+std::string CommandLine::HelpOf(const OptionSpec& spec) {
+  return spec.env.empty() ? spec.help : spec.help + " [env " + spec.env + "]";
+}
+
+void CommandLine::Remember(CLI::Option* opt, const OptionSpec& spec, const std::string& flag, bool is_flag) {
+  if (!spec.env.empty()) bound_.push_back({opt, spec.env, flag, is_flag});
+}
+
+CLI::Option* CommandLine::BindFlag(CLI::App* sub, const std::string& flag, bool* target) {
+  const OptionSpec& spec = Spec(sub, flag);
+  CLI::Option* opt = Target(sub)->add_flag(flag, *target, HelpOf(spec));
+  Remember(opt, spec, flag, true);
+  return opt;
+}
+
+// CLI11 applies a config file before the environment, so the environment is applied here, after
+// parsing, to every option the command line did not name: that gives command line > env > file.
+void CommandLine::ApplyEnvironment(const std::vector<std::string>& args) {
+  for (const Bound& b : bound_) {
+    const char* value = std::getenv(b.env.c_str());
+    if (value == nullptr || *value == '\0') continue;
+    bool on_command_line = false;
+    for (const auto& a : args) {
+      on_command_line = on_command_line || a == b.flag || a.rfind(b.flag + "=", 0) == 0;
+    }
+    if (on_command_line) continue;
+    b.opt->clear();
+    std::string v = value;
+    if (b.is_flag) v = (v == "0" || v == "false" || v == "no") ? "false" : "true";
+    b.opt->add_result(v);
+    b.opt->run_callback();
+  }
+}
+
+std::optional<int> CommandLine::Parse(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  try {
+    app_.parse(argc, argv);
+    ApplyEnvironment(args);
+  } catch (const CLI::CallForHelp& e) {
+    std::cout << app_.help();
+    return 0;
+  } catch (const CLI::CallForAllHelp& e) {
+    std::cout << app_.help("", CLI::AppFormatMode::All);
+    return 0;
+  } catch (const CLI::CallForVersion& e) {
+    std::cout << e.what() << "\n";
+    return 0;
+  } catch (const CLI::ParseError& e) {
+    // CLI11 prints subcommand help itself on CallForHelp within a subcommand; use its exit path.
+    if (e.get_exit_code() == 0) return app_.exit(e);
+    std::fprintf(stderr, "%s: %s (see %s --help)\n", tool_.c_str(), e.what(), tool_.c_str());
+    return kExitUsage;
+  }
+  return std::nullopt;
+}
+
+}  // namespace rl

@@ -1,0 +1,71 @@
+// The option registry: every command-line option of every tool is declared once, in
+// option_table.cc (flag, environment variable, help, which tools take it). Tools bind options by
+// flag through CommandLine, which fills the help text (with the env var) from the table, so the
+// same flag means the same thing everywhere. Precedence: command line > RL_* environment >
+// --config file.toml > default. A test checks that no two entries share a flag or a variable.
+// Thread safety: use from the main thread before starting others.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace rl {
+
+struct OptionSpec {
+  std::string flag;                // "--dir"
+  std::string env;                 // "RL_DIR", or empty when the option has no variable
+  std::string help;                // one line
+  std::vector<std::string> tools;  // "rl-queue serve", "rl-queue get", ...
+};
+
+const std::vector<OptionSpec>& OptionTable();
+// nullptr when the flag is not declared.
+const OptionSpec* FindOption(const std::string& flag);
+
+class CommandLine {
+ public:
+  CommandLine(std::string tool, std::string description);
+  CLI::App& app() { return app_; }
+  const std::string& tool() const { return tool_; }
+
+  // A subcommand with its own --config option.
+  CLI::App* Sub(const std::string& name, const std::string& description);
+
+  // Binds a declared option of `sub` (or the root app when sub is null) to *target.
+  // Aborts when the flag is not in the table for "<tool> <sub>": that is a programming error.
+  template <typename T>
+  CLI::Option* Bind(CLI::App* sub, const std::string& flag, T* target) {
+    const OptionSpec& spec = Spec(sub, flag);
+    CLI::Option* opt = Target(sub)->add_option(flag, *target, HelpOf(spec));
+    opt->capture_default_str();
+    Remember(opt, spec, flag);
+    return opt;
+  }
+  CLI::Option* BindFlag(CLI::App* sub, const std::string& flag, bool* target);
+
+  // Parses argv. Returns an exit code when the tool should exit now (--help, --version: 0; a
+  // usage error: 64, after one line on stderr), or nullopt to go on.
+  std::optional<int> Parse(int argc, char** argv);
+
+ private:
+  struct Bound {
+    CLI::Option* opt;
+    std::string env;
+    std::string flag;
+    bool is_flag;
+  };
+  const OptionSpec& Spec(CLI::App* sub, const std::string& flag) const;
+  CLI::App* Target(CLI::App* sub) { return sub ? sub : &app_; }
+  static std::string HelpOf(const OptionSpec& spec);
+  void Remember(CLI::Option* opt, const OptionSpec& spec, const std::string& flag, bool is_flag = false);
+  void ApplyEnvironment(const std::vector<std::string>& args);
+
+  std::string tool_;
+  CLI::App app_;
+  std::vector<Bound> bound_;
+};
+
+}  // namespace rl

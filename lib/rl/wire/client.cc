@@ -1,0 +1,115 @@
+#include "rl/wire/client.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <random>
+#include <thread>
+
+#include "rl/core/clock.h"
+#include "rl/core/log.h"
+
+namespace rl {
+
+zmq::context_t& ZmqContext() {
+  static zmq::context_t ctx(1);
+  return ctx;
+}
+
+std::string NewSenderId(const std::string& prefix) {
+  char host[64] = {0};
+  ::gethostname(host, sizeof(host) - 1);
+  std::random_device rd;
+  uint64_t r = (uint64_t{rd()} << 32) ^ rd();
+  char buf[160];
+  std::snprintf(buf, sizeof(buf), "%s@%s:%d:%016llx", prefix.c_str(), host, static_cast<int>(::getpid()),
+                static_cast<unsigned long long>(r));
+  return buf;
+}
+
+Client::Client(ClientOptions options) : options_(std::move(options)) {
+  if (options_.sender.empty()) options_.sender = NewSenderId("client");
+  // Start rids from a random point so a restarted process with a reused sender id cannot
+  // collide with its predecessor's cached replies.
+  std::random_device rd;
+  next_rid_ = ((uint64_t{rd()} << 32) ^ rd()) & 0x7fffffffffffULL;
+  if (next_rid_ == 0) next_rid_ = 1;
+  Reconnect();
+}
+
+Client::~Client() = default;
+
+void Client::Reconnect() {
+  socket_ = std::make_unique<zmq::socket_t>(ZmqContext(), zmq::socket_type::dealer);
+  socket_->set(zmq::sockopt::linger, 0);
+  socket_->set(zmq::sockopt::reconnect_ivl, 100);
+  socket_->set(zmq::sockopt::reconnect_ivl_max, 2000);
+  socket_->connect(options_.endpoint);
+}
+
+Result<Message> Client::Attempt(const std::vector<std::string>& frames, uint64_t rid, int64_t timeout_ms) {
+  try {
+    for (size_t i = 0; i < frames.size(); ++i) {
+      auto flags = i + 1 < frames.size() ? zmq::send_flags::sndmore : zmq::send_flags::none;
+      if (!socket_->send(zmq::buffer(frames[i]), flags | zmq::send_flags::dontwait)) {
+        return Status::Timeout("send queue full");
+      }
+    }
+    int64_t deadline = MonoMillis() + timeout_ms;
+    while (true) {
+      int64_t left = deadline - MonoMillis();
+      if (left <= 0) return Status::Timeout("no reply within " + std::to_string(timeout_ms) + " ms");
+      zmq::pollitem_t item{static_cast<void*>(*socket_), 0, ZMQ_POLLIN, 0};
+      zmq::poll(&item, 1, std::chrono::milliseconds(left));
+      if (!(item.revents & ZMQ_POLLIN)) continue;
+      std::vector<std::string> reply;
+      bool more = true;
+      while (more) {
+        zmq::message_t part;
+        if (!socket_->recv(part, zmq::recv_flags::none)) break;
+        reply.emplace_back(static_cast<const char*>(part.data()), part.size());
+        more = part.more();
+      }
+      auto decoded = DecodeReply(reply);
+      if (!decoded.ok()) return decoded.status();
+      if (decoded->header.rid != rid) continue;  // a late reply to an earlier attempt
+      return decoded;
+    }
+  } catch (const zmq::error_t& e) {
+    return Status::Unavailable(std::string("zmq: ") + e.what());
+  }
+}
+
+Result<Message> Client::Call(Op op, std::string body, std::vector<std::string> blobs, int64_t server_wait_ms) {
+  Message req;
+  req.header.op = static_cast<uint8_t>(op);
+  req.header.rid = next_rid_++;
+  req.header.from = options_.sender;
+  req.body = std::move(body);
+  req.blobs = std::move(blobs);
+
+  int64_t start = MonoMillis();
+  int64_t backoff = options_.backoff_min_ms;
+  while (true) {
+    req.header.seq = next_seq_++;
+    auto reply = Attempt(EncodeRequest(req), req.header.rid, options_.attempt_timeout_ms + server_wait_ms);
+    if (reply.ok()) {
+      if (reply->header.status != 0) return Status::FromWire(reply->header.status, reply->header.msg);
+      return reply;
+    }
+    if (reply.status().code() == Code::kProtocol) return reply.status();
+    double elapsed_s = (MonoMillis() - start) / 1000.0;
+    if (options_.give_up_s > 0 && elapsed_s >= options_.give_up_s) {
+      return Status::Unavailable("no reply from " + options_.endpoint + " to " + OpName(req.header.op) + " after " +
+                                 std::to_string(static_cast<int>(elapsed_s)) + " s");
+    }
+    ++retries_;
+    spdlog::debug("{} to {}: {}; retrying in {} ms", OpName(req.header.op), options_.endpoint,
+                  reply.status().ToString(), backoff);
+    std::this_thread::sleep_for(std::chrono::milliseconds(backoff));
+    backoff = std::min<int64_t>(backoff * 2, options_.backoff_max_ms);
+    Reconnect();
+  }
+}
+
+}  // namespace rl

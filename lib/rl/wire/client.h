@@ -1,0 +1,62 @@
+// Client: one DEALER socket that sends a request and waits for its reply, the Lazy Pirate way.
+// When no reply comes within the attempt timeout, it closes the socket, waits (doubling from
+// backoff_min to backoff_max), reconnects and sends the same request again with the same rid, so
+// the server applies it once (exactly-once effect). It gives up after `give_up_s` seconds with
+// Unavailable. A reply with a non-OK status becomes that Status.
+// Thread safety: one Client per thread.
+#pragma once
+
+#include <zmq.hpp>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "rl/core/status.h"
+#include "rl/wire/envelope.h"
+
+namespace rl {
+
+// The process-wide ZeroMQ context (one I/O thread: roles share 2 cores).
+zmq::context_t& ZmqContext();
+
+// A fresh sender id: hostname, pid and 64 random bits, unique across restarts.
+std::string NewSenderId(const std::string& prefix);
+
+struct ClientOptions {
+  std::string endpoint;
+  std::string sender;              // empty: NewSenderId("client")
+  int attempt_timeout_ms = 3000;   // per attempt, before a server-side wait is added
+  int backoff_min_ms = 100;
+  int backoff_max_ms = 32000;
+  double give_up_s = 60;           // total; 0 or less retries forever
+};
+
+class Client {
+ public:
+  explicit Client(ClientOptions options);
+  ~Client();
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+
+  // Sends `body` (a msgpack map) and `blobs` under a new rid; waits for the reply. `server_wait_ms`
+  // is how long the server may hold the request (a blocking get) on top of the attempt timeout.
+  Result<Message> Call(Op op, std::string body, std::vector<std::string> blobs = {}, int64_t server_wait_ms = 0);
+
+  const std::string& sender() const { return options_.sender; }
+  const std::string& endpoint() const { return options_.endpoint; }
+  uint64_t retries() const { return retries_; }
+
+ private:
+  void Reconnect();
+  // One attempt: send the frames and wait up to timeout_ms for the reply with `rid`.
+  Result<Message> Attempt(const std::vector<std::string>& frames, uint64_t rid, int64_t timeout_ms);
+
+  ClientOptions options_;
+  std::unique_ptr<zmq::socket_t> socket_;
+  uint64_t next_rid_ = 1;
+  uint64_t next_seq_ = 1;
+  uint64_t retries_ = 0;
+};
+
+}  // namespace rl

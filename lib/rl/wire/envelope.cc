@@ -1,0 +1,82 @@
+#include "rl/wire/envelope.h"
+
+#include "rl/wire/msgpack_io.h"
+
+namespace rl {
+namespace {
+
+std::string PackHeader(const Header& h, bool reply) {
+  msgpack::sbuffer buf;
+  Packer pk(buf);
+  pk.pack_map(reply ? 5 : 4);
+  PackString(pk, "op");
+  pk.pack_uint8(h.op);
+  PackString(pk, "rid");
+  pk.pack_uint64(h.rid);
+  PackString(pk, "seq");
+  pk.pack_uint64(h.seq);
+  if (reply) {
+    PackString(pk, "status");
+    pk.pack_uint8(h.status);
+    PackString(pk, "msg");
+    PackString(pk, h.msg);
+  } else {
+    PackString(pk, "from");
+    PackString(pk, h.from);
+  }
+  return std::string(buf.data(), buf.size());
+}
+
+std::vector<std::string> Encode(const Message& m, bool reply) {
+  std::vector<std::string> frames;
+  frames.reserve(3 + m.blobs.size());
+  frames.emplace_back(kProtocolId);
+  frames.push_back(PackHeader(m.header, reply));
+  frames.push_back(m.body.empty() ? EmptyBody() : m.body);
+  for (const auto& b : m.blobs) frames.push_back(b);
+  return frames;
+}
+
+Result<Message> Decode(const std::vector<std::string>& frames, bool reply) {
+  if (frames.size() < 3) return Status::Protocol("a message has " + std::to_string(frames.size()) + " frames, needs 3");
+  if (frames[0] != kProtocolId) return Status::Protocol("first frame is not RLP1");
+  RL_ASSIGN_OR_RETURN(msgpack::object_handle oh, ParseMsgpack(frames[1].data(), frames[1].size()));
+  RL_ASSIGN_OR_RETURN(MapView h, MapView::Of(oh.get(), "header"));
+  Message m;
+  RL_ASSIGN_OR_RETURN(uint64_t op, h.U64("op"));
+  if (op > 255) return Status::Protocol("op out of range");
+  m.header.op = static_cast<uint8_t>(op);
+  RL_ASSIGN_OR_RETURN(m.header.rid, h.U64("rid"));
+  RL_ASSIGN_OR_RETURN(m.header.seq, h.U64("seq", 0));
+  if (reply) {
+    RL_ASSIGN_OR_RETURN(uint64_t status, h.U64("status"));
+    if (status > 255) return Status::Protocol("status out of range");
+    m.header.status = static_cast<uint8_t>(status);
+    RL_ASSIGN_OR_RETURN(m.header.msg, h.Str("msg", ""));
+  } else {
+    RL_ASSIGN_OR_RETURN(m.header.from, h.Str("from", ""));
+  }
+  m.body = frames[2];
+  m.blobs.assign(frames.begin() + 3, frames.end());
+  return m;
+}
+
+}  // namespace
+
+std::string OpName(uint8_t op) {
+  static const char* names[] = {"", "ping", "put", "get", "ack", "nack", "stat", "meta_get", "meta_set", "declare"};
+  if (op >= 1 && op <= kMaxOp) return names[op];
+  return "op" + std::to_string(op);
+}
+
+const std::string& EmptyBody() {
+  static const std::string empty(1, '\x80');  // msgpack fixmap of size 0
+  return empty;
+}
+
+std::vector<std::string> EncodeRequest(const Message& m) { return Encode(m, false); }
+std::vector<std::string> EncodeReply(const Message& m) { return Encode(m, true); }
+Result<Message> DecodeRequest(const std::vector<std::string>& frames) { return Decode(frames, false); }
+Result<Message> DecodeReply(const std::vector<std::string>& frames) { return Decode(frames, true); }
+
+}  // namespace rl

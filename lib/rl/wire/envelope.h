@@ -1,0 +1,62 @@
+// The RLP1 envelope: the frames of every request and reply (man/rl-protocol.7).
+//
+//   request:  "RLP1" | header {op, rid, seq, from} | body (msgpack map) | blob frames...
+//   reply:    "RLP1" | header {op, rid, seq, status, msg} | body (msgpack map) | blob frames...
+//
+// rid names a logical request and is the same on every retry; seq numbers every message a sender
+// sends, so gaps and duplicates show. Blob frames carry tensors referenced from the body.
+// Thread safety: plain values and reentrant functions.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "rl/core/status.h"
+
+namespace rl {
+
+constexpr char kProtocolId[] = "RLP1";
+
+// Operation codes. The numbers are part of the protocol: never renumber.
+enum class Op : uint8_t {
+  kPing = 1,
+  kPut = 2,
+  kGet = 3,
+  kAck = 4,
+  kNack = 5,
+  kStat = 6,
+  kMetaGet = 7,
+  kMetaSet = 8,
+  kDeclare = 9,
+};
+constexpr int kMaxOp = 9;
+// "put", or "op17" for a number without a name.
+std::string OpName(uint8_t op);
+
+struct Header {
+  uint8_t op = 0;
+  uint64_t rid = 0;
+  uint64_t seq = 0;
+  std::string from;     // requests: the sender's id, stable across its reconnects
+  uint8_t status = 0;   // replies: a Code
+  std::string msg;      // replies: the error message, empty on success
+};
+
+struct Message {
+  Header header;
+  std::string body;                // a msgpack map
+  std::vector<std::string> blobs;  // frames after the body
+};
+
+// Frames of a request or a reply (the routing frame of a ROUTER socket is not included).
+std::vector<std::string> EncodeRequest(const Message& m);
+std::vector<std::string> EncodeReply(const Message& m);
+// Decodes frames. Every malformed input is a Protocol status, never a crash.
+Result<Message> DecodeRequest(const std::vector<std::string>& frames);
+Result<Message> DecodeReply(const std::vector<std::string>& frames);
+
+// The empty msgpack map, the body of requests and replies that carry nothing.
+const std::string& EmptyBody();
+
+}  // namespace rl

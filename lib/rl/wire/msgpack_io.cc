@@ -1,0 +1,215 @@
+#include "rl/wire/msgpack_io.h"
+
+#include <cstring>
+
+namespace rl {
+namespace {
+
+constexpr size_t kMaxTensorDims = 8;
+
+std::string TensorExtHeader(const Tensor& t) {
+  std::string h;
+  h.push_back(static_cast<char>(t.dtype));
+  h.push_back(static_cast<char>(t.shape.size()));
+  for (int64_t d : t.shape) h.append(reinterpret_cast<const char*>(&d), 8);
+  return h;
+}
+
+Result<Tensor> DecodeTensorExt(const msgpack::object_ext& ext, const std::vector<std::string>* frames) {
+  const char* p = ext.data();
+  size_t n = ext.size;
+  if (n < 2) return Status::Protocol("tensor ext shorter than its header");
+  uint8_t dtype = static_cast<uint8_t>(p[0]);
+  uint8_t ndim = static_cast<uint8_t>(p[1]);
+  if (dtype >= kDTypeCount) return Status::Protocol("tensor dtype " + std::to_string(dtype) + " unknown");
+  if (ndim > kMaxTensorDims) return Status::Protocol("tensor with " + std::to_string(ndim) + " dimensions");
+  size_t head = 2 + 8 * size_t{ndim};
+  if (n < head) return Status::Protocol("tensor ext shorter than its shape");
+  Tensor t;
+  t.dtype = static_cast<DType>(dtype);
+  t.shape.resize(ndim);
+  if (ndim) std::memcpy(t.shape.data(), p + 2, 8 * size_t{ndim});
+  if (ext.type() == kExtTensorInline) {
+    t.data.assign(p + head, n - head);
+  } else {
+    if (n != head + 4) return Status::Protocol("tensor frame reference is not 4 bytes");
+    uint32_t frame;
+    std::memcpy(&frame, p + head, 4);
+    if (frames == nullptr || frame >= frames->size()) {
+      return Status::Protocol("tensor refers to frame " + std::to_string(frame) + " which is absent");
+    }
+    t.data = (*frames)[frame];
+  }
+  Status s = t.Validate();
+  if (!s.ok()) return Status::Protocol(s.message());
+  return t;
+}
+
+}  // namespace
+
+void PackString(Packer& pk, std::string_view s) {
+  pk.pack_str(static_cast<uint32_t>(s.size()));
+  pk.pack_str_body(s.data(), static_cast<uint32_t>(s.size()));
+}
+
+void PackValue(Packer& pk, const Value& v, std::vector<std::string>* frames) {
+  switch (v.index()) {
+    case 0: pk.pack_nil(); return;
+    case 1: std::get<bool>(v) ? pk.pack_true() : pk.pack_false(); return;
+    case 2: pk.pack_int64(std::get<int64_t>(v)); return;
+    case 3: pk.pack_double(std::get<double>(v)); return;
+    case 4: PackString(pk, std::get<std::string>(v)); return;
+    case 5: {
+      const auto& b = std::get<Bytes>(v).data;
+      pk.pack_bin(static_cast<uint32_t>(b.size()));
+      pk.pack_bin_body(b.data(), static_cast<uint32_t>(b.size()));
+      return;
+    }
+    default: break;
+  }
+  const Tensor& t = std::get<Tensor>(v);
+  std::string head = TensorExtHeader(t);
+  if (frames != nullptr && t.data.size() >= kFrameTensorBytes) {
+    uint32_t frame = static_cast<uint32_t>(frames->size());
+    frames->push_back(t.data);
+    head.append(reinterpret_cast<const char*>(&frame), 4);
+    pk.pack_ext(head.size(), kExtTensorFrame);
+    pk.pack_ext_body(head.data(), static_cast<uint32_t>(head.size()));
+    return;
+  }
+  pk.pack_ext(head.size() + t.data.size(), kExtTensorInline);
+  pk.pack_ext_body(head.data(), static_cast<uint32_t>(head.size()));
+  pk.pack_ext_body(t.data.data(), static_cast<uint32_t>(t.data.size()));
+}
+
+Result<Value> UnpackValue(const msgpack::object& o, const std::vector<std::string>* frames) {
+  switch (o.type) {
+    case msgpack::type::NIL: return Value{};
+    case msgpack::type::BOOLEAN: return Value{o.via.boolean};
+    case msgpack::type::POSITIVE_INTEGER:
+      if (o.via.u64 > static_cast<uint64_t>(INT64_MAX)) return Status::DataError("integer above int64");
+      return Value{static_cast<int64_t>(o.via.u64)};
+    case msgpack::type::NEGATIVE_INTEGER: return Value{o.via.i64};
+    case msgpack::type::FLOAT32:
+    case msgpack::type::FLOAT64: return Value{o.via.f64};
+    case msgpack::type::STR: return Value{std::string(o.via.str.ptr, o.via.str.size)};
+    case msgpack::type::BIN: return Value{Bytes{std::string(o.via.bin.ptr, o.via.bin.size)}};
+    case msgpack::type::EXT: {
+      if (o.via.ext.type() != kExtTensorInline && o.via.ext.type() != kExtTensorFrame) {
+        return Status::DataError("unknown ext type " + std::to_string(o.via.ext.type()));
+      }
+      RL_ASSIGN_OR_RETURN(Tensor t, DecodeTensorExt(o.via.ext, frames));
+      return Value{std::move(t)};
+    }
+    default: return Status::DataError("arrays and maps are not column values");
+  }
+}
+
+Result<msgpack::object_handle> ParseMsgpack(const char* data, size_t size) {
+  // Limits: containers of up to 1M entries, strings and blobs of up to 1 GiB, depth 8.
+  msgpack::unpack_limit limit(1u << 20, 1u << 20, 1u << 30, 1u << 30, 1u << 30, 8);
+  size_t offset = 0;
+  try {
+    msgpack::object_handle oh = msgpack::unpack(data, size, offset, nullptr, nullptr, limit);
+    if (offset != size) return Status::Protocol("trailing bytes after a msgpack document");
+    return oh;
+  } catch (const std::exception& e) {
+    return Status::Protocol(std::string("malformed msgpack: ") + e.what());
+  }
+}
+
+Result<MapView> MapView::Of(const msgpack::object& o, const std::string& what) {
+  if (o.type != msgpack::type::MAP) return Status::Protocol(what + " is not a msgpack map");
+  return MapView(&o.via.map);
+}
+
+const msgpack::object* MapView::Find(std::string_view key) const {
+  for (const auto& kv : *this) {
+    if (kv.key.type == msgpack::type::STR && std::string_view(kv.key.via.str.ptr, kv.key.via.str.size) == key) {
+      return &kv.val;
+    }
+  }
+  return nullptr;
+}
+
+Result<std::string> AsString(const msgpack::object& o, const std::string& what) {
+  if (o.type != msgpack::type::STR) return Status::Protocol(what + " is not a string");
+  return std::string(o.via.str.ptr, o.via.str.size);
+}
+
+Result<uint64_t> AsU64(const msgpack::object& o, const std::string& what) {
+  if (o.type != msgpack::type::POSITIVE_INTEGER) return Status::Protocol(what + " is not an unsigned integer");
+  return o.via.u64;
+}
+
+Result<int64_t> AsI64(const msgpack::object& o, const std::string& what) {
+  if (o.type == msgpack::type::NEGATIVE_INTEGER) return o.via.i64;
+  if (o.type == msgpack::type::POSITIVE_INTEGER && o.via.u64 <= static_cast<uint64_t>(INT64_MAX)) {
+    return static_cast<int64_t>(o.via.u64);
+  }
+  return Status::Protocol(what + " is not a 64-bit integer");
+}
+
+Result<std::string> MapView::Str(std::string_view key) const {
+  const msgpack::object* o = Find(key);
+  if (!o) return Status::Protocol("missing field '" + std::string(key) + "'");
+  return AsString(*o, "field '" + std::string(key) + "'");
+}
+
+Result<std::string> MapView::Str(std::string_view key, std::string fallback) const {
+  const msgpack::object* o = Find(key);
+  if (!o || o->type == msgpack::type::NIL) return fallback;
+  return AsString(*o, "field '" + std::string(key) + "'");
+}
+
+Result<uint64_t> MapView::U64(std::string_view key) const {
+  const msgpack::object* o = Find(key);
+  if (!o) return Status::Protocol("missing field '" + std::string(key) + "'");
+  return AsU64(*o, "field '" + std::string(key) + "'");
+}
+
+Result<uint64_t> MapView::U64(std::string_view key, uint64_t fallback) const {
+  const msgpack::object* o = Find(key);
+  if (!o || o->type == msgpack::type::NIL) return fallback;
+  return AsU64(*o, "field '" + std::string(key) + "'");
+}
+
+Result<int64_t> MapView::I64(std::string_view key, int64_t fallback) const {
+  const msgpack::object* o = Find(key);
+  if (!o || o->type == msgpack::type::NIL) return fallback;
+  return AsI64(*o, "field '" + std::string(key) + "'");
+}
+
+Result<bool> MapView::Bool(std::string_view key, bool fallback) const {
+  const msgpack::object* o = Find(key);
+  if (!o || o->type == msgpack::type::NIL) return fallback;
+  if (o->type != msgpack::type::BOOLEAN) return Status::Protocol("field '" + std::string(key) + "' is not a bool");
+  return o->via.boolean;
+}
+
+Result<std::vector<std::string>> MapView::StrList(std::string_view key) const {
+  std::vector<std::string> out;
+  const msgpack::object* o = Find(key);
+  if (!o || o->type == msgpack::type::NIL) return out;
+  if (o->type != msgpack::type::ARRAY) return Status::Protocol("field '" + std::string(key) + "' is not an array");
+  for (uint32_t i = 0; i < o->via.array.size; ++i) {
+    RL_ASSIGN_OR_RETURN(std::string s, AsString(o->via.array.ptr[i], std::string(key) + " item"));
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+Result<std::vector<uint64_t>> MapView::U64List(std::string_view key) const {
+  std::vector<uint64_t> out;
+  const msgpack::object* o = Find(key);
+  if (!o || o->type == msgpack::type::NIL) return out;
+  if (o->type != msgpack::type::ARRAY) return Status::Protocol("field '" + std::string(key) + "' is not an array");
+  out.reserve(o->via.array.size);
+  for (uint32_t i = 0; i < o->via.array.size; ++i) {
+    RL_ASSIGN_OR_RETURN(uint64_t v, AsU64(o->via.array.ptr[i], std::string(key) + " item"));
+    out.push_back(v);
+  }
+  return out;
+}
+
+}  // namespace rl

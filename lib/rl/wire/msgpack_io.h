@@ -1,0 +1,66 @@
+// msgpack encoding of Values and strict decoding of untrusted msgpack documents.
+//
+// Tensors are msgpack ext values (man/rl-protocol.7, "Values"):
+//   ext type 1 (inline):  u8 dtype, u8 ndim, ndim x i64 LE dims, raw data
+//   ext type 2 (in frame): u8 dtype, u8 ndim, ndim x i64 LE dims, u32 LE frame number
+// Decoding never throws and never trusts a length: every limit is checked, and a document must
+// use all of its bytes.
+// Thread safety: functions are reentrant.
+#pragma once
+
+#include <msgpack.hpp>
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "rl/core/status.h"
+#include "rl/wire/value.h"
+
+namespace rl {
+
+using Packer = msgpack::packer<msgpack::sbuffer>;
+
+constexpr int8_t kExtTensorInline = 1;
+constexpr int8_t kExtTensorFrame = 2;
+// Tensors of at least this many bytes travel in their own frame when frames are allowed.
+constexpr size_t kFrameTensorBytes = 4096;
+
+// Packs v. When `frames` is not null, large tensors are appended to it and referenced by number.
+void PackValue(Packer& pk, const Value& v, std::vector<std::string>* frames);
+void PackString(Packer& pk, std::string_view s);
+
+// Decodes one value. `frames` resolves ext type 2 (null: type 2 is an error).
+Result<Value> UnpackValue(const msgpack::object& o, const std::vector<std::string>* frames);
+
+// Parses a whole msgpack document with limits on sizes and depth.
+Result<msgpack::object_handle> ParseMsgpack(const char* data, size_t size);
+
+// Read-only view of a msgpack map with string keys.
+class MapView {
+ public:
+  static Result<MapView> Of(const msgpack::object& o, const std::string& what);
+  const msgpack::object* Find(std::string_view key) const;
+  uint32_t size() const { return map_->size; }
+  const msgpack::object_kv* begin() const { return map_->ptr; }
+  const msgpack::object_kv* end() const { return map_->ptr + map_->size; }
+
+  Result<std::string> Str(std::string_view key) const;
+  Result<std::string> Str(std::string_view key, std::string fallback) const;
+  Result<uint64_t> U64(std::string_view key) const;
+  Result<uint64_t> U64(std::string_view key, uint64_t fallback) const;
+  Result<int64_t> I64(std::string_view key, int64_t fallback) const;
+  Result<bool> Bool(std::string_view key, bool fallback) const;
+  Result<std::vector<std::string>> StrList(std::string_view key) const;
+  Result<std::vector<uint64_t>> U64List(std::string_view key) const;
+
+ private:
+  explicit MapView(const msgpack::object_map* map) : map_(map) {}
+  const msgpack::object_map* map_;
+};
+
+Result<std::string> AsString(const msgpack::object& o, const std::string& what);
+Result<uint64_t> AsU64(const msgpack::object& o, const std::string& what);
+Result<int64_t> AsI64(const msgpack::object& o, const std::string& what);
+
+}  // namespace rl
