@@ -23,7 +23,10 @@ CommandLine::CommandLine(std::string tool, std::string description)
 
 CLI::App* CommandLine::Sub(const std::string& name, const std::string& description) {
   CLI::App* sub = app_.add_subcommand(name, description);
-  sub->set_config("--config", "", "TOML file of options (command line > RL_* environment > file)");
+  config_paths_.emplace_back(sub, std::make_unique<std::string>());
+  sub->add_option("--config", *config_paths_.back().second,
+                  "TOML file of options, keys named as the long flags without dashes "
+                  "(command line > RL_* environment > file)");
   return sub;
 }
 
@@ -76,10 +79,45 @@ void CommandLine::ApplyEnvironment(const std::vector<std::string>& args) {
   }
 }
 
+// CLI11 2.1 reads config files for the root app only, so subcommand files are read here; a
+// value from the file fills an option only when the command line did not set it.
+std::optional<int> CommandLine::ApplyConfigFile() {
+  for (auto& [sub, path] : config_paths_) {
+    if (!sub->parsed() || path->empty()) continue;
+    std::vector<CLI::ConfigItem> items;
+    try {
+      items = CLI::ConfigTOML().from_file(*path);
+    } catch (const CLI::Error& e) {
+      std::fprintf(stderr, "%s: config %s: %s\n", tool_.c_str(), path->c_str(), e.what());
+      return kExitConfig;
+    }
+    for (const auto& item : items) {
+      if (item.name == "++" || item.name == "--") continue;
+      if (!item.parents.empty() && !(item.parents.size() == 1 && item.parents[0] == sub->get_name())) continue;
+      CLI::Option* opt = sub->get_option_no_throw("--" + item.name);
+      if (opt == nullptr) {
+        std::fprintf(stderr, "%s: config %s: unknown option '%s' for %s\n", tool_.c_str(), path->c_str(),
+                     item.name.c_str(), sub->get_name().c_str());
+        return kExitConfig;
+      }
+      if (opt->count() > 0) continue;
+      try {
+        for (const auto& v : item.inputs) opt->add_result(v);
+        opt->run_callback();
+      } catch (const CLI::Error& e) {
+        std::fprintf(stderr, "%s: config %s: %s: %s\n", tool_.c_str(), path->c_str(), item.name.c_str(), e.what());
+        return kExitConfig;
+      }
+    }
+  }
+  return std::nullopt;
+}
+
 std::optional<int> CommandLine::Parse(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
   try {
     app_.parse(argc, argv);
+    if (auto code = ApplyConfigFile()) return code;
     ApplyEnvironment(args);
   } catch (const CLI::CallForHelp& e) {
     std::cout << app_.help();

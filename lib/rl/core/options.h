@@ -8,6 +8,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -62,10 +63,13 @@ class CommandLine {
   static std::string HelpOf(const OptionSpec& spec);
   void Remember(CLI::Option* opt, const OptionSpec& spec, const std::string& flag, bool is_flag = false);
   void ApplyEnvironment(const std::vector<std::string>& args);
+  // Fills options the command line left unset from the selected subcommand's --config file.
+  std::optional<int> ApplyConfigFile();
 
   std::string tool_;
   CLI::App app_;
   std::vector<Bound> bound_;
+  std::vector<std::pair<CLI::App*, std::unique_ptr<std::string>>> config_paths_;
 };
 
 }  // namespace rl

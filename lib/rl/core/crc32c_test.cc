@@ -1,0 +1,27 @@
+#include "rl/core/crc32c.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+namespace rl {
+namespace {
+
+TEST(Crc32cTest, MatchesPublishedCheckValues) {
+  // RFC 3720 B.4 and the standard "123456789" check value.
+  EXPECT_EQ(Crc32c("123456789", 9), 0xE3069283u);
+  std::string zeros(32, '\0');
+  EXPECT_EQ(Crc32c(zeros.data(), zeros.size()), 0x8A9136AAu);
+  std::string ones(32, '\xff');
+  EXPECT_EQ(Crc32c(ones.data(), ones.size()), 0x62A8AB43u);
+}
+
+TEST(Crc32cTest, SeedContinuesAComputation) {
+  std::string s = "hello, write-ahead log";
+  uint32_t whole = Crc32c(s.data(), s.size());
+  uint32_t part = Crc32c(s.data(), 5);
+  EXPECT_EQ(Crc32c(s.data() + 5, s.size() - 5, part), whole);
+}
+
+}  // namespace
+}  // namespace rl
