@@ -1,0 +1,166 @@
+#include "rl/queue/record.h"
+
+namespace rl::queue {
+
+void PackU64List(Packer& pk, const std::vector<uint64_t>& v) {
+  pk.pack_array(static_cast<uint32_t>(v.size()));
+  for (uint64_t x : v) pk.pack_uint64(x);
+}
+
+void PackStringList(Packer& pk, const std::vector<std::string>& v) {
+  pk.pack_array(static_cast<uint32_t>(v.size()));
+  for (const auto& s : v) PackString(pk, s);
+}
+
+void PackColumns(Packer& pk, const std::vector<std::pair<std::string, Value>>& cols) {
+  pk.pack_map(static_cast<uint32_t>(cols.size()));
+  for (const auto& [name, value] : cols) {
+    PackString(pk, name);
+    PackValue(pk, value, nullptr);
+  }
+}
+
+Result<std::vector<std::pair<std::string, Value>>> UnpackColumns(const msgpack::object& o) {
+  RL_ASSIGN_OR_RETURN(MapView m, MapView::Of(o, "columns"));
+  std::vector<std::pair<std::string, Value>> cols;
+  cols.reserve(m.size());
+  for (const auto& kv : m) {
+    RL_ASSIGN_OR_RETURN(std::string name, AsString(kv.key, "column name"));
+    RL_ASSIGN_OR_RETURN(Value v, UnpackValue(kv.val, nullptr));
+    cols.emplace_back(std::move(name), std::move(v));
+  }
+  return cols;
+}
+
+std::string EncodeRecord(const Record& r) {
+  msgpack::sbuffer buf;
+  Packer pk(buf);
+  pk.pack_map(17);
+  PackString(pk, "t");
+  pk.pack_uint8(static_cast<uint8_t>(r.type));
+  PackString(pk, "from");
+  PackString(pk, r.sender);
+  PackString(pk, "rid");
+  pk.pack_uint64(r.rid);
+  PackString(pk, "task");
+  PackString(pk, r.task);
+  PackString(pk, "lease");
+  pk.pack_uint64(r.lease);
+  PackString(pk, "deadline");
+  pk.pack_int64(r.deadline_ms);
+  PackString(pk, "idx");
+  PackU64List(pk, r.indices);
+  PackString(pk, "dropped");
+  PackU64List(pk, r.dropped);
+  PackString(pk, "regen");
+  PackU64List(pk, r.regenerated);
+  PackString(pk, "rejected");
+  PackU64List(pk, r.rejected);
+  PackString(pk, "reserved");
+  pk.pack_array(static_cast<uint32_t>(r.reserved.size()));
+  for (const auto& res : r.reserved) {
+    pk.pack_array(2);
+    pk.pack_uint64(res.lease);
+    PackU64List(pk, res.indices);
+  }
+  PackString(pk, "takeover");
+  r.takeover ? pk.pack_true() : pk.pack_false();
+  PackString(pk, "rows");
+  pk.pack_array(static_cast<uint32_t>(r.rows.size()));
+  for (const auto& row : r.rows) {
+    pk.pack_array(3);
+    pk.pack_uint64(row.index);
+    row.is_new ? pk.pack_true() : pk.pack_false();
+    PackColumns(pk, row.columns);
+  }
+  PackString(pk, "columns");
+  PackStringList(pk, r.columns);
+  PackString(pk, "key");
+  PackString(pk, r.key);
+  PackString(pk, "value");
+  PackString(pk, r.value);
+  PackString(pk, "v");  // record format version
+  pk.pack_uint8(1);
+  return std::string(buf.data(), buf.size());
+}
+
+namespace {
+
+Result<std::vector<PutRow>> UnpackRows(const msgpack::object* o) {
+  std::vector<PutRow> rows;
+  if (o == nullptr) return rows;
+  if (o->type != msgpack::type::ARRAY) return Status::Corruption("record rows is not an array");
+  for (uint32_t i = 0; i < o->via.array.size; ++i) {
+    const msgpack::object& item = o->via.array.ptr[i];
+    if (item.type != msgpack::type::ARRAY || item.via.array.size != 3 ||
+        item.via.array.ptr[1].type != msgpack::type::BOOLEAN) {
+      return Status::Corruption("record row is not [index, is_new, columns]");
+    }
+    PutRow row;
+    RL_ASSIGN_OR_RETURN(row.index, AsU64(item.via.array.ptr[0], "row index"));
+    row.is_new = item.via.array.ptr[1].via.boolean;
+    RL_ASSIGN_OR_RETURN(row.columns, UnpackColumns(item.via.array.ptr[2]));
+    rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
+Result<std::vector<ReservedLease>> UnpackReserved(const msgpack::object* o) {
+  std::vector<ReservedLease> out;
+  if (o == nullptr) return out;
+  if (o->type != msgpack::type::ARRAY) return Status::Corruption("record reserved is not an array");
+  for (uint32_t i = 0; i < o->via.array.size; ++i) {
+    const msgpack::object& item = o->via.array.ptr[i];
+    if (item.type != msgpack::type::ARRAY || item.via.array.size != 2) {
+      return Status::Corruption("reserved lease is not [lease, indices]");
+    }
+    ReservedLease res;
+    RL_ASSIGN_OR_RETURN(res.lease, AsU64(item.via.array.ptr[0], "reserved lease"));
+    const msgpack::object& idx = item.via.array.ptr[1];
+    if (idx.type != msgpack::type::ARRAY) return Status::Corruption("reserved indices is not an array");
+    for (uint32_t k = 0; k < idx.via.array.size; ++k) {
+      RL_ASSIGN_OR_RETURN(uint64_t v, AsU64(idx.via.array.ptr[k], "reserved index"));
+      res.indices.push_back(v);
+    }
+    out.push_back(std::move(res));
+  }
+  return out;
+}
+
+Result<Record> DecodeRecordObject(const msgpack::object& o) {
+  RL_ASSIGN_OR_RETURN(MapView m, MapView::Of(o, "record"));
+  Record r;
+  RL_ASSIGN_OR_RETURN(uint64_t type, m.U64("t"));
+  if (type < 1 || type > static_cast<uint64_t>(RecordType::kDeclare)) {
+    return Status::Corruption("unknown record type " + std::to_string(type));
+  }
+  r.type = static_cast<RecordType>(type);
+  RL_ASSIGN_OR_RETURN(r.sender, m.Str("from", ""));
+  RL_ASSIGN_OR_RETURN(r.rid, m.U64("rid", 0));
+  RL_ASSIGN_OR_RETURN(r.task, m.Str("task", ""));
+  RL_ASSIGN_OR_RETURN(r.lease, m.U64("lease", 0));
+  RL_ASSIGN_OR_RETURN(r.deadline_ms, m.I64("deadline", 0));
+  RL_ASSIGN_OR_RETURN(r.indices, m.U64List("idx"));
+  RL_ASSIGN_OR_RETURN(r.dropped, m.U64List("dropped"));
+  RL_ASSIGN_OR_RETURN(r.regenerated, m.U64List("regen"));
+  RL_ASSIGN_OR_RETURN(r.rejected, m.U64List("rejected"));
+  RL_ASSIGN_OR_RETURN(r.reserved, UnpackReserved(m.Find("reserved")));
+  RL_ASSIGN_OR_RETURN(r.takeover, m.Bool("takeover", false));
+  RL_ASSIGN_OR_RETURN(r.rows, UnpackRows(m.Find("rows")));
+  RL_ASSIGN_OR_RETURN(r.columns, m.StrList("columns"));
+  RL_ASSIGN_OR_RETURN(r.key, m.Str("key", ""));
+  RL_ASSIGN_OR_RETURN(r.value, m.Str("value", ""));
+  return r;
+}
+
+}  // namespace
+
+Result<Record> DecodeRecord(const char* data, size_t size) {
+  auto oh = ParseMsgpack(data, size);
+  if (!oh.ok()) return Status::Corruption(oh.status().message());
+  auto r = DecodeRecordObject(oh->get());
+  if (!r.ok()) return Status::Corruption(r.status().message());
+  return r;
+}
+
+}  // namespace rl::queue

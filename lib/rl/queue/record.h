@@ -1,0 +1,71 @@
+// Record: one state change of the queue. Every mutation is a Record: the server plans it against
+// the current state, appends it to the write-ahead log, then applies it; recovery applies the
+// logged Records again in order, so state after a restart is the state that was acknowledged.
+// The msgpack form of a Record is the payload of a log record (man/rl-queue.1, "LOG FORMAT").
+// Thread safety: plain values.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "rl/core/status.h"
+#include "rl/wire/msgpack_io.h"
+#include "rl/wire/value.h"
+
+namespace rl::queue {
+
+// Numbers are stored in logs: never renumber.
+enum class RecordType : uint8_t {
+  kPut = 1,      // new rows and/or columns added to rows; optional ack of `task`
+  kLease = 2,    // rows handed out under a lease; rows dropped or regenerated on the way
+  kAck = 3,      // rows consumed by `task`
+  kRelease = 4,  // rows back to ready: a nack, or a lease that expired (sender empty)
+  kMetaSet = 5,  // run metadata key := value
+  kDeclare = 6,  // a task and the columns it needs
+};
+
+struct PutRow {
+  uint64_t index = 0;
+  bool is_new = false;
+  std::vector<std::pair<std::string, Value>> columns;
+};
+
+// A further lease made by the same request: the other parts of a token-balanced round, held
+// (reserved) for the next consumers of the task.
+struct ReservedLease {
+  uint64_t lease = 0;
+  std::vector<uint64_t> indices;
+};
+
+struct Record {
+  RecordType type = RecordType::kPut;
+  std::string sender;  // who asked; empty for the server's own records (lease expiry)
+  uint64_t rid = 0;    // the request id, for exactly-once replies across restarts
+
+  std::string task;              // kLease, kAck, kRelease, kDeclare; kPut when it acks
+  uint64_t lease = 0;            // kLease: the new lease; kAck/kRelease/kPut: the lease acked (0: any)
+  int64_t deadline_ms = 0;       // kLease: wall-clock expiry
+  std::vector<uint64_t> indices; // kLease/kAck/kRelease: the rows; kPut: the rows written
+  std::vector<uint64_t> dropped;      // kLease: rows dropped for `task` (stale, uniform group)
+  std::vector<uint64_t> regenerated;  // kLease: rows reset to their first columns
+  std::vector<uint64_t> rejected;     // kAck/kRelease: rows refused (kept for the reply only)
+  std::vector<ReservedLease> reserved;  // kLease: further parts of a balanced round
+  bool takeover = false;          // kLease: the lease already exists (a reserved part claimed)
+  std::vector<PutRow> rows;       // kPut
+  std::vector<std::string> columns;  // kDeclare
+  std::string key, value;         // kMetaSet
+};
+
+// The payload bytes of a log record (values inline, no frames).
+std::string EncodeRecord(const Record& r);
+Result<Record> DecodeRecord(const char* data, size_t size);
+
+// Pieces shared with the snapshot writer.
+void PackU64List(Packer& pk, const std::vector<uint64_t>& v);
+void PackStringList(Packer& pk, const std::vector<std::string>& v);
+void PackColumns(Packer& pk, const std::vector<std::pair<std::string, Value>>& cols);
+Result<std::vector<std::pair<std::string, Value>>> UnpackColumns(const msgpack::object& o);
+
+}  // namespace rl::queue

@@ -1,0 +1,353 @@
+#include "rl/queue/store.h"
+
+#include <algorithm>
+#include <climits>
+
+namespace rl::queue {
+
+namespace {
+constexpr size_t kMaxRememberedSenders = 65536;
+}  // namespace
+
+std::string GroupKey(const Value& v) {
+  if (auto* i = std::get_if<int64_t>(&v)) return "i:" + std::to_string(*i);
+  if (auto* s = std::get_if<std::string>(&v)) return "s:" + *s;
+  return "";
+}
+
+Store::Store() {
+  group_col_ = InternColumn(kGroupColumn);
+  version_col_ = InternColumn(kVersionColumn);
+}
+
+uint32_t Store::ColumnId(const std::string& name) const {
+  auto it = column_ids_.find(name);
+  return it == column_ids_.end() ? UINT32_MAX : it->second;
+}
+
+uint32_t Store::InternColumn(const std::string& name) {
+  auto [it, added] = column_ids_.emplace(name, static_cast<uint32_t>(column_names_.size()));
+  if (added) column_names_.push_back(name);
+  return it->second;
+}
+
+const Value* Store::Find(const Row& row, uint32_t col) const {
+  for (const auto& [id, v] : row.cols) {
+    if (id == col) return &v;
+  }
+  return nullptr;
+}
+
+bool Store::HasAll(const Row& row, const Task& task) const {
+  for (uint32_t c : task.cols) {
+    if (!Find(row, c)) return false;
+  }
+  return true;
+}
+
+bool Store::IsLeased(const Row& row, uint32_t task) const {
+  for (const auto& [t, lease] : row.leases) {
+    if (t == task) return true;
+  }
+  return false;
+}
+
+uint64_t Store::AllTasksMask() const {
+  return tasks_.size() >= 64 ? ~uint64_t{0} : (uint64_t{1} << tasks_.size()) - 1;
+}
+
+// --- readiness -------------------------------------------------------------------------------
+
+void Store::SetReady(uint32_t t, uint64_t index, const Row& row, bool ready) {
+  Task& task = tasks_[t];
+  bool was = task.ready.count(index) > 0;
+  if (was == ready) return;
+  if (ready) {
+    task.ready.insert(index);
+  } else {
+    task.ready.erase(index);
+  }
+  if (!row.group.empty()) {
+    task.group_counts[row.group].ready += ready ? 1 : -1;
+    UpdateGroupReady(task, row.group);
+  }
+}
+
+void Store::UpdateGroupReady(Task& task, const std::string& group) {
+  auto g = groups_.find(group);
+  if (g == groups_.end()) return;
+  const GroupCount& c = task.group_counts[group];
+  bool ready = c.ready > 0 && c.ready + c.consumed == g->second.members.size();
+  auto key = std::make_pair(g->second.members.front(), group);
+  if (ready) {
+    task.ready_groups.insert(key);
+  } else {
+    task.ready_groups.erase(key);
+  }
+}
+
+void Store::Refresh(uint64_t index, Row& row) {
+  for (uint32_t t = 0; t < tasks_.size(); ++t) {
+    bool ready = !(row.consumed >> t & 1) && !IsLeased(row, t) && HasAll(row, tasks_[t]);
+    SetReady(t, index, row, ready);
+  }
+}
+
+void Store::Consume(uint32_t t, uint64_t index, bool dropped) {
+  auto it = rows_.find(index);
+  if (it == rows_.end() || (it->second.consumed >> t & 1)) return;
+  Row& row = it->second;
+  for (auto& [task, lease] : row.leases) {
+    if (task == t) ReleaseRowLease(t, lease, index);
+  }
+  SetReady(t, index, row, false);
+  row.consumed |= uint64_t{1} << t;
+  Task& task = tasks_[t];
+  (dropped ? task.dropped : task.consumed)++;
+  if (!row.group.empty()) {
+    task.group_counts[row.group].consumed++;
+    UpdateGroupReady(task, row.group);
+  }
+  MaybeFree(index);
+}
+
+// Removes `index` from lease `lease` of task t (the row's own lease list included).
+void Store::ReleaseRowLease(uint32_t t, uint64_t lease, uint64_t index) {
+  Task& task = tasks_[t];
+  auto l = task.leases.find(lease);
+  if (l != task.leases.end()) {
+    l->second.indices.erase(index);
+    if (l->second.indices.empty()) task.leases.erase(l);
+  }
+  auto r = rows_.find(index);
+  if (r == rows_.end()) return;
+  auto& leases = r->second.leases;
+  leases.erase(std::remove(leases.begin(), leases.end(), std::make_pair(t, lease)), leases.end());
+}
+
+void Store::MaybeFree(uint64_t index) {
+  auto it = rows_.find(index);
+  if (it == rows_.end() || tasks_.empty()) return;
+  Row& row = it->second;
+  if ((row.consumed & AllTasksMask()) != AllTasksMask() || !row.leases.empty()) return;
+  for (const auto& [id, v] : row.cols) live_bytes_ -= ValueBytes(v);
+  if (!row.group.empty()) {
+    auto g = groups_.find(row.group);
+    if (g != groups_.end() && --g->second.live == 0) {
+      for (auto& task : tasks_) {
+        task.group_counts.erase(row.group);
+        task.ready_groups.erase({g->second.members.front(), row.group});
+      }
+      groups_.erase(g);
+    }
+  }
+  rows_.erase(it);
+}
+
+// A stale row goes back to the columns it was created with and to no task's consumption, so the
+// task that produces the rest (generation) sees it ready again.
+void Store::Regenerate(uint64_t index) {
+  auto it = rows_.find(index);
+  if (it == rows_.end()) return;
+  Row& row = it->second;
+  for (uint32_t t = 0; t < tasks_.size(); ++t) {
+    SetReady(t, index, row, false);
+    if (row.consumed >> t & 1 && !row.group.empty()) {
+      tasks_[t].group_counts[row.group].consumed--;
+      UpdateGroupReady(tasks_[t], row.group);
+    }
+  }
+  row.consumed = 0;
+  for (size_t i = row.origin; i < row.cols.size(); ++i) live_bytes_ -= ValueBytes(row.cols[i].second);
+  row.cols.resize(row.origin);
+  Refresh(index, row);
+}
+
+void Store::AddLease(uint32_t t, uint64_t lease, int64_t deadline, bool reserved, const std::vector<uint64_t>& idx) {
+  Lease& l = tasks_[t].leases[lease];
+  l.deadline_ms = deadline;
+  l.reserved = reserved;
+  for (uint64_t i : idx) {
+    auto it = rows_.find(i);
+    if (it == rows_.end() || IsLeased(it->second, t)) continue;
+    SetReady(t, i, it->second, false);
+    it->second.leases.emplace_back(t, lease);
+    l.indices.insert(i);
+  }
+  if (l.indices.empty()) tasks_[t].leases.erase(lease);
+  next_lease_ = std::max(next_lease_, lease + 1);
+}
+
+// --- apply -----------------------------------------------------------------------------------
+
+void Store::Apply(const Record& r) {
+  switch (r.type) {
+    case RecordType::kPut: ApplyPut(r); break;
+    case RecordType::kLease: ApplyLease(r); break;
+    case RecordType::kAck: ApplyAck(r); break;
+    case RecordType::kRelease: ApplyRelease(r); break;
+    case RecordType::kMetaSet: meta_[r.key] = r.value; break;
+    case RecordType::kDeclare: ApplyDeclare(r); break;
+  }
+  Remember(r);
+}
+
+void Store::ApplyPut(const Record& r) {
+  for (const PutRow& pr : r.rows) {
+    Row& row = rows_[pr.index];
+    for (const auto& [name, value] : pr.columns) {
+      uint32_t id = InternColumn(name);
+      if (Find(row, id)) continue;  // planned away; a replayed log never has it
+      if (id == group_col_ && pr.is_new) row.group = GroupKey(value);
+      live_bytes_ += ValueBytes(value);
+      row.cols.emplace_back(id, value);
+    }
+    if (pr.is_new) {
+      row.origin = static_cast<uint32_t>(row.cols.size());
+      next_index_ = std::max(next_index_, pr.index + 1);
+      if (!row.group.empty()) {
+        Group& g = groups_[row.group];
+        g.members.push_back(pr.index);
+        g.live++;
+      }
+    }
+  }
+  // Group membership is complete once the whole put is in: now readiness can be computed.
+  for (const PutRow& pr : r.rows) {
+    auto it = rows_.find(pr.index);
+    if (it != rows_.end()) Refresh(pr.index, it->second);
+  }
+  if (!r.task.empty()) {
+    auto t = task_ids_.find(r.task);
+    if (t != task_ids_.end()) {
+      for (const PutRow& pr : r.rows) Consume(t->second, pr.index, false);
+    }
+  }
+}
+
+void Store::ApplyLease(const Record& r) {
+  auto t = task_ids_.find(r.task);
+  if (t == task_ids_.end()) return;
+  for (uint64_t i : r.dropped) Consume(t->second, i, true);
+  for (uint64_t i : r.regenerated) Regenerate(i);
+  if (r.takeover) {
+    auto l = tasks_[t->second].leases.find(r.lease);
+    if (l != tasks_[t->second].leases.end()) {
+      l->second.reserved = false;
+      l->second.deadline_ms = r.deadline_ms;
+    }
+  } else if (!r.indices.empty()) {
+    AddLease(t->second, r.lease, r.deadline_ms, false, r.indices);
+  }
+  for (const auto& res : r.reserved) AddLease(t->second, res.lease, r.deadline_ms, true, res.indices);
+}
+
+void Store::ApplyAck(const Record& r) {
+  auto t = task_ids_.find(r.task);
+  if (t == task_ids_.end()) return;
+  for (uint64_t i : r.indices) Consume(t->second, i, false);
+}
+
+void Store::ApplyRelease(const Record& r) {
+  auto t = task_ids_.find(r.task);
+  if (t == task_ids_.end()) return;
+  for (uint64_t i : r.indices) {
+    auto row = rows_.find(i);
+    if (row == rows_.end()) continue;
+    std::vector<uint64_t> held;
+    for (const auto& [task, lease] : row->second.leases) {
+      if (task == t->second && (r.lease == 0 || lease == r.lease)) held.push_back(lease);
+    }
+    for (uint64_t lease : held) ReleaseRowLease(t->second, lease, i);
+    Refresh(i, row->second);
+    MaybeFree(i);
+  }
+}
+
+void Store::ApplyDeclare(const Record& r) {
+  if (task_ids_.count(r.task) || tasks_.size() >= kMaxTasks) return;
+  Task task;
+  task.name = r.task;
+  for (const auto& c : r.columns) task.cols.push_back(InternColumn(c));
+  task_ids_[r.task] = static_cast<uint32_t>(tasks_.size());
+  tasks_.push_back(std::move(task));
+  for (auto& [index, row] : rows_) Refresh(index, row);
+}
+
+void Store::Remember(const Record& r) {
+  if (r.sender.empty()) return;
+  Record kept = r;
+  kept.rows.clear();  // the reply needs the indices only
+  last_[r.sender] = {++touch_, std::move(kept)};
+  if (last_.size() > 2 * kMaxRememberedSenders) {
+    std::vector<uint64_t> touches;
+    for (const auto& [s, e] : last_) touches.push_back(e.first);
+    std::nth_element(touches.begin(), touches.begin() + kMaxRememberedSenders, touches.end());
+    uint64_t cut = touches[kMaxRememberedSenders];
+    for (auto it = last_.begin(); it != last_.end();) {
+      it = it->second.first < cut ? last_.erase(it) : std::next(it);
+    }
+  }
+}
+
+// --- queries ---------------------------------------------------------------------------------
+
+const Record* Store::LastOf(const std::string& sender) const {
+  auto it = last_.find(sender);
+  return it == last_.end() ? nullptr : &it->second.second;
+}
+
+std::vector<std::string> Store::TaskColumns(const std::string& task) const {
+  std::vector<std::string> out;
+  auto t = task_ids_.find(task);
+  if (t == task_ids_.end()) return out;
+  for (uint32_t c : tasks_[t->second].cols) out.push_back(column_names_[c]);
+  return out;
+}
+
+std::optional<RowView> Store::ViewRow(uint64_t index, const std::string& task) const {
+  auto it = rows_.find(index);
+  auto t = task_ids_.find(task);
+  if (it == rows_.end() || t == task_ids_.end()) return std::nullopt;
+  RowView view{index, {}};
+  std::vector<uint32_t> cols = tasks_[t->second].cols;
+  for (uint32_t extra : {group_col_, version_col_}) {
+    if (std::find(cols.begin(), cols.end(), extra) == cols.end()) cols.push_back(extra);
+  }
+  for (uint32_t c : cols) {
+    if (const Value* v = Find(it->second, c)) view.columns.emplace_back(column_names_[c], v);
+  }
+  return view;
+}
+
+std::optional<std::string> Store::Meta(const std::string& key) const {
+  auto it = meta_.find(key);
+  if (it == meta_.end()) return std::nullopt;
+  return it->second;
+}
+
+std::vector<TaskStats> Store::Stats() const {
+  std::vector<TaskStats> out;
+  for (const Task& task : tasks_) {
+    TaskStats s;
+    s.name = task.name;
+    for (uint32_t c : task.cols) s.columns.push_back(column_names_[c]);
+    s.ready = task.ready.size();
+    s.ready_groups = task.ready_groups.size();
+    for (const auto& [id, lease] : task.leases) s.leased += lease.indices.size();
+    s.consumed = task.consumed;
+    s.dropped = task.dropped;
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+int64_t Store::NextDeadline() const {
+  int64_t next = INT64_MAX;
+  for (const Task& task : tasks_) {
+    for (const auto& [id, lease] : task.leases) next = std::min(next, lease.deadline_ms);
+  }
+  return next;
+}
+
+}  // namespace rl::queue

@@ -1,0 +1,181 @@
+// Store: the queue's state machine, in memory (DESIGN.md "The queue").
+//
+// Rows are samples addressed by a global index; columns are named, typed values. A task names the
+// columns it needs; a row is ready for a task when it has them all, the task has not consumed it,
+// and no lease of the task holds it. Every change is a Record: Plan* checks a request against the
+// current state and returns the Record that would carry it out (or the error to reply with),
+// without changing anything; Apply carries a Record out. The server logs a Record before applying
+// it, and recovery applies the log again, so Apply must be deterministic and never fail.
+// Thread safety: none; the server owns the Store on one thread.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "rl/core/status.h"
+#include "rl/queue/record.h"
+#include "rl/wire/value.h"
+
+namespace rl::queue {
+
+constexpr size_t kMaxTasks = 64;  // consumption is a bit per task
+constexpr char kGroupColumn[] = "group";
+constexpr char kVersionColumn[] = "version";
+constexpr char kIndexField[] = "index";
+
+// The key a group column value is known by: "i:<n>" for integers, "s:<text>" for strings, and
+// "" (no group) for anything else, which PlanPut refuses.
+std::string GroupKey(const Value& v);
+
+struct GetRequest {
+  std::string task;
+  std::vector<std::string> columns;  // declares the task when it is new; must match otherwise
+  uint32_t count = 1;
+  uint32_t min = 0;  // hand out once this many rows are ready; 0 means count
+  int64_t lease_ms = 60000;
+  int64_t wait_ms = 0;
+  bool groups = false;
+  bool has_min_version = false;
+  int64_t min_version = 0;
+  bool regenerate_stale = false;  // else stale rows are dropped for this task
+  std::string drop_uniform;       // drop groups whose values of this column are all equal
+  std::string balance;            // token-balance a round of `parts` batches by this column's length
+  uint32_t parts = 1;
+};
+
+struct TaskStats {
+  std::string name;
+  std::vector<std::string> columns;
+  uint64_t ready = 0, ready_groups = 0, leased = 0, consumed = 0, dropped = 0;
+};
+
+struct RowView {
+  uint64_t index;
+  std::vector<std::pair<std::string, const Value*>> columns;
+};
+
+class Store {
+ public:
+  Store();
+
+  // --- planning: no change of state -------------------------------------------------------
+  // `rows`: each either new (is_new) or naming an existing index; indices of new rows are assigned
+  // here. When ack_task is not empty the written rows are also consumed by that task.
+  Result<Record> PlanPut(std::vector<PutRow> rows, const std::string& ack_task, uint64_t ack_lease) const;
+  // nullopt when the task already exists with the same columns.
+  Result<std::optional<Record>> PlanDeclare(const std::string& task, const std::vector<std::string>& columns) const;
+  // A kLease record; its `indices` may hold fewer rows than asked (none at all).
+  Result<Record> PlanGet(const GetRequest& req, int64_t now_ms) const;
+  Result<Record> PlanAck(const std::string& task, uint64_t lease, const std::vector<uint64_t>& indices) const;
+  Result<Record> PlanRelease(const std::string& task, uint64_t lease, const std::vector<uint64_t>& indices) const;
+  // One kRelease record per lease whose deadline is at or before now_ms.
+  std::vector<Record> PlanExpiries(int64_t now_ms) const;
+  Result<Record> PlanMetaSet(const std::string& key, const std::string& value,
+                             const std::optional<std::string>& if_equals) const;
+
+  // --- change ------------------------------------------------------------------------------
+  void Apply(const Record& r);
+
+  // --- queries -----------------------------------------------------------------------------
+  bool HasTask(const std::string& task) const { return task_ids_.count(task) > 0; }
+  std::vector<std::string> TaskColumns(const std::string& task) const;
+  // The task's columns (plus group and version when present) of a live row.
+  std::optional<RowView> ViewRow(uint64_t index, const std::string& task) const;
+  std::optional<std::string> Meta(const std::string& key) const;
+  std::vector<TaskStats> Stats() const;
+  uint64_t live_rows() const { return rows_.size(); }
+  uint64_t live_bytes() const { return live_bytes_; }
+  uint64_t next_index() const { return next_index_; }
+  int64_t NextDeadline() const;  // earliest lease deadline, or INT64_MAX
+  // The last mutation this sender made, for replying to a retry (rows' values are not kept).
+  const Record* LastOf(const std::string& sender) const;
+
+  // --- snapshots ---------------------------------------------------------------------------
+  std::string EncodeSnapshot() const;
+  Status LoadSnapshot(const char* data, size_t size);
+
+ private:
+  struct Row {
+    std::vector<std::pair<uint32_t, Value>> cols;  // in the order they were written
+    uint32_t origin = 0;    // the first `origin` cols came with the row's creation
+    uint64_t consumed = 0;  // bit t: task t consumed (or dropped) the row
+    std::string group;      // "" when the row has no group
+    std::vector<std::pair<uint32_t, uint64_t>> leases;  // (task, lease) holding the row
+  };
+  struct GroupCount {
+    uint32_t ready = 0, consumed = 0;
+  };
+  struct Lease {
+    int64_t deadline_ms = 0;
+    bool reserved = false;  // a part of a balanced round not yet claimed
+    std::set<uint64_t> indices;
+  };
+  struct Task {
+    std::string name;
+    std::vector<uint32_t> cols;
+    std::set<uint64_t> ready;
+    std::unordered_map<std::string, GroupCount> group_counts;
+    std::set<std::pair<uint64_t, std::string>> ready_groups;  // (first member, group)
+    std::map<uint64_t, Lease> leases;
+    uint64_t consumed = 0, dropped = 0;
+  };
+  struct Group {
+    std::vector<uint64_t> members;  // ascending
+    uint32_t live = 0;
+  };
+
+  uint32_t ColumnId(const std::string& name) const;  // UINT32_MAX when unknown
+  uint32_t InternColumn(const std::string& name);
+  const Value* Find(const Row& row, uint32_t col) const;
+  bool HasAll(const Row& row, const Task& task) const;
+  bool IsLeased(const Row& row, uint32_t task) const;
+  bool IsStale(const Row& row, int64_t min_version) const;
+  uint64_t Tokens(const Row& row, uint32_t col) const;
+  uint64_t AllTasksMask() const;
+
+  void Refresh(uint64_t index, Row& row);
+  void SetReady(uint32_t t, uint64_t index, const Row& row, bool ready);
+  void UpdateGroupReady(Task& task, const std::string& group);
+  void Consume(uint32_t t, uint64_t index, bool dropped);
+  void ReleaseRowLease(uint32_t t, uint64_t lease, uint64_t index);
+  void Regenerate(uint64_t index);
+  void MaybeFree(uint64_t index);
+  void AddLease(uint32_t t, uint64_t lease, int64_t deadline, bool reserved, const std::vector<uint64_t>& idx);
+  void Remember(const Record& r);
+
+  void ApplyPut(const Record& r);
+  void ApplyLease(const Record& r);
+  void ApplyAck(const Record& r);
+  void ApplyRelease(const Record& r);
+  void ApplyDeclare(const Record& r);
+
+  // Planning helpers (store_plan.cc).
+  struct Unit {  // a row, or a whole group, handed out together
+    std::vector<uint64_t> indices;
+    uint64_t tokens = 0;
+  };
+  void CollectUnits(const Task& task, uint32_t t, const GetRequest& req, size_t want_rows,
+                    std::vector<Unit>* units, Record* rec) const;
+  Status CheckAckable(uint32_t t, uint64_t lease, uint64_t index, const char** why) const;
+
+  std::vector<std::string> column_names_;
+  std::unordered_map<std::string, uint32_t> column_ids_;
+  std::vector<Task> tasks_;
+  std::unordered_map<std::string, uint32_t> task_ids_;
+  std::map<uint64_t, Row> rows_;
+  std::unordered_map<std::string, Group> groups_;
+  std::map<std::string, std::string> meta_;
+  std::unordered_map<std::string, std::pair<uint64_t, Record>> last_;  // sender -> (touch, record)
+  uint64_t touch_ = 0;
+  uint64_t next_index_ = 0;
+  uint64_t next_lease_ = 1;
+  uint64_t live_bytes_ = 0;
+  uint32_t group_col_, version_col_;
+};
+
+}  // namespace rl::queue

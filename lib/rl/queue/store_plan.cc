@@ -1,0 +1,316 @@
+// Store planning: checks a request against the state and returns the Record that carries it out.
+#include <algorithm>
+#include <unordered_set>
+
+#include "rl/queue/store.h"
+
+namespace rl::queue {
+namespace {
+
+constexpr size_t kMaxRowsPerRequest = 1000000;
+constexpr size_t kMaxNameBytes = 256;
+constexpr uint32_t kMaxCount = 1000000;
+
+Status CheckName(const std::string& what, const std::string& name) {
+  if (name.empty()) return Status::InvalidArgument(what + " name is empty");
+  if (name.size() > kMaxNameBytes) return Status::InvalidArgument(what + " name longer than 256 bytes");
+  return Status::OK();
+}
+
+}  // namespace
+
+bool Store::IsStale(const Row& row, int64_t min_version) const {
+  const Value* v = Find(row, version_col_);
+  auto* version = v ? std::get_if<int64_t>(v) : nullptr;
+  return version != nullptr && *version < min_version;
+}
+
+uint64_t Store::Tokens(const Row& row, uint32_t col) const {
+  const Value* v = Find(row, col);
+  if (v == nullptr) return 0;
+  if (auto* t = std::get_if<Tensor>(v)) return static_cast<uint64_t>(t->NumElements());
+  if (auto* s = std::get_if<std::string>(v)) return s->size();
+  return 1;
+}
+
+Result<Record> Store::PlanPut(std::vector<PutRow> rows, const std::string& ack_task, uint64_t ack_lease) const {
+  if (rows.empty()) return Status::InvalidArgument("put has no rows");
+  if (rows.size() > kMaxRowsPerRequest) return Status::TooLarge("put of more than 1000000 rows");
+  uint32_t ack_t = UINT32_MAX;
+  if (!ack_task.empty()) {
+    auto t = task_ids_.find(ack_task);
+    if (t == task_ids_.end()) return Status::NotFound("unknown task '" + ack_task + "'");
+    ack_t = t->second;
+  }
+  Record rec;
+  rec.type = RecordType::kPut;
+  rec.task = ack_task;
+  rec.lease = ack_lease;
+  uint64_t next = next_index_;
+  std::unordered_set<std::string> new_groups;
+  std::unordered_set<uint64_t> seen;
+  for (size_t n = 0; n < rows.size(); ++n) {
+    PutRow& pr = rows[n];
+    std::string where = "row " + std::to_string(n);
+    std::unordered_set<std::string> names;
+    for (const auto& [name, value] : pr.columns) {
+      RL_RETURN_IF_ERROR(CheckName(where + ": column", name));
+      if (name == kIndexField) return Status::InvalidArgument(where + ": 'index' is not a column name");
+      if (!names.insert(name).second) return Status::InvalidArgument(where + ": column '" + name + "' twice");
+      if (name == kVersionColumn && !std::holds_alternative<int64_t>(value)) {
+        return Status::DataError(where + ": column 'version' must be an integer, not " + ValueTypeName(value));
+      }
+      if (name == kGroupColumn) {
+        if (!pr.is_new) return Status::Conflict(where + ": 'group' is set when a row is created");
+        std::string key = GroupKey(value);
+        if (key.empty()) return Status::DataError(where + ": column 'group' must be an integer or a string");
+        if (groups_.count(key)) return Status::Conflict(where + ": group " + key.substr(2) + " already exists");
+        new_groups.insert(key);
+      }
+    }
+    if (pr.is_new) {
+      if (!ack_task.empty()) return Status::InvalidArgument(where + ": a new row cannot be acked in its own put");
+      pr.index = next++;
+    } else {
+      where = "row " + std::to_string(pr.index);
+      auto it = rows_.find(pr.index);
+      if (it == rows_.end()) {
+        return Status::NotFound(where + " does not exist (never put, or consumed by every task and freed)");
+      }
+      if (!seen.insert(pr.index).second) return Status::InvalidArgument(where + " named twice in one put");
+      for (const auto& [name, value] : pr.columns) {
+        uint32_t id = ColumnId(name);
+        if (id != UINT32_MAX && Find(it->second, id)) {
+          return Status::Conflict(where + " already has column '" + name + "'");
+        }
+      }
+      if (ack_t != UINT32_MAX) {
+        const char* why = nullptr;
+        RL_RETURN_IF_ERROR(CheckAckable(ack_t, ack_lease, pr.index, &why));
+        if (why) return Status::Conflict(where + ": cannot ack for task '" + ack_task + "': " + why);
+      }
+    }
+    rec.indices.push_back(pr.index);
+  }
+  rec.rows = std::move(rows);
+  return rec;
+}
+
+Result<std::optional<Record>> Store::PlanDeclare(const std::string& task, const std::vector<std::string>& columns) const {
+  RL_RETURN_IF_ERROR(CheckName("task", task));
+  if (columns.empty()) return Status::InvalidArgument("task '" + task + "' names no columns");
+  for (const auto& c : columns) RL_RETURN_IF_ERROR(CheckName("column", c));
+  if (HasTask(task)) {
+    if (TaskColumns(task) == columns) return std::optional<Record>();
+    return Status::Conflict("task '" + task + "' exists with other columns");
+  }
+  if (tasks_.size() >= kMaxTasks) return Status::InvalidArgument("at most 64 tasks");
+  Record rec;
+  rec.type = RecordType::kDeclare;
+  rec.task = task;
+  rec.columns = columns;
+  return std::optional<Record>(std::move(rec));
+}
+
+// Walks the task's ready rows (or ready groups) in index order and picks units for a get, setting
+// aside rows that are stale or in a uniform group.
+void Store::CollectUnits(const Task& task, uint32_t t, const GetRequest& req, size_t want_rows,
+                         std::vector<Unit>* units, Record* rec) const {
+  uint32_t balance_col = req.balance.empty() ? UINT32_MAX : ColumnId(req.balance);
+  uint32_t uniform_col = req.drop_uniform.empty() ? UINT32_MAX : ColumnId(req.drop_uniform);
+  size_t taken = 0;
+  auto consider = [&](std::vector<uint64_t> members) {
+    bool stale = false, any_leased_elsewhere = false;
+    for (uint64_t i : members) {
+      const Row& row = rows_.at(i);
+      stale = stale || (req.has_min_version && IsStale(row, req.min_version));
+      any_leased_elsewhere = any_leased_elsewhere || !row.leases.empty();
+    }
+    if (stale) {
+      auto& out = req.regenerate_stale && !any_leased_elsewhere ? rec->regenerated : rec->dropped;
+      out.insert(out.end(), members.begin(), members.end());
+      return;
+    }
+    if (uniform_col != UINT32_MAX || !req.drop_uniform.empty()) {
+      const Value* first = uniform_col == UINT32_MAX ? nullptr : Find(rows_.at(members[0]), uniform_col);
+      bool uniform = true;
+      for (uint64_t i : members) {
+        const Value* v = uniform_col == UINT32_MAX ? nullptr : Find(rows_.at(i), uniform_col);
+        uniform = uniform && ((v == nullptr && first == nullptr) || (v && first && *v == *first));
+      }
+      if (uniform) {
+        rec->dropped.insert(rec->dropped.end(), members.begin(), members.end());
+        return;
+      }
+    }
+    if (taken > 0 && taken + members.size() > want_rows) return;
+    Unit u;
+    for (uint64_t i : members) u.tokens += balance_col == UINT32_MAX ? 1 : Tokens(rows_.at(i), balance_col);
+    taken += members.size();
+    u.indices = std::move(members);
+    units->push_back(std::move(u));
+  };
+  if (req.groups) {
+    for (const auto& [first, key] : task.ready_groups) {
+      if (taken >= want_rows) break;
+      std::vector<uint64_t> members;
+      for (uint64_t i : groups_.at(key).members) {
+        if (task.ready.count(i)) members.push_back(i);
+      }
+      consider(std::move(members));
+    }
+  } else {
+    for (uint64_t i : task.ready) {
+      if (taken >= want_rows) break;
+      consider({i});
+    }
+  }
+  (void)t;
+}
+
+Result<Record> Store::PlanGet(const GetRequest& req, int64_t now_ms) const {
+  auto it = task_ids_.find(req.task);
+  if (it == task_ids_.end()) return Status::NotFound("unknown task '" + req.task + "'");
+  if (req.count < 1 || req.count > kMaxCount) return Status::InvalidArgument("count must be 1 to 1000000");
+  if (req.parts < 1 || req.parts > 64) return Status::InvalidArgument("parts must be 1 to 64");
+  if (req.lease_ms <= 0) return Status::InvalidArgument("lease must be positive");
+  if (!req.drop_uniform.empty() && !req.groups) return Status::InvalidArgument("drop-uniform needs whole groups");
+  const Task& task = tasks_[it->second];
+  Record rec;
+  rec.type = RecordType::kLease;
+  rec.task = req.task;
+  rec.deadline_ms = now_ms + req.lease_ms;
+  bool balanced = !req.balance.empty() && req.parts > 1;
+  if (balanced) {
+    for (const auto& [id, lease] : task.leases) {
+      if (lease.reserved && lease.deadline_ms > now_ms) {
+        rec.lease = id;
+        rec.takeover = true;
+        rec.indices.assign(lease.indices.begin(), lease.indices.end());
+        return rec;
+      }
+    }
+  }
+  size_t want = size_t{req.count} * (balanced ? req.parts : 1);
+  std::vector<Unit> units;
+  CollectUnits(task, it->second, req, want, &units, &rec);
+  rec.lease = next_lease_;
+  if (!balanced) {
+    for (const Unit& u : units) rec.indices.insert(rec.indices.end(), u.indices.begin(), u.indices.end());
+    return rec;
+  }
+  // Longest-processing-time first: the largest unit goes to the part with the fewest tokens.
+  std::sort(units.begin(), units.end(), [](const Unit& a, const Unit& b) { return a.tokens > b.tokens; });
+  std::vector<uint64_t> load(req.parts, 0);
+  std::vector<std::vector<uint64_t>> parts(req.parts);
+  for (const Unit& u : units) {
+    size_t p = std::min_element(load.begin(), load.end()) - load.begin();
+    load[p] += u.tokens;
+    parts[p].insert(parts[p].end(), u.indices.begin(), u.indices.end());
+  }
+  for (auto& p : parts) std::sort(p.begin(), p.end());
+  rec.indices = parts[0];
+  uint64_t next = next_lease_ + 1;
+  for (size_t p = 1; p < parts.size(); ++p) {
+    if (!parts[p].empty()) rec.reserved.push_back({next++, parts[p]});
+  }
+  return rec;
+}
+
+// Sets *why when the row cannot be acked for task t under `lease` (0: any lease).
+Status Store::CheckAckable(uint32_t t, uint64_t lease, uint64_t index, const char** why) const {
+  *why = nullptr;
+  auto it = rows_.find(index);
+  if (it == rows_.end()) {
+    *why = index < next_index_ ? "already consumed" : "no such row";
+    return Status::OK();
+  }
+  const Row& row = it->second;
+  if (row.consumed >> t & 1) {
+    *why = "already consumed";
+  } else if (IsLeased(row, t)) {
+    bool mine = lease == 0;
+    for (const auto& [task, l] : row.leases) mine = mine || (task == t && l == lease);
+    if (!mine) *why = "leased to another consumer";
+  } else if (!HasAll(row, tasks_[t])) {
+    *why = "not ready for this task";
+  }
+  return Status::OK();
+}
+
+Result<Record> Store::PlanAck(const std::string& task, uint64_t lease, const std::vector<uint64_t>& indices) const {
+  auto it = task_ids_.find(task);
+  if (it == task_ids_.end()) return Status::NotFound("unknown task '" + task + "'");
+  if (indices.size() > kMaxRowsPerRequest) return Status::TooLarge("ack of more than 1000000 rows");
+  Record rec;
+  rec.type = RecordType::kAck;
+  rec.task = task;
+  rec.lease = lease;
+  std::unordered_set<uint64_t> seen;
+  for (uint64_t i : indices) {
+    if (!seen.insert(i).second) continue;
+    const char* why = nullptr;
+    RL_RETURN_IF_ERROR(CheckAckable(it->second, lease, i, &why));
+    (why ? rec.rejected : rec.indices).push_back(i);
+  }
+  return rec;
+}
+
+Result<Record> Store::PlanRelease(const std::string& task, uint64_t lease, const std::vector<uint64_t>& indices) const {
+  auto it = task_ids_.find(task);
+  if (it == task_ids_.end()) return Status::NotFound("unknown task '" + task + "'");
+  const Task& t = tasks_[it->second];
+  Record rec;
+  rec.type = RecordType::kRelease;
+  rec.task = task;
+  rec.lease = lease;
+  std::vector<uint64_t> wanted = indices;
+  if (wanted.empty() && lease != 0) {
+    auto l = t.leases.find(lease);
+    if (l != t.leases.end()) wanted.assign(l->second.indices.begin(), l->second.indices.end());
+  }
+  for (uint64_t i : wanted) {
+    auto row = rows_.find(i);
+    bool held = false;
+    if (row != rows_.end()) {
+      for (const auto& [task_id, l] : row->second.leases) held = held || (task_id == it->second && (lease == 0 || l == lease));
+    }
+    (held ? rec.indices : rec.rejected).push_back(i);
+  }
+  return rec;
+}
+
+std::vector<Record> Store::PlanExpiries(int64_t now_ms) const {
+  std::vector<Record> out;
+  for (const Task& task : tasks_) {
+    for (const auto& [id, lease] : task.leases) {
+      if (lease.deadline_ms > now_ms) continue;
+      Record rec;
+      rec.type = RecordType::kRelease;
+      rec.task = task.name;
+      rec.lease = id;
+      rec.indices.assign(lease.indices.begin(), lease.indices.end());
+      out.push_back(std::move(rec));
+    }
+  }
+  return out;
+}
+
+Result<Record> Store::PlanMetaSet(const std::string& key, const std::string& value,
+                                  const std::optional<std::string>& if_equals) const {
+  if (key.empty() || key.size() > 1024) return Status::InvalidArgument("meta key must be 1 to 1024 bytes");
+  if (value.size() > (1u << 20)) return Status::TooLarge("meta value larger than 1 MiB");
+  if (if_equals) {
+    std::string current = Meta(key).value_or("");
+    if (current != *if_equals) {
+      return Status::Conflict("meta " + key + " is '" + current + "', not '" + *if_equals + "'");
+    }
+  }
+  Record rec;
+  rec.type = RecordType::kMetaSet;
+  rec.key = key;
+  rec.value = value;
+  return rec;
+}
+
+}  // namespace rl::queue
