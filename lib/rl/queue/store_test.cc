@@ -1,0 +1,258 @@
+#include "rl/queue/store.h"
+
+#include <gtest/gtest.h>
+
+namespace rl::queue {
+namespace {
+
+PutRow NewRow(std::vector<std::pair<std::string, Value>> cols) {
+  PutRow r;
+  r.is_new = true;
+  r.columns = std::move(cols);
+  return r;
+}
+
+PutRow AddTo(uint64_t index, std::vector<std::pair<std::string, Value>> cols) {
+  PutRow r;
+  r.index = index;
+  r.columns = std::move(cols);
+  return r;
+}
+
+class StoreTest : public ::testing::Test {
+ protected:
+  void Declare(const std::string& task, std::vector<std::string> cols) {
+    auto rec = store.PlanDeclare(task, cols);
+    ASSERT_TRUE(rec.ok()) << rec.status().ToString();
+    ASSERT_TRUE(rec->has_value());
+    store.Apply(**rec);
+  }
+  std::vector<uint64_t> Put(std::vector<PutRow> rows, const std::string& ack = "", uint64_t lease = 0) {
+    auto rec = store.PlanPut(std::move(rows), ack, lease);
+    EXPECT_TRUE(rec.ok()) << rec.status().ToString();
+    if (!rec.ok()) return {};
+    store.Apply(*rec);
+    return rec->indices;
+  }
+  Record Get(GetRequest req, int64_t now = 1000) {
+    auto rec = store.PlanGet(req, now);
+    EXPECT_TRUE(rec.ok()) << rec.status().ToString();
+    store.Apply(*rec);
+    return *rec;
+  }
+  Record Ack(const std::string& task, uint64_t lease, std::vector<uint64_t> idx) {
+    auto rec = store.PlanAck(task, lease, idx);
+    EXPECT_TRUE(rec.ok());
+    store.Apply(*rec);
+    return *rec;
+  }
+  TaskStats StatsOf(const std::string& task) {
+    for (auto& s : store.Stats()) {
+      if (s.name == task) return s;
+    }
+    return {};
+  }
+  Store store;
+};
+
+TEST_F(StoreTest, RowIsReadyForATaskOnceItHasAllItsColumns) {
+  Declare("generate", {"prompt"});
+  Declare("train", {"prompt", "response"});
+  auto idx = Put({NewRow({{"prompt", std::string("1+1=")}})});
+  ASSERT_EQ(idx.size(), 1u);
+  EXPECT_EQ(StatsOf("generate").ready, 1u);
+  EXPECT_EQ(StatsOf("train").ready, 0u);
+  Put({AddTo(idx[0], {{"response", std::string("2")}})});
+  EXPECT_EQ(StatsOf("train").ready, 1u);
+}
+
+TEST_F(StoreTest, ExpiredLeaseMakesRowReadyAgain) {
+  Declare("t", {"x"});
+  Put({NewRow({{"x", int64_t{1}}}), NewRow({{"x", int64_t{2}}})});
+  GetRequest req;
+  req.task = "t";
+  req.count = 2;
+  req.lease_ms = 500;
+  Record lease = Get(req, 1000);
+  EXPECT_EQ(lease.indices.size(), 2u);
+  EXPECT_EQ(StatsOf("t").ready, 0u);
+  EXPECT_TRUE(store.PlanExpiries(1499).empty());
+  auto expired = store.PlanExpiries(1500);
+  ASSERT_EQ(expired.size(), 1u);
+  store.Apply(expired[0]);
+  EXPECT_EQ(StatsOf("t").ready, 2u);
+  EXPECT_EQ(StatsOf("t").leased, 0u);
+}
+
+TEST_F(StoreTest, TaskConsumesEachRowOnce) {
+  Declare("t", {"x"});
+  Put({NewRow({{"x", int64_t{1}}})});
+  GetRequest req;
+  req.task = "t";
+  Record lease = Get(req);
+  Record ack = Ack("t", lease.lease, lease.indices);
+  EXPECT_EQ(ack.indices.size(), 1u);
+  Record again = Ack("t", lease.lease, lease.indices);
+  EXPECT_TRUE(again.indices.empty());
+  EXPECT_EQ(again.rejected.size(), 1u);
+  EXPECT_TRUE(Get(req).indices.empty());
+}
+
+TEST_F(StoreTest, AckUnderAnotherConsumersLeaseIsRejected) {
+  Declare("t", {"x"});
+  Put({NewRow({{"x", int64_t{1}}})});
+  GetRequest req;
+  req.task = "t";
+  req.lease_ms = 10;
+  Record first = Get(req, 0);
+  store.Apply(store.PlanExpiries(100)[0]);
+  Record second = Get(req, 100);
+  ASSERT_EQ(second.indices, first.indices);
+  Record late = Ack("t", first.lease, first.indices);
+  EXPECT_EQ(late.rejected, first.indices);
+  Record ok = Ack("t", second.lease, second.indices);
+  EXPECT_EQ(ok.indices, second.indices);
+}
+
+TEST_F(StoreTest, RowsConsumedByEveryTaskAreFreed) {
+  Declare("a", {"x"});
+  Declare("b", {"x"});
+  Put({NewRow({{"x", int64_t{1}}})});
+  GetRequest req;
+  req.task = "a";
+  Ack("a", 0, Get(req).indices);
+  EXPECT_EQ(store.live_rows(), 1u);
+  req.task = "b";
+  Ack("b", 0, Get(req).indices);
+  EXPECT_EQ(store.live_rows(), 0u);
+  EXPECT_EQ(store.live_bytes(), 0u);
+}
+
+TEST_F(StoreTest, WholeGroupsAreHandedOutTogether) {
+  Declare("t", {"x"});
+  Put({NewRow({{"x", int64_t{1}}, {"group", int64_t{7}}}), NewRow({{"x", int64_t{2}}, {"group", int64_t{7}}}),
+       NewRow({{"x", int64_t{3}}, {"group", int64_t{8}}}), NewRow({{"x", int64_t{4}}, {"group", int64_t{8}}})});
+  GetRequest req;
+  req.task = "t";
+  req.groups = true;
+  req.count = 3;  // one group fits, the second would split
+  Record lease = Get(req);
+  EXPECT_EQ(lease.indices, (std::vector<uint64_t>{0, 1}));
+  EXPECT_EQ(StatsOf("t").ready_groups, 1u);
+}
+
+TEST_F(StoreTest, GroupIsReadyOnlyWhenEveryMemberIs) {
+  Declare("gen", {"p"});
+  Declare("train", {"p", "r"});
+  auto idx = Put({NewRow({{"p", int64_t{1}}, {"group", std::string("g")}}),
+                  NewRow({{"p", int64_t{1}}, {"group", std::string("g")}})});
+  Put({AddTo(idx[0], {{"r", 1.0}})});
+  EXPECT_EQ(StatsOf("train").ready, 1u);
+  EXPECT_EQ(StatsOf("train").ready_groups, 0u);
+  Put({AddTo(idx[1], {{"r", 0.0}})});
+  EXPECT_EQ(StatsOf("train").ready_groups, 1u);
+}
+
+TEST_F(StoreTest, UniformGroupsAreDroppedForDynamicSampling) {
+  Declare("train", {"reward"});
+  Put({NewRow({{"reward", 1.0}, {"group", int64_t{1}}}), NewRow({{"reward", 1.0}, {"group", int64_t{1}}}),
+       NewRow({{"reward", 0.0}, {"group", int64_t{2}}}), NewRow({{"reward", 1.0}, {"group", int64_t{2}}})});
+  GetRequest req;
+  req.task = "train";
+  req.groups = true;
+  req.count = 4;
+  req.drop_uniform = "reward";
+  Record lease = Get(req);
+  EXPECT_EQ(lease.indices, (std::vector<uint64_t>{2, 3}));
+  EXPECT_EQ(lease.dropped, (std::vector<uint64_t>{0, 1}));
+  EXPECT_EQ(StatsOf("train").dropped, 2u);
+}
+
+TEST_F(StoreTest, StaleRowsAreDroppedOrRegenerated) {
+  Declare("gen", {"p"});
+  Declare("train", {"p", "version"});
+  auto idx = Put({NewRow({{"p", int64_t{1}}}), NewRow({{"p", int64_t{2}}})});
+  GetRequest gen;
+  gen.task = "gen";
+  gen.count = 2;
+  Record lease = Get(gen);
+  Put({AddTo(idx[0], {{"version", int64_t{1}}}), AddTo(idx[1], {{"version", int64_t{3}}})}, "gen", lease.lease);
+  GetRequest train;
+  train.task = "train";
+  train.count = 2;
+  train.has_min_version = true;
+  train.min_version = 2;
+  train.regenerate_stale = true;
+  Record got = Get(train);
+  EXPECT_EQ(got.indices, (std::vector<uint64_t>{1}));
+  EXPECT_EQ(got.regenerated, (std::vector<uint64_t>{0}));
+  EXPECT_EQ(StatsOf("gen").ready, 1u) << "the regenerated row goes back to generation";
+}
+
+TEST_F(StoreTest, BalancedRoundSplitsTokensEvenlyAcrossParts) {
+  Declare("train", {"ids"});
+  std::vector<PutRow> rows;
+  for (int64_t len : {10, 1, 9, 2, 8, 3, 7, 4}) rows.push_back(NewRow({{"ids", Tensor::FromI64(std::vector<int64_t>(len, 1))}}));
+  Put(std::move(rows));
+  GetRequest req;
+  req.task = "train";
+  req.count = 4;
+  req.parts = 2;
+  req.balance = "ids";
+  Record first = Get(req);
+  ASSERT_EQ(first.reserved.size(), 1u);
+  Record second = Get(req);
+  EXPECT_TRUE(second.takeover);
+  EXPECT_EQ(second.lease, first.reserved[0].lease);
+  auto tokens = [&](const std::vector<uint64_t>& idx) {
+    int64_t sum = 0;
+    for (uint64_t i : idx) sum += std::get<Tensor>(*store.ViewRow(i, "train")->columns[0].second).NumElements();
+    return sum;
+  };
+  EXPECT_EQ(tokens(first.indices), 22);
+  EXPECT_EQ(tokens(second.indices), 22);
+}
+
+TEST_F(StoreTest, PutRejectsExistingColumnsAndUnknownRows) {
+  Declare("t", {"x"});
+  auto idx = Put({NewRow({{"x", int64_t{1}}})});
+  auto dup = store.PlanPut({AddTo(idx[0], {{"x", int64_t{2}}})}, "", 0);
+  EXPECT_EQ(dup.status().code(), Code::kConflict);
+  auto missing = store.PlanPut({AddTo(99, {{"y", int64_t{2}}})}, "", 0);
+  EXPECT_EQ(missing.status().code(), Code::kNotFound);
+  auto badver = store.PlanPut({NewRow({{"version", std::string("x")}})}, "", 0);
+  EXPECT_EQ(badver.status().code(), Code::kDataError);
+}
+
+TEST_F(StoreTest, SnapshotRoundTripKeepsEverything) {
+  Declare("gen", {"p"});
+  Declare("train", {"p", "r"});
+  Put({NewRow({{"p", Tensor::FromI64({1, 2, 3})}, {"group", int64_t{1}}}),
+       NewRow({{"p", Tensor::FromI64({4})}, {"group", int64_t{1}}})});
+  GetRequest req;
+  req.task = "gen";
+  req.groups = true;
+  req.count = 2;
+  Record lease = Get(req);
+  auto meta = store.PlanMetaSet("cursor", "17", std::nullopt);
+  store.Apply(*meta);
+  std::string snap = store.EncodeSnapshot();
+  Store loaded;
+  ASSERT_TRUE(loaded.LoadSnapshot(snap.data(), snap.size()).ok());
+  EXPECT_EQ(loaded.EncodeSnapshot(), snap);
+  EXPECT_EQ(*loaded.Meta("cursor"), "17");
+  auto stats = loaded.Stats();
+  EXPECT_EQ(stats[0].leased, 2u);
+  EXPECT_EQ(loaded.NextDeadline(), lease.deadline_ms);
+}
+
+TEST_F(StoreTest, MetaCompareAndSet) {
+  auto first = store.PlanMetaSet("k", "1", std::string(""));
+  ASSERT_TRUE(first.ok());
+  store.Apply(*first);
+  EXPECT_EQ(store.PlanMetaSet("k", "2", std::string("0")).status().code(), Code::kConflict);
+  EXPECT_TRUE(store.PlanMetaSet("k", "2", std::string("1")).ok());
+}
+
+}  // namespace
+}  // namespace rl::queue
