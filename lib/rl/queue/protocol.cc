@@ -1,0 +1,266 @@
+#include "rl/queue/protocol.h"
+
+namespace rl::queue {
+namespace {
+
+std::string Done(msgpack::sbuffer& buf) { return std::string(buf.data(), buf.size()); }
+
+Result<msgpack::object_handle> Parse(const Message& m) {
+  auto oh = ParseMsgpack(m.body.data(), m.body.size());
+  if (!oh.ok()) return oh.status();
+  if (oh->get().type != msgpack::type::MAP) return Status::Protocol("body is not a msgpack map");
+  return oh;
+}
+
+Status InvalidField(const Status& s) {
+  // A wrong type in a body field is the client's error in data, not a broken frame.
+  return s.code() == Code::kProtocol ? Status::InvalidArgument(s.message()) : s;
+}
+
+}  // namespace
+
+Message EncodePut(const PutRequest& req) {
+  Message m;
+  msgpack::sbuffer buf;
+  Packer pk(buf);
+  pk.pack_map(3);
+  PackString(pk, "rows");
+  pk.pack_array(static_cast<uint32_t>(req.rows.size()));
+  for (const auto& row : req.rows) {
+    pk.pack_map(static_cast<uint32_t>(row.columns.size() + (row.index ? 1 : 0)));
+    if (row.index) {
+      PackString(pk, kIndexField);
+      pk.pack_uint64(*row.index);
+    }
+    for (const auto& [name, v] : row.columns) {
+      PackString(pk, name);
+      PackValue(pk, v, &m.blobs);
+    }
+  }
+  PackString(pk, "ack_task");
+  PackString(pk, req.ack_task);
+  PackString(pk, "ack_lease");
+  pk.pack_uint64(req.ack_lease);
+  m.body = Done(buf);
+  return m;
+}
+
+Result<PutRequest> DecodePut(const Message& m) {
+  RL_ASSIGN_OR_RETURN(msgpack::object_handle oh, Parse(m));
+  RL_ASSIGN_OR_RETURN(MapView body, MapView::Of(oh.get(), "put body"));
+  PutRequest req;
+  auto ack = body.Str("ack_task", "");
+  if (!ack.ok()) return InvalidField(ack.status());
+  req.ack_task = *ack;
+  auto lease = body.U64("ack_lease", 0);
+  if (!lease.ok()) return InvalidField(lease.status());
+  req.ack_lease = *lease;
+  const msgpack::object* rows = body.Find("rows");
+  if (rows == nullptr || rows->type != msgpack::type::ARRAY) return Status::InvalidArgument("put needs an array 'rows'");
+  req.rows.reserve(rows->via.array.size);
+  for (uint32_t i = 0; i < rows->via.array.size; ++i) {
+    std::string where = "row " + std::to_string(i);
+    auto rv = MapView::Of(rows->via.array.ptr[i], where);
+    if (!rv.ok()) return InvalidField(rv.status());
+    ClientRow row;
+    for (const auto& kv : *rv) {
+      auto name = AsString(kv.key, where + " column name");
+      if (!name.ok()) return InvalidField(name.status());
+      if (*name == kIndexField) {
+        auto index = AsU64(kv.val, where + " index");
+        if (!index.ok()) return InvalidField(index.status());
+        row.index = *index;
+        continue;
+      }
+      auto v = UnpackValue(kv.val, &m.blobs);
+      if (!v.ok()) return Status::DataError(where + " column '" + *name + "': " + v.status().message());
+      row.columns.emplace_back(std::move(*name), std::move(*v));
+    }
+    req.rows.push_back(std::move(row));
+  }
+  return req;
+}
+
+Message EncodeGet(const GetRequest& req) {
+  Message m;
+  msgpack::sbuffer buf;
+  Packer pk(buf);
+  pk.pack_map(12);
+  PackString(pk, "task");
+  PackString(pk, req.task);
+  PackString(pk, "columns");
+  PackStringList(pk, req.columns);
+  PackString(pk, "count");
+  pk.pack_uint32(req.count);
+  PackString(pk, "min");
+  pk.pack_uint32(req.min);
+  PackString(pk, "lease_ms");
+  pk.pack_int64(req.lease_ms);
+  PackString(pk, "wait_ms");
+  pk.pack_int64(req.wait_ms);
+  PackString(pk, "groups");
+  req.groups ? pk.pack_true() : pk.pack_false();
+  PackString(pk, "min_version");
+  req.has_min_version ? pk.pack_int64(req.min_version) : pk.pack_nil();
+  PackString(pk, "on_stale");
+  PackString(pk, req.regenerate_stale ? "regenerate" : "drop");
+  PackString(pk, "drop_uniform");
+  PackString(pk, req.drop_uniform);
+  PackString(pk, "balance");
+  PackString(pk, req.balance);
+  PackString(pk, "parts");
+  pk.pack_uint32(req.parts);
+  m.body = Done(buf);
+  return m;
+}
+
+Result<GetRequest> DecodeGet(const Message& m) {
+  RL_ASSIGN_OR_RETURN(msgpack::object_handle oh, Parse(m));
+  RL_ASSIGN_OR_RETURN(MapView b, MapView::Of(oh.get(), "get body"));
+  auto decode = [&]() -> Result<GetRequest> {
+    GetRequest req;
+    RL_ASSIGN_OR_RETURN(req.task, b.Str("task"));
+    RL_ASSIGN_OR_RETURN(req.columns, b.StrList("columns"));
+    RL_ASSIGN_OR_RETURN(uint64_t count, b.U64("count", 1));
+    RL_ASSIGN_OR_RETURN(uint64_t min, b.U64("min", 0));
+    RL_ASSIGN_OR_RETURN(uint64_t parts, b.U64("parts", 1));
+    if (count > UINT32_MAX || min > UINT32_MAX || parts > UINT32_MAX) return Status::InvalidArgument("count out of range");
+    req.count = static_cast<uint32_t>(count);
+    req.min = static_cast<uint32_t>(min);
+    req.parts = static_cast<uint32_t>(parts);
+    RL_ASSIGN_OR_RETURN(req.lease_ms, b.I64("lease_ms", 60000));
+    RL_ASSIGN_OR_RETURN(req.wait_ms, b.I64("wait_ms", 0));
+    RL_ASSIGN_OR_RETURN(req.groups, b.Bool("groups", false));
+    const msgpack::object* mv = b.Find("min_version");
+    if (mv && mv->type != msgpack::type::NIL) {
+      RL_ASSIGN_OR_RETURN(req.min_version, AsI64(*mv, "min_version"));
+      req.has_min_version = true;
+    }
+    RL_ASSIGN_OR_RETURN(std::string stale, b.Str("on_stale", "drop"));
+    if (stale != "drop" && stale != "regenerate") return Status::InvalidArgument("on_stale must be drop or regenerate");
+    req.regenerate_stale = stale == "regenerate";
+    RL_ASSIGN_OR_RETURN(req.drop_uniform, b.Str("drop_uniform", ""));
+    RL_ASSIGN_OR_RETURN(req.balance, b.Str("balance", ""));
+    if (req.wait_ms < 0 || req.wait_ms > 3600 * 1000) return Status::InvalidArgument("wait must be 0 to 3600 s");
+    return req;
+  };
+  auto req = decode();
+  if (!req.ok()) return InvalidField(req.status());
+  return req;
+}
+
+Message EncodeIndices(const IndexRequest& req) {
+  Message m;
+  msgpack::sbuffer buf;
+  Packer pk(buf);
+  pk.pack_map(3);
+  PackString(pk, "task");
+  PackString(pk, req.task);
+  PackString(pk, "lease");
+  pk.pack_uint64(req.lease);
+  PackString(pk, "indices");
+  PackU64List(pk, req.indices);
+  m.body = Done(buf);
+  return m;
+}
+
+Result<IndexRequest> DecodeIndices(const Message& m) {
+  RL_ASSIGN_OR_RETURN(msgpack::object_handle oh, Parse(m));
+  RL_ASSIGN_OR_RETURN(MapView b, MapView::Of(oh.get(), "body"));
+  auto decode = [&]() -> Result<IndexRequest> {
+    IndexRequest req;
+    RL_ASSIGN_OR_RETURN(req.task, b.Str("task"));
+    RL_ASSIGN_OR_RETURN(req.lease, b.U64("lease", 0));
+    RL_ASSIGN_OR_RETURN(req.indices, b.U64List("indices"));
+    return req;
+  };
+  auto req = decode();
+  if (!req.ok()) return InvalidField(req.status());
+  return req;
+}
+
+Message EncodeMetaGet(const std::string& key) {
+  Message m;
+  msgpack::sbuffer buf;
+  Packer pk(buf);
+  pk.pack_map(1);
+  PackString(pk, "key");
+  PackString(pk, key);
+  m.body = Done(buf);
+  return m;
+}
+
+Result<std::string> DecodeMetaGet(const Message& m) {
+  RL_ASSIGN_OR_RETURN(msgpack::object_handle oh, Parse(m));
+  RL_ASSIGN_OR_RETURN(MapView b, MapView::Of(oh.get(), "body"));
+  auto key = b.Str("key");
+  if (!key.ok()) return InvalidField(key.status());
+  return *key;
+}
+
+Message EncodeMetaSet(const MetaRequest& req) {
+  Message m;
+  msgpack::sbuffer buf;
+  Packer pk(buf);
+  pk.pack_map(3);
+  PackString(pk, "key");
+  PackString(pk, req.key);
+  PackString(pk, "value");
+  PackString(pk, req.value);
+  PackString(pk, "if_equals");
+  if (req.if_equals) {
+    PackString(pk, *req.if_equals);
+  } else {
+    pk.pack_nil();
+  }
+  m.body = Done(buf);
+  return m;
+}
+
+Result<MetaRequest> DecodeMetaSet(const Message& m) {
+  RL_ASSIGN_OR_RETURN(msgpack::object_handle oh, Parse(m));
+  RL_ASSIGN_OR_RETURN(MapView b, MapView::Of(oh.get(), "body"));
+  auto decode = [&]() -> Result<MetaRequest> {
+    MetaRequest req;
+    RL_ASSIGN_OR_RETURN(req.key, b.Str("key"));
+    RL_ASSIGN_OR_RETURN(req.value, b.Str("value"));
+    const msgpack::object* ie = b.Find("if_equals");
+    if (ie && ie->type != msgpack::type::NIL) {
+      RL_ASSIGN_OR_RETURN(std::string v, AsString(*ie, "if_equals"));
+      req.if_equals = v;
+    }
+    return req;
+  };
+  auto req = decode();
+  if (!req.ok()) return InvalidField(req.status());
+  return req;
+}
+
+Message EncodeDeclare(const DeclareRequest& req) {
+  Message m;
+  msgpack::sbuffer buf;
+  Packer pk(buf);
+  pk.pack_map(2);
+  PackString(pk, "task");
+  PackString(pk, req.task);
+  PackString(pk, "columns");
+  PackStringList(pk, req.columns);
+  m.body = Done(buf);
+  return m;
+}
+
+Result<DeclareRequest> DecodeDeclare(const Message& m) {
+  RL_ASSIGN_OR_RETURN(msgpack::object_handle oh, Parse(m));
+  RL_ASSIGN_OR_RETURN(MapView b, MapView::Of(oh.get(), "body"));
+  auto decode = [&]() -> Result<DeclareRequest> {
+    DeclareRequest req;
+    RL_ASSIGN_OR_RETURN(req.task, b.Str("task"));
+    RL_ASSIGN_OR_RETURN(req.columns, b.StrList("columns"));
+    return req;
+  };
+  auto req = decode();
+  if (!req.ok()) return InvalidField(req.status());
+  return req;
+}
+
+}  // namespace rl::queue

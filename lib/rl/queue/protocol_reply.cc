@@ -1,0 +1,160 @@
+// Reply bodies of rl-queue (man/rl-protocol.7, "OPERATIONS").
+#include "rl/core/clock.h"
+#include "rl/queue/protocol.h"
+
+namespace rl::queue {
+namespace {
+
+std::string Done(msgpack::sbuffer& buf) { return std::string(buf.data(), buf.size()); }
+
+void PackIndexReply(Packer& pk, const char* done_name, const std::vector<uint64_t>& done,
+                    const std::vector<uint64_t>& rejected) {
+  pk.pack_map(2);
+  PackString(pk, done_name);
+  PackU64List(pk, done);
+  PackString(pk, "rejected");
+  PackU64List(pk, rejected);
+}
+
+Message GetReplyFor(const Record& r, const Store& store) {
+  Message m;
+  msgpack::sbuffer buf;
+  Packer pk(buf);
+  pk.pack_map(5);
+  PackString(pk, "lease");
+  pk.pack_uint64(r.lease);
+  PackString(pk, "deadline_ms");
+  pk.pack_int64(r.deadline_ms);
+  PackString(pk, "dropped");
+  pk.pack_uint64(r.dropped.size());
+  PackString(pk, "regenerated");
+  pk.pack_uint64(r.regenerated.size());
+  PackString(pk, "rows");
+  std::vector<RowView> rows;
+  for (uint64_t i : r.indices) {
+    if (auto view = store.ViewRow(i, r.task)) rows.push_back(std::move(*view));
+  }
+  pk.pack_array(static_cast<uint32_t>(rows.size()));
+  for (const RowView& row : rows) {
+    pk.pack_map(static_cast<uint32_t>(row.columns.size() + 1));
+    PackString(pk, kIndexField);
+    pk.pack_uint64(row.index);
+    for (const auto& [name, v] : row.columns) {
+      PackString(pk, name);
+      PackValue(pk, *v, &m.blobs);
+    }
+  }
+  m.body = Done(buf);
+  return m;
+}
+
+}  // namespace
+
+Message ReplyFor(const Record& r, const Store& store) {
+  Message m;
+  msgpack::sbuffer buf;
+  Packer pk(buf);
+  switch (r.type) {
+    case RecordType::kPut: PackIndexReply(pk, "indices", r.indices, {}); break;
+    case RecordType::kLease: return GetReplyFor(r, store);
+    case RecordType::kAck: PackIndexReply(pk, "acked", r.indices, r.rejected); break;
+    case RecordType::kRelease: PackIndexReply(pk, "released", r.indices, r.rejected); break;
+    case RecordType::kMetaSet:
+      pk.pack_map(1);
+      PackString(pk, "value");
+      PackString(pk, r.value);
+      break;
+    case RecordType::kDeclare:
+      pk.pack_map(2);
+      PackString(pk, "task");
+      PackString(pk, r.task);
+      PackString(pk, "columns");
+      PackStringList(pk, r.columns);
+      break;
+  }
+  m.body = Done(buf);
+  return m;
+}
+
+Result<GetReply> DecodeGetReply(const Message& m) {
+  RL_ASSIGN_OR_RETURN(msgpack::object_handle oh, ParseMsgpack(m.body.data(), m.body.size()));
+  RL_ASSIGN_OR_RETURN(MapView b, MapView::Of(oh.get(), "get reply"));
+  GetReply reply;
+  RL_ASSIGN_OR_RETURN(reply.lease, b.U64("lease", 0));
+  RL_ASSIGN_OR_RETURN(reply.deadline_ms, b.I64("deadline_ms", 0));
+  RL_ASSIGN_OR_RETURN(reply.dropped, b.U64("dropped", 0));
+  RL_ASSIGN_OR_RETURN(reply.regenerated, b.U64("regenerated", 0));
+  const msgpack::object* rows = b.Find("rows");
+  if (rows == nullptr || rows->type != msgpack::type::ARRAY) return Status::Protocol("get reply without rows");
+  for (uint32_t i = 0; i < rows->via.array.size; ++i) {
+    RL_ASSIGN_OR_RETURN(MapView rv, MapView::Of(rows->via.array.ptr[i], "row"));
+    GotRow row;
+    for (const auto& kv : rv) {
+      RL_ASSIGN_OR_RETURN(std::string name, AsString(kv.key, "column name"));
+      if (name == kIndexField) {
+        RL_ASSIGN_OR_RETURN(row.index, AsU64(kv.val, "index"));
+        continue;
+      }
+      RL_ASSIGN_OR_RETURN(Value v, UnpackValue(kv.val, &m.blobs));
+      row.columns.emplace_back(std::move(name), std::move(v));
+    }
+    reply.rows.push_back(std::move(row));
+  }
+  return reply;
+}
+
+Result<IndexReply> DecodeIndexReply(const Message& m) {
+  RL_ASSIGN_OR_RETURN(msgpack::object_handle oh, ParseMsgpack(m.body.data(), m.body.size()));
+  RL_ASSIGN_OR_RETURN(MapView b, MapView::Of(oh.get(), "reply"));
+  IndexReply reply;
+  for (const char* name : {"indices", "acked", "released"}) {
+    if (b.Find(name)) {
+      RL_ASSIGN_OR_RETURN(reply.done, b.U64List(name));
+    }
+  }
+  RL_ASSIGN_OR_RETURN(reply.rejected, b.U64List("rejected"));
+  return reply;
+}
+
+Message EncodeStatReply(const Store& store, uint64_t log_bytes, uint64_t snapshot_bytes, const std::string& fsync) {
+  Message m;
+  msgpack::sbuffer buf;
+  Packer pk(buf);
+  pk.pack_map(7);
+  PackString(pk, "rows");
+  pk.pack_uint64(store.live_rows());
+  PackString(pk, "bytes");
+  pk.pack_uint64(store.live_bytes());
+  PackString(pk, "next_index");
+  pk.pack_uint64(store.next_index());
+  PackString(pk, "log_bytes");
+  pk.pack_uint64(log_bytes);
+  PackString(pk, "snapshot_bytes");
+  pk.pack_uint64(snapshot_bytes);
+  PackString(pk, "fsync");
+  PackString(pk, fsync);
+  PackString(pk, "tasks");
+  auto stats = store.Stats();
+  pk.pack_array(static_cast<uint32_t>(stats.size()));
+  for (const auto& s : stats) {
+    pk.pack_map(7);
+    PackString(pk, "name");
+    PackString(pk, s.name);
+    PackString(pk, "columns");
+    PackStringList(pk, s.columns);
+    PackString(pk, "ready");
+    pk.pack_uint64(s.ready);
+    PackString(pk, "ready_groups");
+    pk.pack_uint64(s.ready_groups);
+    PackString(pk, "leased");
+    pk.pack_uint64(s.leased);
+    PackString(pk, "consumed");
+    pk.pack_uint64(s.consumed);
+    PackString(pk, "dropped");
+    pk.pack_uint64(s.dropped);
+  }
+  m.body = Done(buf);
+  return m;
+}
+
+}  // namespace rl::queue

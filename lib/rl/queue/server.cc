@@ -1,0 +1,340 @@
+#include "rl/queue/server.h"
+
+#include <algorithm>
+#include <climits>
+
+#include "rl/core/clock.h"
+#include "rl/core/log.h"
+#include "rl/wire/client.h"
+
+namespace rl::queue {
+
+namespace {
+constexpr int kMaxPollMs = 200;          // how often the stop flag is looked at
+constexpr size_t kMaxRequestsPerTurn = 512;
+}  // namespace
+
+Result<std::unique_ptr<Server>> Server::Open(ServerOptions options) {
+  std::unique_ptr<Server> s(new Server(std::move(options)));
+  RecoveryReport report;
+  RL_ASSIGN_OR_RETURN(s->ds_, DurableStore::Open(s->options_.dir, s->options_.snapshot_bytes, &report));
+  spdlog::info("recovered {} records from {} log(s){}; {} rows live, next index {}", report.records, report.logs,
+               report.had_snapshot ? " after a snapshot" : "", s->ds_->store().live_rows(),
+               s->ds_->store().next_index());
+  if (report.torn_bytes > 0) {
+    spdlog::warn("cut a torn log tail of {} bytes ({})", report.torn_bytes, report.torn_reason);
+  }
+  for (const auto& d : s->options_.declare) {
+    RL_ASSIGN_OR_RETURN(auto rec, s->ds_->store().PlanDeclare(d.task, d.columns));
+    if (rec) s->ds_->Commit(*rec);
+  }
+  RL_RETURN_IF_ERROR(s->ds_->Sync());
+  try {
+    s->socket_ = std::make_unique<zmq::socket_t>(ZmqContext(), zmq::socket_type::router);
+    s->socket_->set(zmq::sockopt::linger, 0);
+    s->socket_->set(zmq::sockopt::router_mandatory, false);
+    // A hard cap well above --max-message: bigger messages cost the peer its connection, the
+    // ones in between get a TooLarge reply.
+    s->socket_->set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(s->options_.max_message) * 2 + (1 << 20));
+    s->socket_->bind(s->options_.bind);
+    s->endpoint_ = s->socket_->get(zmq::sockopt::last_endpoint);
+  } catch (const zmq::error_t& e) {
+    return Status::Unavailable("bind " + s->options_.bind + ": " + e.what());
+  }
+  if (s->options_.events) {
+    s->options_.events->Emit("serve", {{"endpoint", s->endpoint_}, {"records", report.records},
+                                       {"torn_bytes", report.torn_bytes}});
+  }
+  return s;
+}
+
+Server::~Server() = default;
+
+void Server::Reply(const std::string& routing, const Header& h, const Status& s, Message body) {
+  body.header.op = h.op;
+  body.header.rid = h.rid;
+  body.header.seq = h.seq;
+  body.header.status = static_cast<uint8_t>(s.code());
+  body.header.msg = s.ok() ? "" : s.message();
+  if (!s.ok()) {
+    body.body.clear();
+    body.blobs.clear();
+  }
+  if (pending_.empty()) first_unsynced_ms_ = MonoMillis();
+  pending_.push_back({routing, EncodeReply(body)});
+}
+
+void Server::Commit(Record r, const std::string& routing, const Header& h) {
+  r.sender = h.from;
+  r.rid = h.rid;
+  ds_->Commit(r);
+  changed_ = true;
+  Reply(routing, h, Status::OK(), ReplyFor(r, ds_->store()));
+}
+
+void Server::HandleFrames(std::vector<std::string> frames) {
+  if (frames.empty()) return;
+  std::string routing = std::move(frames.front());
+  frames.erase(frames.begin());
+  size_t total = 0;
+  for (const auto& f : frames) total += f.size();
+  auto decoded = DecodeRequest(frames);
+  if (!decoded.ok()) {
+    Header h;  // rid unknown: 0
+    Reply(routing, h, decoded.status());
+    return;
+  }
+  if (total > options_.max_message) {
+    Reply(routing, decoded->header,
+          Status::TooLarge("message of " + std::to_string(total) + " bytes is above --max-message " +
+                           std::to_string(options_.max_message)));
+    return;
+  }
+  Dispatch(routing, *decoded);
+}
+
+void Server::Dispatch(const std::string& routing, const Message& req) {
+  const Header& h = req.header;
+  Op op = static_cast<Op>(h.op);
+  bool mutating = op == Op::kPut || op == Op::kGet || op == Op::kAck || op == Op::kNack || op == Op::kMetaSet ||
+                  op == Op::kDeclare;
+  if (mutating && !h.from.empty()) {
+    // A retry of a request already carried out gets the same answer, and changes nothing.
+    const Record* last = ds_->store().LastOf(h.from);
+    if (last && last->rid == h.rid) {
+      Reply(routing, h, Status::OK(), ReplyFor(*last, ds_->store()));
+      return;
+    }
+    for (Waiter& w : waiters_) {
+      if (w.header.from == h.from && w.header.rid == h.rid) {
+        w.routing = routing;  // the client reconnected while its get waits
+        return;
+      }
+    }
+  }
+  Status s;
+  switch (op) {
+    case Op::kPing: {
+      msgpack::sbuffer buf;
+      Packer pk(buf);
+      pk.pack_map(1);
+      PackString(pk, "time_ms");
+      pk.pack_int64(WallMillis());
+      Message m;
+      m.body.assign(buf.data(), buf.size());
+      Reply(routing, h, Status::OK(), std::move(m));
+      return;
+    }
+    case Op::kPut: s = HandlePut(routing, req); break;
+    case Op::kGet: s = HandleGet(routing, req); break;
+    case Op::kAck:
+    case Op::kNack: s = HandleIndices(routing, req); break;
+    case Op::kStat:
+      Reply(routing, h, Status::OK(),
+            EncodeStatReply(ds_->store(), ds_->log_bytes(), ds_->snapshot_bytes(), FsyncPolicyName(options_.fsync)));
+      return;
+    case Op::kMetaGet:
+    case Op::kMetaSet: s = HandleMeta(routing, req); break;
+    case Op::kDeclare: s = HandleDeclare(routing, req); break;
+    default: s = Status::Protocol("unknown op " + std::to_string(h.op)); break;
+  }
+  if (!s.ok()) Reply(routing, h, s);
+}
+
+Status Server::HandlePut(const std::string& routing, const Message& req) {
+  RL_ASSIGN_OR_RETURN(PutRequest put, DecodePut(req));
+  std::vector<PutRow> rows;
+  rows.reserve(put.rows.size());
+  for (auto& r : put.rows) {
+    PutRow pr;
+    pr.is_new = !r.index.has_value();
+    pr.index = r.index.value_or(0);
+    pr.columns = std::move(r.columns);
+    rows.push_back(std::move(pr));
+  }
+  RL_ASSIGN_OR_RETURN(Record rec, ds_->store().PlanPut(std::move(rows), put.ack_task, put.ack_lease));
+  Commit(std::move(rec), routing, req.header);
+  return Status::OK();
+}
+
+Status Server::HandleDeclare(const std::string& routing, const Message& req) {
+  RL_ASSIGN_OR_RETURN(DeclareRequest d, DecodeDeclare(req));
+  RL_ASSIGN_OR_RETURN(auto rec, ds_->store().PlanDeclare(d.task, d.columns));
+  if (rec) {
+    Commit(std::move(*rec), routing, req.header);
+  } else {
+    Record same;
+    same.type = RecordType::kDeclare;
+    same.task = d.task;
+    same.columns = d.columns;
+    Reply(routing, req.header, Status::OK(), ReplyFor(same, ds_->store()));
+  }
+  return Status::OK();
+}
+
+Status Server::HandleGet(const std::string& routing, const Message& req) {
+  RL_ASSIGN_OR_RETURN(GetRequest get, DecodeGet(req));
+  if (!get.columns.empty()) {
+    RL_ASSIGN_OR_RETURN(auto rec, ds_->store().PlanDeclare(get.task, get.columns));
+    if (rec) {
+      ds_->Commit(*rec);  // implicit declaration: logged, no reply of its own
+      changed_ = true;
+    }
+  }
+  Waiter w{routing, req.header, std::move(get), MonoMillis()};
+  w.deadline_ms += w.req.wait_ms;
+  if (!TryServe(w, w.req.wait_ms == 0)) waiters_.push_back(std::move(w));
+  return Status::OK();
+}
+
+bool Server::TryServe(Waiter& w, bool final_attempt) {
+  auto plan = ds_->store().PlanGet(w.req, WallMillis());
+  if (!plan.ok()) {
+    Reply(w.routing, w.header, plan.status());
+    return true;
+  }
+  size_t got = plan->indices.size();
+  for (const auto& r : plan->reserved) got += r.indices.size();
+  size_t parts = w.req.balance.empty() ? 1 : w.req.parts;
+  size_t need = size_t{w.req.min ? w.req.min : w.req.count} * parts;
+  if (!final_attempt && !plan->takeover && got < need) return false;
+  bool effect = !plan->indices.empty() || !plan->dropped.empty() || !plan->regenerated.empty() || plan->takeover;
+  if (effect) {
+    Commit(std::move(*plan), w.routing, w.header);
+  } else {
+    Reply(w.routing, w.header, Status::OK(), ReplyFor(*plan, ds_->store()));
+  }
+  return true;
+}
+
+// Parked gets in arrival order: serve those that can be, answer those whose wait is over.
+void Server::ServeWaiters(bool expire_only) {
+  int64_t now = MonoMillis();
+  for (auto it = waiters_.begin(); it != waiters_.end();) {
+    bool final_attempt = it->deadline_ms <= now;
+    if ((expire_only && !final_attempt) || !TryServe(*it, final_attempt)) {
+      ++it;
+    } else {
+      it = waiters_.erase(it);
+    }
+  }
+}
+
+Status Server::HandleIndices(const std::string& routing, const Message& req) {
+  RL_ASSIGN_OR_RETURN(IndexRequest r, DecodeIndices(req));
+  bool ack = static_cast<Op>(req.header.op) == Op::kAck;
+  auto rec = ack ? ds_->store().PlanAck(r.task, r.lease, r.indices)
+                 : ds_->store().PlanRelease(r.task, r.lease, r.indices);
+  if (!rec.ok()) return rec.status();
+  Commit(std::move(*rec), routing, req.header);
+  return Status::OK();
+}
+
+Status Server::HandleMeta(const std::string& routing, const Message& req) {
+  if (static_cast<Op>(req.header.op) == Op::kMetaGet) {
+    RL_ASSIGN_OR_RETURN(std::string key, DecodeMetaGet(req));
+    msgpack::sbuffer buf;
+    Packer pk(buf);
+    pk.pack_map(1);
+    PackString(pk, "value");
+    auto v = ds_->store().Meta(key);
+    if (v) {
+      PackString(pk, *v);
+    } else {
+      pk.pack_nil();
+    }
+    Message m;
+    m.body.assign(buf.data(), buf.size());
+    Reply(routing, req.header, Status::OK(), std::move(m));
+    return Status::OK();
+  }
+  RL_ASSIGN_OR_RETURN(MetaRequest m, DecodeMetaSet(req));
+  RL_ASSIGN_OR_RETURN(Record rec, ds_->store().PlanMetaSet(m.key, m.value, m.if_equals));
+  Commit(std::move(rec), routing, req.header);
+  return Status::OK();
+}
+
+void Server::ExpireLeases() {
+  for (Record& r : ds_->store().PlanExpiries(WallMillis())) {
+    spdlog::debug("lease {} of task {} expired: {} rows ready again", r.lease, r.task, r.indices.size());
+    if (options_.events) {
+      options_.events->Emit("lease_expired", {{"task", r.task}, {"lease", r.lease}, {"rows", r.indices.size()}});
+    }
+    ds_->Commit(r);
+    changed_ = true;
+  }
+}
+
+// Makes the turn's records durable as the policy says, then sends the replies that wait on them.
+Status Server::SendPending(bool force_sync) {
+  RL_RETURN_IF_ERROR(ds_->Flush());
+  if (pending_.empty()) return Status::OK();
+  if (options_.fsync == FsyncPolicy::kBatch && !force_sync &&
+      MonoMillis() - first_unsynced_ms_ < options_.fsync_interval_ms) {
+    return Status::OK();
+  }
+  if (options_.fsync != FsyncPolicy::kNever) RL_RETURN_IF_ERROR(ds_->Sync());
+  for (auto& out : pending_) {
+    try {
+      socket_->send(zmq::buffer(out.routing), zmq::send_flags::sndmore);
+      for (size_t i = 0; i < out.frames.size(); ++i) {
+        auto more = i + 1 < out.frames.size() ? zmq::send_flags::sndmore : zmq::send_flags::none;
+        socket_->send(zmq::buffer(out.frames[i]), more);
+      }
+    } catch (const zmq::error_t& e) {
+      spdlog::debug("reply dropped: {}", e.what());  // the peer is gone; it will retry
+    }
+  }
+  served_ += pending_.size();
+  pending_.clear();
+  return Status::OK();
+}
+
+int Server::PollTimeoutMs() const {
+  int64_t now_wall = WallMillis(), now = MonoMillis();
+  int64_t t = kMaxPollMs;
+  int64_t lease = ds_->store().NextDeadline();
+  if (lease != INT64_MAX) t = std::min(t, lease - now_wall + 1);
+  for (const Waiter& w : waiters_) t = std::min(t, w.deadline_ms - now);
+  if (!pending_.empty()) t = std::min<int64_t>(t, first_unsynced_ms_ + options_.fsync_interval_ms - now);
+  return static_cast<int>(std::max<int64_t>(0, t));
+}
+
+Status Server::Run(const std::atomic<bool>& stop) {
+  spdlog::info("serving {} from {} (fsync {})", endpoint_, options_.dir, FsyncPolicyName(options_.fsync));
+  while (!stop.load()) {
+    zmq::pollitem_t item{static_cast<void*>(*socket_), 0, ZMQ_POLLIN, 0};
+    try {
+      zmq::poll(&item, 1, std::chrono::milliseconds(PollTimeoutMs()));
+    } catch (const zmq::error_t& e) {
+      if (e.num() != EINTR) return Status::Internal(std::string("poll: ") + e.what());
+      continue;
+    }
+    changed_ = false;
+    for (size_t n = 0; n < kMaxRequestsPerTurn; ++n) {
+      std::vector<std::string> frames;
+      zmq::message_t part;
+      try {
+        if (!socket_->recv(part, zmq::recv_flags::dontwait)) break;
+        frames.emplace_back(static_cast<const char*>(part.data()), part.size());
+        while (part.more()) {
+          if (!socket_->recv(part, zmq::recv_flags::none)) break;
+          frames.emplace_back(static_cast<const char*>(part.data()), part.size());
+        }
+      } catch (const zmq::error_t& e) {
+        if (e.num() == EINTR) break;
+        return Status::Internal(std::string("recv: ") + e.what());
+      }
+      HandleFrames(std::move(frames));
+    }
+    ExpireLeases();
+    ServeWaiters(!changed_);
+    RL_RETURN_IF_ERROR(SendPending(false));
+    RL_RETURN_IF_ERROR(ds_->MaybeSnapshot());
+  }
+  RL_RETURN_IF_ERROR(SendPending(true));
+  spdlog::info("stopped after {} replies", served_);
+  return Status::OK();
+}
+
+}  // namespace rl::queue
