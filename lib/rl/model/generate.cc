@@ -1,0 +1,165 @@
+#include "rl/model/generate.h"
+
+#include <memory>
+
+#include <ATen/ATen.h>
+
+#include "rl/model/decoder.h"
+#include "rl/model/torch_guard.h"
+
+namespace rl::model {
+namespace {
+
+Status CheckRequest(const ModelConfig& c, const std::vector<std::vector<int64_t>>& prompts,
+                    const GenerateOptions& o) {
+  RL_RETURN_IF_ERROR(o.sampling.Validate());
+  if (o.max_new_tokens < 0) return Status::InvalidArgument("generate: max_new_tokens < 0");
+  if (o.slots < 1) return Status::InvalidArgument("generate: slots must be >= 1");
+  if (o.eos_id < -1 || o.eos_id >= c.vocab_size) {
+    return Status::InvalidArgument("generate: eos_id outside the vocabulary");
+  }
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    const std::string which = "generate: prompt " + std::to_string(i);
+    if (prompts[i].empty()) return Status::InvalidArgument(which + " is empty");
+    if (static_cast<int64_t>(prompts[i].size()) >= c.context) {
+      return Status::InvalidArgument(which + " leaves no room in the context of " +
+                                     std::to_string(c.context));
+    }
+    for (int64_t id : prompts[i]) {
+      if (id < 0 || id >= c.vocab_size) {
+        return Status::InvalidArgument(which + " holds id " + std::to_string(id) +
+                                       " outside the vocabulary");
+      }
+    }
+  }
+  return Status::OK();
+}
+
+// The continuous-batching loop: refill free slots, sample every active slot, feed the tokens of
+// the slots that go on.
+class Scheduler {
+ public:
+  Scheduler(const ModelConfig& config, const std::vector<std::vector<int64_t>>& prompts,
+            const GenerateOptions& options, Decoder* decoder, Sampler* sampler)
+      : config_(config), prompts_(prompts), options_(options), decoder_(decoder),
+        sampler_(sampler), slots_(static_cast<size_t>(options.slots)), out_(prompts.size()) {}
+
+  Result<std::vector<Generation>> Run(GenerateStats* stats) {
+    for (;;) {
+      RL_RETURN_IF_ERROR(Refill());
+      std::vector<int64_t> active;
+      for (size_t s = 0; s < slots_.size(); ++s) {
+        if (slots_[s].seq >= 0) active.push_back(static_cast<int64_t>(s));
+      }
+      if (active.empty()) break;
+      RL_RETURN_IF_ERROR(SampleAndFeed(active));
+    }
+    if (stats != nullptr) {
+      stats->steps = steps_;
+      stats->forward_calls = decoder_->forward_calls();
+      stats->new_tokens = new_tokens_;
+    }
+    return std::move(out_);
+  }
+
+ private:
+  struct Slot {
+    int64_t seq = -1;   // index of the prompt being continued; -1 when free
+    int64_t length = 0; // prompt + response tokens
+    at::Tensor logits;  // [V]: what follows the sequence
+  };
+
+  Status Refill() {
+    std::vector<int64_t> slots;
+    std::vector<const std::vector<int64_t>*> prompts;
+    for (size_t s = 0; s < slots_.size() && next_ < prompts_.size(); ++s) {
+      if (slots_[s].seq >= 0) continue;
+      slots_[s].seq = static_cast<int64_t>(next_);
+      slots_[s].length = static_cast<int64_t>(prompts_[next_].size());
+      slots.push_back(static_cast<int64_t>(s));
+      prompts.push_back(&prompts_[next_++]);
+    }
+    if (slots.empty()) return Status::OK();
+    RL_ASSIGN_OR_RETURN(at::Tensor logits, decoder_->Start(slots, prompts));
+    for (size_t i = 0; i < slots.size(); ++i) slots_[static_cast<size_t>(slots[i])].logits = logits[static_cast<int64_t>(i)];
+    return Status::OK();
+  }
+
+  Status SampleAndFeed(const std::vector<int64_t>& active) {
+    std::vector<at::Tensor> rows;
+    for (int64_t s : active) rows.push_back(slots_[static_cast<size_t>(s)].logits);
+    RL_ASSIGN_OR_RETURN(at::Tensor stacked, TorchGuard("generate: stack", [&]() -> Result<at::Tensor> {
+      return at::stack(rows);
+    }));
+    RL_ASSIGN_OR_RETURN(Sample sample, sampler_->Draw(stacked));
+    ++steps_;
+    const at::Tensor ids = sample.ids.contiguous(), logprobs = sample.logprobs.contiguous();
+    std::vector<int64_t> going, tokens;
+    for (size_t i = 0; i < active.size(); ++i) {
+      Slot& slot = slots_[static_cast<size_t>(active[i])];
+      Generation& g = out_[static_cast<size_t>(slot.seq)];
+      const int64_t id = ids.data_ptr<int64_t>()[i];
+      g.response_ids.push_back(id);
+      g.logprobs.push_back(logprobs.data_ptr<float>()[i]);
+      ++slot.length;
+      ++new_tokens_;
+      if (Stopped(id, slot, &g)) {
+        slot.seq = -1;
+      } else {
+        going.push_back(active[i]);
+        tokens.push_back(id);
+      }
+    }
+    if (going.empty()) return Status::OK();
+    RL_ASSIGN_OR_RETURN(at::Tensor logits, decoder_->Step(going, tokens));
+    for (size_t i = 0; i < going.size(); ++i) slots_[static_cast<size_t>(going[i])].logits = logits[static_cast<int64_t>(i)];
+    return Status::OK();
+  }
+
+  bool Stopped(int64_t id, const Slot& slot, Generation* g) const {
+    if (id == options_.eos_id) {
+      g->stop = StopReason::kEos;
+    } else if (static_cast<int64_t>(g->response_ids.size()) >= options_.max_new_tokens) {
+      g->stop = StopReason::kMaxTokens;
+    } else if (slot.length >= config_.context) {
+      g->stop = StopReason::kContext;
+    } else {
+      return false;
+    }
+    return true;
+  }
+
+  const ModelConfig& config_;
+  const std::vector<std::vector<int64_t>>& prompts_;
+  const GenerateOptions& options_;
+  Decoder* decoder_;
+  Sampler* sampler_;
+  std::vector<Slot> slots_;
+  std::vector<Generation> out_;
+  size_t next_ = 0;
+  int64_t steps_ = 0, new_tokens_ = 0;
+};
+
+}  // namespace
+
+Result<std::vector<Generation>> Generate(const Transformer& model,
+                                         const std::vector<std::vector<int64_t>>& prompts,
+                                         const GenerateOptions& options, GenerateStats* stats) {
+  RL_RETURN_IF_ERROR(CheckRequest(model.config(), prompts, options));
+  if (options.max_new_tokens == 0) {
+    if (stats != nullptr) *stats = GenerateStats{};
+    return std::vector<Generation>(prompts.size());
+  }
+  RL_ASSIGN_OR_RETURN(Sampler sampler, Sampler::Create(options.sampling, options.seed));
+  const int64_t slots = std::min<int64_t>(options.slots, std::max<size_t>(prompts.size(), 1));
+  RL_ASSIGN_OR_RETURN(std::unique_ptr<Decoder> decoder,
+                      options.use_kv_cache ? NewCacheDecoder(&model, slots)
+                                           : NewFullDecoder(&model, slots));
+  GenerateOptions effective = options;
+  effective.slots = slots;
+  return TorchGuard("generate", [&]() -> Result<std::vector<Generation>> {
+    return Scheduler(model.config(), prompts, effective, decoder.get(), &sampler).Run(stats);
+  });
+}
+
+}  // namespace rl::model

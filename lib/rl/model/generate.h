@@ -1,0 +1,59 @@
+// Generate: sampled continuations of a set of prompts, with the per-token log-probabilities the
+// trainer needs, using continuous batching over a fixed number of slots.
+//
+// Scheduling: up to `slots` sequences decode together, one token per step. When a sequence
+// stops — it sampled eos_id, reached max_new_tokens, or filled the model's context — its slot is
+// refilled at once with the next pending prompt (prefilled in the same round, prompts of equal
+// length together), while the other slots go on decoding. Sequences are started in prompt order
+// and each step samples the active slots in slot order, so a fixed seed, options and prompts give
+// the same result.
+//
+// Two decoding paths with the same schedule: with use_kv_cache (the default) each step feeds
+// only the new tokens through Transformer::ForwardStep; without it each step runs a full forward
+// pass over every active sequence (right-padded). The second exists as a baseline for benchmarks
+// and tests; both give the same logits up to float rounding.
+// Thread safety: Generate uses `model` read-only; do not change its weights during the call.
+// This header does not include libtorch.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "rl/core/status.h"
+#include "rl/model/sampler.h"
+#include "rl/model/transformer.h"
+
+namespace rl::model {
+
+struct GenerateOptions {
+  int64_t max_new_tokens = 16;
+  SamplingOptions sampling;
+  uint64_t seed = 0;
+  int64_t slots = 8;     // sequences decoded at once
+  int64_t eos_id = -1;   // the token that ends a response (kept in it); -1: none
+  bool use_kv_cache = true;
+};
+
+enum class StopReason { kEos, kMaxTokens, kContext };
+
+struct Generation {
+  std::vector<int64_t> response_ids;  // the sampled tokens, eos included when it was sampled
+  std::vector<float> logprobs;        // log_softmax(logits)[token] for each response token
+  StopReason stop = StopReason::kMaxTokens;
+};
+
+struct GenerateStats {
+  int64_t steps = 0;          // sampling rounds
+  int64_t forward_calls = 0;  // model invocations (prefills included)
+  int64_t new_tokens = 0;     // response tokens over all sequences
+};
+
+// One Generation per prompt, in prompt order. InvalidArgument when a prompt is empty, holds an
+// id outside the vocabulary, or leaves no room in the context; or when options are invalid.
+// *stats may be null.
+Result<std::vector<Generation>> Generate(const Transformer& model,
+                                         const std::vector<std::vector<int64_t>>& prompts,
+                                         const GenerateOptions& options,
+                                         GenerateStats* stats = nullptr);
+
+}  // namespace rl::model

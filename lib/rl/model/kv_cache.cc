@@ -1,0 +1,41 @@
+#include "rl/model/kv_cache.h"
+
+#include <ATen/ATen.h>
+
+#include "rl/model/torch_guard.h"
+
+namespace rl::model {
+
+Result<KvCache> KvCache::Create(const ModelConfig& config, int64_t slots) {
+  RL_RETURN_IF_ERROR(config.Validate());
+  if (slots < 1) {
+    return Status::InvalidArgument("kv cache: slots must be >= 1, got " + std::to_string(slots));
+  }
+  KvCache cache;
+  cache.capacity_ = config.context;
+  cache.lengths_.assign(static_cast<size_t>(slots), 0);
+  RL_RETURN_IF_ERROR(TorchGuard("kv cache: allocate", [&]() -> Status {
+    for (int64_t l = 0; l < config.n_layers; ++l) {
+      const std::vector<int64_t> shape = {slots, config.n_heads, config.context, config.head_dim()};
+      cache.keys_.push_back(at::zeros(shape, at::kFloat));
+      cache.values_.push_back(at::zeros(shape, at::kFloat));
+    }
+    return Status::OK();
+  }));
+  return cache;
+}
+
+Status KvCache::Reset(int64_t slot) {
+  if (slot < 0 || slot >= slots()) {
+    return Status::InvalidArgument("kv cache: slot " + std::to_string(slot) + " is outside [0, " +
+                                   std::to_string(slots()) + ")");
+  }
+  lengths_[static_cast<size_t>(slot)] = 0;
+  return Status::OK();
+}
+
+void KvCache::ResetAll() {
+  for (int64_t& n : lengths_) n = 0;
+}
+
+}  // namespace rl::model

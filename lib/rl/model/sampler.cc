@@ -1,0 +1,74 @@
+#include "rl/model/sampler.h"
+
+#include <cmath>
+#include <limits>
+
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+
+#include "rl/model/torch_guard.h"
+
+namespace rl::model {
+namespace {
+
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+// Keeps the k largest logits of each row; the others become -inf.
+at::Tensor TopK(const at::Tensor& logits, int64_t k) {
+  if (k <= 0 || k >= logits.size(-1)) return logits;
+  const at::Tensor kth = std::get<0>(logits.topk(k, -1)).narrow(-1, k - 1, 1);  // [B, 1]
+  return logits.masked_fill(logits < kth, kNegInf);
+}
+
+// Keeps, per row, the most likely tokens up to and including the first at which the cumulative
+// probability reaches p; the others become -inf. The most likely token always stays.
+at::Tensor TopP(const at::Tensor& logits, double p) {
+  if (p >= 1.0) return logits;
+  const auto sorted = logits.sort(-1, /*descending=*/true);
+  const at::Tensor& values = std::get<0>(sorted);
+  const at::Tensor& order = std::get<1>(sorted);
+  const at::Tensor cumulative = at::softmax(values, -1).cumsum(-1);
+  // Drop a token when the tokens before it already reach p.
+  const at::Tensor drop_sorted = (cumulative - at::softmax(values, -1)) >= p;
+  const at::Tensor drop = at::zeros_like(drop_sorted).scatter(-1, order, drop_sorted);
+  return logits.masked_fill(drop, kNegInf);
+}
+
+}  // namespace
+
+Status SamplingOptions::Validate() const {
+  if (!std::isfinite(temperature) || temperature < 0) {
+    return Status::InvalidArgument("sampling: temperature must be finite and >= 0");
+  }
+  if (top_k < 0) return Status::InvalidArgument("sampling: top_k must be >= 0");
+  if (!(top_p > 0 && top_p <= 1)) return Status::InvalidArgument("sampling: top_p must be in (0, 1]");
+  return Status::OK();
+}
+
+Result<Sampler> Sampler::Create(const SamplingOptions& options, uint64_t seed) {
+  RL_RETURN_IF_ERROR(options.Validate());
+  return TorchGuard("sampler: create", [&]() -> Result<Sampler> {
+    return Sampler(options, at::make_generator<at::CPUGeneratorImpl>(seed));
+  });
+}
+
+Result<Sample> Sampler::Draw(const at::Tensor& logits) {
+  if (!logits.defined() || logits.dim() != 2 || logits.size(0) < 1 || logits.size(1) < 1 ||
+      !at::isFloatingType(logits.scalar_type())) {
+    return Status::InvalidArgument("sampler: logits must be a non-empty 2-D floating tensor");
+  }
+  return TorchGuard("sampler: draw", [&]() -> Result<Sample> {
+    const at::Tensor x = logits.detach().to(at::kFloat);
+    at::Tensor ids;
+    if (options_.temperature == 0) {
+      ids = x.argmax(-1);
+    } else {
+      const at::Tensor filtered = TopP(TopK(x / options_.temperature, options_.top_k), options_.top_p);
+      ids = at::softmax(filtered, -1).multinomial(1, /*replacement=*/false, gen_).squeeze(-1);
+    }
+    const at::Tensor logprobs = at::log_softmax(x, -1).gather(-1, ids.unsqueeze(-1)).squeeze(-1);
+    return Sample{ids, logprobs};
+  });
+}
+
+}  // namespace rl::model

@@ -1,0 +1,59 @@
+// Sampler: picks the next token of each batch row from its logits, and reports the policy's
+// log-probability of the pick.
+//
+// Sampling distribution: softmax(logits / temperature), restricted to the top_k largest
+// (top_k 0: no limit), then to the smallest set of the most likely tokens whose probability
+// reaches top_p (top_p 1: no limit), renormalized, and drawn from with the sampler's own
+// generator. temperature 0 is greedy: the argmax, with no random draw.
+//
+// Reported log-probability: log_softmax(logits)[chosen] — the untempered, unfiltered policy at
+// temperature 1, whatever the sampling options. This is the quantity PPO/GRPO importance ratios
+// need (the trainer recomputes the same thing with gradients); it is not the log-probability
+// under the distribution that was actually sampled from.
+//
+// Determinism: the same seed, options and sequence of logits give the same picks.
+// Thread safety: a Sampler owns its generator; use one Sampler per thread. This header includes
+// only the ATen tensor and generator types.
+#pragma once
+
+#include <cstdint>
+
+#include <ATen/core/Generator.h>
+#include <ATen/core/Tensor.h>
+
+#include "rl/core/status.h"
+
+namespace rl::model {
+
+struct SamplingOptions {
+  double temperature = 1.0;  // 0: greedy
+  int64_t top_k = 0;         // 0: all tokens
+  double top_p = 1.0;        // in (0, 1]
+
+  // InvalidArgument for a negative or non-finite temperature, negative top_k, top_p outside (0, 1].
+  Status Validate() const;
+};
+
+struct Sample {
+  at::Tensor ids;       // [B] int64
+  at::Tensor logprobs;  // [B] float32: log_softmax(logits)[b, ids[b]]
+};
+
+class Sampler {
+ public:
+  // InvalidArgument if the options are invalid.
+  static Result<Sampler> Create(const SamplingOptions& options, uint64_t seed);
+
+  // logits [B, V] floating point -> one pick per row. InvalidArgument for another shape.
+  Result<Sample> Draw(const at::Tensor& logits);
+
+  const SamplingOptions& options() const { return options_; }
+
+ private:
+  Sampler(const SamplingOptions& options, at::Generator gen)
+      : options_(options), gen_(std::move(gen)) {}
+  SamplingOptions options_;
+  at::Generator gen_;
+};
+
+}  // namespace rl::model

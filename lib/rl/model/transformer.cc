@@ -1,0 +1,154 @@
+#include "rl/model/transformer.h"
+
+#include <algorithm>
+#include <unordered_map>
+
+#include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
+
+#include "rl/model/kv_cache.h"
+#include "rl/model/torch_guard.h"
+#include "rl/model/transformer_module.h"
+
+namespace rl::model {
+namespace {
+
+Status CheckTokens(const at::Tensor& tokens, const ModelConfig& c, const char* what) {
+  if (!tokens.defined() || tokens.dim() != 2 || tokens.scalar_type() != at::kLong) {
+    return Status::InvalidArgument(std::string(what) + ": tokens must be a 2-D int64 tensor");
+  }
+  if (tokens.size(0) < 1 || tokens.size(1) < 1) {
+    return Status::InvalidArgument(std::string(what) + ": tokens must not be empty");
+  }
+  if (tokens.size(1) > c.context) {
+    return Status::InvalidArgument(std::string(what) + ": " + std::to_string(tokens.size(1)) +
+                                   " tokens exceed the context of " + std::to_string(c.context));
+  }
+  const int64_t lo = tokens.min().item<int64_t>(), hi = tokens.max().item<int64_t>();
+  if (lo < 0 || hi >= c.vocab_size) {
+    return Status::InvalidArgument(std::string(what) + ": token ids must be in [0, " +
+                                   std::to_string(c.vocab_size) + ")");
+  }
+  return Status::OK();
+}
+
+Status CheckSlots(const at::Tensor& tokens, const std::vector<int64_t>& slots,
+                  const KvCache& cache) {
+  if (static_cast<int64_t>(slots.size()) != tokens.size(0)) {
+    return Status::InvalidArgument("forward step: " + std::to_string(slots.size()) +
+                                   " slots for " + std::to_string(tokens.size(0)) + " rows");
+  }
+  std::vector<bool> seen(static_cast<size_t>(cache.slots()), false);
+  for (int64_t s : slots) {
+    if (s < 0 || s >= cache.slots()) {
+      return Status::InvalidArgument("forward step: slot " + std::to_string(s) + " out of range");
+    }
+    if (seen[static_cast<size_t>(s)]) {
+      return Status::InvalidArgument("forward step: slot " + std::to_string(s) + " repeated");
+    }
+    seen[static_cast<size_t>(s)] = true;
+    if (cache.length(s) + tokens.size(1) > cache.capacity()) {
+      return Status::InvalidArgument("forward step: slot " + std::to_string(s) +
+                                     " would pass the context of " +
+                                     std::to_string(cache.capacity()));
+    }
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+Result<Transformer> Transformer::Create(const ModelConfig& config, uint64_t seed) {
+  RL_RETURN_IF_ERROR(config.Validate());
+  return TorchGuard("transformer: create", [&]() -> Result<Transformer> {
+    auto impl = std::make_shared<TransformerImpl>(config);
+    impl->InitWeights(seed);
+    return Transformer(std::move(impl));
+  });
+}
+
+const ModelConfig& Transformer::config() const { return impl_->config(); }
+
+torch::nn::Module& Transformer::module() const { return *impl_; }
+
+Result<at::Tensor> Transformer::Forward(const at::Tensor& tokens) const {
+  return TorchGuard("transformer: forward", [&]() -> Result<at::Tensor> {
+    RL_RETURN_IF_ERROR(CheckTokens(tokens, config(), "forward"));
+    const at::Tensor positions =
+        at::arange(tokens.size(1), tokens.options()).unsqueeze(0).expand_as(tokens);
+    return impl_->forward(tokens, positions);
+  });
+}
+
+Result<at::Tensor> Transformer::ForwardStep(const at::Tensor& tokens,
+                                            const std::vector<int64_t>& slots,
+                                            KvCache* cache) const {
+  return TorchGuard("transformer: forward step", [&]() -> Result<at::Tensor> {
+    RL_RETURN_IF_ERROR(CheckTokens(tokens, config(), "forward step"));
+    if (cache == nullptr || cache->n_layers() != config().n_layers ||
+        cache->capacity() != config().context) {
+      return Status::InvalidArgument("forward step: the cache does not match the model");
+    }
+    RL_RETURN_IF_ERROR(CheckSlots(tokens, slots, *cache));
+    c10::NoGradGuard no_grad;
+    const int64_t t = tokens.size(1);
+    std::vector<int64_t> starts;
+    int64_t kv_len = 0;
+    bool all_slots = static_cast<int64_t>(slots.size()) == cache->slots();
+    for (size_t b = 0; b < slots.size(); ++b) {
+      starts.push_back(cache->length(slots[b]));
+      kv_len = std::max(kv_len, starts.back() + t);
+      all_slots = all_slots && slots[b] == static_cast<int64_t>(b);
+    }
+    const at::Tensor positions =
+        at::tensor(starts, at::kLong).unsqueeze(1) + at::arange(t, at::kLong).unsqueeze(0);
+    const at::Tensor slot_t = at::tensor(slots, at::kLong);
+    at::Tensor logits = impl_->forward(tokens, positions, cache, slot_t, all_slots, kv_len);
+    for (int64_t s : slots) cache->Advance(s, t);
+    return logits;
+  });
+}
+
+std::vector<at::Tensor> Transformer::Parameters() const { return impl_->parameters(); }
+
+NamedTensors Transformer::NamedParameters() const {
+  NamedTensors out;
+  for (const auto& item : impl_->named_parameters()) out.emplace_back(item.key(), item.value());
+  return out;
+}
+
+Status Transformer::LoadNamedParameters(const NamedTensors& tensors) {
+  return TorchGuard("transformer: load parameters", [&]() -> Status {
+    std::unordered_map<std::string, const at::Tensor*> given;
+    for (const auto& [name, t] : tensors) {
+      if (!given.emplace(name, &t).second) {
+        return Status::DataError("load parameters: '" + name + "' appears twice");
+      }
+    }
+    auto params = impl_->named_parameters();
+    if (given.size() != params.size()) {
+      return Status::DataError("load parameters: " + std::to_string(given.size()) +
+                               " tensors for " + std::to_string(params.size()) + " parameters");
+    }
+    for (const auto& item : params) {  // check everything before changing anything
+      auto it = given.find(item.key());
+      if (it == given.end()) {
+        return Status::DataError("load parameters: missing '" + item.key() + "'");
+      }
+      if (!it->second->defined() || it->second->sizes() != item.value().sizes()) {
+        return Status::DataError("load parameters: '" + item.key() + "' has the wrong shape");
+      }
+    }
+    c10::NoGradGuard no_grad;
+    for (auto& item : params) item.value().copy_(*given.at(item.key()));
+    return Status::OK();
+  });
+}
+
+Result<Transformer> Transformer::Clone() const {
+  RL_ASSIGN_OR_RETURN(Transformer copy, Create(config(), 0));
+  RL_RETURN_IF_ERROR(copy.LoadNamedParameters(NamedParameters()));
+  return copy;
+}
+
+}  // namespace rl::model

@@ -1,0 +1,82 @@
+// Transformer: the handle through which the toolkit uses its decoder-only language model —
+// full forward passes for training, incremental decoding against a KvCache, and the state dict.
+//
+// The network itself is TransformerImpl (transformer_module.h, a torch::nn module); this header
+// keeps libtorch's heavy headers out (it includes only the ATen tensor type), validates inputs,
+// and turns every libtorch exception into a Status.
+//
+// A Transformer is a shared handle, like a TORCH_MODULE holder: copies refer to the same weights.
+// Clone() makes an independent copy.
+// Thread safety: none. Concurrent Forward calls on one model are safe only while nothing
+// changes its weights; everything else needs external synchronization.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+
+#include "rl/core/status.h"
+#include "rl/model/config.h"
+
+namespace torch::nn {
+class Module;
+}  // namespace torch::nn
+
+namespace rl::model {
+
+class KvCache;
+class TransformerImpl;
+
+// Named tensors in a fixed order: a state dict, or the contents of a safetensors file.
+using NamedTensors = std::vector<std::pair<std::string, at::Tensor>>;
+
+class Transformer {
+ public:
+  // A model with weights drawn from a generator seeded by `seed` (same seed, same weights; the
+  // global torch RNG is not touched). Config if the config is invalid.
+  static Result<Transformer> Create(const ModelConfig& config, uint64_t seed);
+
+  const ModelConfig& config() const;
+
+  // tokens [B, T] int64 with 1 <= T <= context and ids in [0, vocab) -> logits [B, T, V] float32,
+  // positions 0..T-1. Records gradients when grad mode is on (it is by default).
+  // InvalidArgument for bad tokens.
+  Result<at::Tensor> Forward(const at::Tensor& tokens) const;
+
+  // Incremental decoding. Row b of tokens [B, T] is appended to cache slot slots[b] at positions
+  // length(slot) .. length(slot)+T-1, and the slot's length grows by T. Returns logits [B, T, V]
+  // equal (to float rounding) to those a full Forward over the slot's whole sequence gives at
+  // those positions. Rows may be at different lengths; slots not named are left untouched.
+  // Never records gradients.
+  // REQUIRES: *cache was created for this model's config and is not used concurrently.
+  // InvalidArgument when slots are out of range or repeated, B != slots.size(), or a slot would
+  // pass the context; on any error the cache lengths are unchanged.
+  Result<at::Tensor> ForwardStep(const at::Tensor& tokens, const std::vector<int64_t>& slots,
+                                 KvCache* cache) const;
+
+  // The trainable tensors (they share storage with the model), for an optimizer.
+  std::vector<at::Tensor> Parameters() const;
+  // The state dict: every parameter by name (see transformer_module.h), sharing storage.
+  NamedTensors NamedParameters() const;
+  // Copies tensors into the parameters of the same names. Every parameter must be present once,
+  // with the same shape; no unknown names. Dtypes are converted. DataError on a mismatch, and
+  // then no parameter has changed.
+  Status LoadNamedParameters(const NamedTensors& tensors);
+
+  // An independent model with the same config and a copy of the weights.
+  Result<Transformer> Clone() const;
+
+  // The underlying torch::nn module (include transformer_module.h to use it as TransformerImpl).
+  torch::nn::Module& module() const;
+  const std::shared_ptr<TransformerImpl>& impl() const { return impl_; }
+
+ private:
+  explicit Transformer(std::shared_ptr<TransformerImpl> impl) : impl_(std::move(impl)) {}
+  std::shared_ptr<TransformerImpl> impl_;
+};
+
+}  // namespace rl::model

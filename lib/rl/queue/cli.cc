@@ -1,0 +1,149 @@
+#include "rl/queue/cli.h"
+
+#include <iostream>
+
+#include "rl/core/log.h"
+#include "rl/core/options.h"
+
+namespace rl::queue {
+
+ClientOptions ClientFlags::ToOptions() const {
+  ClientOptions o;
+  o.endpoint = connect;
+  o.give_up_s = timeout_s;
+  o.sender = NewSenderId("rl-queue");
+  return o;
+}
+
+std::vector<std::string> SplitList(const std::string& s) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= s.size()) {
+    size_t end = s.find(',', start);
+    if (end == std::string::npos) end = s.size();
+    if (end > start) out.push_back(s.substr(start, end - start));
+    start = end + 1;
+  }
+  return out;
+}
+
+int Fail(const Status& s) {
+  std::cerr << "rl-queue: " << s.message() << "\n";
+  return ExitCodeFor(s);
+}
+
+namespace {
+
+void BindClient(CommandLine& cl, CLI::App* sub, ClientFlags* c) {
+  cl.Bind(sub, "--connect", &c->connect);
+  cl.Bind(sub, "--timeout", &c->timeout_s);
+}
+
+}  // namespace
+
+int QueueMain(int argc, char** argv) {
+  CommandLine cl("rl-queue", "rl-queue: durable streaming sample store with task controllers (see man rl-queue)");
+  std::string log_level = "info";
+  cl.Bind(nullptr, "--log-level", &log_level);
+
+  ServerOptions so;
+  std::string run_dir, id = "0", fsync = "batch";
+  std::vector<std::string> declares;
+  CLI::App* serve = cl.Sub("serve", "run the server");
+  cl.Bind(serve, "--bind", &so.bind);
+  cl.Bind(serve, "--dir", &so.dir)->required();
+  cl.Bind(serve, "--fsync", &fsync);
+  cl.Bind(serve, "--fsync-interval-ms", &so.fsync_interval_ms);
+  cl.Bind(serve, "--max-message", &so.max_message);
+  cl.Bind(serve, "--snapshot-bytes", &so.snapshot_bytes);
+  cl.Bind(serve, "--declare", &declares);
+  cl.Bind(serve, "--run-dir", &run_dir);
+  cl.Bind(serve, "--id", &id);
+
+  ClientFlags c;
+  PutFlags pf;
+  CLI::App* put = cl.Sub("put", "add rows from JSON lines on stdin; prints each acknowledged row's index");
+  BindClient(cl, put, &c);
+  cl.Bind(put, "--batch", &pf.batch)->check(CLI::Range(1, 100000));
+  cl.Bind(put, "--repeat", &pf.repeat)->check(CLI::Range(1, 4096));
+
+  GetRequest gr;
+  std::string columns, on_stale = "drop";
+  double lease_s = 60, wait_s = 0;
+  int64_t min_version = 0;
+  CLI::App* get = cl.Sub("get", "lease ready rows of a task; prints them as JSON lines");
+  BindClient(cl, get, &c);
+  cl.Bind(get, "--task", &gr.task)->required();
+  cl.Bind(get, "--columns", &columns);
+  cl.Bind(get, "--count", &gr.count)->check(CLI::Range(1, 1000000));
+  cl.Bind(get, "--min", &gr.min);
+  cl.Bind(get, "--lease", &lease_s)->check(CLI::PositiveNumber);
+  cl.Bind(get, "--wait", &wait_s)->check(CLI::Range(0.0, 3600.0));
+  cl.BindFlag(get, "--groups", &gr.groups);
+  CLI::Option* mv = cl.Bind(get, "--min-version", &min_version);
+  cl.Bind(get, "--on-stale", &on_stale)->check(CLI::IsMember({"drop", "regenerate"}));
+  cl.Bind(get, "--drop-uniform", &gr.drop_uniform);
+  cl.Bind(get, "--balance", &gr.balance);
+  cl.Bind(get, "--parts", &gr.parts)->check(CLI::Range(1, 64));
+
+  std::string task;
+  uint64_t lease_id = 0;
+  std::vector<std::string> indices;
+  CLI::App* ack = cl.Sub("ack", "consume rows for a task: indices as arguments or on stdin");
+  CLI::App* nack = cl.Sub("nack", "give leased rows back: indices as arguments or on stdin (none: the whole lease)");
+  for (CLI::App* sub : {ack, nack}) {
+    BindClient(cl, sub, &c);
+    cl.Bind(sub, "--task", &task)->required();
+    cl.Bind(sub, "--lease-id", &lease_id);
+    sub->add_option("indices", indices, "row indices");
+  }
+
+  bool json = false;
+  CLI::App* stat = cl.Sub("stat", "per task: ready, leased, consumed, dropped; log and snapshot sizes");
+  BindClient(cl, stat, &c);
+  cl.BindFlag(stat, "--json", &json);
+
+  std::vector<std::string> meta_args;
+  std::string if_equals;
+  CLI::App* meta = cl.Sub("meta", "run metadata: 'meta get KEY' or 'meta set KEY VALUE'");
+  BindClient(cl, meta, &c);
+  CLI::Option* ie = cl.Bind(meta, "--if-equals", &if_equals);
+  meta->add_option("args", meta_args, "get KEY | set KEY VALUE")->required();
+
+  CLI::App* taskcmd = cl.Sub("task", "declare a task and the columns it needs");
+  BindClient(cl, taskcmd, &c);
+  cl.Bind(taskcmd, "--task", &task)->required();
+  cl.Bind(taskcmd, "--columns", &columns)->required();
+
+  if (auto code = cl.Parse(argc, argv)) return *code;
+  if (Status s = InitLogging("rl-queue", log_level); !s.ok()) return Fail(s);
+
+  if (serve->parsed()) {
+    auto policy = ParseFsyncPolicy(fsync);
+    if (!policy.ok()) return Fail(policy.status());
+    so.fsync = *policy;
+    for (const auto& d : declares) {
+      size_t eq = d.find('=');
+      if (eq == std::string::npos || eq == 0) return Fail(Status::InvalidArgument("--declare wants NAME=COL1,COL2, not '" + d + "'"));
+      so.declare.push_back({d.substr(0, eq), SplitList(d.substr(eq + 1))});
+    }
+    return RunServe(std::move(so), run_dir, id);
+  }
+  if (put->parsed()) return RunPut(c, pf, std::cin, std::cout);
+  if (get->parsed()) {
+    gr.columns = SplitList(columns);
+    gr.lease_ms = static_cast<int64_t>(lease_s * 1000);
+    gr.wait_ms = static_cast<int64_t>(wait_s * 1000);
+    gr.has_min_version = mv->count() > 0;
+    gr.min_version = min_version;
+    gr.regenerate_stale = on_stale == "regenerate";
+    return RunGet(c, gr, std::cout);
+  }
+  if (ack->parsed() || nack->parsed()) return RunAckOrNack(c, ack->parsed(), task, lease_id, indices, std::cin, std::cout);
+  if (stat->parsed()) return RunStat(c, json, std::cout);
+  if (meta->parsed()) return RunMeta(c, meta_args, if_equals, ie->count() > 0, std::cout);
+  if (taskcmd->parsed()) return RunTask(c, task, SplitList(columns));
+  return kExitUsage;
+}
+
+}  // namespace rl::queue

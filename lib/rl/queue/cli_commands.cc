@@ -1,0 +1,136 @@
+// rl-queue serve, get, ack, nack, stat, meta, task.
+#include <cstdio>
+#include <iomanip>
+#include <iostream>
+#include <sstream>
+
+#include "rl/core/event_log.h"
+#include "rl/core/log.h"
+#include "rl/core/signals.h"
+#include "rl/queue/cli.h"
+#include "rl/wire/json_value.h"
+
+namespace rl::queue {
+
+int RunServe(ServerOptions options, const std::string& run_dir, const std::string& id) {
+  EventLog events;
+  if (!run_dir.empty()) {
+    if (Status s = events.Open(run_dir, "queue", id); !s.ok()) return Fail(s);
+    options.events = &events;
+  }
+  const std::atomic<bool>& stop = InstallStopSignals();
+  auto server = Server::Open(std::move(options));
+  if (!server.ok()) return Fail(server.status());
+  Status s = (*server)->Run(stop);
+  if (!s.ok()) return Fail(s);
+  return kExitOk;
+}
+
+int RunGet(const ClientFlags& c, GetRequest req, std::ostream& out) {
+  QueueClient client(c.ToOptions());
+  auto reply = client.Get(req);
+  if (!reply.ok()) return Fail(reply.status());
+  for (const GotRow& row : reply->rows) {
+    nlohmann::json j = {{"index", row.index}, {"lease", reply->lease}};
+    for (const auto& [name, v] : row.columns) j[name] = ValueToJson(v);
+    out << j.dump() << "\n";
+  }
+  if (reply->dropped || reply->regenerated) {
+    spdlog::info("{} rows dropped, {} sent back for regeneration", reply->dropped, reply->regenerated);
+  }
+  if (reply->rows.empty()) spdlog::info("no rows ready for task '{}'", req.task);
+  return kExitOk;
+}
+
+int RunAckOrNack(const ClientFlags& c, bool ack, const std::string& task, uint64_t lease,
+                 std::vector<std::string> indices, std::istream& in, std::ostream& out) {
+  if (indices.empty() && (ack || lease == 0)) {
+    // From stdin: bare numbers, or JSON lines with "index" (what 'rl-queue get' prints).
+    std::string line;
+    while (std::getline(in, line)) {
+      if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+      nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+      if (j.is_number_unsigned()) {
+        indices.push_back(std::to_string(j.get<uint64_t>()));
+      } else if (j.is_object() && j.contains("index") && j["index"].is_number_unsigned()) {
+        indices.push_back(std::to_string(j["index"].get<uint64_t>()));
+      } else {
+        return Fail(Status::DataError("stdin: '" + line.substr(0, 60) + "' is neither an index nor a row with one"));
+      }
+    }
+  }
+  std::vector<uint64_t> idx;
+  for (const auto& s : indices) {
+    if (s.empty() || s.find_first_not_of("0123456789") != std::string::npos || s.size() > 19) {
+      return Fail(Status::InvalidArgument("'" + s + "' is not a row index"));
+    }
+    idx.push_back(std::stoull(s));
+  }
+  QueueClient client(c.ToOptions());
+  auto reply = ack ? client.Ack(task, lease, idx) : client.Nack(task, lease, idx);
+  if (!reply.ok()) return Fail(reply.status());
+  const char* done = ack ? "acked" : "released";
+  for (uint64_t i : reply->done) out << "{\"index\":" << i << ",\"" << done << "\":true}\n";
+  for (uint64_t i : reply->rejected) out << "{\"index\":" << i << ",\"" << done << "\":false}\n";
+  if (!reply->rejected.empty()) {
+    return Fail(Status::Conflict(std::to_string(reply->rejected.size()) + " of " +
+                                 std::to_string(reply->rejected.size() + reply->done.size()) +
+                                 " rows refused (consumed already, or leased to another consumer)"));
+  }
+  return kExitOk;
+}
+
+int RunStat(const ClientFlags& c, bool json, std::ostream& out) {
+  QueueClient client(c.ToOptions());
+  auto stat = client.Stat();
+  if (!stat.ok()) return Fail(stat.status());
+  if (json) {
+    out << stat->dump() << "\n";
+    return kExitOk;
+  }
+  const auto& j = *stat;
+  out << "rows " << j["rows"] << "  bytes " << j["bytes"] << "  next_index " << j["next_index"] << "  log_bytes "
+      << j["log_bytes"] << "  snapshot_bytes " << j["snapshot_bytes"] << "  fsync " << j["fsync"].get<std::string>()
+      << "\n";
+  out << std::left << std::setw(16) << "task" << std::right << std::setw(10) << "ready" << std::setw(8) << "groups"
+      << std::setw(10) << "leased" << std::setw(12) << "consumed" << std::setw(10) << "dropped"
+      << "  columns\n";
+  for (const auto& t : j["tasks"]) {
+    std::string cols;
+    for (const auto& col : t["columns"]) cols += (cols.empty() ? "" : ",") + col.get<std::string>();
+    auto n = [&](const char* k) { return t[k].get<uint64_t>(); };
+    out << std::left << std::setw(16) << t["name"].get<std::string>() << std::right << std::setw(10) << n("ready")
+        << std::setw(8) << n("ready_groups") << std::setw(10) << n("leased") << std::setw(12) << n("consumed")
+        << std::setw(10) << n("dropped") << "  " << cols << "\n";
+  }
+  return kExitOk;
+}
+
+int RunMeta(const ClientFlags& c, const std::vector<std::string>& args, const std::string& if_equals,
+            bool has_if_equals, std::ostream& out) {
+  QueueClient client(c.ToOptions());
+  if (args.size() == 2 && args[0] == "get") {
+    auto v = client.MetaGet(args[1]);
+    if (!v.ok()) return Fail(v.status());
+    if (!*v) return Fail(Status::NotFound("meta " + args[1] + " is not set"));
+    out << **v << "\n";
+    return kExitOk;
+  }
+  if (args.size() == 3 && args[0] == "set") {
+    MetaRequest req{args[1], args[2], std::nullopt};
+    if (has_if_equals) req.if_equals = if_equals;
+    Status s = client.MetaSet(req);
+    if (!s.ok()) return Fail(s);
+    return kExitOk;
+  }
+  return Fail(Status::InvalidArgument("usage: rl-queue meta get KEY | meta set KEY VALUE [--if-equals OLD]"));
+}
+
+int RunTask(const ClientFlags& c, const std::string& task, const std::vector<std::string>& columns) {
+  QueueClient client(c.ToOptions());
+  Status s = client.Declare(task, columns);
+  if (!s.ok()) return Fail(s);
+  return kExitOk;
+}
+
+}  // namespace rl::queue

@@ -1,0 +1,83 @@
+#include "rl/queue/client.h"
+
+#include "rl/wire/json_value.h"
+
+namespace rl::queue {
+
+nlohmann::json MsgpackToJson(const msgpack::object& o) {
+  switch (o.type) {
+    case msgpack::type::ARRAY: {
+      nlohmann::json a = nlohmann::json::array();
+      for (uint32_t i = 0; i < o.via.array.size; ++i) a.push_back(MsgpackToJson(o.via.array.ptr[i]));
+      return a;
+    }
+    case msgpack::type::MAP: {
+      nlohmann::json m = nlohmann::json::object();
+      for (uint32_t i = 0; i < o.via.map.size; ++i) {
+        const auto& kv = o.via.map.ptr[i];
+        std::string key = kv.key.type == msgpack::type::STR ? std::string(kv.key.via.str.ptr, kv.key.via.str.size)
+                                                           : MsgpackToJson(kv.key).dump();
+        m[key] = MsgpackToJson(kv.val);
+      }
+      return m;
+    }
+    case msgpack::type::POSITIVE_INTEGER: return o.via.u64;
+    default: {
+      auto v = UnpackValue(o, nullptr);
+      return v.ok() ? ValueToJson(*v) : nlohmann::json(nullptr);
+    }
+  }
+}
+
+Result<std::vector<uint64_t>> QueueClient::Put(const PutRequest& req) {
+  Message m = EncodePut(req);
+  RL_ASSIGN_OR_RETURN(Message reply, client_.Call(Op::kPut, std::move(m.body), std::move(m.blobs)));
+  RL_ASSIGN_OR_RETURN(IndexReply r, DecodeIndexReply(reply));
+  return r.done;
+}
+
+Result<GetReply> QueueClient::Get(const GetRequest& req) {
+  Message m = EncodeGet(req);
+  RL_ASSIGN_OR_RETURN(Message reply, client_.Call(Op::kGet, std::move(m.body), {}, req.wait_ms));
+  return DecodeGetReply(reply);
+}
+
+Result<IndexReply> QueueClient::Ack(const std::string& task, uint64_t lease, const std::vector<uint64_t>& indices) {
+  Message m = EncodeIndices({task, lease, indices});
+  RL_ASSIGN_OR_RETURN(Message reply, client_.Call(Op::kAck, std::move(m.body)));
+  return DecodeIndexReply(reply);
+}
+
+Result<IndexReply> QueueClient::Nack(const std::string& task, uint64_t lease, const std::vector<uint64_t>& indices) {
+  Message m = EncodeIndices({task, lease, indices});
+  RL_ASSIGN_OR_RETURN(Message reply, client_.Call(Op::kNack, std::move(m.body)));
+  return DecodeIndexReply(reply);
+}
+
+Result<std::optional<std::string>> QueueClient::MetaGet(const std::string& key) {
+  RL_ASSIGN_OR_RETURN(Message reply, client_.Call(Op::kMetaGet, EncodeMetaGet(key).body));
+  RL_ASSIGN_OR_RETURN(msgpack::object_handle oh, ParseMsgpack(reply.body.data(), reply.body.size()));
+  RL_ASSIGN_OR_RETURN(MapView b, MapView::Of(oh.get(), "meta reply"));
+  const msgpack::object* v = b.Find("value");
+  if (v == nullptr || v->type == msgpack::type::NIL) return std::optional<std::string>();
+  RL_ASSIGN_OR_RETURN(std::string s, AsString(*v, "meta value"));
+  return std::optional<std::string>(std::move(s));
+}
+
+Status QueueClient::MetaSet(const MetaRequest& req) {
+  return client_.Call(Op::kMetaSet, EncodeMetaSet(req).body).status();
+}
+
+Status QueueClient::Declare(const std::string& task, const std::vector<std::string>& columns) {
+  return client_.Call(Op::kDeclare, EncodeDeclare({task, columns}).body).status();
+}
+
+Result<nlohmann::json> QueueClient::Stat() {
+  RL_ASSIGN_OR_RETURN(Message reply, client_.Call(Op::kStat, EmptyBody()));
+  RL_ASSIGN_OR_RETURN(msgpack::object_handle oh, ParseMsgpack(reply.body.data(), reply.body.size()));
+  return MsgpackToJson(oh.get());
+}
+
+Status QueueClient::Ping() { return client_.Call(Op::kPing, EmptyBody()).status(); }
+
+}  // namespace rl::queue

@@ -1,0 +1,41 @@
+// QueueClient: typed calls to an rl-queue server over the retrying wire Client. Every call that
+// changes state is sent with one request id and retried with it, so it takes effect once even
+// when replies are lost or the server restarts in between.
+// Thread safety: one QueueClient per thread.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "rl/queue/protocol.h"
+#include "rl/wire/client.h"
+
+namespace rl::queue {
+
+class QueueClient {
+ public:
+  explicit QueueClient(ClientOptions options) : client_(std::move(options)) {}
+
+  Result<std::vector<uint64_t>> Put(const PutRequest& req);
+  Result<GetReply> Get(const GetRequest& req);
+  Result<IndexReply> Ack(const std::string& task, uint64_t lease, const std::vector<uint64_t>& indices);
+  Result<IndexReply> Nack(const std::string& task, uint64_t lease, const std::vector<uint64_t>& indices);
+  Result<std::optional<std::string>> MetaGet(const std::string& key);
+  Status MetaSet(const MetaRequest& req);
+  Status Declare(const std::string& task, const std::vector<std::string>& columns);
+  Result<nlohmann::json> Stat();
+  Status Ping();
+
+  Client& wire() { return client_; }
+
+ private:
+  Client client_;
+};
+
+// A msgpack document as JSON (tensors and bytes as json_value.h writes them).
+nlohmann::json MsgpackToJson(const msgpack::object& o);
+
+}  // namespace rl::queue
