@@ -11,7 +11,8 @@ packages=(
   libspdlog-dev libcli11-dev nlohmann-json3-dev
   libgtest-dev bats libgloo-dev
   clang libclang-rt-14-dev
-  redis-server
+  redis-server libhiredis-dev
+  python3-zmq python3-msgpack
 )
 
 missing=()

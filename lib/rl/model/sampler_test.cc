@@ -1,0 +1,92 @@
+#include "rl/model/sampler.h"
+
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include "rl/model/test_util.h"
+
+namespace rl::model {
+namespace {
+
+at::Tensor RandomLogits(int64_t rows, int64_t vocab, uint64_t seed) {
+  at::manual_seed(seed);
+  return at::randn({rows, vocab}) * 2.0;
+}
+
+Sample DrawOnce(const SamplingOptions& o, uint64_t seed, const at::Tensor& logits) {
+  auto sampler = Sampler::Create(o, seed);
+  EXPECT_TRUE(sampler.ok()) << sampler.status().ToString();
+  auto s = sampler->Draw(logits);
+  EXPECT_TRUE(s.ok()) << s.status().ToString();
+  return *s;
+}
+
+TEST(SamplerTest, SameSeedGivesSamePicks) {
+  const at::Tensor logits = RandomLogits(64, 15, 1);
+  SamplingOptions o;
+  o.temperature = 0.9;
+  o.top_k = 8;
+  o.top_p = 0.95;
+  EXPECT_TRUE(DrawOnce(o, 42, logits).ids.equal(DrawOnce(o, 42, logits).ids));
+  EXPECT_FALSE(DrawOnce(o, 42, logits).ids.equal(DrawOnce(o, 43, logits).ids));
+}
+
+TEST(SamplerTest, TopKOneEqualsGreedy) {
+  const at::Tensor logits = RandomLogits(64, 15, 2);
+  SamplingOptions top1;
+  top1.top_k = 1;
+  SamplingOptions greedy;
+  greedy.temperature = 0;
+  EXPECT_TRUE(DrawOnce(top1, 5, logits).ids.equal(logits.argmax(-1)));
+  EXPECT_TRUE(DrawOnce(greedy, 5, logits).ids.equal(logits.argmax(-1)));
+}
+
+TEST(SamplerTest, TinyTopPEqualsGreedy) {
+  const at::Tensor logits = RandomLogits(64, 15, 3);
+  SamplingOptions o;
+  o.top_p = 1e-6;
+  EXPECT_TRUE(DrawOnce(o, 9, logits).ids.equal(logits.argmax(-1)));
+}
+
+TEST(SamplerTest, LogprobsAreLogSoftmaxAtChosenIds) {
+  const at::Tensor logits = RandomLogits(32, 15, 4);
+  SamplingOptions o;
+  o.temperature = 0.5;  // the reported logprob ignores temperature and filtering
+  o.top_k = 4;
+  const Sample s = DrawOnce(o, 11, logits);
+  const at::Tensor expected = at::log_softmax(logits, -1).gather(1, s.ids.unsqueeze(1)).squeeze(1);
+  EXPECT_TRUE(at::allclose(s.logprobs, expected, 0, 1e-6));
+}
+
+TEST(SamplerTest, PicksStayInsideTopK) {
+  const at::Tensor logits = RandomLogits(256, 15, 5);
+  SamplingOptions o;
+  o.top_k = 3;
+  const Sample s = DrawOnce(o, 13, logits);
+  const at::Tensor top3 = std::get<1>(logits.topk(3, -1));
+  EXPECT_TRUE((top3 == s.ids.unsqueeze(1)).any(1).all().item<bool>());
+}
+
+TEST(SamplerTest, FrequenciesFollowTheDistribution) {
+  const at::Tensor row = at::tensor({0.0f, 1.0f, 2.0f});
+  const at::Tensor logits = row.unsqueeze(0).expand({20000, 3}).contiguous();
+  const Sample s = DrawOnce(SamplingOptions{}, 17, logits);
+  const at::Tensor freq = at::bincount(s.ids, {}, 3).to(at::kFloat) / 20000.0;
+  EXPECT_TRUE(at::allclose(freq, at::softmax(row, 0), 0, 0.02)) << freq;
+}
+
+TEST(SamplerTest, BadOptionsAndShapesAreRejected) {
+  SamplingOptions o;
+  o.top_p = 0;
+  EXPECT_EQ(Sampler::Create(o, 1).status().code(), Code::kInvalidArgument);
+  o = SamplingOptions{};
+  o.temperature = -1;
+  EXPECT_EQ(Sampler::Create(o, 1).status().code(), Code::kInvalidArgument);
+  auto sampler = Sampler::Create(SamplingOptions{}, 1);
+  ASSERT_TRUE(sampler.ok());
+  EXPECT_EQ(sampler->Draw(at::zeros({3})).status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(sampler->Draw(at::zeros({2, 3}, at::kLong)).status().code(), Code::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace rl::model
