@@ -1,0 +1,149 @@
+#include "rl/model/generate.h"
+
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include "rl/model/test_util.h"
+
+namespace rl::model {
+namespace {
+
+using testing::TinyConfig;
+
+constexpr int64_t kEos = 2;
+
+std::vector<std::vector<int64_t>> Prompts(int n) {
+  std::vector<std::vector<int64_t>> prompts;
+  for (int i = 0; i < n; ++i) {
+    std::vector<int64_t> p = {1};
+    for (int j = 0; j < 1 + i % 5; ++j) p.push_back(3 + (i * 7 + j * 3) % 12);
+    prompts.push_back(p);
+  }
+  return prompts;
+}
+
+Transformer SharpModel(Positions positions) {
+  auto model = Transformer::Create(TinyConfig(positions), 3);
+  EXPECT_TRUE(model.ok());
+  testing::ScaleWeights(&*model, 3.0);
+  return *model;
+}
+
+std::vector<Generation> RunAll(const Transformer& model, GenerateOptions o, GenerateStats* stats = nullptr) {
+  auto g = Generate(model, Prompts(20), o, stats);
+  EXPECT_TRUE(g.ok()) << g.status().ToString();
+  return g.ok() ? *g : std::vector<Generation>{};
+}
+
+void ExpectSame(const std::vector<Generation>& a, const std::vector<Generation>& b) {
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].response_ids, b[i].response_ids) << "prompt " << i;
+    EXPECT_EQ(a[i].stop, b[i].stop) << "prompt " << i;
+    ASSERT_EQ(a[i].logprobs.size(), b[i].logprobs.size());
+    for (size_t j = 0; j < a[i].logprobs.size(); ++j) EXPECT_NEAR(a[i].logprobs[j], b[i].logprobs[j], 1e-4);
+  }
+}
+
+GenerateOptions Options(double temperature) {
+  GenerateOptions o;
+  o.max_new_tokens = 8;
+  o.sampling.temperature = temperature;
+  o.seed = 123;
+  o.slots = 4;
+  o.eos_id = kEos;
+  return o;
+}
+
+TEST(GenerateTest, CacheAndFullForwardAgreeGreedy) {
+  for (Positions p : {Positions::kLearned, Positions::kRotary}) {
+    const Transformer model = SharpModel(p);
+    GenerateOptions o = Options(0);
+    const auto cached = RunAll(model, o);
+    o.use_kv_cache = false;
+    ExpectSame(cached, RunAll(model, o));
+  }
+}
+
+TEST(GenerateTest, CacheAndFullForwardAgreeSampled) {
+  const Transformer model = SharpModel(Positions::kRotary);
+  GenerateOptions o = Options(1.0);
+  const auto cached = RunAll(model, o);
+  o.use_kv_cache = false;
+  ExpectSame(cached, RunAll(model, o));
+}
+
+TEST(GenerateTest, FixedSeedIsDeterministic) {
+  const Transformer model = SharpModel(Positions::kLearned);
+  ExpectSame(RunAll(model, Options(1.0)), RunAll(model, Options(1.0)));
+  GenerateOptions other = Options(1.0);
+  other.seed = 124;
+  bool differs = false;
+  const auto a = RunAll(model, Options(1.0)), b = RunAll(model, other);
+  for (size_t i = 0; i < a.size(); ++i) differs = differs || a[i].response_ids != b[i].response_ids;
+  EXPECT_TRUE(differs);
+}
+
+TEST(GenerateTest, LogprobsMatchAFullForwardOfTheResponse) {
+  const Transformer model = SharpModel(Positions::kRotary);
+  const auto prompts = Prompts(20);
+  const auto gens = RunAll(model, Options(1.0));
+  for (size_t i = 0; i < gens.size(); ++i) {
+    std::vector<int64_t> seq = prompts[i];
+    seq.insert(seq.end(), gens[i].response_ids.begin(), gens[i].response_ids.end());
+    auto logits = model.Forward(at::tensor(seq, at::kLong).unsqueeze(0));
+    ASSERT_TRUE(logits.ok());
+    const at::Tensor logp = at::log_softmax(logits->squeeze(0), -1);
+    for (size_t j = 0; j < gens[i].response_ids.size(); ++j) {
+      const int64_t pos = static_cast<int64_t>(prompts[i].size() + j) - 1;
+      EXPECT_NEAR(logp[pos][gens[i].response_ids[j]].item().toFloat(), gens[i].logprobs[j], 1e-4);
+    }
+  }
+}
+
+TEST(GenerateTest, StopsAtEosMaxTokensOrContextAndRefillsSlots) {
+  const Transformer model = SharpModel(Positions::kLearned);
+  GenerateStats stats;
+  const auto gens = RunAll(model, Options(1.0), &stats);
+  int64_t total = 0, eos = 0;
+  for (const Generation& g : gens) {
+    ASSERT_FALSE(g.response_ids.empty());
+    total += static_cast<int64_t>(g.response_ids.size());
+    if (g.stop == StopReason::kEos) {
+      ++eos;
+      EXPECT_EQ(g.response_ids.back(), kEos);
+    } else {
+      EXPECT_EQ(g.stop, StopReason::kMaxTokens);
+      EXPECT_EQ(g.response_ids.size(), 8u);
+    }
+    for (size_t j = 0; j + 1 < g.response_ids.size(); ++j) EXPECT_NE(g.response_ids[j], kEos);
+  }
+  EXPECT_EQ(stats.new_tokens, total);
+  // 20 prompts through 4 slots: more rounds than one batch of 8, fewer than running one by one.
+  EXPECT_GT(stats.steps, 8);
+  EXPECT_LT(stats.steps, total);
+}
+
+TEST(GenerateTest, StopsAtTheContext) {
+  const Transformer model = SharpModel(Positions::kRotary);
+  GenerateOptions o = Options(1.0);
+  o.eos_id = -1;
+  o.max_new_tokens = 100;
+  std::vector<int64_t> prompt(14, 4);  // context 16: room for two tokens
+  auto g = Generate(model, {prompt}, o);
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  EXPECT_EQ((*g)[0].response_ids.size(), 2u);
+  EXPECT_EQ((*g)[0].stop, StopReason::kContext);
+}
+
+TEST(GenerateTest, BadPromptsAreRejected) {
+  const Transformer model = SharpModel(Positions::kRotary);
+  const GenerateOptions o = Options(1.0);
+  EXPECT_EQ(Generate(model, {{}}, o).status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(Generate(model, {{1, 99}}, o).status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(Generate(model, {std::vector<int64_t>(16, 3)}, o).status().code(),
+            Code::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace rl::model

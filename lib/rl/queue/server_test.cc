@@ -1,0 +1,228 @@
+#include "rl/queue/server.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "rl/core/clock.h"
+#include "rl/queue/client.h"
+#include "rl/wire/client.h"
+
+namespace rl::queue {
+namespace {
+
+// A real server on 127.0.0.1 in a thread, over a real directory.
+class ServerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = ::testing::TempDir() + "/rlq-" + std::to_string(::getpid()) + "-" +
+           ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    std::filesystem::remove_all(dir_);
+    Start();
+  }
+  void TearDown() override {
+    Stop();
+    std::filesystem::remove_all(dir_);
+  }
+  void Start(FsyncPolicy fsync = FsyncPolicy::kBatch) {
+    ServerOptions o;
+    o.bind = endpoint_.empty() ? "tcp://127.0.0.1:0" : endpoint_;
+    o.dir = dir_;
+    o.fsync = fsync;
+    o.max_message = 1 << 20;
+    o.declare = {{"gen", {"prompt"}}, {"train", {"prompt", "response"}}};
+    auto s = Server::Open(o);
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    server_ = std::move(*s);
+    endpoint_ = server_->endpoint();
+    stop_ = false;
+    thread_ = std::thread([this] { EXPECT_TRUE(server_->Run(stop_).ok()); });
+  }
+  void Stop() {
+    if (!thread_.joinable()) return;
+    stop_ = true;
+    thread_.join();
+    server_.reset();
+  }
+  QueueClient Client(double give_up_s = 10) {
+    ClientOptions o;
+    o.endpoint = endpoint_;
+    o.give_up_s = give_up_s;
+    o.attempt_timeout_ms = 1000;
+    return QueueClient(o);
+  }
+  // Sends raw frames on a fresh DEALER and returns the decoded reply.
+  Result<Message> Raw(const std::vector<std::string>& frames) {
+    zmq::socket_t s(ZmqContext(), zmq::socket_type::dealer);
+    s.set(zmq::sockopt::linger, 0);
+    s.set(zmq::sockopt::rcvtimeo, 3000);
+    s.connect(endpoint_);
+    for (size_t i = 0; i < frames.size(); ++i) {
+      s.send(zmq::buffer(frames[i]), i + 1 < frames.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
+    }
+    std::vector<std::string> reply;
+    zmq::message_t part;
+    do {
+      if (!s.recv(part)) return Status::Timeout("no reply");
+      reply.emplace_back(static_cast<const char*>(part.data()), part.size());
+    } while (part.more());
+    return DecodeReply(reply);
+  }
+  uint64_t Rows() {
+    auto stat = Client().Stat();
+    EXPECT_TRUE(stat.ok());
+    return (*stat)["rows"].get<uint64_t>();
+  }
+  static PutRequest Prompts(int n) {
+    PutRequest req;
+    for (int i = 0; i < n; ++i) req.rows.push_back({std::nullopt, {{"prompt", std::string("p") + std::to_string(i)}}});
+    return req;
+  }
+
+  std::string dir_, endpoint_;
+  std::unique_ptr<Server> server_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+TEST_F(ServerTest, PutGetAckOverARealSocket) {
+  auto c = Client();
+  auto idx = c.Put(Prompts(3));
+  ASSERT_TRUE(idx.ok()) << idx.status().ToString();
+  EXPECT_EQ(*idx, (std::vector<uint64_t>{0, 1, 2}));
+  GetRequest g;
+  g.task = "gen";
+  g.count = 3;
+  auto got = c.Get(g);
+  ASSERT_TRUE(got.ok());
+  ASSERT_EQ(got->rows.size(), 3u);
+  EXPECT_EQ(std::get<std::string>(got->rows[1].columns[0].second), "p1");
+  auto acked = c.Ack("gen", got->lease, {0, 1, 2});
+  ASSERT_TRUE(acked.ok());
+  EXPECT_EQ(acked->done.size(), 3u);
+}
+
+TEST_F(ServerTest, MalformedInputGetsAnErrorReplyAndTheServerKeepsServing) {
+  auto garbage = Raw({"hello"});
+  ASSERT_TRUE(garbage.ok());
+  EXPECT_EQ(garbage->header.status, static_cast<uint8_t>(Code::kProtocol));
+  Message m;
+  m.header = {77, 5, 1, "raw", 0, ""};
+  auto unknown = Raw(EncodeRequest(m));
+  ASSERT_TRUE(unknown.ok());
+  EXPECT_EQ(unknown->header.status, static_cast<uint8_t>(Code::kProtocol));
+  EXPECT_EQ(unknown->header.rid, 5u);
+  m.header.op = static_cast<uint8_t>(Op::kPut);
+  m.body = "\x81\xa4rows\x01";  // rows is not an array
+  auto wrong_type = Raw(EncodeRequest(m));
+  ASSERT_TRUE(wrong_type.ok());
+  EXPECT_EQ(wrong_type->header.status, static_cast<uint8_t>(Code::kInvalidArgument));
+  m.body = EmptyBody();
+  m.blobs = {std::string(1 << 20, 'x')};
+  auto big = Raw(EncodeRequest(m));
+  ASSERT_TRUE(big.ok());
+  EXPECT_EQ(big->header.status, static_cast<uint8_t>(Code::kTooLarge));
+  GetRequest g;
+  g.task = "nope";
+  EXPECT_EQ(Client().Get(g).status().code(), Code::kNotFound);
+  EXPECT_EQ(Client().Ack("gen", 0, {12345}).value().rejected.size(), 1u);
+  EXPECT_TRUE(Client().Ping().ok());
+}
+
+TEST_F(ServerTest, RetriedPutTakesEffectOnceEvenAcrossARestart) {
+  Message m = EncodePut(Prompts(2));
+  m.header = {static_cast<uint8_t>(Op::kPut), 99, 1, "writer-1", 0, ""};
+  auto first = Raw(EncodeRequest(m));
+  ASSERT_TRUE(first.ok());
+  auto again = Raw(EncodeRequest(m));
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->body, first->body);
+  EXPECT_EQ(Rows(), 2u);
+  Stop();
+  Start();
+  auto after = Raw(EncodeRequest(m));
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ(after->body, first->body);
+  EXPECT_EQ(Rows(), 2u);
+}
+
+TEST_F(ServerTest, WaitingGetIsAnsweredWhenRowsArrive) {
+  std::thread producer([this] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    EXPECT_TRUE(Client().Put(Prompts(2)).ok());
+  });
+  GetRequest g;
+  g.task = "gen";
+  g.count = 2;
+  g.wait_ms = 5000;
+  int64_t start = MonoMillis();
+  auto got = Client().Get(g);
+  producer.join();
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(got->rows.size(), 2u);
+  EXPECT_LT(MonoMillis() - start, 4000) << "answered when the rows came, not at the deadline";
+}
+
+TEST_F(ServerTest, StateSurvivesRestartAndATornLogTail) {
+  auto c = Client();
+  ASSERT_TRUE(c.Put(Prompts(5)).ok());
+  GetRequest g;
+  g.task = "gen";
+  g.count = 2;
+  auto got = c.Get(g);
+  ASSERT_TRUE(got.ok());
+  ASSERT_TRUE(c.Ack("gen", got->lease, {got->rows[0].index, got->rows[1].index}).ok());
+  ASSERT_TRUE(c.MetaSet({"cursor", "5", std::nullopt}).ok());
+  Stop();
+  std::ofstream(dir_ + "/wal-1.log", std::ios::app) << std::string("\x30\0\0\0garbage", 11);
+  Start();
+  auto stat = Client().Stat();
+  ASSERT_TRUE(stat.ok());
+  EXPECT_EQ((*stat)["rows"].get<uint64_t>(), 5u);
+  EXPECT_EQ((*stat)["tasks"][0]["consumed"].get<uint64_t>(), 2u);
+  EXPECT_EQ((*stat)["tasks"][0]["ready"].get<uint64_t>(), 3u);
+  EXPECT_EQ(*Client().MetaGet("cursor").value(), "5");
+  ASSERT_TRUE(Client().Put(Prompts(1)).ok()) << "the log accepts records after the cut";
+}
+
+TEST_F(ServerTest, SnapshotCompactsTheLogAndRecoveryUsesIt) {
+  Stop();
+  ServerOptions o;
+  o.bind = endpoint_;
+  o.dir = dir_;
+  o.snapshot_bytes = 2000;  // every few puts
+  o.declare = {{"gen", {"prompt"}}};
+  auto s = Server::Open(o);
+  ASSERT_TRUE(s.ok());
+  server_ = std::move(*s);
+  stop_ = false;
+  thread_ = std::thread([this] { EXPECT_TRUE(server_->Run(stop_).ok()); });
+  for (int i = 0; i < 20; ++i) ASSERT_TRUE(Client().Put(Prompts(4)).ok());
+  Stop();
+  size_t logs = 0, snaps = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir_)) {
+    std::string n = e.path().filename().string();
+    logs += n.rfind("wal-", 0) == 0;
+    snaps += n.rfind("snapshot-", 0) == 0;
+  }
+  EXPECT_EQ(snaps, 1u);
+  EXPECT_EQ(logs, 1u);
+  Start();
+  EXPECT_EQ(Rows(), 80u);
+}
+
+TEST_F(ServerTest, ClientGivesUpWithUnavailableWhenNoServerAnswers) {
+  Stop();
+  ClientOptions o;
+  o.endpoint = endpoint_;
+  o.give_up_s = 0.5;
+  o.attempt_timeout_ms = 200;
+  QueueClient c(o);
+  EXPECT_EQ(c.Ping().code(), Code::kUnavailable);
+}
+
+}  // namespace
+}  // namespace rl::queue
