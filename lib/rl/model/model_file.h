@@ -1,0 +1,41 @@
+// Model files: a Transformer's weights, its ModelConfig and a weight version as one safetensors
+// file (or the same bytes in memory, a weight bundle).
+//
+// Layout: one tensor per parameter, named as in transformer_module.h, float32 as trained, plus
+//   __metadata__ = {"rl_config": ConfigToString(config), "rl_version": "<decimal u64>",
+//                   "rl_format": "roleflow-model-1"}
+// Any safetensors reader can open the file; DecodeModel needs rl_config and rl_version.
+// Thread safety: free functions; the model must not be changed by another thread during a call.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "rl/core/status.h"
+#include "rl/model/transformer.h"
+
+namespace rl::model {
+
+struct LoadedModel {
+  Transformer model;
+  uint64_t version;
+};
+
+Result<std::string> EncodeModel(const Transformer& model, uint64_t version);
+
+// A new model built from the file's config, holding its weights. Corruption when the bytes are
+// not valid safetensors or rl_config/rl_version are missing or malformed; DataError when the
+// tensors do not match the config.
+Result<LoadedModel> DecodeModel(std::string_view bytes);
+
+// Loads the weights into an existing model (a rollout switching versions) and returns the
+// version. DataError if the file's config differs from model->config(); the model is unchanged
+// on any error.
+Result<uint64_t> LoadModelWeights(std::string_view bytes, Transformer* model);
+
+// File forms of the above; the writer replaces `path` atomically.
+Status SaveModelFile(const std::string& path, const Transformer& model, uint64_t version);
+Result<LoadedModel> LoadModelFile(const std::string& path);
+
+}  // namespace rl::model
