@@ -1,0 +1,54 @@
+#include "rl/profile/cli.h"
+
+#include <iostream>
+
+#include "rl/core/log.h"
+#include "rl/core/options.h"
+
+namespace rl::profile {
+namespace {
+
+int Fail(const Status& s) {
+  std::cerr << "rl-profile: " << s.message() << "\n";
+  return ExitCodeFor(s);
+}
+
+void BindQueue(CommandLine& cl, CLI::App* queue, QueueProfileOptions* o) {
+  Workload& w = o->workload;
+  cl.Bind(queue, "--producers", &w.producers)->check(CLI::Range(1, 64));
+  cl.Bind(queue, "--consumers", &w.consumers)->check(CLI::Range(1, 64));
+  cl.Bind(queue, "--rows", &o->rows)->check(CLI::Range(uint64_t{0}, uint64_t{100000000}));
+  cl.Bind(queue, "--row-bytes", &o->row_bytes)->delimiter(',')->check(CLI::Range(size_t{8}, size_t{16} << 20));
+  cl.Bind(queue, "--batch", &w.batch)->check(CLI::Range(1, 100000));
+  cl.Bind(queue, "--fsync", &o->fsync)->delimiter(',')->check(CLI::IsMember({"always", "batch", "never"}));
+  cl.Bind(queue, "--redis", &o->redis);
+  cl.Bind(queue, "--connect", &o->connect);
+  cl.BindFlag(queue, "--in-process", &o->in_process);
+  cl.BindFlag(queue, "--json", &o->json);
+}
+
+}  // namespace
+
+int ProfileMain(int argc, char** argv, const ProfileHooks& hooks) {
+  CommandLine cl("rl-profile", "rl-profile: measurements of roleflow (see man rl-profile)");
+  std::string log_level = "info";
+  cl.Bind(nullptr, "--log-level", &log_level);
+
+  QueueProfileOptions qo;
+  CLI::App* queue = cl.Sub("queue",
+                           "benchmark rl-queue: put, get, ack and end-to-end rows/s and latency, against the ZeroMQ "
+                           "floor and Redis streams in the same run");
+  BindQueue(cl, queue, &qo);
+
+  if (auto code = cl.Parse(argc, argv)) return *code;
+  if (Status s = InitLogging("rl-profile", log_level); !s.ok()) return Fail(s);
+  if (queue->parsed()) {
+    if (qo.row_bytes.empty() || qo.fsync.empty()) return Fail(Status::InvalidArgument("--row-bytes and --fsync need a value"));
+    auto figures = RunQueueProfile(qo, hooks, std::cout);
+    if (!figures.ok()) return Fail(figures.status());
+    return kExitOk;
+  }
+  return kExitUsage;
+}
+
+}  // namespace rl::profile

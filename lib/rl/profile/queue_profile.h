@@ -1,0 +1,45 @@
+// rl-profile queue: the benchmark of rl-queue (man/rl-profile.1, "queue").
+//
+// For each row size it measures, in one run: the ZeroMQ floor (raw DEALER -> ROUTER round trips
+// of the same sizes), Redis streams (when redis-server is found and a Redis driver is linked in),
+// and rl-queue under each fsync policy, all with the same workload (workload.h); then it prints
+// each figure with its ratios to Redis and to the floor.
+// Thread safety: call from one thread; it starts and joins its own.
+#pragma once
+
+#include <functional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "rl/profile/driver.h"
+#include "rl/profile/report.h"
+#include "rl/profile/workload.h"
+
+namespace rl::profile {
+
+struct QueueProfileOptions {
+  Workload workload;                           // producers, consumers, batch; rows when `rows` is 0
+  uint64_t rows = 0;                           // per producer and pass; 0: sized per row size
+  std::vector<size_t> row_bytes = {1024, 65536};
+  std::vector<std::string> fsync = {"batch", "never"};
+  std::string redis = "auto";                  // auto (redis-server on PATH), off, or its path
+  std::string connect;                         // an rl-queue server to measure instead of starting one
+  bool in_process = false;                     // the server on a thread here, not a child process
+  bool json = false;                           // JSON lines instead of a table
+};
+
+// What the rl library cannot link itself: the Redis driver needs hiredis (tools/rl-profile).
+struct ProfileHooks {
+  std::function<DriverFactory(int port)> redis_drivers;  // empty: no Redis baseline
+};
+
+// Rows per producer and pass when --rows is not given: 16384, or fewer to stay within 64 MiB of
+// payload, but at least 4 batches.
+uint64_t DefaultRows(size_t row_bytes, size_t batch);
+
+// Runs every configuration and prints the figures on `out` as each row size completes.
+Result<std::vector<Figure>> RunQueueProfile(const QueueProfileOptions& options, const ProfileHooks& hooks,
+                                            std::ostream& out);
+
+}  // namespace rl::profile

@@ -1,0 +1,41 @@
+#include "rl/profile/redis_target.h"
+
+#include "rl/core/log.h"
+
+namespace rl::profile {
+
+Result<std::unique_ptr<RedisTarget>> RedisTarget::Start(const std::string& binary) {
+  std::unique_ptr<RedisTarget> t(new RedisTarget());
+  RL_ASSIGN_OR_RETURN(t->dir_, MakeTempDir("rl-profile-redis"));
+  RL_ASSIGN_OR_RETURN(t->port_, FreeTcpPort());
+  RL_ASSIGN_OR_RETURN(ChildProcess child,
+                      ChildProcess::Spawn({binary, "--port", std::to_string(t->port_), "--bind", "127.0.0.1",
+                                           "--save", "", "--appendonly", "no", "--appendfsync", "no",
+                                           "--protected-mode", "yes", "--daemonize", "no", "--loglevel", "warning",
+                                           "--dir", t->dir_, "--logfile", t->dir_ + "/redis.log"}));
+  t->child_.emplace(std::move(child));
+  Status up = WaitForTcp(t->port_, 10000);
+  if (!up.ok()) {
+    Status alive = t->child_->Alive();
+    return alive.ok() ? up : alive;
+  }
+  return t;
+}
+
+Status RedisTarget::Stop() {
+  Status s;
+  if (child_) {
+    s = child_->Stop(5000);
+    child_.reset();
+  }
+  if (!dir_.empty()) RemoveTree(dir_);
+  dir_.clear();
+  return s;
+}
+
+RedisTarget::~RedisTarget() {
+  Status s = Stop();
+  if (!s.ok()) spdlog::warn("redis-server: {}", s.ToString());
+}
+
+}  // namespace rl::profile

@@ -1,0 +1,97 @@
+#include "rl/profile/report.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+
+namespace rl::profile {
+namespace {
+
+const Figure* Find(const std::vector<Figure>& all, const std::string& system, const Figure& like) {
+  for (const Figure& f : all) {
+    if (f.system == system && f.op == like.op && f.row_bytes == like.row_bytes && f.batch == like.batch) return &f;
+  }
+  return nullptr;
+}
+
+std::optional<double> Ratio(double a, double b) {
+  if (b <= 0) return std::nullopt;
+  return a / b;
+}
+
+nlohmann::json OrNull(const std::optional<double>& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); }
+
+std::string Cell(const std::optional<double>& v) {
+  if (!v) return "-";
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.2f", *v);
+  return buf;
+}
+
+}  // namespace
+
+Figure MakeFigure(const std::string& system, const std::string& op, OpFigure* measured) {
+  Figure f;
+  f.system = system;
+  f.op = op;
+  f.rows = measured->rows;
+  f.rows_per_s = measured->RowsPerSecond();
+  f.p50_us = Percentile(&measured->latency_us, 0.50);
+  f.p99_us = Percentile(&measured->latency_us, 0.99);
+  return f;
+}
+
+void AddRatios(std::vector<Figure>* all) {
+  for (Figure& f : *all) {
+    if (f.system != kSystemQueue) continue;
+    if (const Figure* r = Find(*all, kSystemRedis, f)) {
+      f.redis_rows_per_s = Ratio(f.rows_per_s, r->rows_per_s);
+      f.redis_p50 = Ratio(f.p50_us, r->p50_us);
+      f.redis_p99 = Ratio(f.p99_us, r->p99_us);
+    }
+    if (const Figure* z = Find(*all, kSystemZmq, f)) f.zmq_rows_per_s = Ratio(f.rows_per_s, z->rows_per_s);
+  }
+}
+
+std::string FigureJson(const Figure& f) {
+  nlohmann::json j = {
+      {"system", f.system},
+      {"op", f.op},
+      {"row_bytes", f.row_bytes},
+      {"batch", f.batch},
+      {"fsync", f.fsync},
+      {"producers", f.producers},
+      {"consumers", f.consumers},
+      {"rows", f.rows},
+      {"rows_per_s", f.rows_per_s},
+      {"p50_us", f.p50_us},
+      {"p99_us", f.p99_us},
+      {"exactly_once", f.exactly_once ? nlohmann::json(*f.exactly_once) : nlohmann::json(nullptr)},
+      {"rows_per_s_vs_redis", OrNull(f.redis_rows_per_s)},
+      {"p50_vs_redis", OrNull(f.redis_p50)},
+      {"p99_vs_redis", OrNull(f.redis_p99)},
+      {"rows_per_s_vs_zmq", OrNull(f.zmq_rows_per_s)},
+  };
+  return j.dump();
+}
+
+void PrintTableHeader(std::ostream& out) {
+  char buf[256];
+  std::snprintf(buf, sizeof(buf), "%-9s %-4s %9s %5s %-6s %3s %3s %8s %11s %10s %10s %6s %7s %7s %7s %7s\n", "system",
+                "op", "row_bytes", "batch", "fsync", "P", "C", "rows", "rows/s", "p50_us", "p99_us", "once",
+                "x_redis", "p50_xr", "p99_xr", "x_zmq");
+  out << buf;
+}
+
+void PrintTableRow(const Figure& f, std::ostream& out) {
+  char buf[320];
+  const char* once = !f.exactly_once ? "-" : (*f.exactly_once ? "yes" : "NO");
+  std::snprintf(buf, sizeof(buf), "%-9s %-4s %9zu %5zu %-6s %3d %3d %8llu %11.0f %10.1f %10.1f %6s %7s %7s %7s %7s\n",
+                f.system.c_str(), f.op.c_str(), f.row_bytes, f.batch, f.fsync.c_str(), f.producers, f.consumers,
+                static_cast<unsigned long long>(f.rows), f.rows_per_s, f.p50_us, f.p99_us, once,
+                Cell(f.redis_rows_per_s).c_str(), Cell(f.redis_p50).c_str(), Cell(f.redis_p99).c_str(),
+                Cell(f.zmq_rows_per_s).c_str());
+  out << buf;
+}
+
+}  // namespace rl::profile

@@ -1,0 +1,43 @@
+// The figures rl-profile queue prints: one per (system, op, row size, fsync), with its ratios to
+// the Redis and ZeroMQ baselines of the same op and row size, as a table or as JSON lines.
+// Thread safety: plain values and reentrant functions.
+#pragma once
+
+#include <optional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "rl/profile/percentile.h"
+
+namespace rl::profile {
+
+constexpr char kSystemQueue[] = "rl-queue";
+constexpr char kSystemRedis[] = "redis";
+constexpr char kSystemZmq[] = "zmq";
+
+struct Figure {
+  std::string system;  // rl-queue, redis, zmq
+  std::string op;      // put, get, ack, e2e
+  size_t row_bytes = 0;
+  size_t batch = 0;
+  std::string fsync;   // rl-queue: its policy; redis: "off"; zmq: "none"
+  int producers = 0, consumers = 0;
+  uint64_t rows = 0;
+  double rows_per_s = 0, p50_us = 0, p99_us = 0;
+  std::optional<bool> exactly_once;  // queues: every row consumed once
+  // This figure over the same op and row size of the baseline, when there is one.
+  std::optional<double> redis_rows_per_s, redis_p50, redis_p99, zmq_rows_per_s;
+};
+
+// A figure from a measured op; sorts op.latency_us.
+Figure MakeFigure(const std::string& system, const std::string& op, OpFigure* measured);
+
+// Fills the ratio fields of every rl-queue figure from the redis and zmq figures in `all`.
+void AddRatios(std::vector<Figure>* all);
+
+std::string FigureJson(const Figure& f);
+void PrintTableHeader(std::ostream& out);
+void PrintTableRow(const Figure& f, std::ostream& out);
+
+}  // namespace rl::profile
