@@ -87,18 +87,18 @@ bool ModelConfig::operator==(const ModelConfig& o) const {
 }
 
 nlohmann::json ConfigToJson(const ModelConfig& c) {
-  return nlohmann::json{{"vocab_size", c.vocab_size},     {"d_model", c.d_model},
-                        {"n_layers", c.n_layers},         {"n_heads", c.n_heads},
-                        {"context", c.context},           {"positions", PositionsName(c.positions)},
-                        {"norm", NormName(c.norm)},       {"tie_embeddings", c.tie_embeddings},
+  return nlohmann::json{{"vocab_size", c.vocab_size}, {"d_model", c.d_model},
+                        {"n_layers", c.n_layers},     {"n_heads", c.n_heads},
+                        {"context", c.context},       {"positions", PositionsName(c.positions)},
+                        {"norm", NormName(c.norm)},   {"tie_embeddings", c.tie_embeddings},
                         {"mlp_ratio", c.mlp_ratio}};
 }
 
 Result<ModelConfig> ConfigFromJson(const nlohmann::json& j) {
   if (!j.is_object()) return Status::Config("model config: expected a JSON object");
-  static const char* const kKnown[] = {"vocab_size", "d_model",   "n_layers",       "n_heads",
-                                       "context",    "positions", "tie_embeddings", "norm",
-                                       "mlp_ratio"};
+  static const char* const kKnown[] = {"vocab_size",     "d_model", "n_layers",
+                                       "n_heads",        "context", "positions",
+                                       "tie_embeddings", "norm",    "mlp_ratio"};
   for (const auto& item : j.items()) {
     bool known = false;
     for (const char* k : kKnown) known = known || item.key() == k;

@@ -1,6 +1,7 @@
 #include "rl/model/config.h"
 
 #include <gtest/gtest.h>
+
 #include <nlohmann/json.hpp>
 
 namespace rl::model {
@@ -40,9 +41,9 @@ TEST(ModelConfigTest, BadConfigsAreConfigErrors) {
   const char* bad[] = {
       "not json",
       "[]",
-      R"({"vocab_size": 15, "d_model": 64, "n_layers": 2, "n_heads": 4})",                  // no context
-      R"({"vocab_size": 15, "d_model": 64, "n_layers": 2, "n_heads": 5, "context": 8})",    // 64 % 5
-      R"({"vocab_size": 15, "d_model": 64, "n_layers": 0, "n_heads": 4, "context": 8})",    // zero
+      R"({"vocab_size": 15, "d_model": 64, "n_layers": 2, "n_heads": 4})",  // no context
+      R"({"vocab_size": 15, "d_model": 64, "n_layers": 2, "n_heads": 5, "context": 8})",  // 64 % 5
+      R"({"vocab_size": 15, "d_model": 64, "n_layers": 0, "n_heads": 4, "context": 8})",  // zero
       R"({"vocab_size": 15, "d_model": 64, "n_layers": 2, "n_heads": 4, "context": 8.5})",  // float
       R"({"vocab_size": 15, "d_model": 64, "n_layers": 2, "n_heads": 4, "context": 8, "positions": "alibi"})",
       R"({"vocab_size": 15, "d_model": 64, "n_layers": 2, "n_heads": 4, "context": 8, "colour": 1})",

@@ -1,10 +1,10 @@
 #include "rl/model/decoder.h"
 
-#include <algorithm>
-#include <map>
-
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>
+
+#include <algorithm>
+#include <map>
 
 #include "rl/model/torch_guard.h"
 
@@ -32,8 +32,8 @@ class CacheDecoder final : public Decoder {
         group_slots.push_back(slots[i]);
         flat.insert(flat.end(), prompts[i]->begin(), prompts[i]->end());
       }
-      const at::Tensor tokens =
-          IdsTensor(flat).view({static_cast<int64_t>(members.size()), static_cast<int64_t>(length)});
+      const at::Tensor tokens = IdsTensor(flat).view(
+          {static_cast<int64_t>(members.size()), static_cast<int64_t>(length)});
       ++forward_calls_;
       RL_ASSIGN_OR_RETURN(at::Tensor logits, model_->ForwardStep(tokens, group_slots, &cache_));
       for (size_t j = 0; j < members.size(); ++j) {
@@ -69,7 +69,8 @@ class FullDecoder final : public Decoder {
 
   Result<at::Tensor> Step(const std::vector<int64_t>& slots,
                           const std::vector<int64_t>& tokens) override {
-    for (size_t i = 0; i < slots.size(); ++i) seqs_[static_cast<size_t>(slots[i])].push_back(tokens[i]);
+    for (size_t i = 0; i < slots.size(); ++i)
+      seqs_[static_cast<size_t>(slots[i])].push_back(tokens[i]);
     return Logits(slots);
   }
 
@@ -88,8 +89,8 @@ class FullDecoder final : public Decoder {
     c10::NoGradGuard no_grad;
     ++forward_calls_;
     RL_ASSIGN_OR_RETURN(at::Tensor logits,
-                        model_->Forward(IdsTensor(flat).view({static_cast<int64_t>(slots.size()),
-                                                              static_cast<int64_t>(longest)})));
+                        model_->Forward(IdsTensor(flat).view(
+                            {static_cast<int64_t>(slots.size()), static_cast<int64_t>(longest)})));
     return TorchGuard("decoder: gather", [&]() -> Result<at::Tensor> {
       const at::Tensor index = IdsTensor(last).view({-1, 1, 1}).expand({-1, 1, logits.size(2)});
       return logits.gather(1, index).squeeze(1);

@@ -10,10 +10,10 @@
 // Thread safety: none.
 #pragma once
 
+#include <ATen/core/Tensor.h>
+
 #include <memory>
 #include <vector>
-
-#include <ATen/core/Tensor.h>
 
 #include "rl/core/status.h"
 #include "rl/model/kv_cache.h"

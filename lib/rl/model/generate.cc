@@ -1,8 +1,8 @@
 #include "rl/model/generate.h"
 
-#include <memory>
-
 #include <ATen/ATen.h>
+
+#include <memory>
 
 #include "rl/model/decoder.h"
 #include "rl/model/torch_guard.h"
@@ -41,8 +41,13 @@ class Scheduler {
  public:
   Scheduler(const ModelConfig& config, const std::vector<std::vector<int64_t>>& prompts,
             const GenerateOptions& options, Decoder* decoder, Sampler* sampler)
-      : config_(config), prompts_(prompts), options_(options), decoder_(decoder),
-        sampler_(sampler), slots_(static_cast<size_t>(options.slots)), out_(prompts.size()) {}
+      : config_(config),
+        prompts_(prompts),
+        options_(options),
+        decoder_(decoder),
+        sampler_(sampler),
+        slots_(static_cast<size_t>(options.slots)),
+        out_(prompts.size()) {}
 
   Result<std::vector<Generation>> Run(GenerateStats* stats) {
     for (;;) {
@@ -64,9 +69,9 @@ class Scheduler {
 
  private:
   struct Slot {
-    int64_t seq = -1;   // index of the prompt being continued; -1 when free
-    int64_t length = 0; // prompt + response tokens
-    at::Tensor logits;  // [V]: what follows the sequence
+    int64_t seq = -1;    // index of the prompt being continued; -1 when free
+    int64_t length = 0;  // prompt + response tokens
+    at::Tensor logits;   // [V]: what follows the sequence
   };
 
   Status Refill() {
@@ -81,16 +86,17 @@ class Scheduler {
     }
     if (slots.empty()) return Status::OK();
     RL_ASSIGN_OR_RETURN(at::Tensor logits, decoder_->Start(slots, prompts));
-    for (size_t i = 0; i < slots.size(); ++i) slots_[static_cast<size_t>(slots[i])].logits = logits[static_cast<int64_t>(i)];
+    for (size_t i = 0; i < slots.size(); ++i)
+      slots_[static_cast<size_t>(slots[i])].logits = logits[static_cast<int64_t>(i)];
     return Status::OK();
   }
 
   Status SampleAndFeed(const std::vector<int64_t>& active) {
     std::vector<at::Tensor> rows;
     for (int64_t s : active) rows.push_back(slots_[static_cast<size_t>(s)].logits);
-    RL_ASSIGN_OR_RETURN(at::Tensor stacked, TorchGuard("generate: stack", [&]() -> Result<at::Tensor> {
-      return at::stack(rows);
-    }));
+    RL_ASSIGN_OR_RETURN(
+        at::Tensor stacked,
+        TorchGuard("generate: stack", [&]() -> Result<at::Tensor> { return at::stack(rows); }));
     RL_ASSIGN_OR_RETURN(Sample sample, sampler_->Draw(stacked));
     ++steps_;
     const at::Tensor ids = sample.ids.contiguous(), logprobs = sample.logprobs.contiguous();
@@ -112,7 +118,8 @@ class Scheduler {
     }
     if (going.empty()) return Status::OK();
     RL_ASSIGN_OR_RETURN(at::Tensor logits, decoder_->Step(going, tokens));
-    for (size_t i = 0; i < going.size(); ++i) slots_[static_cast<size_t>(going[i])].logits = logits[static_cast<int64_t>(i)];
+    for (size_t i = 0; i < going.size(); ++i)
+      slots_[static_cast<size_t>(going[i])].logits = logits[static_cast<int64_t>(i)];
     return Status::OK();
   }
 
@@ -152,9 +159,9 @@ Result<std::vector<Generation>> Generate(const Transformer& model,
   }
   RL_ASSIGN_OR_RETURN(Sampler sampler, Sampler::Create(options.sampling, options.seed));
   const int64_t slots = std::min<int64_t>(options.slots, std::max<size_t>(prompts.size(), 1));
-  RL_ASSIGN_OR_RETURN(std::unique_ptr<Decoder> decoder,
-                      options.use_kv_cache ? NewCacheDecoder(&model, slots)
-                                           : NewFullDecoder(&model, slots));
+  RL_ASSIGN_OR_RETURN(std::unique_ptr<Decoder> decoder, options.use_kv_cache
+                                                            ? NewCacheDecoder(&model, slots)
+                                                            : NewFullDecoder(&model, slots));
   GenerateOptions effective = options;
   effective.slots = slots;
   return TorchGuard("generate", [&]() -> Result<std::vector<Generation>> {

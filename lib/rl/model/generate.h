@@ -29,8 +29,8 @@ struct GenerateOptions {
   int64_t max_new_tokens = 16;
   SamplingOptions sampling;
   uint64_t seed = 0;
-  int64_t slots = 8;     // sequences decoded at once
-  int64_t eos_id = -1;   // the token that ends a response (kept in it); -1: none
+  int64_t slots = 8;    // sequences decoded at once
+  int64_t eos_id = -1;  // the token that ends a response (kept in it); -1: none
   bool use_kv_cache = true;
 };
 

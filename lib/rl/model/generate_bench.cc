@@ -4,12 +4,12 @@
 // defaults: 3 128 4 32 64 256 1. Random weights, demo-task prompts ("<bos>12+34="), eos off so
 // every sequence runs to the context. Prints one JSON line per path to stdout:
 //   {"path":"kv_cache","new_tokens":N,"seconds":S,"tokens_per_s":R,"steps":K,"forward_calls":F}
+#include <ATen/Parallel.h>
+
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
-
-#include <ATen/Parallel.h>
 
 #include "rl/model/generate.h"
 #include "rl/model/tokenizer.h"
@@ -54,16 +54,18 @@ int main(int argc, char** argv) {
     GenerateStats stats;
     const auto start = std::chrono::steady_clock::now();
     auto gens = Generate(*model, prompts, o, &stats);
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (!gens.ok()) {
       std::fprintf(stderr, "rl_model_bench: %s\n", gens.status().ToString().c_str());
       return 70;
     }
-    std::printf("{\"path\":\"%s\",\"new_tokens\":%lld,\"seconds\":%.3f,\"tokens_per_s\":%.0f,"
-                "\"steps\":%lld,\"forward_calls\":%lld}\n",
-                cache ? "kv_cache" : "full_forward", static_cast<long long>(stats.new_tokens), seconds,
-                static_cast<double>(stats.new_tokens) / seconds, static_cast<long long>(stats.steps),
-                static_cast<long long>(stats.forward_calls));
+    std::printf(
+        "{\"path\":\"%s\",\"new_tokens\":%lld,\"seconds\":%.3f,\"tokens_per_s\":%.0f,"
+        "\"steps\":%lld,\"forward_calls\":%lld}\n",
+        cache ? "kv_cache" : "full_forward", static_cast<long long>(stats.new_tokens), seconds,
+        static_cast<double>(stats.new_tokens) / seconds, static_cast<long long>(stats.steps),
+        static_cast<long long>(stats.forward_calls));
   }
   return 0;
 }

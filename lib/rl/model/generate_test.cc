@@ -29,7 +29,8 @@ Transformer SharpModel(Positions positions) {
   return *model;
 }
 
-std::vector<Generation> RunAll(const Transformer& model, GenerateOptions o, GenerateStats* stats = nullptr) {
+std::vector<Generation> RunAll(const Transformer& model, GenerateOptions o,
+                               GenerateStats* stats = nullptr) {
   auto g = Generate(model, Prompts(20), o, stats);
   EXPECT_TRUE(g.ok()) << g.status().ToString();
   return g.ok() ? *g : std::vector<Generation>{};
@@ -41,7 +42,8 @@ void ExpectSame(const std::vector<Generation>& a, const std::vector<Generation>&
     EXPECT_EQ(a[i].response_ids, b[i].response_ids) << "prompt " << i;
     EXPECT_EQ(a[i].stop, b[i].stop) << "prompt " << i;
     ASSERT_EQ(a[i].logprobs.size(), b[i].logprobs.size());
-    for (size_t j = 0; j < a[i].logprobs.size(); ++j) EXPECT_NEAR(a[i].logprobs[j], b[i].logprobs[j], 1e-4);
+    for (size_t j = 0; j < a[i].logprobs.size(); ++j)
+      EXPECT_NEAR(a[i].logprobs[j], b[i].logprobs[j], 1e-4);
   }
 }
 

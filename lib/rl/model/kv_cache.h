@@ -15,10 +15,10 @@
 // ATen tensor type, not torch.h.
 #pragma once
 
+#include <ATen/core/Tensor.h>
+
 #include <cstdint>
 #include <vector>
-
-#include <ATen/core/Tensor.h>
 
 #include "rl/core/status.h"
 #include "rl/model/config.h"

@@ -1,10 +1,10 @@
 #include "rl/model/kv_cache.h"
 
-#include <deque>
-#include <map>
-
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
+
+#include <deque>
+#include <map>
 
 #include "rl/model/test_util.h"
 #include "rl/model/transformer.h"

@@ -1,9 +1,9 @@
 #include "rl/model/layers.h"
 
+#include <ATen/ATen.h>
+
 #include <cmath>
 #include <limits>
-
-#include <ATen/ATen.h>
 
 namespace rl::model {
 
@@ -36,9 +36,7 @@ at::Tensor Rotary::Apply(const at::Tensor& x, const at::Tensor& positions) const
 }
 
 AttentionImpl::AttentionImpl(const ModelConfig& c)
-    : n_heads_(c.n_heads),
-      head_dim_(c.head_dim()),
-      rotary_(c.positions == Positions::kRotary) {
+    : n_heads_(c.n_heads), head_dim_(c.head_dim()), rotary_(c.positions == Positions::kRotary) {
   if (rotary_) rope_ = Rotary(head_dim_, c.context);
   qkv_ = register_module("qkv", torch::nn::Linear(c.d_model, 3 * c.d_model));
   proj_ = register_module("proj", torch::nn::Linear(c.d_model, c.d_model));
@@ -67,7 +65,8 @@ at::Tensor AttentionImpl::forward(const at::Tensor& x, const at::Tensor& positio
                                   const CacheView* cache) {
   const int64_t b = x.size(0), t = x.size(1), d = x.size(2);
   // [B, T, 3, H, Dh] -> three [B, H, T, Dh]
-  const at::Tensor qkv = qkv_->forward(x).view({b, t, 3, n_heads_, head_dim_}).permute({2, 0, 3, 1, 4});
+  const at::Tensor qkv =
+      qkv_->forward(x).view({b, t, 3, n_heads_, head_dim_}).permute({2, 0, 3, 1, 4});
   at::Tensor q = qkv[0], k = qkv[1], v = qkv[2];
   if (rotary_) {
     q = rope_.Apply(q, positions);
@@ -80,7 +79,8 @@ at::Tensor AttentionImpl::forward(const at::Tensor& x, const at::Tensor& positio
   }
   // allowed[b, i, j]: key j is at or before query i's position. [B, 1, T, L] after unsqueeze.
   const at::Tensor allowed = (key_pos <= positions.unsqueeze(2)).unsqueeze(1);
-  at::Tensor scores = at::matmul(q, keys.transpose(-2, -1)) / std::sqrt(static_cast<double>(head_dim_));
+  at::Tensor scores =
+      at::matmul(q, keys.transpose(-2, -1)) / std::sqrt(static_cast<double>(head_dim_));
   scores = scores.masked_fill(allowed.logical_not(), -std::numeric_limits<float>::infinity());
   const at::Tensor out = at::matmul(at::softmax(scores, -1), values);
   return proj_->forward(out.transpose(1, 2).reshape({b, t, d}));

@@ -17,7 +17,8 @@ struct Header {
 };
 
 Result<uint64_t> ParseVersion(const std::string& text) {
-  if (text.empty() || text.size() > 20 || text.find_first_not_of("0123456789") != std::string::npos) {
+  if (text.empty() || text.size() > 20 ||
+      text.find_first_not_of("0123456789") != std::string::npos) {
     return Status::Corruption("model file: rl_version \"" + text + "\" is not a decimal number");
   }
   errno = 0;
@@ -34,7 +35,8 @@ Result<Header> ParseHeader(const Metadata& metadata) {
   }
   Header h;
   auto parsed = ConfigFromString(config->second);
-  if (!parsed.ok()) return Status::Corruption("model file: rl_config: " + parsed.status().message());
+  if (!parsed.ok())
+    return Status::Corruption("model file: rl_config: " + parsed.status().message());
   h.config = *parsed;
   RL_ASSIGN_OR_RETURN(h.version, ParseVersion(version->second));
   return h;

@@ -1,9 +1,9 @@
 #include "rl/model/model_file.h"
 
-#include <cstring>
-
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
+
+#include <cstring>
 
 #include "rl/model/safetensors.h"
 #include "rl/model/test_util.h"
@@ -28,7 +28,8 @@ TEST(ModelFileTest, StateDictRoundTripIsBitExact) {
     for (size_t i = 0; i < a.size(); ++i) {
       EXPECT_EQ(a[i].first, b[i].first);
       ASSERT_EQ(a[i].second.nbytes(), b[i].second.nbytes());
-      EXPECT_EQ(std::memcmp(a[i].second.data_ptr(), b[i].second.data_ptr(), a[i].second.nbytes()), 0)
+      EXPECT_EQ(std::memcmp(a[i].second.data_ptr(), b[i].second.data_ptr(), a[i].second.nbytes()),
+                0)
           << a[i].first;
     }
     const at::Tensor x = at::tensor({1, 4, 5, 13, 6}, at::kLong).unsqueeze(0);
@@ -69,7 +70,9 @@ TEST(ModelFileTest, MissingOrBadMetadataIsCorruption) {
   auto model = Transformer::Create(TinyConfig(Positions::kRotary), 1);
   ASSERT_TRUE(model.ok());
   const std::string config = ConfigToString(model->config());
-  const Metadata bad[] = {{}, {{"rl_config", config}}, {{"rl_config", "{"}, {"rl_version", "1"}},
+  const Metadata bad[] = {{},
+                          {{"rl_config", config}},
+                          {{"rl_config", "{"}, {"rl_version", "1"}},
                           {{"rl_config", config}, {"rl_version", "-1"}},
                           {{"rl_config", config}, {"rl_version", "99999999999999999999999"}}};
   for (const Metadata& m : bad) {
@@ -78,7 +81,8 @@ TEST(ModelFileTest, MissingOrBadMetadataIsCorruption) {
     EXPECT_EQ(DecodeModel(*bytes).status().code(), Code::kCorruption);
   }
   // The right metadata over the wrong tensors.
-  auto bytes = EncodeSafetensors({{"x", at::ones({1})}}, {{"rl_config", config}, {"rl_version", "1"}});
+  auto bytes =
+      EncodeSafetensors({{"x", at::ones({1})}}, {{"rl_config", config}, {"rl_version", "1"}});
   ASSERT_TRUE(bytes.ok());
   EXPECT_EQ(DecodeModel(*bytes).status().code(), Code::kDataError);
 }

@@ -1,17 +1,18 @@
 #include "rl/model/safetensors.h"
 
+#include <ATen/ATen.h>
+
 #include <algorithm>
 #include <cstring>
 #include <limits>
-#include <set>
-
-#include <ATen/ATen.h>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "rl/core/fs.h"
 #include "rl/model/torch_guard.h"
 
-static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "safetensors I/O assumes a little-endian host");
+static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
+              "safetensors I/O assumes a little-endian host");
 
 namespace rl::model {
 namespace {
@@ -80,7 +81,8 @@ Result<Metadata> ParseMetadata(const nlohmann::json& j) {
   if (!j.is_object()) return Corrupt("__metadata__ is not an object");
   Metadata m;
   for (const auto& item : j.items()) {
-    if (!item.value().is_string()) return Corrupt("__metadata__ value of '" + item.key() + "' is not a string");
+    if (!item.value().is_string())
+      return Corrupt("__metadata__ value of '" + item.key() + "' is not a string");
     m[item.key()] = item.value().get<std::string>();
   }
   return m;
@@ -88,7 +90,8 @@ Result<Metadata> ParseMetadata(const nlohmann::json& j) {
 
 Result<Entry> ParseEntry(const std::string& name, const nlohmann::json& j) {
   const std::string where = "tensor '" + name + "': ";
-  if (!j.is_object() || !j.contains("dtype") || !j.contains("shape") || !j.contains("data_offsets")) {
+  if (!j.is_object() || !j.contains("dtype") || !j.contains("shape") ||
+      !j.contains("data_offsets")) {
     return Corrupt(where + "needs dtype, shape and data_offsets");
   }
   Entry e;
@@ -107,7 +110,8 @@ Result<Entry> ParseEntry(const std::string& name, const nlohmann::json& j) {
       return Corrupt(where + "bad dimension " + dim.dump());
     }
     e.shape.push_back(static_cast<int64_t>(dim.get<uint64_t>()));
-    if (__builtin_mul_overflow(nbytes, dim.get<uint64_t>(), &nbytes)) return Corrupt(where + "size overflows");
+    if (__builtin_mul_overflow(nbytes, dim.get<uint64_t>(), &nbytes))
+      return Corrupt(where + "size overflows");
   }
   const auto& offsets = j.at("data_offsets");
   if (!offsets.is_array() || offsets.size() != 2 || !offsets[0].is_number_unsigned() ||
@@ -146,7 +150,8 @@ Status CheckTiling(std::vector<Entry>* entries, uint64_t data_size) {
 Result<at::Tensor> MakeTensor(const Entry& e, const char* data) {
   if (e.type == at::kBool) {
     for (uint64_t i = e.begin; i < e.end; ++i) {
-      if (static_cast<unsigned char>(data[i]) > 1) return Corrupt("tensor '" + e.name + "': BOOL byte not 0 or 1");
+      if (static_cast<unsigned char>(data[i]) > 1)
+        return Corrupt("tensor '" + e.name + "': BOOL byte not 0 or 1");
     }
   }
   return TorchGuard("safetensors: tensor", [&]() -> Result<at::Tensor> {
@@ -162,8 +167,10 @@ Result<SafetensorsContents> DecodeSafetensors(std::string_view bytes) {
   if (bytes.size() < 8) return Corrupt("shorter than the 8-byte header length");
   uint64_t n = 0;
   std::memcpy(&n, bytes.data(), 8);
-  if (n > kMaxHeaderBytes) return Corrupt("header length " + std::to_string(n) + " is over the limit");
-  if (n > bytes.size() - 8) return Corrupt("header length " + std::to_string(n) + " passes the end of the file");
+  if (n > kMaxHeaderBytes)
+    return Corrupt("header length " + std::to_string(n) + " is over the limit");
+  if (n > bytes.size() - 8)
+    return Corrupt("header length " + std::to_string(n) + " passes the end of the file");
   const std::string_view header = bytes.substr(8, n);
   if (header.empty() || header.front() != '{') return Corrupt("header is not a JSON object");
   RL_RETURN_IF_ERROR(CheckHeaderShape(header));
@@ -197,13 +204,18 @@ Result<std::string> EncodeSafetensors(const NamedTensors& tensors, const Metadat
     uint64_t offset = 0;
     for (const auto& [name, tensor] : tensors) {
       if (name == "__metadata__" || !names.insert(name).second) {
-        return Status::InvalidArgument("safetensors: tensor name '" + name + "' is reserved or repeated");
+        return Status::InvalidArgument("safetensors: tensor name '" + name +
+                                       "' is reserved or repeated");
       }
       const char* dtype = tensor.defined() ? NameOf(tensor.scalar_type()) : nullptr;
-      if (dtype == nullptr) return Status::InvalidArgument("safetensors: tensor '" + name + "' has an unsupported dtype");
+      if (dtype == nullptr)
+        return Status::InvalidArgument("safetensors: tensor '" + name +
+                                       "' has an unsupported dtype");
       at::Tensor t = tensor.detach().to(at::kCPU).contiguous();
       const uint64_t nbytes = t.nbytes();
-      header[name] = {{"dtype", dtype}, {"shape", t.sizes().vec()}, {"data_offsets", {offset, offset + nbytes}}};
+      header[name] = {{"dtype", dtype},
+                      {"shape", t.sizes().vec()},
+                      {"data_offsets", {offset, offset + nbytes}}};
       offset += nbytes;
       parts.push_back(std::move(t));
     }

@@ -1,10 +1,10 @@
 #include "rl/model/safetensors.h"
 
-#include <cstring>
-#include <limits>
-
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
+
+#include <cstring>
+#include <limits>
 
 #include "rl/model/test_util.h"
 
@@ -13,7 +13,8 @@ namespace {
 
 bool SameBits(const at::Tensor& a, const at::Tensor& b) {
   return a.scalar_type() == b.scalar_type() && a.sizes() == b.sizes() && a.nbytes() == b.nbytes() &&
-         (a.nbytes() == 0 || std::memcmp(a.contiguous().data_ptr(), b.contiguous().data_ptr(), a.nbytes()) == 0);
+         (a.nbytes() == 0 ||
+          std::memcmp(a.contiguous().data_ptr(), b.contiguous().data_ptr(), a.nbytes()) == 0);
 }
 
 NamedTensors Sample() {
@@ -102,7 +103,8 @@ TEST(SafetensorsTest, EveryTruncationIsCorruption) {
 }
 
 TEST(SafetensorsTest, FlippedBytesNeverCrash) {
-  const std::string bytes = Encode({{"a", at::ones({2, 2})}, {"b", at::arange(3, at::kLong)}}, {{"k", "v"}});
+  const std::string bytes =
+      Encode({{"a", at::ones({2, 2})}, {"b", at::arange(3, at::kLong)}}, {{"k", "v"}});
   for (size_t i = 0; i < bytes.size(); ++i) {
     for (unsigned char bit : {0x01, 0x10, 0x80}) {
       std::string bad = bytes;
@@ -120,30 +122,34 @@ TEST(SafetensorsTest, MalformedHeadersAreCorruption) {
       {"not json at all", 0},
       {"{\"a\":", 0},
       {"[1,2]", 0},
-      {"{" + ok_entry + "}", 4},                                                   // data short
-      {"{" + ok_entry + "}", 12},                                                  // trailing bytes
-      {R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,800]}})", 8},          // out of range
-      {R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[8,0]}})", 8},            // reversed
-      {R"({"a":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", 8},            // shape * size
-      {R"({"a":{"dtype":"Q4","shape":[2],"data_offsets":[0,8]}})", 8},             // dtype unknown
-      {R"({"a":{"dtype":"F32","shape":[-2],"data_offsets":[0,8]}})", 8},           // negative dim
-      {R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0]}})", 8},              // one offset
-      {R"({"a":{"dtype":"F32","shape":[2]}})", 8},                                 // no offsets
+      {"{" + ok_entry + "}", 4},                                           // data short
+      {"{" + ok_entry + "}", 12},                                          // trailing bytes
+      {R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,800]}})", 8},  // out of range
+      {R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[8,0]}})", 8},    // reversed
+      {R"({"a":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", 8},    // shape * size
+      {R"({"a":{"dtype":"Q4","shape":[2],"data_offsets":[0,8]}})", 8},     // dtype unknown
+      {R"({"a":{"dtype":"F32","shape":[-2],"data_offsets":[0,8]}})", 8},   // negative dim
+      {R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0]}})", 8},      // one offset
+      {R"({"a":{"dtype":"F32","shape":[2]}})", 8},                         // no offsets
       {R"({"a":{"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,8]}})", 8},
       {R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
-       R"("b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})", 12},           // overlap
+       R"("b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})",
+       12},  // overlap
       {R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},)"
-       R"("b":{"dtype":"F32","shape":[1],"data_offsets":[8,12]}})", 12},           // gap
-      {R"({"a":{"dtype":"BOOL","shape":[1],"data_offsets":[0,1]}})", 0},           // data short
-      {R"({"__metadata__":{"k":1}})", 0},                                          // not a string
+       R"("b":{"dtype":"F32","shape":[1],"data_offsets":[8,12]}})",
+       12},                                                               // gap
+      {R"({"a":{"dtype":"BOOL","shape":[1],"data_offsets":[0,1]}})", 0},  // data short
+      {R"({"__metadata__":{"k":1}})", 0},                                 // not a string
       {R"({"__metadata__":"k"})", 0},
-      {R"({"a":[[[[]]]]})", 0},                                                    // too deep
-      {"{\"a\":{\"dtype\":\"F32\",\"shape\":[" + std::string(200, '1').replace(1, 1, ",") + "]}}", 0},
+      {R"({"a":[[[[]]]]})", 0},  // too deep
+      {"{\"a\":{\"dtype\":\"F32\",\"shape\":[" + std::string(200, '1').replace(1, 1, ",") + "]}}",
+       0},
   };
   for (const auto& [header, data] : bad) {
     EXPECT_EQ(DecodeCode(WithHeader(header, data)), Code::kCorruption) << header;
   }
-  std::string bool_two = WithHeader(R"({"a":{"dtype":"BOOL","shape":[1],"data_offsets":[0,1]}})", 1);
+  std::string bool_two =
+      WithHeader(R"({"a":{"dtype":"BOOL","shape":[1],"data_offsets":[0,1]}})", 1);
   bool_two.back() = 2;
   EXPECT_EQ(DecodeCode(bool_two), Code::kCorruption);
 }
@@ -166,7 +172,8 @@ TEST(SafetensorsTest, LongArraysAndDeepNestingAreRejectedBeforeParsing) {
   EXPECT_EQ(r.status().code(), Code::kCorruption);
   EXPECT_NE(r.status().message().find("array longer"), std::string::npos) << r.status().ToString();
   const auto deep = DecodeSafetensors(WithHeader(R"({"a":{"b":[[1]]}})", 0));
-  EXPECT_NE(deep.status().message().find("too deep"), std::string::npos) << deep.status().ToString();
+  EXPECT_NE(deep.status().message().find("too deep"), std::string::npos)
+      << deep.status().ToString();
 }
 
 TEST(SafetensorsTest, EmptyFileHasNoTensors) {

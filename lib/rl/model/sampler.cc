@@ -1,10 +1,10 @@
 #include "rl/model/sampler.h"
 
-#include <cmath>
-#include <limits>
-
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
+
+#include <cmath>
+#include <limits>
 
 #include "rl/model/torch_guard.h"
 
@@ -41,7 +41,8 @@ Status SamplingOptions::Validate() const {
     return Status::InvalidArgument("sampling: temperature must be finite and >= 0");
   }
   if (top_k < 0) return Status::InvalidArgument("sampling: top_k must be >= 0");
-  if (!(top_p > 0 && top_p <= 1)) return Status::InvalidArgument("sampling: top_p must be in (0, 1]");
+  if (!(top_p > 0 && top_p <= 1))
+    return Status::InvalidArgument("sampling: top_p must be in (0, 1]");
   return Status::OK();
 }
 
@@ -63,7 +64,8 @@ Result<Sample> Sampler::Draw(const at::Tensor& logits) {
     if (options_.temperature == 0) {
       ids = x.argmax(-1);
     } else {
-      const at::Tensor filtered = TopP(TopK(x / options_.temperature, options_.top_k), options_.top_p);
+      const at::Tensor filtered =
+          TopP(TopK(x / options_.temperature, options_.top_k), options_.top_p);
       ids = at::softmax(filtered, -1).multinomial(1, /*replacement=*/false, gen_).squeeze(-1);
     }
     const at::Tensor logprobs = at::log_softmax(x, -1).gather(-1, ids.unsqueeze(-1)).squeeze(-1);

@@ -16,10 +16,10 @@
 // only the ATen tensor and generator types.
 #pragma once
 
-#include <cstdint>
-
 #include <ATen/core/Generator.h>
 #include <ATen/core/Tensor.h>
+
+#include <cstdint>
 
 #include "rl/core/status.h"
 

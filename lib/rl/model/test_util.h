@@ -1,9 +1,8 @@
 // Helpers shared by the tests of lib/rl/model (not part of the library).
 #pragma once
 
-#include <ATen/Parallel.h>
-
 #include <ATen/ATen.h>
+#include <ATen/Parallel.h>
 #include <c10/core/GradMode.h>
 
 #include "rl/model/config.h"

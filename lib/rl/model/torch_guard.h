@@ -7,11 +7,11 @@
 // Thread safety: stateless.
 #pragma once
 
+#include <c10/util/Exception.h>
+
 #include <exception>
 #include <new>
 #include <string>
-
-#include <c10/util/Exception.h>
 
 #include "rl/core/status.h"
 

@@ -1,10 +1,10 @@
 #include "rl/model/transformer.h"
 
-#include <algorithm>
-#include <unordered_map>
-
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>
+
+#include <algorithm>
+#include <unordered_map>
 
 #include "rl/model/kv_cache.h"
 #include "rl/model/torch_guard.h"
@@ -35,8 +35,8 @@ Status CheckTokens(const at::Tensor& tokens, const ModelConfig& c, const char* w
 Status CheckSlots(const at::Tensor& tokens, const std::vector<int64_t>& slots,
                   const KvCache& cache) {
   if (static_cast<int64_t>(slots.size()) != tokens.size(0)) {
-    return Status::InvalidArgument("forward step: " + std::to_string(slots.size()) +
-                                   " slots for " + std::to_string(tokens.size(0)) + " rows");
+    return Status::InvalidArgument("forward step: " + std::to_string(slots.size()) + " slots for " +
+                                   std::to_string(tokens.size(0)) + " rows");
   }
   std::vector<bool> seen(static_cast<size_t>(cache.slots()), false);
   for (int64_t s : slots) {

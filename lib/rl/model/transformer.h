@@ -11,13 +11,13 @@
 // changes its weights; everything else needs external synchronization.
 #pragma once
 
+#include <ATen/core/Tensor.h>
+
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <utility>
 #include <vector>
-
-#include <ATen/core/Tensor.h>
 
 #include "rl/core/status.h"
 #include "rl/model/config.h"

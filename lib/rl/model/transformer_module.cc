@@ -1,11 +1,11 @@
 #include "rl/model/transformer_module.h"
 
-#include <cmath>
-#include <string>
-
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <c10/core/GradMode.h>
+
+#include <cmath>
+#include <string>
 
 #include "rl/model/kv_cache.h"
 
@@ -24,8 +24,8 @@ TransformerImpl::TransformerImpl(const ModelConfig& config) : config_(config) {
   norm_f_ = register_module("norm_f", NormLayer(config.d_model, config.norm));
   if (!config.tie_embeddings) {
     lm_head_ = register_module(
-        "lm_head", torch::nn::Linear(torch::nn::LinearOptions(config.d_model, config.vocab_size)
-                                         .bias(false)));
+        "lm_head",
+        torch::nn::Linear(torch::nn::LinearOptions(config.d_model, config.vocab_size).bias(false)));
   }
 }
 

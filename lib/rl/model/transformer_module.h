@@ -38,8 +38,9 @@ class TransformerImpl : public torch::nn::Module {
   // the tokens are appended to the cache at positions (which must be each slot's length onward)
   // and attend to the slot's whole prefix. `slots` [B] names the cache slot of each row;
   // all_slots says slots is exactly 0..S-1.
-  at::Tensor forward(const at::Tensor& tokens, const at::Tensor& positions, KvCache* cache = nullptr,
-                     const at::Tensor& slots = {}, bool all_slots = false, int64_t kv_len = 0);
+  at::Tensor forward(const at::Tensor& tokens, const at::Tensor& positions,
+                     KvCache* cache = nullptr, const at::Tensor& slots = {}, bool all_slots = false,
+                     int64_t kv_len = 0);
 
   // Draws fresh weights from N(0, 0.02) with a generator seeded by `seed` (output projections
   // scaled by 1/sqrt(2 * n_layers)), biases 0, norm weights 1. Same seed, same weights.

@@ -37,7 +37,8 @@ TEST(TransformerTest, SameSeedSameWeights) {
   ASSERT_TRUE(a.ok() && b.ok() && c.ok());
   const auto pa = a->NamedParameters(), pb = b->NamedParameters(), pc = c->NamedParameters();
   ASSERT_EQ(pa.size(), pb.size());
-  for (size_t i = 0; i < pa.size(); ++i) EXPECT_TRUE(pa[i].second.equal(pb[i].second)) << pa[i].first;
+  for (size_t i = 0; i < pa.size(); ++i)
+    EXPECT_TRUE(pa[i].second.equal(pb[i].second)) << pa[i].first;
   EXPECT_FALSE(pa[0].second.equal(pc[0].second));
 }
 
@@ -48,8 +49,8 @@ TEST(TransformerTest, ParameterNamesFollowTheLayout) {
   std::vector<std::string> names;
   for (const auto& [name, t] : untied->NamedParameters()) names.push_back(name);
   const std::vector<std::string> expected_front = {
-      "tok_emb.weight", "pos_emb.weight", "blocks.0.norm1.weight", "blocks.0.norm1.bias",
-      "blocks.0.attn.qkv.weight", "blocks.0.attn.qkv.bias"};
+      "tok_emb.weight",      "pos_emb.weight",           "blocks.0.norm1.weight",
+      "blocks.0.norm1.bias", "blocks.0.attn.qkv.weight", "blocks.0.attn.qkv.bias"};
   EXPECT_EQ(std::vector<std::string>(names.begin(), names.begin() + 6), expected_front);
   EXPECT_EQ(names.back(), "lm_head.weight");
   // Tied, rotary, RMSNorm: no pos_emb, no lm_head, no norm biases.
@@ -86,7 +87,8 @@ TEST(TransformerTest, InputsOutsideTheModelAreInvalidArguments) {
   auto model = Transformer::Create(TinyConfig(Positions::kLearned), 1);
   ASSERT_TRUE(model.ok());
   EXPECT_EQ(model->Forward(at::ones({1, 17}, at::kLong)).status().code(), Code::kInvalidArgument);
-  EXPECT_EQ(model->Forward(at::full({1, 2}, 15, at::kLong)).status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(model->Forward(at::full({1, 2}, 15, at::kLong)).status().code(),
+            Code::kInvalidArgument);
   EXPECT_EQ(model->Forward(at::ones({1, 2})).status().code(), Code::kInvalidArgument);
   EXPECT_EQ(model->Forward(at::Tensor()).status().code(), Code::kInvalidArgument);
 }
@@ -105,7 +107,8 @@ TEST(TransformerTest, LossFallsOnAFixedBatch) {
   for (int step = 0; step < 50; ++step) {
     auto logits = model->Forward(inputs);
     ASSERT_TRUE(logits.ok());
-    const at::Tensor loss = at::cross_entropy_loss(logits->reshape({-1, 15}), targets.reshape({-1}));
+    const at::Tensor loss =
+        at::cross_entropy_loss(logits->reshape({-1, 15}), targets.reshape({-1}));
     adam.zero_grad();
     loss.backward();
     adam.step();
