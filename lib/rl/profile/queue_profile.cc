@@ -3,6 +3,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <thread>
 
 #include "rl/core/log.h"
 #include "rl/profile/queue_driver.h"
@@ -27,6 +29,20 @@ Result<std::string> ServerFsync(const std::string& endpoint) {
   queue::QueueClient client(o);
   RL_ASSIGN_OR_RETURN(nlohmann::json stat, client.Stat());
   return stat.value("fsync", std::string("unknown"));
+}
+
+// Other work on the machine competes with the benchmark's threads; say so, since it shows in the figures.
+void WarnWhenBusy() {
+  double load = 0;
+  if (FILE* f = std::fopen("/proc/loadavg", "r")) {
+    if (std::fscanf(f, "%lf", &load) != 1) load = 0;
+    std::fclose(f);
+  }
+  unsigned cpus = std::max(1u, std::thread::hardware_concurrency());
+  if (load > 0.5 * cpus) {
+    spdlog::warn("load average {:.1f} on {} CPUs before the run: other work competes with it; figures will be noisy",
+                 load, cpus);
+  }
 }
 
 class Profiler {
@@ -165,6 +181,7 @@ void Profiler::PrintVerdict(const std::vector<Figure>& all) {
 }
 
 Result<std::vector<Figure>> Profiler::Run() {
+  WarnWhenBusy();
   RL_RETURN_IF_ERROR(StartRedis());
   if (!o_.json) PrintTableHeader(out_);
   std::vector<Figure> all;
