@@ -19,6 +19,7 @@ CommandLine::CommandLine(std::string tool, std::string description)
     : tool_(std::move(tool)), app_(std::move(description), tool_) {
   app_.set_version_flag("--version", std::string(tool_) + " " + RL_VERSION);
   app_.require_subcommand(1);
+  app_.fallthrough();  // root options (--log-level) may also follow the subcommand
 }
 
 CLI::App* CommandLine::Sub(const std::string& name, const std::string& description) {

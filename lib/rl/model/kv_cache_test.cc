@@ -112,6 +112,29 @@ TEST(KvCacheTest, AllSlotsInOrderUsesTheFastPath) {
   CheckIncrementalMatchesFull(TinyConfig(Positions::kLearned), 1, kSequences, 2);
 }
 
+TEST(KvCacheTest, MultiTokenStepsOnSlotsAtDifferentLengths) {
+  const ModelConfig config = TinyConfig(Positions::kRotary);
+  auto model = Transformer::Create(config, 2);
+  ASSERT_TRUE(model.ok());
+  testing::ScaleWeights(&*model, 4.0);
+  auto cache = KvCache::Create(config, 3);
+  ASSERT_TRUE(cache.ok());
+  const std::vector<int64_t> a = {1, 4, 5, 13, 6, 7, 14, 3}, b = {1, 9, 13, 9, 14, 4, 12, 2, 5, 6};
+  // Slot 2 holds a (3 tokens in), slot 0 holds b (5 tokens in); then both take 2 more at once.
+  ASSERT_TRUE(model->ForwardStep(Row({a.begin(), a.begin() + 3}), {2}, &*cache).ok());
+  ASSERT_TRUE(model->ForwardStep(Row({b.begin(), b.begin() + 5}), {0}, &*cache).ok());
+  const at::Tensor two = at::tensor({a[3], a[4], b[5], b[6]}, at::kLong).view({2, 2});
+  auto step = model->ForwardStep(two, {2, 0}, &*cache);
+  ASSERT_TRUE(step.ok()) << step.status().ToString();
+  const at::Tensor full_a = model->Forward(Row(a))->squeeze(0).narrow(0, 3, 2);
+  const at::Tensor full_b = model->Forward(Row(b))->squeeze(0).narrow(0, 5, 2);
+  EXPECT_LT(((*step)[0] - full_a).abs().max().item<double>(), 1e-4);
+  EXPECT_LT(((*step)[1] - full_b).abs().max().item<double>(), 1e-4);
+  EXPECT_EQ(cache->length(2), 5);
+  EXPECT_EQ(cache->length(0), 7);
+  EXPECT_EQ(cache->length(1), 0);
+}
+
 TEST(KvCacheTest, StepPastTheContextIsRejectedAndLeavesLengths) {
   const ModelConfig config = TinyConfig(Positions::kRotary);
   auto model = Transformer::Create(config, 1);

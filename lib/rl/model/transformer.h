@@ -44,6 +44,8 @@ class Transformer {
 
   // tokens [B, T] int64 with 1 <= T <= context and ids in [0, vocab) -> logits [B, T, V] float32,
   // positions 0..T-1. Records gradients when grad mode is on (it is by default).
+  // Sequences of different lengths go in one batch right-padded with any valid id: attention is
+  // causal, so padding after a sequence never changes its logits; ignore the padded positions.
   // InvalidArgument for bad tokens.
   Result<at::Tensor> Forward(const at::Tensor& tokens) const;
 

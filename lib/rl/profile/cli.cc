@@ -46,6 +46,11 @@ int ProfileMain(int argc, char** argv, const ProfileHooks& hooks) {
     if (qo.row_bytes.empty() || qo.fsync.empty()) return Fail(Status::InvalidArgument("--row-bytes and --fsync need a value"));
     auto figures = RunQueueProfile(qo, hooks, std::cout);
     if (!figures.ok()) return Fail(figures.status());
+    for (const Figure& f : *figures) {
+      if (f.exactly_once == false) {
+        return Fail(Status::Internal(f.system + " did not consume every row exactly once (see the 'once' column)"));
+      }
+    }
     return kExitOk;
   }
   return kExitUsage;

@@ -92,7 +92,12 @@ Result<Message> Client::Call(Op op, std::string body, std::vector<std::string> b
   int64_t backoff = options_.backoff_min_ms;
   while (true) {
     req.header.seq = next_seq_++;
-    auto reply = Attempt(EncodeRequest(req), req.header.rid, options_.attempt_timeout_ms + server_wait_ms);
+    int64_t attempt_ms = options_.attempt_timeout_ms + server_wait_ms;
+    if (options_.give_up_s > 0) {
+      int64_t left = static_cast<int64_t>(options_.give_up_s * 1000) - (MonoMillis() - start);
+      attempt_ms = std::max<int64_t>(std::min(attempt_ms, left + server_wait_ms), 50);
+    }
+    auto reply = Attempt(EncodeRequest(req), req.header.rid, attempt_ms);
     if (reply.ok()) {
       if (reply->header.status != 0) return Status::FromWire(reply->header.status, reply->header.msg);
       return reply;
@@ -106,7 +111,11 @@ Result<Message> Client::Call(Op op, std::string body, std::vector<std::string> b
     ++retries_;
     spdlog::debug("{} to {}: {}; retrying in {} ms", OpName(req.header.op), options_.endpoint,
                   reply.status().ToString(), backoff);
-    std::this_thread::sleep_for(std::chrono::milliseconds(backoff));
+    int64_t sleep_ms = backoff;
+    if (options_.give_up_s > 0) {
+      sleep_ms = std::min<int64_t>(sleep_ms, static_cast<int64_t>(options_.give_up_s * 1000) - (MonoMillis() - start));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(std::max<int64_t>(sleep_ms, 0)));
     backoff = std::min<int64_t>(backoff * 2, options_.backoff_max_ms);
     Reconnect();
   }

@@ -1,0 +1,18 @@
+// Fuzz entry points over the decoders that read bytes from outside: wire frames and request
+// bodies, write-ahead-log files, snapshot files. libFuzzer drives them (fuzz_*.cc, clang builds
+// with -DRL_BUILD_FUZZERS=ON) and corpus_replay_test.cc replays the saved corpus in every build.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace rl::fuzz {
+
+// Splits data into frames and runs the request decoder and every op's body decoder.
+void FuzzFrames(const uint8_t* data, size_t size);
+// Scans data as a log file and applies each decoded record to a Store.
+void FuzzWal(const uint8_t* data, size_t size);
+// Decodes data as a snapshot file and loads it into a Store.
+void FuzzSnapshot(const uint8_t* data, size_t size);
+
+}  // namespace rl::fuzz
