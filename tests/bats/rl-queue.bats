@@ -1,0 +1,221 @@
+#!/usr/bin/env bats
+# rl-queue from the command line: the options, the subcommands, and what survives kill -9.
+
+load helper
+
+setup() { setup_sealed; }
+teardown() { teardown_sealed; }
+
+@test "--help lists the subcommands and the environment variable of each option" {
+  run rl-queue --help
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"serve"* && "$output" == *"put"* && "$output" == *"ack"* ]]
+  run rl-queue serve --help
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"[env RL_QUEUE_DIR]"* ]]
+  [[ "$output" == *"[env RL_QUEUE_FSYNC]"* ]]
+}
+
+@test "--version prints the version" {
+  run rl-queue --version
+  [ "$status" -eq 0 ]
+  [[ "$output" =~ ^rl-queue\ [0-9]+\.[0-9]+\.[0-9]+$ ]]
+}
+
+@test "exits 64 on an unknown option" {
+  run rl-queue put --no-such-option
+  [ "$status" -eq 64 ]
+  [[ "$output" == *"--no-such-option"* ]]
+}
+
+@test "exits 64 without a subcommand" {
+  run rl-queue
+  [ "$status" -eq 64 ]
+}
+
+@test "exits 78 on a config file with an unknown key" {
+  printf 'no_such_key = 1\n' > "$TMP/bad.toml"
+  run rl-queue serve --dir "$TMP/q" --config "$TMP/bad.toml"
+  [ "$status" -eq 78 ]
+  [[ "$output" == *"unknown option 'no_such_key'"* ]]
+}
+
+@test "command line beats environment beats config file" {
+  printf 'fsync = "never"\n' > "$TMP/q.toml"
+  RL_QUEUE_FSYNC=always start_queue "$TMP/q" --config "$TMP/q.toml"
+  run rl-queue stat --json
+  [[ "$output" == *'"fsync":"always"'* ]]
+  kill "$QPID"; wait "$QPID" || true
+  RL_QUEUE_FSYNC=always start_queue "$TMP/q" --config "$TMP/q.toml" --fsync batch
+  run rl-queue stat --json
+  [[ "$output" == *'"fsync":"batch"'* ]]
+  kill "$QPID"; wait "$QPID" || true
+  start_queue "$TMP/q" --config "$TMP/q.toml"
+  run rl-queue stat --json
+  [[ "$output" == *'"fsync":"never"'* ]]
+}
+
+@test "put prints one index per row, get leases them, ack consumes them" {
+  start_queue "$TMP/q" --declare gen=prompt
+  run bash -c 'printf "%s\n" "{\"prompt\":\"1+1=\"}" "{\"prompt\":\"2+2=\",\"ids\":[1,2]}" | rl-queue put'
+  [ "$status" -eq 0 ]
+  [ "${lines[0]}" = '{"index":0,"line":1}' ]
+  [ "${lines[1]}" = '{"index":1,"line":2}' ]
+  run rl-queue get --task gen --count 2
+  [ "$status" -eq 0 ]
+  [[ "${lines[0]}" == '{"index":0,"lease":1,"prompt":"1+1="}' ]]
+  printf '%s\n' "$output" > "$TMP/got"
+  run bash -c "rl-queue ack --task gen < '$TMP/got'"
+  [ "$status" -eq 0 ]
+  [ "$(count_lines '"acked":true')" -eq 2 ]
+  run rl-queue stat
+  [[ "$output" == *"gen"*"0"*"0"*"0"*"2"* ]]
+}
+
+@test "put exits 65 on a malformed line and keeps the rows before it" {
+  start_queue "$TMP/q"
+  run bash -c 'printf "%s\n" "{\"a\":1}" "{\"a\":2" "{\"a\":3}" | rl-queue put'
+  [ "$status" -eq 65 ]
+  [[ "$output" == *'{"index":0,"line":1}'* ]]
+  [[ "$output" == *"stdin line 2: not valid JSON"* ]]
+  run rl-queue stat --json
+  [[ "$output" == *'"rows":1'* ]]
+}
+
+@test "get exits 65 on an unknown task and 64 on a bad count" {
+  start_queue "$TMP/q"
+  run rl-queue get --task nope
+  [ "$status" -eq 65 ]
+  [[ "$output" == *"unknown task 'nope'"* ]]
+  run rl-queue get --task nope --count 0
+  [ "$status" -eq 64 ]
+}
+
+@test "acking a row twice exits 65 and says it was refused" {
+  start_queue "$TMP/q" --declare t=x
+  echo '{"x":1}' | rl-queue put >/dev/null
+  rl-queue get --task t >/dev/null
+  run rl-queue ack --task t 0
+  [ "$status" -eq 0 ]
+  run rl-queue ack --task t 0
+  [ "$status" -eq 65 ]
+  [[ "$output" == *'{"index":0,"acked":false}'* ]]
+}
+
+@test "meta set, get and compare-and-set" {
+  start_queue "$TMP/q"
+  run rl-queue meta set cursor 10
+  [ "$status" -eq 0 ]
+  run rl-queue meta get cursor
+  [ "$output" = "10" ]
+  run rl-queue meta set cursor 11 --if-equals 9
+  [ "$status" -eq 65 ]
+  [[ "$output" == *"meta cursor is '10', not '9'"* ]]
+  run rl-queue meta get missing
+  [ "$status" -eq 65 ]
+}
+
+@test "a second server on the same directory exits 69" {
+  start_queue "$TMP/q"
+  run rl-queue serve --dir "$TMP/q" --bind "tcp://127.0.0.1:$(free_port)"
+  [ "$status" -eq 69 ]
+  [[ "$output" == *"another rl-queue server holds"* ]]
+}
+
+@test "put waits for a server that starts late and then finishes" {
+  QPORT=$(free_port)
+  export RL_QUEUE="tcp://127.0.0.1:$QPORT"
+  (seq 1 50 | sed 's/.*/{"n":&}/' | rl-queue put > "$TMP/out") &
+  local putter=$!
+  sleep 1
+  start_queue "$TMP/q"
+  wait "$putter"
+  [ "$(wc -l < "$TMP/out")" -eq 50 ]
+}
+
+# 4 writers, the server killed -9 while they write, restarted: all rows present exactly once.
+crash_during_puts() {
+  local fsync="$1"
+  start_queue "$TMP/q" --fsync "$fsync" --declare check=w,seq
+  local writers=()
+  for w in 1 2 3 4; do
+    # Rows trickle in over about 3 s, so the kill lands in the middle of every stream.
+    (python3 -u -c "
+import sys, time
+for i in range(1, 3001):
+    print('{\"w\":$w,\"seq\":%d}' % i)
+    if i % 20 == 0: time.sleep(0.02)
+" | rl-queue put --batch 20 --timeout 60 > "$TMP/acked.$w") &
+    writers+=($!)
+  done
+  sleep 1
+  kill -9 "$QPID"
+  for p in "${writers[@]}"; do kill -0 "$p"; done  # every writer is still writing
+  local before; before=$(cat "$TMP"/acked.* | wc -l)
+  [ "$before" -gt 0 ] && [ "$before" -lt 12000 ]
+  sleep 0.5
+  start_queue "$TMP/q" --fsync "$fsync" --declare check=w,seq
+  for p in "${writers[@]}"; do wait "$p"; done
+  rl-queue get --task check --count 100000 > "$TMP/rows"
+  python3 - "$TMP" <<'PY'
+import json, sys
+tmp = sys.argv[1]
+rows = [json.loads(l) for l in open(tmp + "/rows")]
+keys = [(r["w"], r["seq"]) for r in rows]
+assert len(keys) == 12000, f"{len(keys)} rows, want 12000"
+assert len(set(keys)) == 12000, f"{len(keys) - len(set(keys))} duplicates"
+acked = [json.loads(l)["index"] for w in "1234" for l in open(f"{tmp}/acked.{w}")]
+assert len(acked) == 12000 and len(set(acked)) == 12000, "each writer row acknowledged once"
+assert set(acked) == {r["index"] for r in rows}, "acknowledged indices are the stored ones"
+PY
+}
+
+@test "kill -9 of the server during 4 concurrent put streams loses nothing and adds nothing twice (fsync always)" {
+  crash_during_puts always
+}
+
+@test "kill -9 of the server during 4 concurrent put streams loses nothing and adds nothing twice (fsync batch)" {
+  crash_during_puts batch
+}
+
+@test "kill -9 of a consumer holding leases: its rows come back after the lease and are consumed once" {
+  start_queue "$TMP/q" --declare t=x
+  seq 1 20 | sed 's/.*/{"x":&}/' | rl-queue put >/dev/null
+  # A consumer that takes 10 rows under a 1 s lease and dies before acking.
+  (rl-queue get --task t --count 10 --lease 1 > "$TMP/lost"; sleep 30) &
+  local consumer=$!
+  PIDS+=("$consumer")
+  sleep 0.5
+  kill -9 "$consumer"
+  run rl-queue get --task t --count 20
+  [ "$(printf '%s\n' "$output" | grep -c index)" -eq 10 ]
+  printf '%s\n' "$output" | rl-queue ack --task t >/dev/null
+  sleep 1.2
+  run rl-queue get --task t --count 20 --wait 2
+  [ "$(printf '%s\n' "$output" | grep -c index)" -eq 10 ]
+  printf '%s\n' "$output" | rl-queue ack --task t >/dev/null
+  run rl-queue stat --json
+  [[ "$output" == *'"consumed":20'* ]]
+  # The dead consumer's late ack of its lost lease is refused for rows consumed since.
+  run bash -c "rl-queue ack --task t --lease-id 1 < '$TMP/lost'"
+  [ "$status" -eq 65 ]
+}
+
+@test "whole groups with --repeat, and dynamic sampling drops uniform groups" {
+  start_queue "$TMP/q" --declare gen=prompt --declare train=prompt,reward
+  printf '%s\n' '{"prompt":"a"}' '{"prompt":"b"}' | rl-queue put --repeat 3 >/dev/null
+  rl-queue get --task gen --count 6 --groups > "$TMP/g"
+  [ "$(grep -c index "$TMP/g")" -eq 6 ]
+  python3 - "$TMP/g" > "$TMP/rewards" <<'PY'
+import json, sys
+for r in map(json.loads, open(sys.argv[1])):
+    reward = 1.0 if r["prompt"] == "a" else float(r["index"] % 2)
+    print(json.dumps({"index": r["index"], "reward": reward}))
+PY
+  rl-queue put < "$TMP/rewards" >/dev/null
+  run rl-queue get --task train --count 6 --groups --drop-uniform reward
+  [ "$(printf '%s\n' "$output" | grep -c index)" -eq 3 ]
+  [[ "$output" == *'"prompt":"b"'* && "$output" != *'"prompt":"a"'* ]]
+  run rl-queue stat --json
+  [[ "$output" == *'"dropped":3'* ]]
+}
