@@ -3,7 +3,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <signal.h>
-#include <spawn.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -22,17 +22,22 @@ extern char** environ;
 
 namespace rl::profile {
 
+// fork and exec rather than posix_spawn, to set a parent-death signal: when rl-profile dies (^C,
+// kill), its servers get SIGTERM instead of living on. Only async-signal-safe calls after fork.
 Result<ChildProcess> ChildProcess::Spawn(const std::vector<std::string>& argv) {
   std::vector<char*> args;
   for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, 2, 1);
-  pid_t pid = -1;
-  int rc = posix_spawn(&pid, args[0], &actions, nullptr, args.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  if (rc != 0) return Status::Unavailable("cannot start " + argv[0] + ": " + std::strerror(rc));
+  pid_t parent = ::getpid();
+  pid_t pid = ::fork();
+  if (pid < 0) return Status::Unavailable("cannot start " + argv[0] + ": fork: " + std::strerror(errno));
+  if (pid == 0) {
+    ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (::getppid() != parent) ::_exit(127);  // the parent died before prctl
+    ::dup2(2, 1);                             // stdout is rl-profile's data
+    ::execve(args[0], args.data(), environ);
+    ::_exit(127);
+  }
   return ChildProcess(pid, argv[0]);
 }
 
@@ -50,6 +55,17 @@ Status ChildProcess::Alive() {
   pid_ = -1;
   Status s = Describe(name_, wstatus);
   return s.ok() ? Status::Unavailable(name_ + " exited") : s;
+}
+
+Status ChildProcess::WaitReady(int timeout_ms, const std::function<Status()>& probe) {
+  int64_t deadline = MonoMillis() + timeout_ms;
+  while (true) {
+    RL_RETURN_IF_ERROR(Alive());
+    Status s = probe();
+    if (s.ok()) return s;
+    if (MonoMillis() > deadline) return s.WithContext(name_ + " not ready after " + std::to_string(timeout_ms) + " ms");
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
 }
 
 Status ChildProcess::Stop(int grace_ms) {
@@ -89,24 +105,17 @@ Result<int> FreeTcpPort() {
   return static_cast<int>(ntohs(a.sin_port));
 }
 
-Status WaitForTcp(int port, int timeout_ms) {
-  int64_t deadline = MonoMillis() + timeout_ms;
-  while (true) {
-    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) return Status::IOError(std::string("socket: ") + std::strerror(errno));
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    a.sin_port = htons(static_cast<uint16_t>(port));
-    int rc = ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
-    ::close(fd);
-    if (rc == 0) return Status::OK();
-    if (MonoMillis() > deadline) {
-      return Status::Unavailable("nothing accepts on 127.0.0.1:" + std::to_string(port) + " after " +
-                                 std::to_string(timeout_ms) + " ms");
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
+Status ProbeTcp(int port) {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return Status::IOError(std::string("socket: ") + std::strerror(errno));
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  int rc = ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
+  ::close(fd);
+  if (rc != 0) return Status::Unavailable("nothing accepts on 127.0.0.1:" + std::to_string(port));
+  return Status::OK();
 }
 
 std::string FindOnPath(const std::string& name) {

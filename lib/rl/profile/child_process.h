@@ -5,6 +5,7 @@
 
 #include <sys/types.h>
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,8 @@ class ChildProcess {
   Status Stop(int grace_ms);
   // OK while it runs; the reason when it has exited (and it is reaped).
   Status Alive();
+  // Calls probe until it returns OK, up to timeout_ms; fails at once when the child exits.
+  Status WaitReady(int timeout_ms, const std::function<Status()>& probe);
   pid_t pid() const { return pid_; }
 
  private:
@@ -37,8 +40,8 @@ class ChildProcess {
 
 // A port on 127.0.0.1 nothing listened on a moment ago.
 Result<int> FreeTcpPort();
-// Waits until 127.0.0.1:port accepts a connection, up to timeout_ms.
-Status WaitForTcp(int port, int timeout_ms);
+// One attempt to connect to 127.0.0.1:port.
+Status ProbeTcp(int port);
 // The path of an executable `name` found on PATH, or empty.
 std::string FindOnPath(const std::string& name);
 // The directory of the running executable.

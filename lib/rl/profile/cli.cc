@@ -4,6 +4,7 @@
 
 #include "rl/core/log.h"
 #include "rl/core/options.h"
+#include "rl/core/signals.h"
 
 namespace rl::profile {
 namespace {
@@ -44,6 +45,7 @@ int ProfileMain(int argc, char** argv, const ProfileHooks& hooks) {
   if (Status s = InitLogging("rl-profile", log_level); !s.ok()) return Fail(s);
   if (queue->parsed()) {
     if (qo.row_bytes.empty() || qo.fsync.empty()) return Fail(Status::InvalidArgument("--row-bytes and --fsync need a value"));
+    qo.stop = &InstallStopSignals();  // ^C ends the run early and still stops the servers
     auto figures = RunQueueProfile(qo, hooks, std::cout);
     if (!figures.ok()) return Fail(figures.status());
     for (const Figure& f : *figures) {

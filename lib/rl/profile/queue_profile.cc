@@ -101,9 +101,10 @@ Status Profiler::MeasureFloor(const Workload& w, std::vector<Figure>* figs) {
     FloorShape s;
   };
   const Shape shapes[] = {
-      {"put", {w.producers, trips, w.batch * w.row_bytes, kReplyBytes, w.batch, w.phase_limit_s}},
-      {"get", {w.consumers, consumer_trips, kReplyBytes, w.batch * w.row_bytes, w.batch, w.phase_limit_s}},
-      {"ack", {w.consumers, consumer_trips, w.batch * kIndexBytes + kReplyBytes, kReplyBytes, w.batch, w.phase_limit_s}},
+      {"put", {w.producers, trips, w.batch * w.row_bytes, kReplyBytes, w.batch, w.phase_limit_s, w.stop}},
+      {"get", {w.consumers, consumer_trips, kReplyBytes, w.batch * w.row_bytes, w.batch, w.phase_limit_s, w.stop}},
+      {"ack", {w.consumers, consumer_trips, w.batch * kIndexBytes + kReplyBytes, kReplyBytes, w.batch,
+               w.phase_limit_s, w.stop}},
   };
   for (const Shape& shape : shapes) {
     spdlog::info("zmq floor, {} B rows: {}", w.row_bytes, shape.op);
@@ -188,6 +189,7 @@ Result<std::vector<Figure>> Profiler::Run() {
   std::vector<std::string> policies = o_.connect.empty() ? o_.fsync : std::vector<std::string>{"server"};
   for (size_t row_bytes : o_.row_bytes) {
     Workload w = o_.workload;
+    w.stop = o_.stop;
     w.row_bytes = row_bytes;
     w.rows = o_.rows ? o_.rows : DefaultRows(row_bytes, w.batch);
     std::vector<Figure> figs;

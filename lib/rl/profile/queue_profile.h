@@ -7,6 +7,7 @@
 // Thread safety: call from one thread; it starts and joins its own.
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <ostream>
 #include <string>
@@ -27,6 +28,7 @@ struct QueueProfileOptions {
   std::string connect;                         // an rl-queue server to measure instead of starting one
   bool in_process = false;                     // the server on a thread here, not a child process
   bool json = false;                           // JSON lines instead of a table
+  const std::atomic<bool>* stop = nullptr;     // when set and true, stop early (a signal)
 };
 
 // What the rl library cannot link itself: the Redis driver needs hiredis (tools/rl-profile).

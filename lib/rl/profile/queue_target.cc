@@ -10,11 +10,12 @@ namespace {
 
 constexpr int kStartTimeoutMs = 10000;
 
-Status PingUntilUp(const std::string& endpoint) {
+// One ping, retried within give_up_s.
+Status Ping(const std::string& endpoint, double give_up_s) {
   ClientOptions o;
   o.endpoint = endpoint;
-  o.give_up_s = kStartTimeoutMs / 1000.0;
-  o.attempt_timeout_ms = 500;
+  o.give_up_s = give_up_s;
+  o.attempt_timeout_ms = 300;
   o.backoff_min_ms = 20;
   o.backoff_max_ms = 200;
   queue::QueueClient client(o);
@@ -40,11 +41,8 @@ Result<std::unique_ptr<QueueTarget>> QueueTarget::StartProcess(const std::string
   RL_ASSIGN_OR_RETURN(ChildProcess child, ChildProcess::Spawn({binary, "--log-level", "warn", "serve", "--bind",
                                                                t->endpoint_, "--dir", t->dir_, "--fsync", fsync}));
   t->child_.emplace(std::move(child));
-  Status up = PingUntilUp(t->endpoint_);
-  if (!up.ok()) {
-    Status alive = t->child_->Alive();
-    return alive.ok() ? up : alive;
-  }
+  std::string endpoint = t->endpoint_;
+  RL_RETURN_IF_ERROR(t->child_->WaitReady(kStartTimeoutMs, [endpoint] { return Ping(endpoint, 0.3); }));
   return t;
 }
 
@@ -60,7 +58,7 @@ Result<std::unique_ptr<QueueTarget>> QueueTarget::StartThread(const std::string&
   t->endpoint_ = t->server_->endpoint();
   QueueTarget* raw = t.get();
   t->thread_ = std::thread([raw] { raw->thread_status_ = raw->server_->Run(raw->stop_); });
-  RL_RETURN_IF_ERROR(PingUntilUp(t->endpoint_));
+  RL_RETURN_IF_ERROR(Ping(t->endpoint_, kStartTimeoutMs / 1000.0));
   return t;
 }
 

@@ -4,6 +4,8 @@
 
 namespace rl::profile {
 
+constexpr int kStartTimeoutMs = 10000;
+
 Result<std::unique_ptr<RedisTarget>> RedisTarget::Start(const std::string& binary) {
   std::unique_ptr<RedisTarget> t(new RedisTarget());
   RL_ASSIGN_OR_RETURN(t->dir_, MakeTempDir("rl-profile-redis"));
@@ -14,11 +16,8 @@ Result<std::unique_ptr<RedisTarget>> RedisTarget::Start(const std::string& binar
                                            "--protected-mode", "yes", "--daemonize", "no", "--loglevel", "warning",
                                            "--dir", t->dir_, "--logfile", t->dir_ + "/redis.log"}));
   t->child_.emplace(std::move(child));
-  Status up = WaitForTcp(t->port_, 10000);
-  if (!up.ok()) {
-    Status alive = t->child_->Alive();
-    return alive.ok() ? up : alive;
-  }
+  int port = t->port_;
+  RL_RETURN_IF_ERROR(t->child_->WaitReady(kStartTimeoutMs, [port] { return ProbeTcp(port); }));
   return t;
 }
 

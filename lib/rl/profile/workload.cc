@@ -77,6 +77,10 @@ class Runner {
 };
 
 bool Runner::Expired(Ns deadline) {
+  if (w_.stop && w_.stop->load()) {
+    timed_out_ = true;
+    return true;
+  }
   if (NowNs() <= deadline) return false;
   timed_out_ = true;
   return true;
@@ -230,6 +234,7 @@ Result<WorkloadRun> RunWorkload(const DriverFactory& make, const Workload& w, co
   RL_RETURN_IF_ERROR(step("get", &Runner::GetPhase, &run.get));
   RL_RETURN_IF_ERROR(step("ack", &Runner::AckPhase, &run.ack));
   RL_RETURN_IF_ERROR(step("pipeline", &Runner::PipelinePhase, &run.e2e));
+  if (w.stop && w.stop->load()) return Status::Timeout("interrupted");
   runner.CheckOnce(&run);
   return run;
 }

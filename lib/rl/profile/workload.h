@@ -12,6 +12,7 @@
 // Thread safety: RunWorkload starts and joins its own threads; call it from one thread.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -29,6 +30,7 @@ struct Workload {
   size_t batch = 64;          // rows per put and per get
   double phase_limit_s = 30;  // wall-time bound of each phase
   int pipeline_wait_ms = 20;  // how long a pipeline get may wait for rows
+  const std::atomic<bool>* stop = nullptr;  // when set and true, the run ends early (a signal)
 };
 
 struct WorkloadRun {
@@ -44,6 +46,7 @@ struct WorkloadRun {
 using ProgressFn = std::function<void(const std::string& phase)>;
 
 // Runs the four phases with drivers made by `make`: producers are clients 0..P-1, consumers P..P+C-1.
+// Timeout when *w.stop became true.
 Result<WorkloadRun> RunWorkload(const DriverFactory& make, const Workload& w, const ProgressFn& progress);
 
 }  // namespace rl::profile

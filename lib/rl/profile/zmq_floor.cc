@@ -43,6 +43,7 @@ Status Client(zmq::context_t& ctx, const std::string& endpoint, const FloorShape
   dealer.connect(endpoint);
   const std::string request(shape.request_bytes, 'q');
   for (uint64_t i = 0; i < shape.round_trips && SteadyClock::now() < deadline; ++i) {
+    if (shape.stop && shape.stop->load()) return Status::Timeout("interrupted");
     auto t0 = SteadyClock::now();
     dealer.send(zmq::buffer(request), zmq::send_flags::none);
     zmq::pollitem_t item{static_cast<void*>(dealer), 0, ZMQ_POLLIN, 0};

@@ -4,6 +4,7 @@
 // Thread safety: MeasureZmqFloor starts and joins its own threads.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 
@@ -19,6 +20,7 @@ struct FloorShape {
   size_t reply_bytes = 64;
   size_t rows_per_trip = 1;      // what one round trip stands for, for rows/s
   double limit_s = 30;           // wall-time bound
+  const std::atomic<bool>* stop = nullptr;  // when set and true, it ends early
 };
 
 // One latency sample per round trip; rows = round trips x rows_per_trip.
