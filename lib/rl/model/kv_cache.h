@@ -8,7 +8,8 @@
 // be at different lengths, and a query attends only to its own slot's positions <= its own.
 // Continuous batching follows: when a sequence finishes, Reset(slot) empties that slot and a
 // ForwardStep over just that slot prefills the next prompt, while the other slots keep their
-// state and go on decoding in later steps. Stale data past a slot's length is never read.
+// state and go on decoding in later steps. Data past a slot's length (left by an earlier
+// occupant) is masked out of attention, so Reset need not clear it.
 //
 // Memory: 2 * n_layers * slots * context * d_model * 4 bytes.
 // Thread safety: none; a cache belongs to one decoding loop. This header includes only the
