@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <cstring>
 
 #include "rl/model/safetensors.h"
@@ -45,7 +46,9 @@ TEST(ModelFileTest, LoadWeightsIntoAnExistingModel) {
   const std::string path = ::testing::TempDir() + "/model_file_test.safetensors";
   ASSERT_TRUE(SaveModelFile(path, *source, 3).ok());
   auto file = LoadModelFile(path);
+  std::remove(path.c_str());
   ASSERT_TRUE(file.ok()) << file.status().ToString();
+  EXPECT_EQ(file->version, 3u);
   auto bytes = EncodeModel(*source, 3);
   ASSERT_TRUE(bytes.ok());
   auto version = LoadModelWeights(*bytes, &*target);

@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <cstring>
 #include <limits>
 
@@ -84,6 +85,7 @@ TEST(SafetensorsTest, FileRoundTrip) {
   ASSERT_TRUE(back.ok()) << back.status().ToString();
   EXPECT_EQ(back->tensors.size(), Sample().size());
   EXPECT_EQ(ReadSafetensorsFile(path + ".missing").status().code(), Code::kIOError);
+  std::remove(path.c_str());
 }
 
 TEST(SafetensorsTest, EncoderRejectsBadNames) {
