@@ -60,11 +60,13 @@ const std::vector<OptionSpec>& OptionTable() {
       // rl-profile queue
       {"--producers", "", "concurrent producers", {"rl-profile queue"}},
       {"--consumers", "", "concurrent consumers", {"rl-profile queue"}},
-      {"--rows", "", "rows per producer and pass (0: 16384, fewer for large rows)", {"rl-profile queue"}},
+      {"--rows", "", "rows per producer and pass (0: 8192, fewer for large rows)", {"rl-profile queue"}},
       {"--row-bytes", "", "payload bytes per row", {"rl-profile queue"}},
       {"--in-process", "", "serve rl-queue from a thread of rl-profile instead of a child rl-queue process",
        {"rl-profile queue"}},
       {"--redis", "", "compare against redis-server streams: auto (when on PATH), off, or its path",
+       {"rl-profile queue"}},
+      {"--runs", "", "runs of each system, alternating; rows/s is the median run's (0: 3, or 1 with --rows)",
        {"rl-profile queue"}},
   };
   return table;

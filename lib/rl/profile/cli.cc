@@ -21,6 +21,7 @@ void BindQueue(CommandLine& cl, CLI::App* queue, QueueProfileOptions* o) {
   cl.Bind(queue, "--rows", &o->rows)->check(CLI::Range(uint64_t{0}, uint64_t{100000000}));
   cl.Bind(queue, "--row-bytes", &o->row_bytes)->delimiter(',')->check(CLI::Range(size_t{8}, size_t{16} << 20));
   cl.Bind(queue, "--batch", &w.batch)->check(CLI::Range(1, 100000));
+  cl.Bind(queue, "--runs", &o->runs)->check(CLI::Range(0, 100));
   cl.Bind(queue, "--fsync", &o->fsync)->delimiter(',')->check(CLI::IsMember({"always", "batch", "never"}));
   cl.Bind(queue, "--redis", &o->redis);
   cl.Bind(queue, "--connect", &o->connect);

@@ -11,6 +11,9 @@ namespace rl::profile {
 // at least q of all samples at or below it. 0 for no samples. Sorts *samples.
 double Percentile(std::vector<double>* samples, double q);
 
+// The median of `values` (the mean of the middle two for an even count); 0 for none. Sorts.
+double Median(std::vector<double>* values);
+
 // What one operation of one system did in one phase.
 struct OpFigure {
   uint64_t rows = 0;                // rows the operation carried

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <optional>
 #include <cstdio>
 #include <thread>
 
@@ -17,7 +18,8 @@ namespace rl::profile {
 namespace {
 
 constexpr uint64_t kDefaultBytesPerProducer = 64u << 20;
-constexpr uint64_t kDefaultMaxRows = 16384;
+constexpr uint64_t kDefaultMaxRows = 8192;
+constexpr int kDefaultRuns = 3;
 constexpr size_t kReplyBytes = 64;       // a put or ack reply, roughly
 constexpr size_t kIndexBytes = 9;        // a msgpack u64 row index
 constexpr double kClientGiveUpS = 30;
@@ -45,6 +47,40 @@ void WarnWhenBusy() {
   }
 }
 
+// Every run of one system in one configuration, turned into figures once all runs are in.
+struct Series {
+  Series(std::string system_name, std::string fsync_name) : system(std::move(system_name)), fsync(std::move(fsync_name)) {}
+  std::string system, fsync;
+  std::vector<std::pair<std::string, std::vector<OpFigure>>> ops;  // in the order first added
+  std::optional<bool> exactly_once;                                // queues only
+
+  void Add(const std::string& op, OpFigure fig) {
+    for (auto& [name, runs] : ops) {
+      if (name == op) return runs.push_back(std::move(fig));
+    }
+    ops.push_back({op, {std::move(fig)}});
+  }
+  void AddRun(const WorkloadRun& run) {
+    Add("put", run.put);
+    Add("get", run.get);
+    Add("ack", run.ack);
+    Add("e2e", run.e2e);
+    exactly_once = exactly_once.value_or(true) && run.ExactlyOnce();
+  }
+  void AppendFigures(const Workload& w, std::vector<Figure>* out) {
+    for (auto& [op, runs] : ops) {
+      Figure f = MakeFigure(system, op, &runs);
+      f.row_bytes = w.row_bytes;
+      f.batch = w.batch;
+      f.fsync = fsync;
+      f.producers = w.producers;
+      f.consumers = w.consumers;
+      f.exactly_once = exactly_once;
+      out->push_back(std::move(f));
+    }
+  }
+};
+
 class Profiler {
  public:
   Profiler(const QueueProfileOptions& o, const ProfileHooks& hooks, std::ostream& out)
@@ -53,11 +89,12 @@ class Profiler {
 
  private:
   Status StartRedis();
-  Status MeasureFloor(const Workload& w, std::vector<Figure>* figs);
-  Status MeasureRlQueue(const std::string& fsync, const Workload& w, std::vector<Figure>* figs);
-  Status MeasureSystem(const std::string& system, const std::string& fsync, const DriverFactory& make,
-                       const Workload& w, std::vector<Figure>* figs);
+  // One run of one system for one row size; runs count from 1.
+  Status MeasureFloor(const Workload& w, Series* floor);
+  Status MeasureQueue(const DriverFactory& make, const Workload& w, int run, Series* series);
+  Status MeasureRlQueue(const Workload& w, int run, Series* series);
   Result<std::unique_ptr<QueueTarget>> StartQueue(const std::string& fsync);
+  Result<std::vector<Figure>> MeasureRowSize(size_t row_bytes);
   void Print(const std::vector<Figure>& figs);
   void PrintVerdict(const std::vector<Figure>& all);
 
@@ -66,15 +103,6 @@ class Profiler {
   std::ostream& out_;
   std::unique_ptr<RedisTarget> redis_;
 };
-
-Figure Describe(Figure f, const std::string& fsync, const Workload& w) {
-  f.row_bytes = w.row_bytes;
-  f.batch = w.batch;
-  f.fsync = fsync;
-  f.producers = w.producers;
-  f.consumers = w.consumers;
-  return f;
-}
 
 Status Profiler::StartRedis() {
   if (o_.redis == "off") return Status::OK();
@@ -93,7 +121,7 @@ Status Profiler::StartRedis() {
   return Status::OK();
 }
 
-Status Profiler::MeasureFloor(const Workload& w, std::vector<Figure>* figs) {
+Status Profiler::MeasureFloor(const Workload& w, Series* floor) {
   uint64_t trips = (w.rows + w.batch - 1) / w.batch;
   uint64_t consumer_trips = (trips * w.producers + w.consumers - 1) / w.consumers;
   struct Shape {
@@ -107,29 +135,23 @@ Status Profiler::MeasureFloor(const Workload& w, std::vector<Figure>* figs) {
                w.phase_limit_s, w.stop}},
   };
   for (const Shape& shape : shapes) {
-    spdlog::info("zmq floor, {} B rows: {}", w.row_bytes, shape.op);
     RL_ASSIGN_OR_RETURN(OpFigure fig, MeasureZmqFloor(shape.s));
-    figs->push_back(Describe(MakeFigure(kSystemZmq, shape.op, &fig), "none", w));
+    floor->Add(shape.op, std::move(fig));
   }
   return Status::OK();
 }
 
-Status Profiler::MeasureSystem(const std::string& system, const std::string& fsync, const DriverFactory& make,
-                               const Workload& w, std::vector<Figure>* figs) {
+Status Profiler::MeasureQueue(const DriverFactory& make, const Workload& w, int run, Series* series) {
   auto progress = [&](const std::string& phase) {
-    spdlog::info("{}, {} B rows, fsync {}: {}", system, w.row_bytes, fsync, phase);
+    spdlog::info("{}, {} B rows, fsync {}, run {}/{}: {}", series->system, w.row_bytes, series->fsync, run, o_.runs,
+                 phase);
   };
-  RL_ASSIGN_OR_RETURN(WorkloadRun run, RunWorkload(make, w, progress));
-  if (!run.ExactlyOnce()) {
-    spdlog::warn("{}: {} of {} rows consumed, {} duplicates{}", system, run.consumed, run.expected, run.duplicates,
-                 run.timed_out ? ", a phase ran out of time" : "");
+  RL_ASSIGN_OR_RETURN(WorkloadRun r, RunWorkload(make, w, progress));
+  if (!r.ExactlyOnce()) {
+    spdlog::warn("{}: {} of {} rows consumed, {} duplicates{}", series->system, r.consumed, r.expected, r.duplicates,
+                 r.timed_out ? ", a phase ran out of time" : "");
   }
-  std::pair<const char*, OpFigure*> ops[] = {{"put", &run.put}, {"get", &run.get}, {"ack", &run.ack}, {"e2e", &run.e2e}};
-  for (auto& [op, fig] : ops) {
-    Figure f = Describe(MakeFigure(system, op, fig), fsync, w);
-    f.exactly_once = run.ExactlyOnce();
-    figs->push_back(f);
-  }
+  series->AddRun(r);
   return Status::OK();
 }
 
@@ -144,19 +166,44 @@ Result<std::unique_ptr<QueueTarget>> Profiler::StartQueue(const std::string& fsy
   return QueueTarget::StartProcess(binary, fsync);
 }
 
-Status Profiler::MeasureRlQueue(const std::string& fsync, const Workload& w, std::vector<Figure>* figs) {
-  RL_ASSIGN_OR_RETURN(auto target, StartQueue(fsync));
-  std::string label = fsync;
+// A fresh server for every run: each starts from an empty log.
+Status Profiler::MeasureRlQueue(const Workload& w, int run, Series* series) {
+  RL_ASSIGN_OR_RETURN(auto target, StartQueue(series->fsync));
   if (!o_.connect.empty()) {
-    RL_ASSIGN_OR_RETURN(label, ServerFsync(o_.connect));
+    RL_ASSIGN_OR_RETURN(series->fsync, ServerFsync(o_.connect));
   }
-  spdlog::info("rl-queue ({}) at {}, fsync {}", target->kind(), target->endpoint(), label);
-  Status s = MeasureSystem(kSystemQueue, label, RlQueueDrivers(target->endpoint(), kClientGiveUpS), w, figs);
+  spdlog::debug("rl-queue ({}) at {}, fsync {}", target->kind(), target->endpoint(), series->fsync);
+  Status s = MeasureQueue(RlQueueDrivers(target->endpoint(), kClientGiveUpS), w, run, series);
   if (!s.ok()) {
     Status alive = target->Alive();
     return alive.ok() ? s : alive.WithContext(s.message());
   }
   return target->Stop();
+}
+
+// Runs alternate between the systems, so a change in the machine's load falls on all of them.
+Result<std::vector<Figure>> Profiler::MeasureRowSize(size_t row_bytes) {
+  Workload w = o_.workload;
+  w.stop = o_.stop;
+  w.row_bytes = row_bytes;
+  w.rows = o_.rows ? o_.rows : DefaultRows(row_bytes, w.batch);
+  Series floor{kSystemZmq, "none"}, redis{kSystemRedis, "off"};
+  std::vector<Series> queues;
+  for (const std::string& fsync : o_.connect.empty() ? o_.fsync : std::vector<std::string>{"server"}) {
+    queues.emplace_back(kSystemQueue, fsync);
+  }
+  for (int run = 1; run <= o_.runs; ++run) {
+    spdlog::info("zmq floor, {} B rows, run {}/{}", row_bytes, run, o_.runs);
+    RL_RETURN_IF_ERROR(MeasureFloor(w, &floor));
+    if (redis_) RL_RETURN_IF_ERROR(MeasureQueue(hooks_.redis_drivers(redis_->port()), w, run, &redis));
+    for (Series& q : queues) RL_RETURN_IF_ERROR(MeasureRlQueue(w, run, &q));
+  }
+  std::vector<Figure> figs;
+  floor.AppendFigures(w, &figs);
+  redis.AppendFigures(w, &figs);
+  for (Series& q : queues) q.AppendFigures(w, &figs);
+  AddRatios(&figs);
+  return figs;
 }
 
 void Profiler::Print(const std::vector<Figure>& figs) {
@@ -186,17 +233,8 @@ Result<std::vector<Figure>> Profiler::Run() {
   RL_RETURN_IF_ERROR(StartRedis());
   if (!o_.json) PrintTableHeader(out_);
   std::vector<Figure> all;
-  std::vector<std::string> policies = o_.connect.empty() ? o_.fsync : std::vector<std::string>{"server"};
   for (size_t row_bytes : o_.row_bytes) {
-    Workload w = o_.workload;
-    w.stop = o_.stop;
-    w.row_bytes = row_bytes;
-    w.rows = o_.rows ? o_.rows : DefaultRows(row_bytes, w.batch);
-    std::vector<Figure> figs;
-    RL_RETURN_IF_ERROR(MeasureFloor(w, &figs));
-    if (redis_) RL_RETURN_IF_ERROR(MeasureSystem(kSystemRedis, "off", hooks_.redis_drivers(redis_->port()), w, &figs));
-    for (const std::string& fsync : policies) RL_RETURN_IF_ERROR(MeasureRlQueue(fsync, w, &figs));
-    AddRatios(&figs);
+    RL_ASSIGN_OR_RETURN(std::vector<Figure> figs, MeasureRowSize(row_bytes));
     Print(figs);
     all.insert(all.end(), figs.begin(), figs.end());
   }
@@ -214,7 +252,9 @@ uint64_t DefaultRows(size_t row_bytes, size_t batch) {
 
 Result<std::vector<Figure>> RunQueueProfile(const QueueProfileOptions& options, const ProfileHooks& hooks,
                                             std::ostream& out) {
-  return Profiler(options, hooks, out).Run();
+  QueueProfileOptions o = options;
+  if (o.runs <= 0) o.runs = o.rows ? 1 : kDefaultRuns;  // --rows asks for a short run
+  return Profiler(o, hooks, out).Run();
 }
 
 }  // namespace rl::profile

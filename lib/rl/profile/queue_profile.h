@@ -2,8 +2,9 @@
 //
 // For each row size it measures, in one run: the ZeroMQ floor (raw DEALER -> ROUTER round trips
 // of the same sizes), Redis streams (when redis-server is found and a Redis driver is linked in),
-// and rl-queue under each fsync policy, all with the same workload (workload.h); then it prints
-// each figure with its ratios to Redis and to the floor.
+// and rl-queue under each fsync policy (a fresh server each time), all with the same workload
+// (workload.h), `runs` times each, alternating between systems; then it prints each figure (the
+// median run's rows/s, percentiles over all runs' samples) with its ratios to Redis and the floor.
 // Thread safety: call from one thread; it starts and joins its own.
 #pragma once
 
@@ -27,6 +28,7 @@ struct QueueProfileOptions {
   std::string redis = "auto";                  // auto (redis-server on PATH), off, or its path
   std::string connect;                         // an rl-queue server to measure instead of starting one
   bool in_process = false;                     // the server on a thread here, not a child process
+  int runs = 0;                                // runs of each system, alternating; 0: 3, or 1 with `rows`
   bool json = false;                           // JSON lines instead of a table
   const std::atomic<bool>* stop = nullptr;     // when set and true, stop early (a signal)
 };
@@ -36,7 +38,7 @@ struct ProfileHooks {
   std::function<DriverFactory(int port)> redis_drivers;  // empty: no Redis baseline
 };
 
-// Rows per producer and pass when --rows is not given: 16384, or fewer to stay within 64 MiB of
+// Rows per producer and pass when --rows is not given: 8192, or fewer to stay within 64 MiB of
 // payload, but at least 4 batches.
 uint64_t DefaultRows(size_t row_bytes, size_t batch);
 

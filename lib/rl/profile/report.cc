@@ -19,7 +19,9 @@ std::optional<double> Ratio(double a, double b) {
   return a / b;
 }
 
-nlohmann::json OrNull(const std::optional<double>& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); }
+nlohmann::ordered_json OrNull(const std::optional<double>& v) {
+  return v ? nlohmann::ordered_json(*v) : nlohmann::ordered_json(nullptr);
+}
 
 std::string Cell(const std::optional<double>& v) {
   if (!v) return "-";
@@ -30,14 +32,20 @@ std::string Cell(const std::optional<double>& v) {
 
 }  // namespace
 
-Figure MakeFigure(const std::string& system, const std::string& op, OpFigure* measured) {
+Figure MakeFigure(const std::string& system, const std::string& op, std::vector<OpFigure>* runs) {
   Figure f;
   f.system = system;
   f.op = op;
-  f.rows = measured->rows;
-  f.rows_per_s = measured->RowsPerSecond();
-  f.p50_us = Percentile(&measured->latency_us, 0.50);
-  f.p99_us = Percentile(&measured->latency_us, 0.99);
+  f.runs = static_cast<int>(runs->size());
+  std::vector<double> rates, samples;
+  for (const OpFigure& r : *runs) {
+    f.rows += r.rows;
+    rates.push_back(r.RowsPerSecond());
+    samples.insert(samples.end(), r.latency_us.begin(), r.latency_us.end());
+  }
+  f.rows_per_s = Median(&rates);
+  f.p50_us = Percentile(&samples, 0.50);
+  f.p99_us = Percentile(&samples, 0.99);
   return f;
 }
 
@@ -54,7 +62,7 @@ void AddRatios(std::vector<Figure>* all) {
 }
 
 std::string FigureJson(const Figure& f) {
-  nlohmann::json j = {
+  nlohmann::ordered_json j = {
       {"system", f.system},
       {"op", f.op},
       {"row_bytes", f.row_bytes},
@@ -62,11 +70,12 @@ std::string FigureJson(const Figure& f) {
       {"fsync", f.fsync},
       {"producers", f.producers},
       {"consumers", f.consumers},
+      {"runs", f.runs},
       {"rows", f.rows},
       {"rows_per_s", f.rows_per_s},
       {"p50_us", f.p50_us},
       {"p99_us", f.p99_us},
-      {"exactly_once", f.exactly_once ? nlohmann::json(*f.exactly_once) : nlohmann::json(nullptr)},
+      {"exactly_once", f.exactly_once ? nlohmann::ordered_json(*f.exactly_once) : nlohmann::ordered_json(nullptr)},
       {"rows_per_s_vs_redis", OrNull(f.redis_rows_per_s)},
       {"p50_vs_redis", OrNull(f.redis_p50)},
       {"p99_vs_redis", OrNull(f.redis_p99)},
@@ -77,8 +86,8 @@ std::string FigureJson(const Figure& f) {
 
 void PrintTableHeader(std::ostream& out) {
   char buf[256];
-  std::snprintf(buf, sizeof(buf), "%-9s %-4s %9s %5s %-6s %3s %3s %8s %11s %10s %10s %6s %7s %7s %7s %7s\n", "system",
-                "op", "row_bytes", "batch", "fsync", "P", "C", "rows", "rows/s", "p50_us", "p99_us", "once",
+  std::snprintf(buf, sizeof(buf), "%-9s %-4s %9s %5s %-6s %3s %3s %4s %8s %11s %10s %10s %6s %7s %7s %7s %7s\n", "system",
+                "op", "row_bytes", "batch", "fsync", "P", "C", "runs", "rows", "rows/s", "p50_us", "p99_us", "once",
                 "x_redis", "p50_xr", "p99_xr", "x_zmq");
   out << buf;
 }
@@ -86,8 +95,8 @@ void PrintTableHeader(std::ostream& out) {
 void PrintTableRow(const Figure& f, std::ostream& out) {
   char buf[320];
   const char* once = !f.exactly_once ? "-" : (*f.exactly_once ? "yes" : "NO");
-  std::snprintf(buf, sizeof(buf), "%-9s %-4s %9zu %5zu %-6s %3d %3d %8llu %11.0f %10.1f %10.1f %6s %7s %7s %7s %7s\n",
-                f.system.c_str(), f.op.c_str(), f.row_bytes, f.batch, f.fsync.c_str(), f.producers, f.consumers,
+  std::snprintf(buf, sizeof(buf), "%-9s %-4s %9zu %5zu %-6s %3d %3d %4d %8llu %11.0f %10.1f %10.1f %6s %7s %7s %7s %7s\n",
+                f.system.c_str(), f.op.c_str(), f.row_bytes, f.batch, f.fsync.c_str(), f.producers, f.consumers, f.runs,
                 static_cast<unsigned long long>(f.rows), f.rows_per_s, f.p50_us, f.p99_us, once,
                 Cell(f.redis_rows_per_s).c_str(), Cell(f.redis_p50).c_str(), Cell(f.redis_p99).c_str(),
                 Cell(f.zmq_rows_per_s).c_str());

@@ -23,15 +23,16 @@ struct Figure {
   size_t batch = 0;
   std::string fsync;   // rl-queue: its policy; redis: "off"; zmq: "none"
   int producers = 0, consumers = 0;
-  uint64_t rows = 0;
-  double rows_per_s = 0, p50_us = 0, p99_us = 0;
+  int runs = 0;
+  uint64_t rows = 0;   // over every run
+  double rows_per_s = 0, p50_us = 0, p99_us = 0;  // rows/s: the median run; percentiles: all runs' samples
   std::optional<bool> exactly_once;  // queues: every row consumed once
   // This figure over the same op and row size of the baseline, when there is one.
   std::optional<double> redis_rows_per_s, redis_p50, redis_p99, zmq_rows_per_s;
 };
 
-// A figure from a measured op; sorts op.latency_us.
-Figure MakeFigure(const std::string& system, const std::string& op, OpFigure* measured);
+// A figure from the runs of one op; sorts their samples.
+Figure MakeFigure(const std::string& system, const std::string& op, std::vector<OpFigure>* runs);
 
 // Fills the ratio fields of every rl-queue figure from the redis and zmq figures in `all`.
 void AddRatios(std::vector<Figure>* all);
