@@ -86,6 +86,31 @@ bool ModelConfig::operator==(const ModelConfig& o) const {
          norm == o.norm && tie_embeddings == o.tie_embeddings && mlp_ratio == o.mlp_ratio;
 }
 
+Result<int64_t> ParameterCount(const ModelConfig& c) {
+  RL_RETURN_IF_ERROR(c.Validate());
+  const int64_t d = c.d_model, hidden = c.mlp_ratio * c.d_model;
+  const int64_t norm = c.norm == Norm::kLayerNorm ? 2 * d : d;
+  // Each term is a product of two sizes below 2^24 (hidden < 2^48), so only the sums can overflow.
+  int64_t hidden_d = 0;
+  if (__builtin_mul_overflow(hidden, d, &hidden_d))
+    return Status::Config("model config: too large");
+  const int64_t terms_per_layer[] = {2 * norm, 3 * d * d + 3 * d, d * d + d, hidden_d + hidden,
+                                     hidden_d + d};
+  int64_t layer = 0, total = 0;
+  for (int64_t t : terms_per_layer) {
+    if (__builtin_add_overflow(layer, t, &layer)) return Status::Config("model config: too large");
+  }
+  const int64_t terms[] = {c.vocab_size * d, c.positions == Positions::kLearned ? c.context * d : 0,
+                           norm, c.tie_embeddings ? 0 : c.vocab_size * d};
+  if (__builtin_mul_overflow(layer, c.n_layers, &total)) {
+    return Status::Config("model config: too large");
+  }
+  for (int64_t t : terms) {
+    if (__builtin_add_overflow(total, t, &total)) return Status::Config("model config: too large");
+  }
+  return total;
+}
+
 nlohmann::json ConfigToJson(const ModelConfig& c) {
   return nlohmann::json{{"vocab_size", c.vocab_size}, {"d_model", c.d_model},
                         {"n_layers", c.n_layers},     {"n_heads", c.n_heads},

@@ -45,6 +45,11 @@ struct ModelConfig {
   bool operator!=(const ModelConfig& o) const { return !(*this == o); }
 };
 
+// The number of scalar parameters a model of this config holds, computed without building it (a
+// loader compares it with a file before allocating). Config if the config is invalid or the count
+// overflows int64.
+Result<int64_t> ParameterCount(const ModelConfig& c);
+
 nlohmann::json ConfigToJson(const ModelConfig& c);
 Result<ModelConfig> ConfigFromJson(const nlohmann::json& j);
 

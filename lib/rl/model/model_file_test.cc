@@ -83,6 +83,15 @@ TEST(ModelFileTest, MissingOrBadMetadataIsCorruption) {
     ASSERT_TRUE(bytes.ok());
     EXPECT_EQ(DecodeModel(*bytes).status().code(), Code::kCorruption);
   }
+  // A config far larger than the file is refused before anything is allocated.
+  ModelConfig huge = model->config();
+  huge.vocab_size = 1 << 24;
+  huge.d_model = 1 << 16;
+  huge.n_heads = 1 << 8;
+  auto huge_bytes = EncodeSafetensors(model->NamedParameters(),
+                                      {{"rl_config", ConfigToString(huge)}, {"rl_version", "1"}});
+  ASSERT_TRUE(huge_bytes.ok());
+  EXPECT_EQ(DecodeModel(*huge_bytes).status().code(), Code::kDataError);
   // The right metadata over the wrong tensors.
   auto bytes =
       EncodeSafetensors({{"x", at::ones({1})}}, {{"rl_config", config}, {"rl_version", "1"}});

@@ -58,6 +58,27 @@ TEST(TransformerTest, ParameterNamesFollowTheLayout) {
   EXPECT_EQ(tied->NamedParameters().size(), 22u);
 }
 
+TEST(TransformerTest, ParameterCountMatchesTheModel) {
+  for (Positions p : {Positions::kLearned, Positions::kRotary}) {
+    for (Norm n : {Norm::kLayerNorm, Norm::kRmsNorm}) {
+      for (bool tied : {true, false}) {
+        const ModelConfig c = TinyConfig(p, n, tied);
+        auto model = Transformer::Create(c, 1);
+        ASSERT_TRUE(model.ok());
+        int64_t numel = 0;
+        for (const at::Tensor& t : model->Parameters()) numel += t.numel();
+        auto count = ParameterCount(c);
+        ASSERT_TRUE(count.ok());
+        EXPECT_EQ(*count, numel);
+      }
+    }
+  }
+  ModelConfig huge = TinyConfig(Positions::kRotary);
+  huge.d_model = huge.vocab_size = huge.n_layers = 1 << 24;
+  huge.n_heads = 1;
+  EXPECT_EQ(ParameterCount(huge).status().code(), Code::kConfig);
+}
+
 TEST(TransformerTest, CloneIsIndependent) {
   auto model = Transformer::Create(TinyConfig(Positions::kRotary), 1);
   ASSERT_TRUE(model.ok());
