@@ -50,21 +50,23 @@ std::string CommandLine::HelpOf(const OptionSpec& spec) {
   return spec.env.empty() ? spec.help : spec.help + " [env " + spec.env + "]";
 }
 
-void CommandLine::Remember(CLI::Option* opt, const OptionSpec& spec, const std::string& flag, bool is_flag) {
-  if (!spec.env.empty()) bound_.push_back({opt, spec.env, flag, is_flag});
+void CommandLine::Remember(CLI::App* app, CLI::Option* opt, const OptionSpec& spec, const std::string& flag,
+                           bool is_flag) {
+  if (!spec.env.empty()) bound_.push_back({app, opt, spec.env, flag, is_flag});
 }
 
 CLI::Option* CommandLine::BindFlag(CLI::App* sub, const std::string& flag, bool* target) {
   const OptionSpec& spec = Spec(sub, flag);
   CLI::Option* opt = Target(sub)->add_flag(flag, *target, HelpOf(spec));
-  Remember(opt, spec, flag, true);
+  Remember(Target(sub), opt, spec, flag, true);
   return opt;
 }
 
 // CLI11 applies a config file before the environment, so the environment is applied here, after
 // parsing, to every option the command line did not name: that gives command line > env > file.
-void CommandLine::ApplyEnvironment(const std::vector<std::string>& args) {
+std::optional<int> CommandLine::ApplyEnvironment(const std::vector<std::string>& args) {
   for (const Bound& b : bound_) {
+    if (b.app != &app_ && !b.app->parsed()) continue;  // another subcommand's variable
     const char* value = std::getenv(b.env.c_str());
     if (value == nullptr || *value == '\0') continue;
     bool on_command_line = false;
@@ -75,9 +77,31 @@ void CommandLine::ApplyEnvironment(const std::vector<std::string>& args) {
     b.opt->clear();
     std::string v = value;
     if (b.is_flag) v = (v == "0" || v == "false" || v == "no") ? "false" : "true";
-    b.opt->add_result(v);
-    b.opt->run_callback();
+    try {
+      b.opt->add_result(v);
+      b.opt->run_callback();
+    } catch (const CLI::Error& e) {
+      std::fprintf(stderr, "%s: %s=%s: %s\n", tool_.c_str(), b.env.c_str(), value, e.what());
+      return kExitUsage;
+    }
   }
+  return std::nullopt;
+}
+
+std::optional<int> CommandLine::CheckRequired() {
+  for (CLI::Option* opt : required_) {
+    const CLI::App* owner = nullptr;
+    for (CLI::App* sub : app_.get_subcommands([](CLI::App*) { return true; })) {
+      for (const CLI::Option* o : sub->get_options()) owner = o == opt ? sub : owner;
+    }
+    if (owner != nullptr && !owner->parsed()) continue;
+    if (opt->count() == 0) {
+      std::fprintf(stderr, "%s: %s is required (see %s --help)\n", tool_.c_str(), opt->get_name().c_str(),
+                   tool_.c_str());
+      return kExitUsage;
+    }
+  }
+  return std::nullopt;
 }
 
 // CLI11 2.1 reads config files for the root app only, so subcommand files are read here; a
@@ -119,7 +143,8 @@ std::optional<int> CommandLine::Parse(int argc, char** argv) {
   try {
     app_.parse(argc, argv);
     if (auto code = ApplyConfigFile()) return code;
-    ApplyEnvironment(args);
+    if (auto code = ApplyEnvironment(args)) return code;
+    if (auto code = CheckRequired()) return code;
   } catch (const CLI::CallForHelp& e) {
     std::cout << app_.help();
     return 0;

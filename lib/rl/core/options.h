@@ -42,10 +42,13 @@ class CommandLine {
     const OptionSpec& spec = Spec(sub, flag);
     CLI::Option* opt = Target(sub)->add_option(flag, *target, HelpOf(spec));
     opt->capture_default_str();
-    Remember(opt, spec, flag);
+    Remember(Target(sub), opt, spec, flag);
     return opt;
   }
   CLI::Option* BindFlag(CLI::App* sub, const std::string& flag, bool* target);
+  // Marks an option as required once the command line, the environment and the config file
+  // have all been read (CLI11's own required() looks before the last two).
+  void Require(CLI::Option* opt) { required_.push_back(opt); }
 
   // Parses argv. Returns an exit code when the tool should exit now (--help, --version: 0; a
   // usage error: 64, after one line on stderr), or nullopt to go on.
@@ -53,6 +56,7 @@ class CommandLine {
 
  private:
   struct Bound {
+    CLI::App* app;
     CLI::Option* opt;
     std::string env;
     std::string flag;
@@ -61,14 +65,17 @@ class CommandLine {
   const OptionSpec& Spec(CLI::App* sub, const std::string& flag) const;
   CLI::App* Target(CLI::App* sub) { return sub ? sub : &app_; }
   static std::string HelpOf(const OptionSpec& spec);
-  void Remember(CLI::Option* opt, const OptionSpec& spec, const std::string& flag, bool is_flag = false);
-  void ApplyEnvironment(const std::vector<std::string>& args);
+  void Remember(CLI::App* app, CLI::Option* opt, const OptionSpec& spec, const std::string& flag,
+                bool is_flag = false);
+  std::optional<int> ApplyEnvironment(const std::vector<std::string>& args);
+  std::optional<int> CheckRequired();
   // Fills options the command line left unset from the selected subcommand's --config file.
   std::optional<int> ApplyConfigFile();
 
   std::string tool_;
   CLI::App app_;
   std::vector<Bound> bound_;
+  std::vector<CLI::Option*> required_;
   std::vector<std::pair<CLI::App*, std::unique_ptr<std::string>>> config_paths_;
 };
 

@@ -51,6 +51,38 @@ TEST(CommandLineTest, CommandLineBeatsEnvironmentBeatsConfigFile) {
   ::unsetenv("RL_QUEUE_DIR");
 }
 
+TEST(CommandLineTest, RequiredOptionMayComeFromTheEnvironment) {
+  CommandLine cl("rl-queue", "test");
+  CLI::App* serve = cl.Sub("serve", "serve");
+  CLI::App* put = cl.Sub("put", "put");
+  std::string dir;
+  size_t batch = 64;
+  cl.Require(cl.Bind(serve, "--dir", &dir));
+  cl.Bind(put, "--batch", &batch);
+  ::setenv("RL_QUEUE_DIR", "/tmp/x", 1);
+  ::setenv("RL_PUT_BATCH", "not-a-number", 1);  // put's variable: serve must not read it
+  std::vector<std::string> args = {"rl-queue", "serve"};
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  auto exit = cl.Parse(static_cast<int>(argv.size()), argv.data());
+  ::unsetenv("RL_QUEUE_DIR");
+  ::unsetenv("RL_PUT_BATCH");
+  EXPECT_FALSE(exit.has_value());
+  EXPECT_EQ(dir, "/tmp/x");
+}
+
+TEST(CommandLineTest, MissingRequiredOptionIsAUsageError) {
+  ::unsetenv("RL_QUEUE_DIR");
+  CommandLine cl("rl-queue", "test");
+  CLI::App* serve = cl.Sub("serve", "serve");
+  std::string dir;
+  cl.Require(cl.Bind(serve, "--dir", &dir));
+  std::vector<std::string> args = {"rl-queue", "serve"};
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  EXPECT_EQ(cl.Parse(static_cast<int>(argv.size()), argv.data()).value_or(0), 64);
+}
+
 TEST(CommandLineTest, UnknownOptionIsAUsageError) {
   Parsed p = ParseServe({"rl-queue", "serve", "--no-such-flag"});
   ASSERT_TRUE(p.exit.has_value());

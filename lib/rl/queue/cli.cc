@@ -51,7 +51,7 @@ int QueueMain(int argc, char** argv) {
   std::vector<std::string> declares;
   CLI::App* serve = cl.Sub("serve", "run the server");
   cl.Bind(serve, "--bind", &so.bind);
-  cl.Bind(serve, "--dir", &so.dir)->required();
+  cl.Require(cl.Bind(serve, "--dir", &so.dir));
   cl.Bind(serve, "--fsync", &fsync);
   cl.Bind(serve, "--fsync-interval-ms", &so.fsync_interval_ms);
   cl.Bind(serve, "--max-message", &so.max_message);
@@ -73,7 +73,7 @@ int QueueMain(int argc, char** argv) {
   int64_t min_version = 0;
   CLI::App* get = cl.Sub("get", "lease ready rows of a task; prints them as JSON lines");
   BindClient(cl, get, &c);
-  cl.Bind(get, "--task", &gr.task)->required();
+  cl.Require(cl.Bind(get, "--task", &gr.task));
   cl.Bind(get, "--columns", &columns);
   cl.Bind(get, "--count", &gr.count)->check(CLI::Range(1, 1000000));
   cl.Bind(get, "--min", &gr.min);
@@ -93,7 +93,7 @@ int QueueMain(int argc, char** argv) {
   CLI::App* nack = cl.Sub("nack", "give leased rows back: indices as arguments or on stdin (none: the whole lease)");
   for (CLI::App* sub : {ack, nack}) {
     BindClient(cl, sub, &c);
-    cl.Bind(sub, "--task", &task)->required();
+    cl.Require(cl.Bind(sub, "--task", &task));
     cl.Bind(sub, "--lease-id", &lease_id);
     sub->add_option("indices", indices, "row indices");
   }
@@ -112,8 +112,8 @@ int QueueMain(int argc, char** argv) {
 
   CLI::App* taskcmd = cl.Sub("task", "declare a task and the columns it needs");
   BindClient(cl, taskcmd, &c);
-  cl.Bind(taskcmd, "--task", &task)->required();
-  cl.Bind(taskcmd, "--columns", &columns)->required();
+  cl.Require(cl.Bind(taskcmd, "--task", &task));
+  cl.Require(cl.Bind(taskcmd, "--columns", &columns));
 
   if (auto code = cl.Parse(argc, argv)) return *code;
   if (Status s = InitLogging("rl-queue", log_level); !s.ok()) return Fail(s);

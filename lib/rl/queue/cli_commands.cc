@@ -33,7 +33,7 @@ int RunGet(const ClientFlags& c, GetRequest req, std::ostream& out) {
   for (const GotRow& row : reply->rows) {
     nlohmann::json j = {{"index", row.index}, {"lease", reply->lease}};
     for (const auto& [name, v] : row.columns) j[name] = ValueToJson(v);
-    out << j.dump() << "\n";
+    out << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   }
   if (reply->dropped || reply->regenerated) {
     spdlog::info("{} rows dropped, {} sent back for regeneration", reply->dropped, reply->regenerated);
@@ -85,7 +85,7 @@ int RunStat(const ClientFlags& c, bool json, std::ostream& out) {
   auto stat = client.Stat();
   if (!stat.ok()) return Fail(stat.status());
   if (json) {
-    out << stat->dump() << "\n";
+    out << stat->dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
     return kExitOk;
   }
   const auto& j = *stat;

@@ -82,6 +82,7 @@ int RunPut(const ClientFlags& c, const PutFlags& f, std::istream& in, std::ostre
   std::snprintf(prefix, sizeof(prefix), "%08x%08x", rd(), rd());  // groups of --repeat: unique per run
   std::string line;
   size_t line_no = 0;
+  std::string last_group;
   while (std::getline(in, line)) {
     ++line_no;
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
@@ -102,10 +103,17 @@ int RunPut(const ClientFlags& c, const PutFlags& f, std::istream& in, std::ostre
       for (uint32_t k = 0; k < f.repeat; ++k) batcher.Add(*row, line_no);
       continue;
     }
-    batcher.Add(std::move(*row), line_no);
-    if (batcher.rows() >= f.batch || batcher.bytes() >= kMaxBatchBytes) {
+    // A group is created by one put, so a run of rows with the same group stays in one batch.
+    std::string group;
+    for (const auto& [name, v] : row->columns) {
+      if (name == kGroupColumn) group = GroupKey(v);
+    }
+    bool continues_group = !group.empty() && group == last_group;
+    if (!continues_group && (batcher.rows() >= f.batch || batcher.bytes() >= kMaxBatchBytes)) {
       if (Status s = batcher.Flush(); !s.ok()) return Fail(s);
     }
+    last_group = group;
+    batcher.Add(std::move(*row), line_no);
   }
   if (Status s = batcher.Flush(); !s.ok()) return Fail(s);
   return kExitOk;

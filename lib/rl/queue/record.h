@@ -56,6 +56,7 @@ struct Record {
   std::vector<PutRow> rows;       // kPut
   std::vector<std::string> columns;  // kDeclare
   std::string key, value;         // kMetaSet
+  bool full = false;              // planning only, never stored: a get cannot take more rows
 };
 
 // The payload bytes of a log record (values inline, no frames).

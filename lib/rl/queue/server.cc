@@ -12,9 +12,13 @@ namespace rl::queue {
 namespace {
 constexpr int kMaxPollMs = 200;          // how often the stop flag is looked at
 constexpr size_t kMaxRequestsPerTurn = 512;
+constexpr size_t kMaxMessageLimit = 512u << 20;
 }  // namespace
 
 Result<std::unique_ptr<Server>> Server::Open(ServerOptions options) {
+  if (options.max_message > kMaxMessageLimit) {
+    return Status::InvalidArgument("--max-message above 512 MiB: a log record must stay below 1 GiB");
+  }
   std::unique_ptr<Server> s(new Server(std::move(options)));
   RecoveryReport report;
   RL_ASSIGN_OR_RETURN(s->ds_, DurableStore::Open(s->options_.dir, s->options_.snapshot_bytes, &report));
@@ -197,7 +201,7 @@ bool Server::TryServe(Waiter& w, bool final_attempt) {
   for (const auto& r : plan->reserved) got += r.indices.size();
   size_t parts = w.req.balance.empty() ? 1 : w.req.parts;
   size_t need = size_t{w.req.min ? w.req.min : w.req.count} * parts;
-  if (!final_attempt && !plan->takeover && got < need) return false;
+  if (!final_attempt && !plan->takeover && !plan->full && got < need) return false;
   bool effect = !plan->indices.empty() || !plan->dropped.empty() || !plan->regenerated.empty() || plan->takeover;
   if (effect) {
     Commit(std::move(*plan), w.routing, w.header);
@@ -269,7 +273,8 @@ void Server::ExpireLeases() {
 Status Server::SendPending(bool force_sync) {
   RL_RETURN_IF_ERROR(ds_->Flush());
   if (pending_.empty()) return Status::OK();
-  if (options_.fsync == FsyncPolicy::kBatch && !force_sync &&
+  // Batch: replies wait for the group commit only when the log has records not yet synced.
+  if (options_.fsync == FsyncPolicy::kBatch && !force_sync && ds_->has_unsynced() &&
       MonoMillis() - first_unsynced_ms_ < options_.fsync_interval_ms) {
     return Status::OK();
   }

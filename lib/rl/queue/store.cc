@@ -269,6 +269,11 @@ void Store::ApplyDeclare(const Record& r) {
   Task task;
   task.name = r.task;
   for (const auto& c : r.columns) task.cols.push_back(InternColumn(c));
+  // Members of a group that were freed before this task existed count as consumed by it, as
+  // LoadSnapshot counts them, so the rest of the group can still become ready.
+  for (const auto& [key, g] : groups_) {
+    for (uint64_t i : g.members) task.group_counts[key].consumed += rows_.count(i) ? 0 : 1;
+  }
   task_ids_[r.task] = static_cast<uint32_t>(tasks_.size());
   tasks_.push_back(std::move(task));
   for (auto& [index, row] : rows_) Refresh(index, row);

@@ -27,6 +27,7 @@ constexpr size_t kMaxTasks = 64;  // consumption is a bit per task
 constexpr char kGroupColumn[] = "group";
 constexpr char kVersionColumn[] = "version";
 constexpr char kIndexField[] = "index";
+constexpr char kLeaseField[] = "lease";  // get prints it beside the columns
 
 // The key a group column value is known by: "i:<n>" for integers, "s:<text>" for strings, and
 // "" (no group) for anything else, which PlanPut refuses.

@@ -55,7 +55,9 @@ Result<Record> Store::PlanPut(std::vector<PutRow> rows, const std::string& ack_t
     std::unordered_set<std::string> names;
     for (const auto& [name, value] : pr.columns) {
       RL_RETURN_IF_ERROR(CheckName(where + ": column", name));
-      if (name == kIndexField) return Status::InvalidArgument(where + ": 'index' is not a column name");
+      if (name == kIndexField || name == kLeaseField) {
+        return Status::InvalidArgument(where + ": '" + name + "' is reserved, not a column name");
+      }
       if (!names.insert(name).second) return Status::InvalidArgument(where + ": column '" + name + "' twice");
       if (name == kVersionColumn && !std::holds_alternative<int64_t>(value)) {
         return Status::DataError(where + ": column 'version' must be an integer, not " + ValueTypeName(value));
@@ -131,19 +133,23 @@ void Store::CollectUnits(const Task& task, uint32_t t, const GetRequest& req, si
       out.insert(out.end(), members.begin(), members.end());
       return;
     }
-    if (uniform_col != UINT32_MAX || !req.drop_uniform.empty()) {
-      const Value* first = uniform_col == UINT32_MAX ? nullptr : Find(rows_.at(members[0]), uniform_col);
-      bool uniform = true;
+    if (uniform_col != UINT32_MAX) {
+      // Uniform: every member has the column and all values are equal.
+      const Value* first = Find(rows_.at(members[0]), uniform_col);
+      bool uniform = first != nullptr;
       for (uint64_t i : members) {
-        const Value* v = uniform_col == UINT32_MAX ? nullptr : Find(rows_.at(i), uniform_col);
-        uniform = uniform && ((v == nullptr && first == nullptr) || (v && first && *v == *first));
+        const Value* v = Find(rows_.at(i), uniform_col);
+        uniform = uniform && v != nullptr && *v == *first;
       }
       if (uniform) {
         rec->dropped.insert(rec->dropped.end(), members.begin(), members.end());
         return;
       }
     }
-    if (taken > 0 && taken + members.size() > want_rows) return;
+    if (taken > 0 && taken + members.size() > want_rows) {
+      rec->full = true;  // the next group does not fit: this get is as full as it can be
+      return;
+    }
     Unit u;
     for (uint64_t i : members) u.tokens += balance_col == UINT32_MAX ? 1 : Tokens(rows_.at(i), balance_col);
     taken += members.size();
@@ -197,6 +203,7 @@ Result<Record> Store::PlanGet(const GetRequest& req, int64_t now_ms) const {
   rec.lease = next_lease_;
   if (!balanced) {
     for (const Unit& u : units) rec.indices.insert(rec.indices.end(), u.indices.begin(), u.indices.end());
+    if (rec.indices.empty()) rec.lease = 0;  // no lease was made
     return rec;
   }
   // Longest-processing-time first: the largest unit goes to the part with the fewest tokens.

@@ -168,6 +168,41 @@ TEST_F(StoreTest, UniformGroupsAreDroppedForDynamicSampling) {
   EXPECT_EQ(StatsOf("train").dropped, 2u);
 }
 
+TEST_F(StoreTest, GroupsWithoutTheUniformColumnAreNotDropped) {
+  Declare("train", {"x"});
+  Put({NewRow({{"x", 1.0}, {"group", int64_t{1}}}), NewRow({{"x", 1.0}, {"group", int64_t{1}}})});
+  GetRequest req;
+  req.task = "train";
+  req.groups = true;
+  req.count = 2;
+  req.drop_uniform = "reward";
+  Record lease = Get(req);
+  EXPECT_EQ(lease.indices.size(), 2u);
+  EXPECT_TRUE(lease.dropped.empty());
+}
+
+TEST_F(StoreTest, TaskDeclaredAfterPartOfAGroupWasFreedStillSeesTheRest) {
+  Declare("a", {"x"});
+  Put({NewRow({{"x", int64_t{1}}, {"group", int64_t{1}}}), NewRow({{"x", int64_t{2}}, {"group", int64_t{1}}})});
+  Ack("a", 0, {0});  // row 0 consumed by every task there is: freed
+  EXPECT_EQ(store.live_rows(), 1u);
+  Declare("b", {"x"});
+  EXPECT_EQ(StatsOf("b").ready_groups, 1u);
+  std::string snap = store.EncodeSnapshot();
+  Store loaded;
+  ASSERT_TRUE(loaded.LoadSnapshot(snap.data(), snap.size()).ok());
+  EXPECT_EQ(loaded.Stats()[1].ready_groups, 1u) << "the same after a restart";
+}
+
+TEST_F(StoreTest, EmptyGetMakesNoLease) {
+  Declare("t", {"x"});
+  GetRequest req;
+  req.task = "t";
+  Record r = Get(req);
+  EXPECT_EQ(r.lease, 0u);
+  EXPECT_EQ(store.PlanPut({NewRow({{"lease", int64_t{1}}})}, "", 0).status().code(), Code::kInvalidArgument);
+}
+
 TEST_F(StoreTest, StaleRowsAreDroppedOrRegenerated) {
   Declare("gen", {"p"});
   Declare("train", {"p", "version"});

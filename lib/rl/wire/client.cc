@@ -72,7 +72,9 @@ Result<Message> Client::Attempt(const std::vector<std::string>& frames, uint64_t
       }
       auto decoded = DecodeReply(reply);
       if (!decoded.ok()) return decoded.status();
-      if (decoded->header.rid != rid) continue;  // a late reply to an earlier attempt
+      // A late reply to an earlier attempt is skipped; rid 0 with an error is the server saying
+      // it could not read our header, which no retry will change.
+      if (decoded->header.rid != rid && !(decoded->header.rid == 0 && decoded->header.status != 0)) continue;
       return decoded;
     }
   } catch (const zmq::error_t& e) {

@@ -1,5 +1,6 @@
 #include "rl/wire/json_value.h"
 
+#include <climits>
 #include <cstring>
 
 namespace rl {
@@ -13,7 +14,27 @@ void Append(std::string* out, T v) {
 Status AppendNumber(std::string* out, DType dtype, const nlohmann::json& x) {
   if (!x.is_number() && !x.is_boolean()) return Status::DataError("tensor data holds a non-number");
   double d = x.get<double>();
-  int64_t i = x.is_number_integer() ? x.get<int64_t>() : static_cast<int64_t>(d);
+  bool integral_dtype = dtype != DType::kF32 && dtype != DType::kF64 && dtype != DType::kF16 && dtype != DType::kBF16;
+  if (integral_dtype && !x.is_number_integer() && !x.is_boolean()) {
+    return Status::DataError(std::string("a ") + DTypeName(dtype) + " tensor holds a non-integer");
+  }
+  int64_t i = 0;
+  if (x.is_boolean()) {
+    i = x.get<bool>();
+  } else if (x.is_number_unsigned()) {
+    if (x.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)) return Status::DataError("integer above int64");
+    i = static_cast<int64_t>(x.get<uint64_t>());
+  } else if (x.is_number_integer()) {
+    i = x.get<int64_t>();
+  }
+  // Integer dtypes by number: bool, u8, i8, i16, i32, i64.
+  static const std::pair<int64_t, int64_t> kRange[] = {{0, 1},           {0, 255},  {-128, 127},
+                                                       {-32768, 32767},  {INT32_MIN, INT32_MAX},
+                                                       {INT64_MIN, INT64_MAX}};
+  if (integral_dtype) {
+    auto [lo, hi] = kRange[static_cast<int>(dtype)];
+    if (i < lo || i > hi) return Status::DataError(std::to_string(i) + " does not fit a " + DTypeName(dtype) + " tensor");
+  }
   switch (dtype) {
     case DType::kBool: Append<uint8_t>(out, i != 0); break;
     case DType::kU8: Append<uint8_t>(out, static_cast<uint8_t>(i)); break;

@@ -47,6 +47,18 @@ Result<Tensor> DecodeTensorExt(const msgpack::object_ext& ext, const std::vector
 
 }  // namespace
 
+// msgpack-c's pack_double writes a whole-number double as an integer (1.0 as 1, 1e19 as a
+// uint64 above int64), which would change a value's type on the way. This always writes
+// float 64 (0xcb, 8 bytes big-endian); pack_str_body is a raw append of bytes.
+void PackFloat64(Packer& pk, double d) {
+  uint64_t bits;
+  std::memcpy(&bits, &d, 8);
+  char buf[9];
+  buf[0] = static_cast<char>(0xcb);
+  for (int i = 0; i < 8; ++i) buf[1 + i] = static_cast<char>(bits >> (56 - 8 * i));
+  pk.pack_str_body(buf, 9);
+}
+
 void PackString(Packer& pk, std::string_view s) {
   pk.pack_str(static_cast<uint32_t>(s.size()));
   pk.pack_str_body(s.data(), static_cast<uint32_t>(s.size()));
@@ -57,7 +69,7 @@ void PackValue(Packer& pk, const Value& v, std::vector<std::string>* frames) {
     case 0: pk.pack_nil(); return;
     case 1: std::get<bool>(v) ? pk.pack_true() : pk.pack_false(); return;
     case 2: pk.pack_int64(std::get<int64_t>(v)); return;
-    case 3: pk.pack_double(std::get<double>(v)); return;
+    case 3: PackFloat64(pk, std::get<double>(v)); return;
     case 4: PackString(pk, std::get<std::string>(v)); return;
     case 5: {
       const auto& b = std::get<Bytes>(v).data;

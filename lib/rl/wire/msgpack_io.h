@@ -29,6 +29,8 @@ constexpr size_t kFrameTensorBytes = 4096;
 // Packs v. When `frames` is not null, large tensors are appended to it and referenced by number.
 void PackValue(Packer& pk, const Value& v, std::vector<std::string>* frames);
 void PackString(Packer& pk, std::string_view s);
+// Always float 64, even for whole numbers.
+void PackFloat64(Packer& pk, double d);
 
 // Decodes one value. `frames` resolves ext type 2 (null: type 2 is an error).
 Result<Value> UnpackValue(const msgpack::object& o, const std::vector<std::string>* frames);

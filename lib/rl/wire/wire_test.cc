@@ -29,6 +29,14 @@ TEST(ValueCodecTest, EveryValueTypeRoundTrips) {
   }
 }
 
+TEST(ValueCodecTest, WholeNumberFloatsStayFloats) {
+  for (double d : {1.0, 0.0, -3.0, 1e19, -1e19}) {
+    Value v = RoundTrip(Value{d}, false);
+    ASSERT_TRUE(std::holds_alternative<double>(v)) << d;
+    EXPECT_EQ(std::get<double>(v), d);
+  }
+}
+
 TEST(ValueCodecTest, InlineTensorHasTheDocumentedBytes) {
   msgpack::sbuffer buf;
   Packer pk(buf);
@@ -101,6 +109,10 @@ TEST(JsonValueTest, BadJsonValuesAreDataErrors) {
   EXPECT_EQ(ValueFromJson(nlohmann::json::parse(R"({"dtype":"f32","shape":[3],"data":[1]})")).status().code(),
             Code::kDataError);
   EXPECT_EQ(ValueFromJson(nlohmann::json::parse(R"({"hex":"abc"})")).status().code(), Code::kDataError);
+  EXPECT_EQ(ValueFromJson(nlohmann::json::parse(R"({"dtype":"u8","shape":[1],"data":[300]})")).status().code(),
+            Code::kDataError);
+  EXPECT_EQ(ValueFromJson(nlohmann::json::parse(R"({"dtype":"i32","shape":[1],"data":[1.5]})")).status().code(),
+            Code::kDataError);
 }
 
 }  // namespace
