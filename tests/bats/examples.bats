@@ -1,0 +1,30 @@
+#!/usr/bin/env bats
+# The manual cannot drift: the EXAMPLES of each man page run here, and so does every script in
+# examples/pipelines/ in its short form.
+
+load helper
+
+setup() { setup_sealed; }
+teardown() { teardown_sealed; }
+
+# Prints the shell commands between ".\" example-begin" and ".\" example-end" of a man page.
+man_examples() {
+  awk '/^\.\\" example-begin/{f=1;next} /^\.\\" example-end/{f=0} f && !/^\.E[XE]/' "$1"
+}
+
+@test "the EXAMPLES of rl-queue(1) run against a live server" {
+  start_queue "$TMP/q" --declare generate=prompt --declare train=prompt,response,reward
+  man_examples "$RL_SOURCE_DIR/man/rl-queue.1" > "$TMP/examples.sh"
+  [ "$(wc -l < "$TMP/examples.sh")" -gt 10 ]
+  run bash -euo pipefail "$TMP/examples.sh"
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [[ "$output" == *'"name":"judge"'* ]]
+}
+
+@test "examples/pipelines/queue-demo.sh runs in its short form" {
+  run bash "$RL_SOURCE_DIR/examples/pipelines/queue-demo.sh" --short
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"trained on"* ]]
+}
