@@ -1,6 +1,7 @@
 #include "rl/core/crc32c.h"
 
 #include <array>
+#include <cstring>
 
 namespace rl {
 namespace {
@@ -25,9 +26,30 @@ const Tables& GetTables() {
   return tables;
 }
 
-}  // namespace
+#if defined(__x86_64__)
+// The SSE4.2 crc32 instruction computes CRC-32C 8 bytes at a time, about 10x the table's speed;
+// every log record is checksummed on the server's one thread, so it matters.
+__attribute__((target("sse4.2"))) uint32_t Crc32cHardware(const uint8_t* p, size_t size, uint32_t seed) {
+  uint64_t c = ~seed;
+  while (size >= 8) {
+    uint64_t word;
+    std::memcpy(&word, p, 8);
+    c = __builtin_ia32_crc32di(c, word);
+    p += 8;
+    size -= 8;
+  }
+  uint32_t c32 = static_cast<uint32_t>(c);
+  while (size--) c32 = __builtin_ia32_crc32qi(c32, *p++);
+  return ~c32;
+}
 
-uint32_t Crc32c(const void* data, size_t size, uint32_t seed) {
+bool HasHardwareCrc() {
+  static const bool has = __builtin_cpu_supports("sse4.2");
+  return has;
+}
+#endif
+
+uint32_t Crc32cSoftware(const void* data, size_t size, uint32_t seed) {
   const auto& t = GetTables().t;
   const auto* p = static_cast<const uint8_t*>(data);
   uint32_t c = ~seed;
@@ -42,5 +64,16 @@ uint32_t Crc32c(const void* data, size_t size, uint32_t seed) {
   while (size--) c = (c >> 8) ^ t[0][(c ^ *p++) & 0xFF];
   return ~c;
 }
+
+}  // namespace
+
+uint32_t Crc32c(const void* data, size_t size, uint32_t seed) {
+#if defined(__x86_64__)
+  if (HasHardwareCrc()) return Crc32cHardware(static_cast<const uint8_t*>(data), size, seed);
+#endif
+  return Crc32cSoftware(data, size, seed);
+}
+
+uint32_t Crc32cPortable(const void* data, size_t size, uint32_t seed) { return Crc32cSoftware(data, size, seed); }
 
 }  // namespace rl

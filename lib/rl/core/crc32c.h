@@ -7,6 +7,9 @@
 
 namespace rl {
 
+// Uses the CPU's crc32 instruction where there is one.
 uint32_t Crc32c(const void* data, size_t size, uint32_t seed = 0);
+// The table implementation alone (tests compare the two).
+uint32_t Crc32cPortable(const void* data, size_t size, uint32_t seed = 0);
 
 }  // namespace rl

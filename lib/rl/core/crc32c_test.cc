@@ -16,6 +16,16 @@ TEST(Crc32cTest, MatchesPublishedCheckValues) {
   EXPECT_EQ(Crc32c(ones.data(), ones.size()), 0x62A8AB43u);
 }
 
+TEST(Crc32cTest, HardwareAndTableAgreeOnEveryLengthAndAlignment) {
+  std::string s;
+  for (int i = 0; i < 300; ++i) s.push_back(static_cast<char>(i * 37 + 11));
+  for (size_t start = 0; start < 9; ++start) {
+    for (size_t len = 0; start + len <= s.size(); len += 7) {
+      EXPECT_EQ(Crc32c(s.data() + start, len, 5), Crc32cPortable(s.data() + start, len, 5)) << start << " " << len;
+    }
+  }
+}
+
 TEST(Crc32cTest, SeedContinuesAComputation) {
   std::string s = "hello, write-ahead log";
   uint32_t whole = Crc32c(s.data(), s.size());

@@ -4,8 +4,23 @@
 
 namespace rl {
 
+std::vector<OptionSpec> CoreOptionTable();
+
+void AppendTrainOptions(std::vector<OptionSpec>* table);    // option_table_train.cc
+void AppendRolloutOptions(std::vector<OptionSpec>* table);  // option_table_rollout.cc (and rl-reward)
+
 const std::vector<OptionSpec>& OptionTable() {
-  static const std::vector<OptionSpec> table = {
+  static const std::vector<OptionSpec> table = [] {
+    std::vector<OptionSpec> t = CoreOptionTable();
+    AppendTrainOptions(&t);
+    AppendRolloutOptions(&t);
+    return t;
+  }();
+  return table;
+}
+
+std::vector<OptionSpec> CoreOptionTable() {
+  return {
       // Shared by every tool.
       {"--log-level", "RL_LOG_LEVEL", "stderr log level: trace, debug, info, warn, error, off",
        {"rl-queue", "rl-profile", "rl-rollout", "rl-reward", "rl-train", "rl-relay", "rl-watchdog"}},
@@ -17,6 +32,14 @@ const std::vector<OptionSpec>& OptionTable() {
        {"rl-queue", "rl-rollout", "rl-reward", "rl-train", "rl-profile queue"}},
       {"--timeout", "RL_TIMEOUT", "seconds to keep retrying an unanswered request before giving up",
        {"rl-queue", "rl-rollout", "rl-reward", "rl-train"}},
+
+      // Shared by the learning roles (rl-rollout, rl-reward, rl-train).
+      {"--checkpoint-dir", "RL_CHECKPOINT_DIR", "directory of weight versions and trainer checkpoints",
+       {"rl-rollout", "rl-train"}},
+      {"--weights", "RL_WEIGHTS", "safetensors model file to start from", {"rl-rollout", "rl-train"}},
+      {"--threads", "RL_THREADS", "compute threads of this role (roles share the cores: set it on purpose)",
+       {"rl-rollout", "rl-reward", "rl-train", "rl-profile"}},
+      {"--seed", "RL_SEED", "random seed", {"rl-rollout", "rl-train", "rl-profile"}},
 
       // rl-queue serve
       {"--bind", "RL_QUEUE_BIND", "endpoint the server listens on, e.g. tcp://127.0.0.1:5555",
@@ -69,7 +92,6 @@ const std::vector<OptionSpec>& OptionTable() {
       {"--runs", "", "runs of each system, alternating; rows/s is the median run's (0: 3, or 1 with --rows)",
        {"rl-profile queue"}},
   };
-  return table;
 }
 
 }  // namespace rl

@@ -1,4 +1,6 @@
 // rl-queue serve, get, ack, nack, stat, meta, task.
+#include <malloc.h>
+
 #include <cstdio>
 #include <iomanip>
 #include <iostream>
@@ -19,6 +21,10 @@ int RunServe(ServerOptions options, const std::string& run_dir, const std::strin
     options.events = &events;
   }
   const std::atomic<bool>& stop = InstallStopSignals();
+  // Large requests and replies are allocated and freed on every turn; glibc would otherwise map
+  // and unmap them each time (page faults were ~45% of a 64 KiB-row get, rl-profile measured).
+  mallopt(M_MMAP_THRESHOLD, 256 << 20);
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);
   auto server = Server::Open(std::move(options));
   if (!server.ok()) return Fail(server.status());
   Status s = (*server)->Run(stop);

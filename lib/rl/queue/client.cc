@@ -36,6 +36,13 @@ Result<std::vector<uint64_t>> QueueClient::Put(const PutRequest& req) {
   return r.done;
 }
 
+Result<std::vector<uint64_t>> QueueClient::PutOnce(uint64_t rid, const PutRequest& req) {
+  Message m = EncodePut(req);
+  RL_ASSIGN_OR_RETURN(Message reply, client_.CallWithRid(rid, Op::kPut, std::move(m.body), std::move(m.blobs)));
+  RL_ASSIGN_OR_RETURN(IndexReply r, DecodeIndexReply(reply));
+  return r.done;
+}
+
 Result<GetReply> QueueClient::Get(const GetRequest& req) {
   Message m = EncodeGet(req);
   RL_ASSIGN_OR_RETURN(Message reply, client_.Call(Op::kGet, std::move(m.body), {}, req.wait_ms));

@@ -20,6 +20,9 @@ class QueueClient {
   explicit QueueClient(ClientOptions options) : client_(std::move(options)) {}
 
   Result<std::vector<uint64_t>> Put(const PutRequest& req);
+  // A put under a chosen request id (see Client::CallWithRid): with a stable sender id, repeating
+  // it after a crash of this process adds the rows once.
+  Result<std::vector<uint64_t>> PutOnce(uint64_t rid, const PutRequest& req);
   Result<GetReply> Get(const GetRequest& req);
   Result<IndexReply> Ack(const std::string& task, uint64_t lease, const std::vector<uint64_t>& indices);
   Result<IndexReply> Nack(const std::string& task, uint64_t lease, const std::vector<uint64_t>& indices);

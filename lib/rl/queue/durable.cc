@@ -132,7 +132,7 @@ Status DurableStore::Recover(RecoveryReport* report) {
     WalScan scan;
     Status s = ReadWal(LogPath(logs[i]), [&](const char* p, size_t n) -> Status {
       RL_ASSIGN_OR_RETURN(Record r, DecodeRecord(p, n));
-      store_.Apply(r);
+      store_.Apply(std::move(r));
       return Status::OK();
     }, &scan);
     if (!s.ok()) return s.WithContext(LogPath(logs[i]));
@@ -154,9 +154,9 @@ Status DurableStore::Recover(RecoveryReport* report) {
   return FsyncDir(dir_);
 }
 
-void DurableStore::Commit(const Record& r) {
+void DurableStore::Commit(Record& r) {
   wal_->Append(EncodeRecord(r));
-  store_.Apply(r);
+  store_.Apply(std::move(r));
 }
 
 Status DurableStore::MaybeSnapshot() {

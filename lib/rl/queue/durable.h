@@ -38,7 +38,8 @@ class DurableStore {
   ~DurableStore();
 
   const Store& store() const { return store_; }
-  void Commit(const Record& r);
+  // Logs r and applies it; r.rows is left empty (the values move into the store).
+  void Commit(Record& r);
   Status Flush() { return wal_->Flush(); }
   Status Sync() { return wal_->Sync(); }
   bool has_unsynced() const { return wal_->has_unsynced(); }

@@ -33,7 +33,11 @@ Result<std::vector<std::pair<std::string, Value>>> UnpackColumns(const msgpack::
 }
 
 std::string EncodeRecord(const Record& r) {
-  msgpack::sbuffer buf;
+  size_t estimate = 512 + 8 * (r.indices.size() + r.dropped.size() + r.regenerated.size());
+  for (const auto& row : r.rows) {
+    for (const auto& [name, v] : row.columns) estimate += name.size() + ValueBytes(v);
+  }
+  msgpack::sbuffer buf(estimate);  // one allocation instead of doubling through large puts
   Packer pk(buf);
   pk.pack_map(17);
   PackString(pk, "t");

@@ -149,6 +149,21 @@ TEST_F(ServerTest, RetriedPutTakesEffectOnceEvenAcrossARestart) {
   EXPECT_EQ(Rows(), 2u);
 }
 
+TEST_F(ServerTest, RestartedWriterWithAStableSenderAddsRowsOnce) {
+  auto writer = [&] {
+    ClientOptions o;
+    o.endpoint = endpoint_;
+    o.sender = "feeder-of-run-1";  // stable across the writer's restarts
+    return QueueClient(o);
+  };
+  auto first = writer().PutOnce(1000, Prompts(3));
+  ASSERT_TRUE(first.ok());
+  auto again = writer().PutOnce(1000, Prompts(3));  // "restarted", unsure whether it wrote
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(*again, *first);
+  EXPECT_EQ(Rows(), 3u);
+}
+
 TEST_F(ServerTest, WaitingGetIsAnsweredWhenRowsArrive) {
   std::thread producer([this] {
     std::this_thread::sleep_for(std::chrono::milliseconds(300));

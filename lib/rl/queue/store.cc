@@ -180,7 +180,7 @@ void Store::AddLease(uint32_t t, uint64_t lease, int64_t deadline, bool reserved
 
 // --- apply -----------------------------------------------------------------------------------
 
-void Store::Apply(const Record& r) {
+void Store::Apply(Record&& r) {
   switch (r.type) {
     case RecordType::kPut: ApplyPut(r); break;
     case RecordType::kLease: ApplyLease(r); break;
@@ -189,18 +189,19 @@ void Store::Apply(const Record& r) {
     case RecordType::kMetaSet: meta_[r.key] = r.value; break;
     case RecordType::kDeclare: ApplyDeclare(r); break;
   }
+  r.rows.clear();  // the values now live in the store
   Remember(r);
 }
 
-void Store::ApplyPut(const Record& r) {
-  for (const PutRow& pr : r.rows) {
+void Store::ApplyPut(Record& r) {
+  for (PutRow& pr : r.rows) {
     Row& row = rows_[pr.index];
-    for (const auto& [name, value] : pr.columns) {
+    for (auto& [name, value] : pr.columns) {
       uint32_t id = InternColumn(name);
       if (Find(row, id)) continue;  // planned away; a replayed log never has it
       if (id == group_col_ && pr.is_new) row.group = GroupKey(value);
       live_bytes_ += ValueBytes(value);
-      row.cols.emplace_back(id, value);
+      row.cols.emplace_back(id, std::move(value));
     }
     if (pr.is_new) {
       row.origin = static_cast<uint32_t>(row.cols.size());
@@ -281,9 +282,7 @@ void Store::ApplyDeclare(const Record& r) {
 
 void Store::Remember(const Record& r) {
   if (r.sender.empty()) return;
-  Record kept = r;
-  kept.rows.clear();  // the reply needs the indices only
-  last_[r.sender] = {++touch_, std::move(kept)};
+  last_[r.sender] = {++touch_, r};  // rows already cleared: the reply needs the indices only
   if (last_.size() > 2 * kMaxRememberedSenders) {
     std::vector<uint64_t> touches;
     for (const auto& [s, e] : last_) touches.push_back(e.first);

@@ -80,7 +80,9 @@ class Store {
                              const std::optional<std::string>& if_equals) const;
 
   // --- change ------------------------------------------------------------------------------
-  void Apply(const Record& r);
+  // Takes the record's row values (r.rows is left empty; every other field stays).
+  void Apply(Record&& r);
+  void Apply(const Record& r) { Apply(Record(r)); }
 
   // --- queries -----------------------------------------------------------------------------
   bool HasTask(const std::string& task) const { return task_ids_.count(task) > 0; }
@@ -149,7 +151,7 @@ class Store {
   void AddLease(uint32_t t, uint64_t lease, int64_t deadline, bool reserved, const std::vector<uint64_t>& idx);
   void Remember(const Record& r);
 
-  void ApplyPut(const Record& r);
+  void ApplyPut(Record& r);
   void ApplyLease(const Record& r);
   void ApplyAck(const Record& r);
   void ApplyRelease(const Record& r);

@@ -83,9 +83,14 @@ Result<Message> Client::Attempt(const std::vector<std::string>& frames, uint64_t
 }
 
 Result<Message> Client::Call(Op op, std::string body, std::vector<std::string> blobs, int64_t server_wait_ms) {
+  return CallWithRid(next_rid_++, op, std::move(body), std::move(blobs), server_wait_ms);
+}
+
+Result<Message> Client::CallWithRid(uint64_t rid, Op op, std::string body, std::vector<std::string> blobs,
+                                    int64_t server_wait_ms) {
   Message req;
   req.header.op = static_cast<uint8_t>(op);
-  req.header.rid = next_rid_++;
+  req.header.rid = rid;
   req.header.from = options_.sender;
   req.body = std::move(body);
   req.blobs = std::move(blobs);

@@ -42,6 +42,12 @@ class Client {
   // Sends `body` (a msgpack map) and `blobs` under a new rid; waits for the reply. `server_wait_ms`
   // is how long the server may hold the request (a blocking get) on top of the attempt timeout.
   Result<Message> Call(Op op, std::string body, std::vector<std::string> blobs = {}, int64_t server_wait_ms = 0);
+  // The same with a request id the caller chose. A process that restarts with the same sender
+  // id and repeats a request under the same rid gets the first effect's reply (the server keeps
+  // each sender's last mutation across its own restarts): this is how a restarted role makes a
+  // write it may or may not have made before it died happen exactly once.
+  Result<Message> CallWithRid(uint64_t rid, Op op, std::string body, std::vector<std::string> blobs = {},
+                              int64_t server_wait_ms = 0);
 
   const std::string& sender() const { return options_.sender; }
   const std::string& endpoint() const { return options_.endpoint; }

@@ -122,7 +122,10 @@ Result<msgpack::object_handle> ParseMsgpack(const char* data, size_t size) {
   msgpack::unpack_limit limit(1u << 20, 1u << 20, 1u << 30, 1u << 30, 1u << 30, 8);
   size_t offset = 0;
   try {
-    msgpack::object_handle oh = msgpack::unpack(data, size, offset, nullptr, nullptr, limit);
+    // Strings and blobs reference `data` instead of being copied into the zone: every caller
+    // turns the objects into owned values while `data` is alive.
+    auto reference = [](msgpack::type::object_type, std::size_t, void*) { return true; };
+    msgpack::object_handle oh = msgpack::unpack(data, size, offset, reference, nullptr, limit);
     if (offset != size) return Status::Protocol("trailing bytes after a msgpack document");
     return oh;
   } catch (const std::exception& e) {

@@ -36,6 +36,7 @@ void PackFloat64(Packer& pk, double d);
 Result<Value> UnpackValue(const msgpack::object& o, const std::vector<std::string>* frames);
 
 // Parses a whole msgpack document with limits on sizes and depth.
+// The objects reference `data`: it must outlive the handle.
 Result<msgpack::object_handle> ParseMsgpack(const char* data, size_t size);
 
 // Read-only view of a msgpack map with string keys.
