@@ -160,14 +160,18 @@ void DurableStore::Commit(Record& r) {
 }
 
 Status DurableStore::MaybeSnapshot() {
-  if (wal_->bytes() < threshold_) return Status::OK();
+  // Also wait until the log is twice the live state: a snapshot costs as much as the state, so a
+  // large state with a small threshold would otherwise be rewritten again and again.
+  if (wal_->bytes() < threshold_ || wal_->bytes() < 2 * store_.live_bytes()) return Status::OK();
   return Snapshot();
 }
 
 // The new log is created first: a crash before the snapshot's rename leaves the old snapshot and
 // every log after it, which recovery replays in order.
 Status DurableStore::Snapshot() {
-  RL_RETURN_IF_ERROR(wal_->Sync());
+  // The records the snapshot covers are synced already if the policy syncs at all; the snapshot
+  // is fsynced before the old log goes, so the old log needs no fsync of its own here.
+  RL_RETURN_IF_ERROR(wal_->Flush());
   uint64_t next = log_number_ + 1;
   RL_ASSIGN_OR_RETURN(auto next_wal, WalWriter::Open(LogPath(next), 0));
   RL_RETURN_IF_ERROR(FsyncDir(dir_));

@@ -82,7 +82,7 @@ void Server::HandleFrames(std::vector<std::string> frames) {
   frames.erase(frames.begin());
   size_t total = 0;
   for (const auto& f : frames) total += f.size();
-  auto decoded = DecodeRequest(frames);
+  auto decoded = DecodeRequest(std::move(frames));
   if (!decoded.ok()) {
     Header h;  // rid unknown: 0
     Reply(routing, h, decoded.status());

@@ -1,6 +1,8 @@
 #include "rl/queue/wal.h"
 
 #include <fcntl.h>
+#include <limits.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -27,27 +29,48 @@ WalWriter::~WalWriter() {
   ::close(fd_);
 }
 
-void WalWriter::Append(const std::string& payload) {
+void WalWriter::Append(std::string payload) {
   uint32_t header[2] = {static_cast<uint32_t>(payload.size()), Crc32c(payload.data(), payload.size())};
-  buffer_.append(reinterpret_cast<const char*>(header), sizeof(header));
-  buffer_.append(payload);
+  pending_.emplace_back(reinterpret_cast<const char*>(header), sizeof(header));
+  pending_bytes_ += sizeof(header) + payload.size();
+  pending_.push_back(std::move(payload));
 }
 
+// writev(2)s the pending pieces, IOV_MAX at a time, resuming after short writes.
 Status WalWriter::Flush() {
-  size_t done = 0;
-  while (done < buffer_.size()) {
-    ssize_t n = ::write(fd_, buffer_.data() + done, buffer_.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      buffer_.erase(0, done);
-      file_bytes_ += done;
+  size_t piece = 0, offset = 0;  // first byte not yet written
+  while (piece < pending_.size()) {
+    struct iovec iov[IOV_MAX];
+    int n = 0;
+    for (size_t i = piece; i < pending_.size() && n < IOV_MAX; ++i, ++n) {
+      size_t skip = i == piece ? offset : 0;
+      iov[n].iov_base = const_cast<char*>(pending_[i].data() + skip);
+      iov[n].iov_len = pending_[i].size() - skip;
+    }
+    ssize_t written = ::writev(fd_, iov, n);
+    if (written < 0 && errno == EINTR) continue;
+    if (written < 0) {
+      pending_.erase(pending_.begin(), pending_.begin() + piece);
+      if (!pending_.empty()) pending_.front().erase(0, offset);
       return Status::IOError(ErrnoMessage("write", path_));
     }
-    done += static_cast<size_t>(n);
+    file_bytes_ += static_cast<size_t>(written);
+    pending_bytes_ -= static_cast<size_t>(written);
+    unsynced_ = true;
+    size_t left = static_cast<size_t>(written);
+    while (left > 0) {
+      size_t rest = pending_[piece].size() - offset;
+      if (left >= rest) {
+        left -= rest;
+        ++piece;
+        offset = 0;
+      } else {
+        offset += left;
+        left = 0;
+      }
+    }
   }
-  file_bytes_ += done;
-  unsynced_ = unsynced_ || done > 0;
-  buffer_.clear();
+  pending_.clear();
   return Status::OK();
 }
 

@@ -12,6 +12,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "rl/core/status.h"
 
@@ -27,20 +28,21 @@ class WalWriter {
   ~WalWriter();
 
   // Frames `payload` into the write buffer.
-  void Append(const std::string& payload);
+  void Append(std::string payload);
   // write(2)s the buffer: after this a kill -9 of the process loses nothing appended.
   Status Flush();
   // fdatasync(2): after this an OS crash or power loss loses nothing flushed.
   Status Sync();
-  uint64_t bytes() const { return file_bytes_ + buffer_.size(); }
-  bool has_unsynced() const { return unsynced_ || !buffer_.empty(); }
+  uint64_t bytes() const { return file_bytes_ + pending_bytes_; }
+  bool has_unsynced() const { return unsynced_ || pending_bytes_ > 0; }
 
  private:
   WalWriter(std::string path, int fd, uint64_t bytes) : path_(std::move(path)), fd_(fd), file_bytes_(bytes) {}
   std::string path_;
   int fd_;
   uint64_t file_bytes_;
-  std::string buffer_;
+  std::vector<std::string> pending_;  // record headers and payloads, written by one writev
+  size_t pending_bytes_ = 0;
   bool unsynced_ = false;
 };
 

@@ -70,7 +70,7 @@ Result<Message> Client::Attempt(const std::vector<std::string>& frames, uint64_t
         reply.emplace_back(static_cast<const char*>(part.data()), part.size());
         more = part.more();
       }
-      auto decoded = DecodeReply(reply);
+      auto decoded = DecodeReply(std::move(reply));
       if (!decoded.ok()) return decoded.status();
       // A late reply to an earlier attempt is skipped; rid 0 with an error is the server saying
       // it could not read our header, which no retry will change.

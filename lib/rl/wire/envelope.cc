@@ -37,7 +37,7 @@ std::vector<std::string> Encode(const Message& m, bool reply) {
   return frames;
 }
 
-Result<Message> Decode(const std::vector<std::string>& frames, bool reply) {
+Result<Message> Decode(std::vector<std::string>&& frames, bool reply) {
   if (frames.size() < 3) return Status::Protocol("a message has " + std::to_string(frames.size()) + " frames, needs 3");
   if (frames[0] != kProtocolId) return Status::Protocol("first frame is not RLP1");
   RL_ASSIGN_OR_RETURN(msgpack::object_handle oh, ParseMsgpack(frames[1].data(), frames[1].size()));
@@ -56,8 +56,8 @@ Result<Message> Decode(const std::vector<std::string>& frames, bool reply) {
   } else {
     RL_ASSIGN_OR_RETURN(m.header.from, h.Str("from", ""));
   }
-  m.body = frames[2];
-  m.blobs.assign(frames.begin() + 3, frames.end());
+  m.body = std::move(frames[2]);
+  m.blobs.assign(std::make_move_iterator(frames.begin() + 3), std::make_move_iterator(frames.end()));
   return m;
 }
 
@@ -76,7 +76,9 @@ const std::string& EmptyBody() {
 
 std::vector<std::string> EncodeRequest(const Message& m) { return Encode(m, false); }
 std::vector<std::string> EncodeReply(const Message& m) { return Encode(m, true); }
-Result<Message> DecodeRequest(const std::vector<std::string>& frames) { return Decode(frames, false); }
-Result<Message> DecodeReply(const std::vector<std::string>& frames) { return Decode(frames, true); }
+Result<Message> DecodeRequest(const std::vector<std::string>& frames) { return Decode(std::vector<std::string>(frames), false); }
+Result<Message> DecodeReply(const std::vector<std::string>& frames) { return Decode(std::vector<std::string>(frames), true); }
+Result<Message> DecodeRequest(std::vector<std::string>&& frames) { return Decode(std::move(frames), false); }
+Result<Message> DecodeReply(std::vector<std::string>&& frames) { return Decode(std::move(frames), true); }
 
 }  // namespace rl

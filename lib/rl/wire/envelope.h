@@ -55,6 +55,9 @@ std::vector<std::string> EncodeReply(const Message& m);
 // Decodes frames. Every malformed input is a Protocol status, never a crash.
 Result<Message> DecodeRequest(const std::vector<std::string>& frames);
 Result<Message> DecodeReply(const std::vector<std::string>& frames);
+// The same, taking the frames' bytes instead of copying them.
+Result<Message> DecodeRequest(std::vector<std::string>&& frames);
+Result<Message> DecodeReply(std::vector<std::string>&& frames);
 
 // The empty msgpack map, the body of requests and replies that carry nothing.
 const std::string& EmptyBody();
