@@ -95,16 +95,19 @@ Result<Message> Client::CallWithRid(uint64_t rid, Op op, std::string body, std::
   req.body = std::move(body);
   req.blobs = std::move(blobs);
 
+  Header header = req.header;
+  std::vector<std::string> frames = EncodeRequest(std::move(req));  // encoded once, for every attempt
   int64_t start = MonoMillis();
   int64_t backoff = options_.backoff_min_ms;
   while (true) {
-    req.header.seq = next_seq_++;
+    header.seq = next_seq_++;
+    frames[1] = EncodeRequestHeader(header);
     int64_t attempt_ms = options_.attempt_timeout_ms + server_wait_ms;
     if (options_.give_up_s > 0) {
       int64_t left = static_cast<int64_t>(options_.give_up_s * 1000) - (MonoMillis() - start);
       attempt_ms = std::max<int64_t>(std::min(attempt_ms, left + server_wait_ms), 50);
     }
-    auto reply = Attempt(EncodeRequest(req), req.header.rid, attempt_ms);
+    auto reply = Attempt(frames, header.rid, attempt_ms);
     if (reply.ok()) {
       if (reply->header.status != 0) return Status::FromWire(reply->header.status, reply->header.msg);
       return reply;
@@ -112,11 +115,11 @@ Result<Message> Client::CallWithRid(uint64_t rid, Op op, std::string body, std::
     if (reply.status().code() == Code::kProtocol) return reply.status();
     double elapsed_s = (MonoMillis() - start) / 1000.0;
     if (options_.give_up_s > 0 && elapsed_s >= options_.give_up_s) {
-      return Status::Unavailable("no reply from " + options_.endpoint + " to " + OpName(req.header.op) + " after " +
+      return Status::Unavailable("no reply from " + options_.endpoint + " to " + OpName(header.op) + " after " +
                                  std::to_string(static_cast<int>(elapsed_s)) + " s");
     }
     ++retries_;
-    spdlog::debug("{} to {}: {}; retrying in {} ms", OpName(req.header.op), options_.endpoint,
+    spdlog::debug("{} to {}: {}; retrying in {} ms", OpName(header.op), options_.endpoint,
                   reply.status().ToString(), backoff);
     int64_t sleep_ms = backoff;
     if (options_.give_up_s > 0) {

@@ -75,6 +75,17 @@ const std::string& EmptyBody() {
 }
 
 std::vector<std::string> EncodeRequest(const Message& m) { return Encode(m, false); }
+std::string EncodeRequestHeader(const Header& h) { return PackHeader(h, false); }
+
+std::vector<std::string> EncodeRequest(Message&& m) {
+  std::vector<std::string> frames;
+  frames.reserve(3 + m.blobs.size());
+  frames.emplace_back(kProtocolId);
+  frames.push_back(PackHeader(m.header, false));
+  frames.push_back(m.body.empty() ? EmptyBody() : std::move(m.body));
+  for (auto& b : m.blobs) frames.push_back(std::move(b));
+  return frames;
+}
 std::vector<std::string> EncodeReply(const Message& m) { return Encode(m, true); }
 Result<Message> DecodeRequest(const std::vector<std::string>& frames) { return Decode(std::vector<std::string>(frames), false); }
 Result<Message> DecodeReply(const std::vector<std::string>& frames) { return Decode(std::vector<std::string>(frames), true); }

@@ -52,6 +52,10 @@ struct Message {
 // Frames of a request or a reply (the routing frame of a ROUTER socket is not included).
 std::vector<std::string> EncodeRequest(const Message& m);
 std::vector<std::string> EncodeReply(const Message& m);
+// The same, taking the body and blobs instead of copying them.
+std::vector<std::string> EncodeRequest(Message&& m);
+// The header frame of a request alone (a retry changes only its seq).
+std::string EncodeRequestHeader(const Header& h);
 // Decodes frames. Every malformed input is a Protocol status, never a crash.
 Result<Message> DecodeRequest(const std::vector<std::string>& frames);
 Result<Message> DecodeReply(const std::vector<std::string>& frames);
