@@ -1,0 +1,52 @@
+// AdamW (decoupled weight decay, Loshchilov & Hutter) over named parameters, with its state in
+// plain named tensors so that a checkpoint holds it bit for bit, and global-norm gradient clipping.
+//
+// Update of each parameter p with gradient g at step t (1-based):
+//   m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2
+//   p -= lr * wd * p;  p -= lr * (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps)
+// the same arithmetic as torch.optim.AdamW (amsgrad off).
+// Thread safety: none; the parameters must not be used by another thread during Step.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+
+#include "rl/core/status.h"
+#include "rl/model/transformer.h"
+
+namespace rl::train {
+
+struct AdamWOptions {
+  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.0;
+};
+
+class AdamW {
+ public:
+  // REQUIRES: params share storage with the model being trained (Transformer::NamedParameters).
+  AdamW(model::NamedTensors params, AdamWOptions options);
+
+  // One update from the parameters' .grad() (a parameter without a gradient is skipped).
+  Status Step(double lr);
+  // Clears every parameter's gradient.
+  void ZeroGrad();
+  // Scales every gradient by `factor`.
+  void ScaleGrad(double factor);
+  // Global L2 norm of the gradients, scaled down to max_norm when above it (max_norm <= 0: no
+  // clipping). Returns the norm before clipping.
+  double ClipGradNorm(double max_norm);
+
+  int64_t steps() const { return t_; }
+  // "m.<name>" and "v.<name>" for every parameter (copies), and the step count.
+  model::NamedTensors State() const;
+  // Restores State(); DataError when names or shapes do not match, and nothing changes then.
+  Status LoadState(const model::NamedTensors& state, int64_t steps);
+
+ private:
+  model::NamedTensors params_;
+  std::vector<at::Tensor> m_, v_;
+  AdamWOptions options_;
+  int64_t t_ = 0;
+};
+
+}  // namespace rl::train

@@ -1,0 +1,107 @@
+#include "rl/train/cli.h"
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <iostream>
+
+#include "rl/core/log.h"
+#include "rl/core/options.h"
+#include "rl/core/signals.h"
+#include "rl/train/commands.h"
+
+namespace rl::train {
+
+void EnsurePassiveOpenMp(char** argv) {
+  if (std::getenv("OMP_WAIT_POLICY") != nullptr) return;
+  ::setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
+  ::execv("/proc/self/exe", argv);  // returns only on failure: go on with the active policy
+}
+
+namespace {
+
+void BindGrpo(CommandLine& cl, CLI::App* g, GrpoFlags* f) {
+  GrpoLoopOptions& o = f->loop;
+  cl.Bind(g, "--connect", &o.connect);
+  cl.Bind(g, "--timeout", &o.timeout_s);
+  cl.Require(cl.Bind(g, "--checkpoint-dir", &o.checkpoint_dir));
+  cl.Require(cl.Bind(g, "--prompts", &o.prompts));
+  cl.Bind(g, "--weights", &o.weights);
+  cl.Bind(g, "--run-dir", &o.run_dir);
+  cl.Bind(g, "--id", &o.id);
+  cl.Bind(g, "--seed", &o.seed);
+  cl.Bind(g, "--threads", &f->threads)->check(CLI::Range(1, 256));
+  cl.Bind(g, "--lr", &o.grpo.lr)->check(CLI::PositiveNumber);
+  cl.Bind(g, "--clip", &o.grpo.clip)->check(CLI::Range(0.0, 10.0));
+  cl.Bind(g, "--kl-coef", &o.grpo.kl_coef)->check(CLI::NonNegativeNumber);
+  cl.Bind(g, "--grad-clip", &o.grpo.grad_clip)->check(CLI::NonNegativeNumber);
+  cl.Bind(g, "--weight-decay", &o.grpo.adamw.weight_decay)->check(CLI::NonNegativeNumber);
+  cl.Bind(g, "--loss-norm", &f->loss_norm)->check(CLI::IsMember({"token", "sequence"}));
+  cl.Bind(g, "--micro-batch", &o.grpo.micro_batch)->check(CLI::Range(1, 1 << 20));
+  cl.Bind(g, "--group-size", &o.group_size)->check(CLI::Range(1, 4096));
+  cl.Bind(g, "--prompts-per-step", &o.prompts_per_step)->check(CLI::Range(1, 100000));
+  cl.Bind(g, "--max-steps", &o.max_steps)->check(CLI::NonNegativeNumber);
+  cl.Bind(g, "--mode", &f->mode)->check(CLI::IsMember({"sync", "semi-sync", "async"}));
+  f->staleness = cl.Bind(g, "--max-staleness", &f->staleness_value)->check(CLI::Range(0, 1000));
+  f->fraction = cl.Bind(g, "--start-fraction", &f->fraction_value)->check(CLI::Range(0.0, 1.0));
+  cl.Bind(g, "--dynamic-sampling", &o.dynamic_sampling);
+  cl.Bind(g, "--stale-rows", &f->stale_rows)->check(CLI::IsMember({"regenerate", "drop"}));
+  cl.Bind(g, "--lease-seconds", &o.lease_s)->check(CLI::PositiveNumber);
+  cl.Bind(g, "--eval-every", &o.eval_every)->check(CLI::NonNegativeNumber);
+  cl.Bind(g, "--eval-size", &o.eval_size)->check(CLI::Range(1, 100000));
+  cl.Bind(g, "--keep-checkpoints", &o.keep)->check(CLI::Range(1, 1000));
+  cl.Bind(g, "--collapse-drop", &o.collapse_drop)->check(CLI::Range(0.0, 1.0));
+}
+
+void BindSft(CommandLine& cl, CLI::App* s, SftFlags* f) {
+  cl.Require(cl.Bind(s, "--data", &f->data));
+  cl.Require(cl.Bind(s, "--checkpoint-dir", &f->checkpoint_dir));
+  cl.Bind(s, "--weights", &f->weights);
+  cl.Bind(s, "--model-config", &f->model_config);
+  cl.Bind(s, "--run-dir", &f->run_dir);
+  cl.Bind(s, "--id", &f->id);
+  cl.Bind(s, "--seed", &f->sft.seed);
+  cl.Bind(s, "--threads", &f->threads)->check(CLI::Range(1, 256));
+  cl.Bind(s, "--lr", &f->sft.lr)->check(CLI::PositiveNumber);
+  cl.Bind(s, "--batch-size", &f->sft.batch_size)->check(CLI::Range(1, 1 << 20));
+  cl.Bind(s, "--max-steps", &f->sft.max_steps)->check(CLI::Range(1, 100000000));
+  cl.Bind(s, "--target-accuracy", &f->sft.target_accuracy)->check(CLI::Range(0.0, 1.0));
+  cl.Bind(s, "--eval-every", &f->sft.eval_every)->check(CLI::Range(1, 1000000));
+  cl.Bind(s, "--eval-size", &f->sft.eval_size)->check(CLI::Range(1, 100000));
+  cl.Bind(s, "--grad-clip", &f->sft.grad_clip)->check(CLI::NonNegativeNumber);
+  cl.Bind(s, "--weight-decay", &f->sft.adamw.weight_decay)->check(CLI::NonNegativeNumber);
+}
+
+}  // namespace
+
+int TrainMain(int argc, char** argv) {
+  CommandLine cl("rl-train", "rl-train: SFT warm start and GRPO training against rl-queue (see man rl-train)");
+  std::string log_level = "info";
+  cl.Bind(nullptr, "--log-level", &log_level);
+  SftFlags sf;
+  CLI::App* sft = cl.Sub("sft", "supervised warm start; writes CHECKPOINT_DIR/weights-0.safetensors");
+  BindSft(cl, sft, &sf);
+  GrpoFlags gf;
+  CLI::App* grpo = cl.Sub("grpo", "GRPO training from task 'train' of rl-queue, feeding it prompts");
+  BindGrpo(cl, grpo, &gf);
+  EvalFlags ef;
+  CLI::App* eval = cl.Sub("eval", "held-out greedy accuracy of a model file (one JSON line)");
+  cl.Require(cl.Bind(eval, "--weights", &ef.weights));
+  cl.Bind(eval, "--eval-size", &ef.eval_size)->check(CLI::Range(1, 100000));
+  cl.Bind(eval, "--threads", &ef.threads)->check(CLI::Range(1, 256));
+  DataFlags df;
+  CLI::App* data = cl.Sub("make-data", "addition problems as JSON lines {\"prompt\", \"answer\"} on stdout");
+  cl.Bind(data, "--problems", &df.problems)->check(CLI::Range(1, 100000000));
+  cl.Bind(data, "--seed", &df.seed);
+  cl.app().require_subcommand(1);
+  if (auto code = cl.Parse(argc, argv)) return *code;
+  if (Status s = InitLogging("rl-train", log_level); !s.ok()) return Fail(s);
+  const std::atomic<bool>& stop = InstallStopSignals();
+  if (sft->parsed()) return RunSftCommand(sf, stop);
+  if (grpo->parsed()) return RunGrpoCommand(gf, stop);
+  if (eval->parsed()) return RunEvalCommand(ef, std::cout);
+  if (data->parsed()) return RunMakeData(df, std::cout);
+  return kExitUsage;
+}
+
+}  // namespace rl::train

@@ -1,0 +1,105 @@
+#include "rl/train/commands.h"
+
+#include <ATen/Parallel.h>
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include <iostream>
+
+#include "rl/core/event_log.h"
+#include "rl/core/fs.h"
+#include "rl/model/model_file.h"
+#include "rl/train/checkpoint.h"
+#include "rl/train/evaluate.h"
+#include "rl/train/feeder.h"
+
+namespace rl::train {
+namespace {
+
+Result<model::Transformer> StartingModel(const SftFlags& f) {
+  if (!f.weights.empty()) {
+    RL_ASSIGN_OR_RETURN(model::LoadedModel m, model::LoadModelFile(f.weights));
+    return m.model;
+  }
+  RL_ASSIGN_OR_RETURN(model::ModelConfig config, model::ConfigFromString(f.model_config));
+  return model::Transformer::Create(config, f.sft.seed);
+}
+
+}  // namespace
+
+int Fail(const Status& s) {
+  std::cerr << "rl-train: " << s.message() << "\n";
+  return ExitCodeFor(s);
+}
+
+int RunSftCommand(const SftFlags& f, const std::atomic<bool>& stop) {
+  at::set_num_threads(f.threads);
+  auto data = ReadProblems(f.data);
+  if (!data.ok()) return Fail(data.status());
+  auto model = StartingModel(f);
+  if (!model.ok()) return Fail(model.status());
+  if (Status s = MakeDirs(f.checkpoint_dir); !s.ok()) return Fail(s);
+  EventLog events;
+  if (!f.run_dir.empty()) {
+    if (Status s = events.Open(f.run_dir, "train", f.id); !s.ok()) return Fail(s);
+  }
+  events.SetPhase("train");
+  events.Emit("sft-start", {{"examples", data->size()}, {"lr", f.sft.lr}, {"batch_size", f.sft.batch_size}});
+  auto on_step = [&](const SftProgress& p) {
+    if (!p.evaluated) return;
+    events.SetStep(p.step);
+    events.Emit("sft-eval", {{"loss", p.loss}, {"accuracy", p.accuracy}, {"seconds", p.seconds}});
+    spdlog::info("sft step {} loss {:.4f} held-out greedy accuracy {:.3f} ({:.1f} s)", p.step, p.loss, p.accuracy,
+                 p.seconds);
+  };
+  auto result = RunSft(&*model, *data, f.sft, on_step, stop);
+  if (!result.ok()) return Fail(result.status());
+  events.SetPhase("checkpoint");
+  std::string path = WeightsPath(f.checkpoint_dir, 0);
+  if (Status s = model::SaveModelFile(path, *model, 0); !s.ok()) return Fail(s);
+  events.Emit("sft-done", {{"steps", result->steps}, {"accuracy", result->accuracy},
+                           {"seconds", result->seconds}, {"reached", result->reached}, {"weights", path}});
+  nlohmann::json line = {{"steps", result->steps}, {"accuracy", result->accuracy}, {"seconds", result->seconds},
+                         {"reached", result->reached}, {"weights", path}};
+  std::cout << line.dump() << std::endl;
+  if (!result->reached && !stop) {
+    spdlog::warn("held-out accuracy {:.3f} did not reach {:.3f} in {} steps", result->accuracy,
+                 f.sft.target_accuracy, result->steps);
+  }
+  return kExitOk;
+}
+
+int RunGrpoCommand(GrpoFlags f, const std::atomic<bool>& stop) {
+  at::set_num_threads(f.threads);
+  GrpoLoopOptions& o = f.loop;
+  if (Status s = ApplyMode(f.mode, &o); !s.ok()) return Fail(s);
+  if (f.staleness && f.staleness->count() > 0) o.staleness = f.staleness_value;
+  if (f.fraction && f.fraction->count() > 0) o.start_fraction = f.fraction_value;
+  o.grpo.norm = f.loss_norm == "sequence" ? LossNorm::kSequence : LossNorm::kToken;
+  o.regenerate_stale = f.stale_rows == "regenerate";
+  Status s = RunGrpo(o, stop);
+  if (!s.ok()) return Fail(s);
+  return kExitOk;
+}
+
+int RunEvalCommand(const EvalFlags& f, std::ostream& out) {
+  at::set_num_threads(f.threads);
+  auto m = model::LoadModelFile(f.weights);
+  if (!m.ok()) return Fail(m.status());
+  auto acc = GreedyAccuracy(m->model, HeldOutSet(static_cast<size_t>(f.eval_size)));
+  if (!acc.ok()) return Fail(acc.status());
+  nlohmann::json line = {{"weights", f.weights}, {"version", m->version}, {"problems", f.eval_size},
+                         {"accuracy", *acc}};
+  out << line.dump() << std::endl;
+  return kExitOk;
+}
+
+int RunMakeData(const DataFlags& f, std::ostream& out) {
+  for (const Problem& p : MakeProblems(static_cast<size_t>(f.problems), f.seed)) {
+    out << nlohmann::json{{"prompt", p.prompt}, {"answer", p.answer}}.dump() << "\n";
+  }
+  out.flush();
+  return out ? kExitOk : kExitIOErr;
+}
+
+}  // namespace rl::train

@@ -1,0 +1,54 @@
+// The subcommands of rl-train, behind the command line (cli.cc). Each returns an exit code.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <atomic>
+#include <ostream>
+#include <string>
+
+#include "rl/core/status.h"
+#include "rl/train/grpo_loop.h"
+#include "rl/train/sft.h"
+
+namespace rl::train {
+
+struct SftFlags {
+  std::string data, checkpoint_dir, weights, run_dir, id = "0";
+  // The demo model of the issue: GPT, 3 layers, d=128, 4 heads, context 32.
+  std::string model_config =
+      R"({"vocab_size": 15, "d_model": 128, "n_layers": 3, "n_heads": 4, "context": 32})";
+  int threads = 1;
+  SftOptions sft;
+};
+
+struct GrpoFlags {
+  GrpoLoopOptions loop;
+  int threads = 1;
+  std::string loss_norm = "token", mode = "sync", stale_rows = "regenerate";
+  CLI::Option* staleness = nullptr;  // set when given: they override --mode
+  CLI::Option* fraction = nullptr;
+  int64_t staleness_value = 0;
+  double fraction_value = 1.0;
+};
+
+struct EvalFlags {
+  std::string weights;
+  int64_t eval_size = 500;
+  int threads = 1;
+};
+
+struct DataFlags {
+  int64_t problems = 10000;
+  uint64_t seed = 1;
+};
+
+// "rl-train: <message>" on stderr; the exit code of the status.
+int Fail(const Status& s);
+
+int RunSftCommand(const SftFlags& f, const std::atomic<bool>& stop);
+int RunGrpoCommand(GrpoFlags f, const std::atomic<bool>& stop);
+int RunEvalCommand(const EvalFlags& f, std::ostream& out);
+int RunMakeData(const DataFlags& f, std::ostream& out);
+
+}  // namespace rl::train

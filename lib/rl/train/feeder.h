@@ -1,0 +1,66 @@
+// Feeder: puts the prompts of a JSON-lines file into rl-queue, exactly once across restarts of
+// rl-train, and keeps the data cursor (prompts fed so far) in rl-queue metadata.
+//
+// Each prompt becomes one group of `group_size` rows, all put in one request:
+//   prompt (string), answer (string), prompt_ids (i64 tensor: <bos> + characters),
+//   group (int: the prompt's position in the stream, cursor + i)
+// Prompt n of the stream is line n % lines of the file (the file is read again after its end).
+// Exactly once: a put of the groups starting at cursor c goes out under request id c + 1 from a
+// sender id that is stable across restarts (e.g. "rl-train-feeder:<id>"), and only then is the
+// cursor moved from c to c + n with compare-and-set. A feeder killed between the two repeats the
+// put under the same request id after its restart; the server answers it from its record of the
+// sender's last mutation without adding rows, and the cursor moves by the number of groups that
+// first put really added (read from the reply, not assumed).
+// Thread safety: one Feeder per thread (it owns a QueueClient).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "rl/core/status.h"
+#include "rl/queue/client.h"
+#include "rl/train/addition_task.h"
+
+namespace rl::train {
+
+constexpr char kCursorKey[] = "train.cursor";
+constexpr char kStepKey[] = "train.step";
+constexpr char kVersionKey[] = "train.version";
+
+// {"prompt": ..., "answer": ...} per line; DataError names the line.
+Result<std::vector<Problem>> ReadProblems(const std::string& path);
+
+// Rows of the pipeline still on their way to the trainer: ready or leased in the tasks
+// generate, reward and train (tasks that do not exist count 0).
+Result<uint64_t> RowsInFlight(queue::QueueClient* client);
+
+class Feeder {
+ public:
+  // REQUIRES: options.sender is stable across restarts of this feeder and used by nothing else.
+  Feeder(ClientOptions options, std::vector<Problem> problems, int64_t group_size);
+
+  // Adds groups until at least target_groups are in flight, at most max_per_put per put.
+  // Returns the groups added.
+  Result<int64_t> FeedTo(int64_t target_groups, int64_t max_per_put);
+
+  // The two halves of one feeding round, public for tests that "crash" between them.
+  // Puts n groups at the current cursor; returns the groups the put added (its first effect).
+  Result<int64_t> PutGroups(int64_t n);
+  // Moves the cursor by `added` with compare-and-set.
+  Status AdvanceCursor(int64_t added);
+
+  // The cursor as last read from or written to rl-queue.
+  Result<uint64_t> Cursor();
+  queue::QueueClient& client() { return client_; }
+
+ private:
+  queue::QueueClient client_;
+  std::vector<Problem> problems_;
+  int64_t group_size_;
+  bool have_cursor_ = false;
+  uint64_t cursor_ = 0;
+  std::string cursor_text_;  // "" when the key is not set yet
+};
+
+}  // namespace rl::train

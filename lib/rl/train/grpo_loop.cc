@@ -1,0 +1,328 @@
+#include "rl/train/grpo_loop.h"
+
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <cmath>
+#include <random>
+#include <sstream>
+
+#include "rl/core/event_log.h"
+#include "rl/core/fs.h"
+#include "rl/model/model_file.h"
+#include "rl/train/checkpoint.h"
+#include "rl/train/evaluate.h"
+#include "rl/train/feeder.h"
+
+namespace rl::train {
+namespace {
+
+constexpr char kTrainTask[] = "train";
+
+double Seconds(std::chrono::steady_clock::time_point since) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
+}
+
+std::string Duration(double s) {
+  char buf[32];
+  int64_t t = static_cast<int64_t>(s);
+  std::snprintf(buf, sizeof buf, "%lldm%02llds", static_cast<long long>(t / 60), static_cast<long long>(t % 60));
+  return buf;
+}
+
+ClientOptions ClientFor(const GrpoLoopOptions& o, const std::string& sender) {
+  ClientOptions c;
+  c.endpoint = o.connect;
+  c.give_up_s = o.timeout_s;
+  c.sender = sender.empty() ? NewSenderId("rl-train") : sender;
+  return c;
+}
+
+class GrpoLoop {
+ public:
+  GrpoLoop(const GrpoLoopOptions& o, const std::atomic<bool>& stop)
+      : o_(o), stop_(stop), client_(ClientFor(o, "")) {}
+  Status Run();
+
+ private:
+  Status Start();
+  Status StartFrom(Checkpoint c);
+  Status StartFresh();
+  Status CollectAndTrain(std::vector<uint64_t>* consumed, int64_t* samples);
+  Status TrainOrDrop(const queue::GetReply& reply, std::vector<Group>* pending, std::vector<uint64_t>* consumed);
+  Status AfterStep(const StepStats& s, std::vector<uint64_t> consumed, double seconds);
+  void Evaluate(StepStats* s, nlohmann::json* fields);
+  void Phase(const char* phase);
+  void OnWritten(const Checkpoint& c, const Status& s);
+
+  GrpoLoopOptions o_;
+  const std::atomic<bool>& stop_;
+  queue::QueueClient client_;
+  EventLog events_;
+  std::unique_ptr<Feeder> feeder_;
+  std::unique_ptr<GrpoTrainer> trainer_;
+  std::unique_ptr<CheckpointWriter> writer_;
+  std::unique_ptr<queue::QueueClient> writer_client_;  // used on the writer thread only
+  std::vector<Problem> held_out_;
+  std::mt19937_64 rng_;
+  int64_t step_ = 0;
+  uint64_t version_ = 0;
+  double best_accuracy_ = 0, last_accuracy_ = -1, reward_ema_ = -1, best_reward_ema_ = 0;
+  int64_t start_step_ = 0;
+  std::chrono::steady_clock::time_point started_;
+};
+
+Status GrpoLoop::Start() {
+  if (o_.checkpoint_dir.empty()) return Status::InvalidArgument("grpo needs --checkpoint-dir");
+  RL_RETURN_IF_ERROR(MakeDirs(o_.checkpoint_dir));
+  if (!o_.run_dir.empty()) RL_RETURN_IF_ERROR(events_.Open(o_.run_dir, "train", o_.id));
+  RL_ASSIGN_OR_RETURN(std::vector<Problem> problems, ReadProblems(o_.prompts));
+  feeder_ = std::make_unique<Feeder>(ClientFor(o_, "rl-train-feeder:" + o_.id), std::move(problems), o_.group_size);
+  held_out_ = HeldOutSet(static_cast<size_t>(o_.eval_size));
+  rng_.seed(o_.seed);
+  RL_ASSIGN_OR_RETURN(std::optional<Checkpoint> ckpt, LoadNewestCheckpoint(o_.checkpoint_dir));
+  RL_RETURN_IF_ERROR(ckpt ? StartFrom(std::move(*ckpt)) : StartFresh());
+  writer_client_ = std::make_unique<queue::QueueClient>(ClientFor(o_, ""));
+  writer_ = std::make_unique<CheckpointWriter>(o_.checkpoint_dir, o_.keep,
+                                               [this](const Checkpoint& c, const Status& s) { OnWritten(c, s); });
+  RL_RETURN_IF_ERROR(client_.MetaSet({kStepKey, std::to_string(step_), std::nullopt}));
+  RL_RETURN_IF_ERROR(client_.MetaSet({kVersionKey, std::to_string(version_), std::nullopt}));
+  RL_ASSIGN_OR_RETURN(last_accuracy_, GreedyAccuracy(trainer_->policy(), held_out_));
+  best_accuracy_ = std::max(best_accuracy_, last_accuracy_);
+  spdlog::info("step {} version {}: held-out greedy accuracy {:.3f}", step_, version_, last_accuracy_);
+  events_.SetStep(step_);
+  events_.Emit("start", {{"version", version_}, {"accuracy", last_accuracy_}, {"staleness", o_.staleness},
+                         {"start_fraction", o_.start_fraction}, {"lr", o_.grpo.lr}});
+  return Status::OK();
+}
+
+Status GrpoLoop::StartFrom(Checkpoint c) {
+  spdlog::info("resuming from {} (step {}, version {})", CheckpointPath(o_.checkpoint_dir, c.step), c.step, c.version);
+  step_ = c.step;
+  version_ = c.version;
+  std::istringstream(c.rng) >> rng_;
+  best_accuracy_ = c.extra.value("best_accuracy", 0.0);
+  best_reward_ema_ = c.extra.value("best_reward_ema", 0.0);
+  reward_ema_ = c.extra.value("reward_ema", -1.0);
+  std::optional<model::Transformer> ref;
+  if (o_.grpo.kl_coef > 0) {
+    RL_ASSIGN_OR_RETURN(model::LoadedModel r, model::LoadModelFile(WeightsPath(o_.checkpoint_dir, 0)));
+    ref = r.model;
+  }
+  RL_ASSIGN_OR_RETURN(trainer_, GrpoTrainer::Create(*c.model, ref, o_.grpo));
+  RL_RETURN_IF_ERROR(trainer_->optimizer().LoadState(c.adam, c.adam_steps));
+  // The checkpoint holds the update these rows made: consume them if the last run could not.
+  if (!c.consumed.empty()) RL_RETURN_IF_ERROR(client_.Ack(kTrainTask, 0, c.consumed).status());
+  events_.SetStep(step_);
+  events_.Emit("resume", {{"version", version_}, {"acked", c.consumed.size()}});
+  std::string weights = WeightsPath(o_.checkpoint_dir, version_);
+  return model::SaveModelFile(weights, trainer_->policy(), version_);
+}
+
+Status GrpoLoop::StartFresh() {
+  std::string path = o_.weights.empty() ? WeightsPath(o_.checkpoint_dir, 0) : o_.weights;
+  auto loaded = model::LoadModelFile(path);
+  if (!loaded.ok()) {
+    return Status::Config("no checkpoint in " + o_.checkpoint_dir + " and no starting weights (" +
+                          loaded.status().message() + "): run rl-train sft first or give --weights");
+  }
+  step_ = 0;
+  version_ = 0;
+  if (!o_.weights.empty()) RL_RETURN_IF_ERROR(model::SaveModelFile(WeightsPath(o_.checkpoint_dir, 0), loaded->model, 0));
+  std::optional<model::Transformer> ref;
+  if (o_.grpo.kl_coef > 0) {
+    RL_ASSIGN_OR_RETURN(ref, loaded->model.Clone());
+  }
+  RL_ASSIGN_OR_RETURN(trainer_, GrpoTrainer::Create(loaded->model, ref, o_.grpo));
+  spdlog::info("starting from {} as version 0", path);
+  return Status::OK();
+}
+
+void GrpoLoop::Phase(const char* phase) {
+  events_.SetPhase(phase);
+  events_.Emit("phase");
+}
+
+// Takes whole groups until a batch is complete; passes start once start_fraction has arrived.
+Status GrpoLoop::CollectAndTrain(std::vector<uint64_t>* consumed, int64_t* samples) {
+  const int64_t need = o_.prompts_per_step * o_.group_size;
+  int64_t start_groups = std::max<int64_t>(1, static_cast<int64_t>(std::ceil(o_.start_fraction * o_.prompts_per_step)));
+  std::vector<Group> pending;
+  int64_t got = 0;
+  bool started = false;
+  Phase("waiting-for-data");
+  while (got < need) {
+    if (stop_) {
+      if (!consumed->empty()) (void)client_.Nack(kTrainTask, 0, *consumed);
+      return Status::Timeout("stopped");
+    }
+    RL_RETURN_IF_ERROR(feeder_->FeedTo(o_.prompts_per_step * (1 + o_.staleness), o_.prompts_per_step).status());
+    queue::GetRequest req;
+    req.task = kTrainTask;
+    req.count = static_cast<uint32_t>(need - got);
+    int64_t until_start = started ? o_.group_size : (start_groups * o_.group_size - got);
+    req.min = static_cast<uint32_t>(std::clamp<int64_t>(until_start, o_.group_size, need - got));
+    req.lease_ms = static_cast<int64_t>(o_.lease_s * 1000);
+    req.wait_ms = 1000;
+    req.groups = true;
+    req.has_min_version = true;
+    req.min_version = static_cast<int64_t>(version_) - o_.staleness;
+    req.regenerate_stale = o_.regenerate_stale;
+    if (o_.dynamic_sampling) req.drop_uniform = "reward";
+    RL_ASSIGN_OR_RETURN(queue::GetReply reply, client_.Get(req));
+    if (reply.rows.empty()) continue;
+    got += static_cast<int64_t>(reply.rows.size());
+    RL_RETURN_IF_ERROR(TrainOrDrop(reply, &pending, consumed));
+    if (!started && static_cast<int64_t>(consumed->size()) >= start_groups * o_.group_size) started = true;
+    if (started && !pending.empty()) {
+      Phase("train");
+      RL_RETURN_IF_ERROR(trainer_->Accumulate(pending));
+      pending.clear();
+    }
+  }
+  *samples = got;
+  return Status::OK();
+}
+
+// Groups the rows of a get; malformed rows are reported, consumed and left out of training.
+Status GrpoLoop::TrainOrDrop(const queue::GetReply& reply, std::vector<Group>* pending, std::vector<uint64_t>* consumed) {
+  std::vector<uint64_t> indices;
+  for (const auto& r : reply.rows) indices.push_back(r.index);
+  auto groups = GroupsOf(reply.rows);
+  if (!groups.ok()) {
+    spdlog::error("dropping {} rows of task train: {}", indices.size(), groups.status().message());
+    events_.Emit("bad-rows", {{"rows", indices.size()}, {"error", groups.status().message()}});
+    return client_.Ack(kTrainTask, reply.lease, indices).status();
+  }
+  consumed->insert(consumed->end(), indices.begin(), indices.end());
+  pending->insert(pending->end(), groups->begin(), groups->end());
+  return Status::OK();
+}
+
+void GrpoLoop::Evaluate(StepStats* s, nlohmann::json* fields) {
+  reward_ema_ = reward_ema_ < 0 ? s->mean_reward : 0.8 * reward_ema_ + 0.2 * s->mean_reward;
+  bool eval = o_.eval_every > 0 && step_ % o_.eval_every == 0;
+  if (eval) {
+    auto acc = GreedyAccuracy(trainer_->policy(), held_out_);
+    if (acc.ok()) last_accuracy_ = *acc;
+    (*fields)["accuracy"] = last_accuracy_;
+  }
+  std::string why;
+  if (eval && best_accuracy_ >= 0.2 && last_accuracy_ < best_accuracy_ - o_.collapse_drop) {
+    why = "held-out accuracy fell from " + std::to_string(best_accuracy_) + " to " + std::to_string(last_accuracy_);
+  } else if (!o_.dynamic_sampling && best_reward_ema_ >= 0.2 && reward_ema_ < best_reward_ema_ - o_.collapse_drop) {
+    why = "mean reward fell from " + std::to_string(best_reward_ema_) + " to " + std::to_string(reward_ema_);
+  }
+  best_accuracy_ = std::max(best_accuracy_, last_accuracy_);
+  best_reward_ema_ = std::max(best_reward_ema_, reward_ema_);
+  if (!why.empty()) {
+    spdlog::error("COLLAPSE at step {}: {} (lr {}; a lower --lr, on-policy --mode sync or a KL term may help)",
+                  step_, why, o_.grpo.lr);
+    events_.Emit("collapse", {{"why", why}, {"lr", o_.grpo.lr}});
+  }
+}
+
+Status GrpoLoop::AfterStep(const StepStats& s0, std::vector<uint64_t> consumed, double seconds) {
+  StepStats s = s0;
+  ++step_;
+  ++version_;
+  events_.SetStep(step_);
+  nlohmann::json f = {{"version", version_}, {"reward", s.mean_reward}, {"loss", s.loss},
+                      {"samples", s.samples}, {"groups", s.groups}, {"tokens", s.tokens},
+                      {"samples_per_s", s.samples / seconds}, {"seconds", seconds},
+                      {"clip_fraction", s.clip_fraction}, {"kl", s.kl}, {"grad_norm", s.grad_norm},
+                      {"min_version", s.min_version}, {"max_version", s.max_version}};
+  Evaluate(&s, &f);
+  events_.Emit("step", f);
+  std::string eta;
+  if (o_.max_steps > 0) {
+    double per_step = Seconds(started_) / static_cast<double>(step_ - start_step_);
+    eta = " eta " + Duration(per_step * static_cast<double>(o_.max_steps - step_));
+  }
+  spdlog::info("step {} reward {:.3f} held-out {:.3f} (best {:.3f}) samples/s {:.0f} s/step {:.2f} versions {}..{}{}",
+               step_, s.mean_reward, last_accuracy_, best_accuracy_, s.samples / seconds, seconds,
+               s.min_version, s.max_version, eta);
+  Phase("checkpoint");
+  Checkpoint c;
+  c.step = step_;
+  c.version = version_;
+  RL_ASSIGN_OR_RETURN(c.cursor, feeder_->Cursor());
+  std::ostringstream rng;
+  rng << rng_;
+  c.rng = rng.str();
+  c.consumed = std::move(consumed);
+  c.extra = {{"best_accuracy", best_accuracy_}, {"reward_ema", reward_ema_}, {"best_reward_ema", best_reward_ema_}};
+  RL_ASSIGN_OR_RETURN(model::Transformer snapshot, trainer_->policy().Clone());
+  c.model = std::move(snapshot);
+  c.adam = trainer_->optimizer().State();
+  c.adam_steps = trainer_->optimizer().steps();
+  writer_->Submit(std::move(c));
+  return Status::OK();
+}
+
+// On the writer thread: the checkpoint and weights are on disk, so the rows can be consumed.
+void GrpoLoop::OnWritten(const Checkpoint& c, const Status& s) {
+  if (!s.ok()) {
+    spdlog::error("checkpoint of step {} failed: {}", c.step, s.ToString());
+    events_.Emit("checkpoint-failed", {{"error", s.ToString()}});
+    return;
+  }
+  Status acked = writer_client_->Ack(kTrainTask, 0, c.consumed).status();
+  Status meta = writer_client_->MetaSet({kStepKey, std::to_string(c.step), std::nullopt});
+  if (meta.ok()) meta = writer_client_->MetaSet({kVersionKey, std::to_string(c.version), std::nullopt});
+  if (!acked.ok() || !meta.ok()) spdlog::error("after checkpoint {}: {} {}", c.step, acked.ToString(), meta.ToString());
+  events_.Emit("checkpoint", {{"version", c.version}, {"rows", c.consumed.size()}});
+}
+
+Status GrpoLoop::Run() {
+  RL_RETURN_IF_ERROR(Start());
+  started_ = std::chrono::steady_clock::now();
+  start_step_ = step_;
+  Status status;
+  while (!stop_ && (o_.max_steps == 0 || step_ < o_.max_steps)) {
+    if (o_.staleness == 0) RL_RETURN_IF_ERROR(writer_->Wait());  // on-policy: wait for v+1 to be out
+    auto t0 = std::chrono::steady_clock::now();
+    std::vector<uint64_t> consumed;
+    int64_t samples = 0;
+    status = CollectAndTrain(&consumed, &samples);
+    if (stop_) break;
+    if (!status.ok()) break;
+    auto stats = trainer_->FinishStep();
+    if (!stats.ok()) {
+      status = stats.status();
+      break;
+    }
+    status = AfterStep(*stats, std::move(consumed), Seconds(t0));
+    if (!status.ok()) break;
+  }
+  Status written = writer_->Wait();
+  Phase("stopped");
+  events_.Emit("stop", {{"version", version_}, {"accuracy", last_accuracy_}});
+  if (stop_) return written;
+  return status.ok() ? written : status;
+}
+
+}  // namespace
+
+Status ApplyMode(const std::string& mode, GrpoLoopOptions* o) {
+  if (mode == "sync") {
+    o->staleness = 0;
+    o->start_fraction = 1.0;
+  } else if (mode == "semi-sync") {
+    o->staleness = 1;
+    o->start_fraction = 0.5;
+  } else if (mode == "async") {
+    o->staleness = 1;
+    o->start_fraction = 0.0;
+  } else {
+    return Status::InvalidArgument("--mode must be sync, semi-sync or async, not '" + mode + "'");
+  }
+  return Status::OK();
+}
+
+Status RunGrpo(const GrpoLoopOptions& options, const std::atomic<bool>& stop) {
+  GrpoLoop loop(options, stop);
+  return loop.Run();
+}
+
+}  // namespace rl::train

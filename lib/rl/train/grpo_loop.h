@@ -1,0 +1,50 @@
+// The GRPO learning loop of rl-train, against rl-queue (DESIGN.md "How data flows").
+//
+// Each step: feed prompts so that (1 + staleness) steps' worth of groups are in flight; take whole
+// groups from task `train` (version >= current - staleness, uniform-reward groups dropped when
+// dynamic sampling is on) until a batch of prompts_per_step groups is complete, starting the
+// forward/backward passes once start_fraction of it has arrived; one AdamW step; then a snapshot
+// in memory, written in the background as ckpt-<step> and published as weights-<version>, after
+// which the batch's rows are acked and the metadata train.step / train.version set.
+// Modes (DESIGN.md "Training modes"): sync k=0 f=1; semi-sync k=1 f=0.5; async k=1 f=0.
+// On start it resumes from the newest complete checkpoint (acking the rows it holds the update
+// of), else from --weights or <checkpoint-dir>/weights-0.safetensors (the SFT result).
+// Thread safety: RunGrpo runs on the calling thread plus one checkpoint writer thread.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+
+#include "rl/core/status.h"
+#include "rl/train/grpo_trainer.h"
+
+namespace rl::train {
+
+struct GrpoLoopOptions {
+  std::string connect = "tcp://127.0.0.1:5555";
+  double timeout_s = 60;
+  std::string checkpoint_dir, prompts, weights, run_dir, id = "0";
+  int64_t group_size = 8;
+  int64_t prompts_per_step = 64;
+  int64_t max_steps = 0;  // 0: until stopped
+  int64_t staleness = 0;  // k
+  double start_fraction = 1.0;  // f
+  bool dynamic_sampling = true;
+  bool regenerate_stale = true;
+  double lease_s = 300;
+  int64_t eval_every = 5;
+  int64_t eval_size = 256;
+  int keep = 3;
+  double collapse_drop = 0.25;
+  uint64_t seed = 0;
+  GrpoOptions grpo;
+};
+
+// Sets staleness and start_fraction from "sync", "semi-sync" or "async"; InvalidArgument otherwise.
+Status ApplyMode(const std::string& mode, GrpoLoopOptions* o);
+
+// Runs until max_steps or *stop. Unavailable when rl-queue cannot be reached.
+Status RunGrpo(const GrpoLoopOptions& options, const std::atomic<bool>& stop);
+
+}  // namespace rl::train

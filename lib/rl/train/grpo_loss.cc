@@ -1,0 +1,77 @@
+#include "rl/train/grpo_loss.h"
+
+#include <ATen/ATen.h>
+
+#include "rl/model/torch_guard.h"
+
+namespace rl::train {
+
+Result<LossSums> PolicyLossSums(const at::Tensor& new_lp, const at::Tensor& old_lp,
+                                const at::Tensor& mask, const at::Tensor& adv, double clip,
+                                LossNorm norm, const at::Tensor& ref_lp, double kl_coef) {
+  if (new_lp.dim() != 2 || !new_lp.sizes().equals(old_lp.sizes()) || !new_lp.sizes().equals(mask.sizes()) ||
+      adv.dim() != 1 || adv.size(0) != new_lp.size(0) || (ref_lp.defined() && !ref_lp.sizes().equals(new_lp.sizes()))) {
+    return Status::InvalidArgument("policy loss: mismatched shapes");
+  }
+  return model::TorchGuard("policy loss", [&]() -> Result<LossSums> {
+    at::Tensor a = adv.to(at::kFloat).unsqueeze(1);
+    at::Tensor ratio = at::exp((new_lp - old_lp) * mask);
+    at::Tensor unclipped = ratio * a;
+    at::Tensor clipped = at::clamp(ratio, 1 - clip, 1 + clip) * a;
+    at::Tensor per_token = -at::min(unclipped, clipped);
+    LossSums out;
+    if (ref_lp.defined() && kl_coef != 0) {
+      at::Tensor d = (ref_lp - new_lp) * mask;
+      at::Tensor kl = at::exp(d) - d - 1;
+      per_token = per_token + kl_coef * kl;
+      out.kl = (kl * mask).sum().item<double>();
+    }
+    per_token = per_token * mask;
+    at::Tensor lengths = mask.sum(1);
+    out.tokens = lengths.sum().item<double>();
+    out.sequences = (lengths > 0).sum().item<double>();
+    out.clipped = ((clipped.detach() < unclipped.detach()).to(at::kFloat) * mask).sum().item<double>();
+    if (norm == LossNorm::kToken) {
+      out.sum = per_token.sum();
+    } else {
+      out.sum = (per_token.sum(1) / lengths.clamp_min(1)).sum();
+    }
+    return out;
+  });
+}
+
+TokenBatch MakeTokenBatch(const std::vector<const Sample*>& samples, int64_t pad_id) {
+  int64_t b = static_cast<int64_t>(samples.size()), len = 2;
+  for (const Sample* s : samples) {
+    len = std::max<int64_t>(len, static_cast<int64_t>(s->prompt_ids.size() + s->response_ids.size()));
+  }
+  TokenBatch out;
+  out.tokens = at::full({b, len}, pad_id, at::kLong);
+  out.mask = at::zeros({b, len - 1}, at::kFloat);
+  out.old_lp = at::zeros({b, len - 1}, at::kFloat);
+  auto tok = out.tokens.accessor<int64_t, 2>();
+  auto mask = out.mask.accessor<float, 2>();
+  auto old = out.old_lp.accessor<float, 2>();
+  for (int64_t i = 0; i < b; ++i) {
+    const Sample& s = *samples[i];
+    int64_t p = static_cast<int64_t>(s.prompt_ids.size());
+    for (int64_t j = 0; j < p; ++j) tok[i][j] = s.prompt_ids[j];
+    for (size_t j = 0; j < s.response_ids.size(); ++j) {
+      tok[i][p + j] = s.response_ids[j];
+      mask[i][p + j - 1] = 1;
+      old[i][p + j - 1] = s.logprobs[j];
+    }
+  }
+  return out;
+}
+
+Result<at::Tensor> TokenLogprobs(const model::Transformer& model, const at::Tensor& tokens) {
+  RL_ASSIGN_OR_RETURN(at::Tensor logits, model.Forward(tokens));
+  return model::TorchGuard("token logprobs", [&]() -> Result<at::Tensor> {
+    int64_t len = tokens.size(1);
+    at::Tensor logp = at::log_softmax(logits.narrow(1, 0, len - 1), -1);
+    return logp.gather(2, tokens.narrow(1, 1, len - 1).unsqueeze(2)).squeeze(2);
+  });
+}
+
+}  // namespace rl::train

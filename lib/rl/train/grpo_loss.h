@@ -1,0 +1,52 @@
+// The GRPO / PPO-clip objective over padded batches of response tokens.
+//
+// For response token t of sequence b, with ratio = exp(new_lp - old_lp) (old_lp: the sampling
+// policy's log-probability, recorded by the rollout) and the sequence's advantage A:
+//   l = -min(ratio * A, clamp(ratio, 1 - clip, 1 + clip) * A)
+//       + kl_coef * (exp(ref_lp - new_lp) - (ref_lp - new_lp) - 1)      (k3 KL estimator)
+// Normalisation over a whole batch (which may arrive in several pieces, see LossSums):
+//   token:    sum over every token of l / number of tokens in the batch
+//   sequence: sum over sequences of (mean of l over the sequence) / number of sequences
+// Thread safety: free functions over tensors.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <vector>
+
+#include "rl/core/status.h"
+#include "rl/model/transformer.h"
+#include "rl/train/sample.h"
+
+namespace rl::train {
+
+enum class LossNorm { kToken, kSequence };
+
+// The numerator of the loss for a piece of a batch, and what the denominators need.
+struct LossSums {
+  at::Tensor sum;        // scalar, differentiable: sum of l (token) or of per-sequence means
+  double tokens = 0;     // response tokens in the piece
+  double sequences = 0;  // sequences with at least one response token
+  double clipped = 0;    // tokens whose ratio was clipped (the min chose the clamped term)
+  double kl = 0;         // sum of the KL estimate over tokens (0 without a reference)
+};
+
+// new_lp, old_lp, mask: [B, T] float32 (mask 1 on response tokens); adv: [B]. ref_lp undefined
+// for no KL term. InvalidArgument on shape mismatches.
+Result<LossSums> PolicyLossSums(const at::Tensor& new_lp, const at::Tensor& old_lp,
+                                const at::Tensor& mask, const at::Tensor& adv, double clip,
+                                LossNorm norm, const at::Tensor& ref_lp, double kl_coef);
+
+// The padded token matrices of a list of samples: row b holds prompt_ids + response_ids
+// right-padded with pad_id; position p of the [B, L-1] matrices is the prediction of token p+1.
+struct TokenBatch {
+  at::Tensor tokens;  // [B, L] int64
+  at::Tensor mask;    // [B, L-1] float32, 1 where token p+1 is a response token
+  at::Tensor old_lp;  // [B, L-1] float32, the recorded logprobs at those positions (0 elsewhere)
+};
+TokenBatch MakeTokenBatch(const std::vector<const Sample*>& samples, int64_t pad_id);
+
+// log_softmax(model(tokens))[b, p, tokens[b, p+1]]: [B, L-1], differentiable when grad mode is on.
+Result<at::Tensor> TokenLogprobs(const model::Transformer& model, const at::Tensor& tokens);
+
+}  // namespace rl::train

@@ -1,0 +1,85 @@
+#include "rl/train/sample.h"
+
+#include <cmath>
+#include <map>
+
+namespace rl::train {
+namespace {
+
+const Value* Find(const queue::GotRow& row, const std::string& name) {
+  for (const auto& [col, v] : row.columns) {
+    if (col == name) return &v;
+  }
+  return nullptr;
+}
+
+Status Missing(const queue::GotRow& row, const std::string& col, const char* want) {
+  return Status::DataError("row " + std::to_string(row.index) + ": column '" + col + "' " + want);
+}
+
+Result<std::vector<int64_t>> IntTensor(const queue::GotRow& row, const std::string& col) {
+  const Value* v = Find(row, col);
+  const auto* t = v ? std::get_if<Tensor>(v) : nullptr;
+  if (!t || (t->dtype != DType::kI64 && t->dtype != DType::kI32)) return Missing(row, col, "is not an integer tensor");
+  return t->ToI64();
+}
+
+Result<double> Number(const queue::GotRow& row, const std::string& col) {
+  const Value* v = Find(row, col);
+  if (v && std::holds_alternative<double>(*v)) return std::get<double>(*v);
+  if (v && std::holds_alternative<int64_t>(*v)) return static_cast<double>(std::get<int64_t>(*v));
+  if (v && std::holds_alternative<bool>(*v)) return std::get<bool>(*v) ? 1.0 : 0.0;
+  return Missing(row, col, "is not a number");
+}
+
+Result<Sample> SampleOf(const queue::GotRow& row) {
+  Sample s;
+  s.index = row.index;
+  RL_ASSIGN_OR_RETURN(s.prompt_ids, IntTensor(row, "prompt_ids"));
+  RL_ASSIGN_OR_RETURN(s.response_ids, IntTensor(row, "response_ids"));
+  const Value* lp = Find(row, "logprobs");
+  const auto* t = lp ? std::get_if<Tensor>(lp) : nullptr;
+  if (!t || (t->dtype != DType::kF32 && t->dtype != DType::kF64)) return Missing(row, "logprobs", "is not a float tensor");
+  for (double x : t->ToF64()) s.logprobs.push_back(static_cast<float>(x));
+  if (s.logprobs.size() != s.response_ids.size()) {
+    return Missing(row, "logprobs", "does not have one value per response token");
+  }
+  if (s.prompt_ids.empty()) return Missing(row, "prompt_ids", "is empty");
+  RL_ASSIGN_OR_RETURN(s.reward, Number(row, "reward"));
+  RL_ASSIGN_OR_RETURN(double version, Number(row, "version"));
+  s.version = static_cast<int64_t>(version);
+  return s;
+}
+
+}  // namespace
+
+Result<std::vector<Group>> GroupsOf(const std::vector<queue::GotRow>& rows) {
+  std::vector<Group> groups;
+  std::map<std::string, size_t> where;
+  for (const auto& row : rows) {
+    const Value* g = Find(row, queue::kGroupColumn);
+    std::string key = g ? queue::GroupKey(*g) : "";
+    if (key.empty()) return Missing(row, queue::kGroupColumn, "is missing");
+    RL_ASSIGN_OR_RETURN(Sample s, SampleOf(row));
+    auto [it, fresh] = where.emplace(key, groups.size());
+    if (fresh) groups.push_back({key, {}});
+    groups[it->second].samples.push_back(std::move(s));
+  }
+  return groups;
+}
+
+std::vector<double> GroupAdvantages(const std::vector<double>& rewards) {
+  size_t n = rewards.size();
+  std::vector<double> adv(n, 0.0);
+  if (n < 2) return adv;
+  double mean = 0;
+  for (double r : rewards) mean += r;
+  mean /= n;
+  double var = 0;
+  for (double r : rewards) var += (r - mean) * (r - mean);
+  double std = std::sqrt(var / (n - 1));
+  for (size_t i = 0; i < n; ++i) adv[i] = (rewards[i] - mean) / (std + 1e-4);
+  return adv;
+}
+
+}  // namespace rl::train

@@ -1,0 +1,40 @@
+// Sample and Group: the rows of task `train` as the trainer sees them, decoded from a queue get.
+//
+// Columns read (the pipeline contract, man/rl-train.1): prompt_ids (i64 tensor, with <bos>),
+// response_ids (i64 tensor), logprobs (f32 tensor, one per response token), reward (number),
+// version (int), group (the prompt's group key).
+// Thread safety: values.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "rl/core/status.h"
+#include "rl/queue/protocol.h"
+
+namespace rl::train {
+
+struct Sample {
+  uint64_t index = 0;  // the row in rl-queue
+  std::vector<int64_t> prompt_ids, response_ids;
+  std::vector<float> logprobs;
+  double reward = 0;
+  int64_t version = 0;
+};
+
+struct Group {
+  std::string key;
+  std::vector<Sample> samples;
+};
+
+// The rows of a get, grouped by their group column in order of first appearance. DataError names
+// the row and column when a column is missing or has the wrong type, or logprobs and
+// response_ids differ in length.
+Result<std::vector<Group>> GroupsOf(const std::vector<queue::GotRow>& rows);
+
+// (r - mean) / (std + 1e-4) over one group's rewards, std the sample standard deviation
+// (n - 1 in the denominator, as torch.std); all zeros for a group of one.
+std::vector<double> GroupAdvantages(const std::vector<double>& rewards);
+
+}  // namespace rl::train

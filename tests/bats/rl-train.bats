@@ -1,0 +1,102 @@
+#!/usr/bin/env bats
+# rl-train from the command line: options, the small subcommands, the manual's examples, and the
+# feeder's cursor across kill -9 of the trainer.
+
+load helper
+
+setup() { setup_sealed; cd "$TMP"; }
+teardown() { teardown_sealed; }
+
+TASKS=(--declare generate=prompt_ids --declare reward=prompt,response,answer
+       --declare train=prompt_ids,response_ids,logprobs,reward,version)
+
+# A small model and its weights-0, fast to train for a few steps.
+small_sft() {
+  rl-train make-data --problems 500 --seed 1 > "$TMP/problems.jsonl"
+  rl-train sft --data "$TMP/problems.jsonl" --checkpoint-dir "$TMP/ckpt" --max-steps 2 \
+    --eval-every 2 --eval-size 8 --batch-size 16 \
+    --model-config '{"vocab_size": 15, "d_model": 16, "n_layers": 1, "n_heads": 2, "context": 32}'
+}
+
+@test "--help lists the subcommands and the environment variable of each option" {
+  run rl-train --help
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"sft"* && "$output" == *"grpo"* && "$output" == *"make-data"* ]]
+  run rl-train grpo --help
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"[env RL_TRAIN_MODE]"* ]]
+  [[ "$output" == *"[env RL_CHECKPOINT_DIR]"* ]]
+}
+
+@test "--version prints the version" {
+  run rl-train --version
+  [ "$status" -eq 0 ]
+  [[ "$output" =~ ^rl-train\ [0-9]+\.[0-9]+\.[0-9]+$ ]]
+}
+
+@test "exits 64 on an unknown option, a bad mode, or no subcommand" {
+  run rl-train sft --no-such-option
+  [ "$status" -eq 64 ]
+  run rl-train grpo --checkpoint-dir c --prompts p --mode sideways
+  [ "$status" -eq 64 ]
+  run rl-train
+  [ "$status" -eq 64 ]
+}
+
+@test "make-data writes addition problems as JSON lines, the same for the same seed" {
+  run rl-train make-data --problems 3 --seed 5
+  [ "$status" -eq 0 ]
+  [ "$(printf '%s\n' "$output" | wc -l)" -eq 3 ]
+  [[ "${lines[0]}" =~ ^\{\"answer\":\"[0-9]+\",\"prompt\":\"[0-9]{3}\+[0-9]{3}=\"\}$ ]]
+  first="$output"
+  run rl-train make-data --problems 3 --seed 5
+  [ "$output" = "$first" ]
+}
+
+@test "the EXAMPLES of rl-train(1) run" {
+  awk '/^\.\\" example-begin/{f=1;next} /^\.\\" example-end/{f=0} f && !/^\.E[XE]/' \
+    "$RL_SOURCE_DIR/man/rl-train.1" > "$TMP/examples.sh"
+  run bash -euo pipefail "$TMP/examples.sh"
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [ -f "$TMP/ckpt/weights-0.safetensors" ]
+  [[ "$output" == *'"problems":20'* ]]
+}
+
+@test "sft exits 65 on a data line without a prompt" {
+  printf '{"answer": "1"}\n' > "$TMP/bad.jsonl"
+  run rl-train sft --data "$TMP/bad.jsonl" --checkpoint-dir "$TMP/ckpt"
+  [ "$status" -eq 65 ]
+  [[ "$output" == *"bad.jsonl:1: want a JSON object with a string \"prompt\""* ]]
+}
+
+@test "grpo exits 78 when there is neither a checkpoint nor starting weights" {
+  start_queue "$TMP/q" "${TASKS[@]}"
+  rl-train make-data --problems 5 > "$TMP/p.jsonl"
+  run rl-train grpo --checkpoint-dir "$TMP/empty" --prompts "$TMP/p.jsonl" --timeout 5
+  [ "$status" -eq 78 ]
+  [[ "$output" == *"run rl-train sft first or give --weights"* ]]
+}
+
+@test "grpo feeds G rows per prompt and a kill -9 between feeds adds no prompt twice" {
+  small_sft
+  start_queue "$TMP/q" "${TASKS[@]}"
+  rl-train grpo --checkpoint-dir "$TMP/ckpt" --prompts "$TMP/problems.jsonl" --group-size 4 \
+    --prompts-per-step 3 --mode async --eval-size 8 --run-dir "$TMP/run" 2>"$TMP/train.log" &
+  PIDS+=($!)
+  for _ in $(seq 1 100); do
+    [ "$(rl-queue meta get train.cursor 2>/dev/null)" = "6" ] && break
+    sleep 0.1
+  done
+  [ "$(rl-queue meta get train.cursor)" = "6" ]
+  kill -9 "${PIDS[-1]}"
+  rl-train grpo --checkpoint-dir "$TMP/ckpt" --prompts "$TMP/problems.jsonl" --group-size 4 \
+    --prompts-per-step 3 --mode async --eval-size 8 --run-dir "$TMP/run" 2>>"$TMP/train.log" &
+  PIDS+=($!)
+  sleep 2
+  run rl-queue stat --json
+  [[ "$output" == *'"rows":24'* ]]
+  [ "$(rl-queue meta get train.cursor)" = "6" ]
+  grep -q '"event":"start"' "$TMP/run/events/train-0.jsonl"
+  grep -q '"phase":"waiting-for-data"' "$TMP/run/events/train-0.jsonl"
+}
