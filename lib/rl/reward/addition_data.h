@@ -1,0 +1,27 @@
+// The demo task: 3-digit addition with zero padding, "037+480=" -> "517".
+//
+// The 10^6 ordered pairs (a, b) are split once and for all by a hash of the pair: about 1 in 50
+// is held out. Training prompts (MakeAdditionData) never come from the held-out part; the
+// held-out set (heldout = true) draws only from it, so with a fixed seed it is a fixed set that
+// no training run has seen. The answer is the sum without padding ("5", "1998").
+// Thread safety: pure functions.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace rl::reward {
+
+struct AdditionExample {
+  std::string prompt;  // "037+480="
+  std::string answer;  // "517"
+};
+
+bool IsHeldOut(int a, int b);
+std::string AdditionPrompt(int a, int b);
+
+// `count` examples drawn with replacement from the training or the held-out part.
+std::vector<AdditionExample> MakeAdditionData(uint64_t count, uint64_t seed, bool heldout);
+
+}  // namespace rl::reward

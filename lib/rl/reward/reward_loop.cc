@@ -1,0 +1,142 @@
+#include "rl/reward/reward_loop.h"
+
+#include "rl/core/clock.h"
+#include "rl/core/log.h"
+
+namespace rl::reward {
+namespace {
+
+using queue::GotRow;
+
+// The text of a column that should hold a string; a number is accepted as its decimal form.
+Result<std::string> TextColumn(const GotRow& row, const char* name) {
+  for (const auto& [col, v] : row.columns) {
+    if (col != name) continue;
+    if (auto* s = std::get_if<std::string>(&v)) return *s;
+    if (auto* i = std::get_if<int64_t>(&v)) return std::to_string(*i);
+    return Status::DataError(std::string("column '") + name + "' is a " + ValueTypeName(v) + ", not a string");
+  }
+  return Status::DataError(std::string("row has no column '") + name + "'");
+}
+
+Result<RewardRequest> RequestOf(const GotRow& row) {
+  RewardRequest req;
+  RL_ASSIGN_OR_RETURN(req.prompt, TextColumn(row, "prompt"));
+  RL_ASSIGN_OR_RETURN(req.response, TextColumn(row, "response"));
+  RL_ASSIGN_OR_RETURN(req.answer, TextColumn(row, "answer"));
+  return req;
+}
+
+class Loop {
+ public:
+  Loop(const RewardLoopOptions& o, Verifier* v, RewardStats* stats)
+      : o_(o), verifier_(v), client_(o.client), stats_(stats) {}
+
+  Status Run(const std::atomic<bool>& stop) {
+    Phase("waiting-for-data");
+    while (!stop.load() && (o_.max_rows == 0 || stats_->rows < o_.max_rows)) {
+      queue::GetRequest g;
+      g.task = kRewardTask;
+      g.columns = {"prompt", "response", "answer"};
+      g.count = o_.count;
+      g.min = 1;
+      g.lease_ms = o_.lease_ms;
+      g.wait_ms = o_.wait_ms;
+      RL_ASSIGN_OR_RETURN(queue::GetReply got, client_.Get(g));
+      if (!got.rows.empty()) RL_RETURN_IF_ERROR(Batch(got));
+      Progress(false);
+    }
+    Progress(true);
+    return Status::OK();
+  }
+
+ private:
+  Status Batch(const queue::GetReply& got) {
+    Phase("score");
+    int64_t start = MonoMillis();
+    queue::PutRequest put;
+    put.ack_task = kRewardTask;
+    put.ack_lease = got.lease;
+    std::vector<uint64_t> failed;
+    double sum = 0;
+    Status fatal;
+    for (const GotRow& row : got.rows) {
+      Result<RewardRequest> req = RequestOf(row);
+      Result<double> r = req.ok() ? verifier_->Score(*req) : Result<double>(req.status());
+      if (!r.ok()) {
+        spdlog::error("row {}: {}", row.index, r.status().message());
+        if (o_.events) o_.events->Emit("row_failed", {{"index", row.index}, {"error", r.status().ToString()}});
+        failed.push_back(row.index);
+        if (verifier_->broken()) fatal = r.status();
+        continue;
+      }
+      sum += *r;
+      put.rows.push_back({row.index, {{"reward", *r}}});
+    }
+    if (!failed.empty()) {
+      auto nacked = client_.Nack(kRewardTask, got.lease, failed);
+      if (!nacked.ok()) spdlog::warn("nack of {} rows: {}", failed.size(), nacked.status().message());
+      stats_->failed += failed.size();
+    }
+    if (!put.rows.empty()) RL_RETURN_IF_ERROR(Commit(put, sum));
+    if (o_.events) {
+      o_.events->Emit("batch", {{"rows", put.rows.size()}, {"failed", failed.size()},
+                                {"reward_mean", put.rows.empty() ? 0.0 : sum / put.rows.size()},
+                                {"seconds", (MonoMillis() - start) / 1000.0}});
+    }
+    Phase("waiting-for-data");
+    return fatal;
+  }
+
+  Status Commit(const queue::PutRequest& put, double sum) {
+    auto done = client_.Put(put);
+    if (done.ok()) {
+      stats_->rows += put.rows.size();
+      stats_->reward_sum += sum;
+      return Status::OK();
+    }
+    if (done.status().code() != Code::kConflict && done.status().code() != Code::kNotFound) return done.status();
+    // The lease expired before the put: the rows went back to the queue and may be scored by
+    // another reward role. Nothing was written.
+    spdlog::warn("{} scored rows not written: {}", put.rows.size(), done.status().message());
+    stats_->lost += put.rows.size();
+    return Status::OK();
+  }
+
+  void Phase(const std::string& phase) {
+    if (!o_.events || phase == phase_) return;
+    phase_ = phase;
+    o_.events->SetPhase(phase);
+    o_.events->Emit("phase");
+  }
+
+  void Progress(bool final) {
+    if (o_.progress_ms <= 0 && !final) return;
+    int64_t now = MonoMillis();
+    if (!final && now - last_progress_ < o_.progress_ms) return;
+    if (!final && stats_->rows == last_rows_) return;
+    last_progress_ = now;
+    last_rows_ = stats_->rows;
+    spdlog::info("{} rows scored (mean reward {:.3f}), {} failed, {} lost to expired leases", stats_->rows,
+                 stats_->rows ? stats_->reward_sum / stats_->rows : 0.0, stats_->failed, stats_->lost);
+  }
+
+  const RewardLoopOptions& o_;
+  Verifier* verifier_;
+  queue::QueueClient client_;
+  RewardStats* stats_;
+  std::string phase_;
+  int64_t last_progress_ = MonoMillis();
+  uint64_t last_rows_ = 0;
+};
+
+}  // namespace
+
+Status RunRewardLoop(const RewardLoopOptions& options, Verifier* verifier, const std::atomic<bool>& stop,
+                     RewardStats* stats) {
+  RewardStats local;
+  Loop loop(options, verifier, stats ? stats : &local);
+  return loop.Run(stop);
+}
+
+}  // namespace rl::reward

@@ -1,0 +1,156 @@
+#include "rl/rollout/cli.h"
+
+#include <ATen/Parallel.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <iostream>
+
+#include "rl/core/event_log.h"
+#include "rl/core/log.h"
+#include "rl/core/options.h"
+#include "rl/core/signals.h"
+#include "rl/model/model_file.h"
+#include "rl/rollout/generate_jsonl.h"
+#include "rl/rollout/rollout_loop.h"
+
+namespace rl::rollout {
+namespace {
+
+int Fail(const Status& s) {
+  std::cerr << "rl-rollout: " << s.message() << "\n";
+  return ExitCodeFor(s);
+}
+
+struct SamplingFlags {
+  model::GenerateOptions g;
+  int threads = 1;
+  uint64_t seed = 0;
+
+  void Bind(CommandLine& cl, CLI::App* sub) {
+    g.max_new_tokens = 0;
+    g.slots = 256;
+    cl.Bind(sub, "--temperature", &g.sampling.temperature)->check(CLI::NonNegativeNumber);
+    cl.Bind(sub, "--top-k", &g.sampling.top_k)->check(CLI::NonNegativeNumber);
+    cl.Bind(sub, "--top-p", &g.sampling.top_p)->check(CLI::Range(1e-9, 1.0));
+    cl.Bind(sub, "--max-new-tokens", &g.max_new_tokens)->check(CLI::Range(int64_t{0}, int64_t{1} << 20));
+    cl.Bind(sub, "--slots", &g.slots)->check(CLI::Range(int64_t{1}, int64_t{1} << 16));
+    cl.Bind(sub, "--threads", &threads)->check(CLI::Range(1, 1024));
+    cl.Bind(sub, "--seed", &seed);
+  }
+  model::GenerateOptions Options() const {
+    model::GenerateOptions o = g;
+    o.seed = seed;
+    return o;
+  }
+};
+
+int RunGenerate(const SamplingFlags& f, const std::string& weights) {
+  Policy policy;
+  if (Status s = policy.Load(weights); !s.ok()) return Fail(s.WithContext(weights));
+  GenerateJsonlOptions o;
+  o.generate = f.Options();
+  GenerateJsonlStats stats;
+  Status s = GenerateJsonl(policy.model(), o, std::cin, std::cout, &stats);
+  spdlog::info("{} responses, {} tokens in {:.2f} s of generation ({:.0f} tokens/s), version {}", stats.lines,
+               stats.tokens, stats.generate_s, stats.generate_s > 0 ? stats.tokens / stats.generate_s : 0.0,
+               policy.version());
+  return s.ok() ? kExitOk : Fail(s);
+}
+
+int RunLoop(RolloutOptions o, const std::string& weights, const std::string& run_dir, const std::string& id) {
+  Policy policy;
+  if (!weights.empty()) {
+    if (Status s = policy.Load(weights); !s.ok()) return Fail(s.WithContext(weights));
+  }
+  EventLog events;
+  if (!run_dir.empty()) {
+    if (Status s = events.Open(run_dir, "rollout", id); !s.ok()) return Fail(s);
+    o.events = &events;
+    events.Emit("start", {{"endpoint", o.client.endpoint}, {"checkpoint_dir", o.checkpoint_dir}, {"pid", ::getpid()}});
+  }
+  const std::atomic<bool>& stop = InstallStopSignals();
+  RolloutStats stats;
+  Status s = RunRollout(o, &policy, stop, &stats);
+  events.Emit("stop", {{"rows", stats.rows}, {"groups", stats.groups}, {"tokens", stats.tokens},
+                       {"error", s.ok() ? "" : s.ToString()}});
+  return s.ok() ? kExitOk : Fail(s);
+}
+
+// The demo task's model: 3 layers, d 128, 4 heads, context 32, the character vocabulary.
+constexpr const char* kDemoConfig =
+    "{\"vocab_size\":15,\"d_model\":128,\"n_layers\":3,\"n_heads\":4,\"context\":32}";
+
+int RunRandomModel(const std::string& config_text, uint64_t seed, const std::string& out) {
+  auto config = model::ConfigFromString(config_text);
+  if (!config.ok()) return Fail(config.status().WithContext("--model-config"));
+  auto m = model::Transformer::Create(*config, seed);
+  if (!m.ok()) return Fail(m.status());
+  if (Status s = model::SaveModelFile(out, *m, 0); !s.ok()) return Fail(s);
+  auto params = model::ParameterCount(*config);
+  spdlog::info("wrote {} (version 0, {} parameters)", out, params.ok() ? *params : 0);
+  return kExitOk;
+}
+
+}  // namespace
+
+void EnsurePassiveOpenMp(char** argv) {
+  if (std::getenv("OMP_WAIT_POLICY") != nullptr) return;
+  ::setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
+  ::execv("/proc/self/exe", argv);
+}
+
+int RolloutMain(int argc, char** argv) {
+  CommandLine cl("rl-rollout", "rl-rollout: generates responses with per-token log-probabilities (see man rl-rollout)");
+  std::string log_level = "info";
+  cl.Bind(nullptr, "--log-level", &log_level);
+
+  SamplingFlags run_f, gen_f;
+  RolloutOptions o;
+  std::string connect = "tcp://127.0.0.1:5555", run_dir, id = "0", run_weights, gen_weights;
+  double timeout_s = 60, lease_s = 120, wait_s = 5, progress_s = 10;
+  CLI::App* run = cl.Sub("run", "generate for rows of task 'generate' from rl-queue until stopped");
+  run_f.Bind(cl, run);
+  cl.Bind(run, "--connect", &connect);
+  cl.Bind(run, "--timeout", &timeout_s);
+  cl.Bind(run, "--checkpoint-dir", &o.checkpoint_dir);
+  cl.Bind(run, "--weights", &run_weights);
+  cl.Bind(run, "--count", &o.count)->check(CLI::Range(1, 100000));
+  cl.Bind(run, "--lease", &lease_s)->check(CLI::PositiveNumber);
+  cl.Bind(run, "--wait", &wait_s)->check(CLI::Range(0.0, 3600.0));
+  cl.Bind(run, "--progress-interval", &progress_s)->check(CLI::NonNegativeNumber);
+  cl.Bind(run, "--run-dir", &run_dir);
+  cl.Bind(run, "--id", &id);
+
+  CLI::App* gen = cl.Sub("generate", "responses for JSON lines {\"prompt\": ...} on stdin, as JSON lines on stdout");
+  gen_f.Bind(cl, gen);
+  cl.Require(cl.Bind(gen, "--weights", &gen_weights));
+
+  std::string out, model_config = kDemoConfig;
+  uint64_t model_seed = 0;
+  CLI::App* random = cl.Sub("random-model", "write a model file with random weights (version 0), for tests and warm starts");
+  cl.Require(cl.Bind(random, "--out", &out));
+  cl.Bind(random, "--model-config", &model_config);
+  cl.Bind(random, "--seed", &model_seed);
+
+  if (auto code = cl.Parse(argc, argv)) return *code;
+  if (Status s = InitLogging("rl-rollout", log_level); !s.ok()) return Fail(s);
+  if (run->parsed() && run_weights.empty() && o.checkpoint_dir.empty()) {
+    std::cerr << "rl-rollout: run needs --weights or --checkpoint-dir (see rl-rollout --help)\n";
+    return kExitUsage;
+  }
+  if (random->parsed()) return RunRandomModel(model_config, model_seed, out);
+  SamplingFlags& f = run->parsed() ? run_f : gen_f;
+  at::set_num_threads(f.threads);
+  if (gen->parsed()) return RunGenerate(f, gen_weights);
+  o.generate = f.Options();
+  o.client.endpoint = connect;
+  o.client.give_up_s = timeout_s;
+  o.client.sender = NewSenderId("rl-rollout");
+  o.lease_ms = static_cast<int64_t>(lease_s * 1000);
+  o.wait_ms = static_cast<int64_t>(wait_s * 1000);
+  o.progress_ms = static_cast<int64_t>(progress_s * 1000);
+  return RunLoop(o, run_weights, run_dir, id);
+}
+
+}  // namespace rl::rollout

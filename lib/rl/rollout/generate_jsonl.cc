@@ -1,0 +1,106 @@
+#include "rl/rollout/generate_jsonl.h"
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+#include <vector>
+
+#include "rl/core/clock.h"
+#include "rl/model/tokenizer.h"
+
+namespace rl::rollout {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+struct Pending {
+  Json input;
+  std::vector<int64_t> ids;
+};
+
+Result<Pending> ParseLine(const std::string& line, const model::Tokenizer& tok, int64_t context) {
+  Pending p;
+  p.input = Json::parse(line, nullptr, false);
+  if (p.input.is_discarded()) return Status::DataError("not valid JSON");
+  if (!p.input.is_object() || !p.input.contains("prompt") || !p.input["prompt"].is_string()) {
+    return Status::DataError("wants an object with a \"prompt\" string");
+  }
+  RL_ASSIGN_OR_RETURN(std::vector<int64_t> ids, tok.Encode(p.input["prompt"].get<std::string>()));
+  p.ids.push_back(tok.bos_id());
+  p.ids.insert(p.ids.end(), ids.begin(), ids.end());
+  if (static_cast<int64_t>(p.ids.size()) >= context) {
+    return Status::DataError("the prompt leaves no room in the model's context of " + std::to_string(context));
+  }
+  return p;
+}
+
+class Runner {
+ public:
+  Runner(const model::Transformer& model, const GenerateJsonlOptions& o, std::ostream& out, GenerateJsonlStats* stats)
+      : model_(model), o_(o), out_(out), stats_(stats) {}
+
+  Status Run(std::istream& in) {
+    std::string line;
+    size_t n = 0;
+    while (std::getline(in, line)) {
+      ++n;
+      if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+      Result<Pending> p = ParseLine(line, tok_, model_.config().context);
+      if (!p.ok()) {
+        RL_RETURN_IF_ERROR(Flush());
+        return Status::DataError("stdin line " + std::to_string(n) + ": " + p.status().message());
+      }
+      pending_.push_back(std::move(*p));
+      if (pending_.size() >= o_.chunk) RL_RETURN_IF_ERROR(Flush());
+    }
+    return Flush();
+  }
+
+ private:
+  Status Flush() {
+    if (pending_.empty()) return Status::OK();
+    std::vector<std::vector<int64_t>> prompts;
+    for (const Pending& p : pending_) prompts.push_back(p.ids);
+    model::GenerateOptions go = o_.generate;
+    go.eos_id = tok_.eos_id();
+    if (go.max_new_tokens <= 0) go.max_new_tokens = model_.config().context;
+    go.seed = o_.generate.seed + chunks_++;
+    model::GenerateStats gs;
+    int64_t start = MonoMillis();
+    RL_ASSIGN_OR_RETURN(std::vector<model::Generation> gens, model::Generate(model_, prompts, go, &gs));
+    stats_->generate_s += (MonoMillis() - start) / 1000.0;
+    stats_->tokens += static_cast<uint64_t>(gs.new_tokens);
+    for (size_t i = 0; i < gens.size(); ++i) {
+      Json j = std::move(pending_[i].input);
+      RL_ASSIGN_OR_RETURN(std::string text, tok_.Decode(gens[i].response_ids));
+      j["response"] = text;
+      j["response_ids"] = gens[i].response_ids;
+      j["logprobs"] = gens[i].logprobs;
+      out_ << j.dump(-1, ' ', false, Json::error_handler_t::replace) << "\n";
+    }
+    out_.flush();
+    if (!out_) return Status::IOError("writing stdout failed");
+    stats_->lines += gens.size();
+    pending_.clear();
+    return Status::OK();
+  }
+
+  const model::Transformer& model_;
+  const GenerateJsonlOptions& o_;
+  std::ostream& out_;
+  GenerateJsonlStats* stats_;
+  model::CharTokenizer tok_;
+  std::vector<Pending> pending_;
+  uint64_t chunks_ = 0;
+};
+
+}  // namespace
+
+Status GenerateJsonl(const model::Transformer& model, const GenerateJsonlOptions& options, std::istream& in,
+                     std::ostream& out, GenerateJsonlStats* stats) {
+  GenerateJsonlStats local;
+  Runner r(model, options, out, stats ? stats : &local);
+  return r.Run(in);
+}
+
+}  // namespace rl::rollout

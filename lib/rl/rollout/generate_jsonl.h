@@ -1,0 +1,36 @@
+// GenerateJsonl: `rl-rollout generate`, generation without a queue, for evaluation and scripts.
+//
+// Input: JSON lines, each an object with a "prompt" string ("037+480="); the prompt is encoded
+// with the character tokenizer after <bos>. Output: one JSON line per input line, in order: the
+// input object's fields, then "prompt", "response" (decoded, no special tokens), "response_ids"
+// (eos included when sampled) and "logprobs" (the policy's log-probability of each response
+// token at temperature 1). Other input fields (an "answer", say) pass through, so the output can
+// go straight to `rl-reward score`.
+// Prompts are generated `chunk` at a time with continuous batching; chunk k is sampled with
+// seed options.seed + k, so a run is reproducible. A bad line stops the run with DataError after
+// the lines before it have been written.
+// Thread safety: runs on the calling thread.
+#pragma once
+
+#include <cstdint>
+#include <istream>
+#include <ostream>
+
+#include "rl/model/generate.h"
+
+namespace rl::rollout {
+
+struct GenerateJsonlOptions {
+  model::GenerateOptions generate;  // eos_id set from the tokenizer; max_new_tokens 0: context
+  size_t chunk = 512;
+};
+
+struct GenerateJsonlStats {
+  uint64_t lines = 0, tokens = 0;
+  double generate_s = 0;
+};
+
+Status GenerateJsonl(const model::Transformer& model, const GenerateJsonlOptions& options, std::istream& in,
+                     std::ostream& out, GenerateJsonlStats* stats = nullptr);
+
+}  // namespace rl::rollout

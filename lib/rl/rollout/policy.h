@@ -1,0 +1,58 @@
+// Policy: the model a rollout samples from, the weight version it holds, and the checkpoint
+// directory newer versions come from.
+//
+// Weight versions are files <dir>/weights-<version>.safetensors written atomically (temporary
+// file, fsync, rename) by SaveModelFile, so a file with that exact name is complete; any other
+// name (a temporary file) is ignored. The version used is the one in the file's metadata
+// (rl_version); a name that disagrees with it is logged.
+// Thread safety: one thread; the model must not be in use by Generate while Refresh runs.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "rl/core/status.h"
+#include "rl/model/transformer.h"
+
+namespace rl::rollout {
+
+struct WeightsFile {
+  std::string path;
+  uint64_t version = 0;  // from the file name
+};
+
+std::string WeightsFileName(uint64_t version);  // "weights-12.safetensors"
+
+// The file with the highest version in `dir`; nullopt when there is none or `dir` does not
+// exist. IOError when `dir` cannot be read.
+Result<std::optional<WeightsFile>> NewestWeights(const std::string& dir);
+
+class Policy {
+ public:
+  // Loads a model file, replacing the current model (its config may differ).
+  Status Load(const std::string& path);
+  // At a batch boundary: loads the newest version in `dir` if it is newer than the current one.
+  // Returns true when the policy switched. A file that fails to load is logged and not tried
+  // again (the current weights stay); the next newer file is.
+  Result<bool> Refresh(const std::string& dir);
+  // The two halves of Refresh: the newest file in `dir` worth loading (nullopt: none), and
+  // loading it (false when it failed: logged, and not offered by Newer again).
+  Result<std::optional<WeightsFile>> Newer(const std::string& dir) const;
+  bool Switch(const WeightsFile& file);
+
+  bool loaded() const { return model_.has_value(); }
+  // REQUIRES: loaded().
+  const model::Transformer& model() const { return *model_; }
+  uint64_t version() const { return version_; }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::optional<model::Transformer> model_;
+  uint64_t version_ = 0;
+  std::string path_;
+  uint64_t seen_ = 0;  // the name version of the last file Refresh loaded
+  std::optional<uint64_t> failed_version_;
+};
+
+}  // namespace rl::rollout

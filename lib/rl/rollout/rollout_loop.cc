@@ -1,0 +1,216 @@
+#include "rl/rollout/rollout_loop.h"
+
+#include <set>
+#include <thread>
+
+#include "rl/core/clock.h"
+#include "rl/core/log.h"
+#include "rl/model/tokenizer.h"
+
+namespace rl::rollout {
+namespace {
+
+using queue::GotRow;
+
+const Value* Column(const GotRow& row, const char* name) {
+  for (const auto& [col, v] : row.columns) {
+    if (col == name) return &v;
+  }
+  return nullptr;
+}
+
+// The row's prompt ids, or why the model cannot take them.
+Result<std::vector<int64_t>> PromptIds(const GotRow& row, const model::ModelConfig& config) {
+  const Value* v = Column(row, "prompt_ids");
+  const Tensor* t = v ? std::get_if<Tensor>(v) : nullptr;
+  if (t == nullptr || t->shape.size() != 1 || !(t->dtype == DType::kI64 || t->dtype == DType::kI32)) {
+    return Status::DataError("prompt_ids is not a 1-D integer tensor");
+  }
+  std::vector<int64_t> ids = t->ToI64();
+  if (ids.empty()) return Status::DataError("prompt_ids is empty");
+  if (static_cast<int64_t>(ids.size()) >= config.context) {
+    return Status::DataError("prompt_ids leaves no room in the context of " + std::to_string(config.context));
+  }
+  for (int64_t id : ids) {
+    if (id < 0 || id >= config.vocab_size) return Status::DataError("prompt_ids holds " + std::to_string(id) + ", outside the vocabulary");
+  }
+  return ids;
+}
+
+std::string GroupKey(const GotRow& row) {
+  const Value* g = Column(row, "group");
+  if (g == nullptr) return "row " + std::to_string(row.index);
+  if (auto* i = std::get_if<int64_t>(g)) return "i" + std::to_string(*i);
+  if (auto* s = std::get_if<std::string>(g)) return "s" + *s;
+  return "row " + std::to_string(row.index);
+}
+
+class Loop {
+ public:
+  Loop(const RolloutOptions& o, Policy* policy, RolloutStats* stats)
+      : o_(o), policy_(policy), client_(o.client), stats_(stats) {}
+
+  Status Run(const std::atomic<bool>& stop) {
+    RL_RETURN_IF_ERROR(WaitForWeights(stop));
+    while (!stop.load() && (o_.max_batches == 0 || stats_->batches < o_.max_batches)) {
+      RL_RETURN_IF_ERROR(Refresh());
+      Phase("waiting-for-data");
+      queue::GetRequest g;
+      g.task = kGenerateTask;
+      g.columns = {"prompt_ids"};
+      g.count = o_.count;
+      g.min = 1;
+      g.groups = true;
+      g.lease_ms = o_.lease_ms;
+      g.wait_ms = o_.wait_ms;
+      RL_ASSIGN_OR_RETURN(queue::GetReply got, client_.Get(g));
+      if (!got.rows.empty() && stop.load()) {
+        auto n = client_.Nack(kGenerateTask, got.lease, {});
+        spdlog::info("stopping: gave back {} rows", n.ok() ? n->done.size() : 0);
+        break;
+      }
+      if (!got.rows.empty()) RL_RETURN_IF_ERROR(Batch(got));
+      Progress(false);
+    }
+    Progress(true);
+    return Status::OK();
+  }
+
+ private:
+  Status WaitForWeights(const std::atomic<bool>& stop) {
+    if (policy_->loaded()) return Status::OK();
+    if (o_.checkpoint_dir.empty()) return Status::InvalidArgument("no weights: give --weights or --checkpoint-dir");
+    Phase("waiting-for-weights");
+    bool said = false;
+    while (!stop.load()) {
+      RL_RETURN_IF_ERROR(Refresh());
+      if (policy_->loaded()) return Status::OK();
+      if (!said) spdlog::info("waiting for a first weights file in {}", o_.checkpoint_dir);
+      said = true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    }
+    return Status::OK();
+  }
+
+  Status Refresh() {
+    int64_t start = MonoMillis();
+    uint64_t before = policy_->version();
+    RL_ASSIGN_OR_RETURN(std::optional<WeightsFile> file, policy_->Newer(o_.checkpoint_dir));
+    if (!file) return Status::OK();
+    Phase("loading-weights");
+    if (!policy_->Switch(*file)) return Status::OK();
+    double s = (MonoMillis() - start) / 1000.0;
+    spdlog::info("weights version {} loaded from {} in {:.2f} s (was {})", policy_->version(), policy_->path(), s, before);
+    if (o_.events) o_.events->Emit("weights", {{"version", policy_->version()}, {"path", policy_->path()}, {"seconds", s}});
+    return Status::OK();
+  }
+
+  Status Batch(const queue::GetReply& got) {
+    Phase("generate");
+    const model::Transformer& model = policy_->model();
+    const model::ModelConfig& config = model.config();
+    queue::PutRequest put;
+    put.ack_task = kGenerateTask;
+    put.ack_lease = got.lease;
+    std::vector<std::vector<int64_t>> prompts;
+    std::vector<uint64_t> indices;
+    std::set<std::string> groups;
+    for (const GotRow& row : got.rows) {
+      groups.insert(GroupKey(row));
+      Result<std::vector<int64_t>> ids = PromptIds(row, config);
+      if (!ids.ok()) {
+        spdlog::error("row {}: {}", row.index, ids.status().message());
+        put.rows.push_back({row.index, {{"error", ids.status().message()}}});
+        ++stats_->bad_rows;
+        continue;
+      }
+      prompts.push_back(std::move(*ids));
+      indices.push_back(row.index);
+    }
+    model::GenerateOptions go = o_.generate;
+    go.eos_id = model::CharTokenizer::kEos;
+    if (go.max_new_tokens <= 0) go.max_new_tokens = config.context;
+    go.seed = o_.generate.seed ^ (0x9e3779b97f4a7c15ULL * (got.rows.front().index + 1));
+    model::GenerateStats gs;
+    int64_t start = MonoMillis();
+    RL_ASSIGN_OR_RETURN(std::vector<model::Generation> gens, model::Generate(model, prompts, go, &gs));
+    double seconds = (MonoMillis() - start) / 1000.0;
+    for (size_t i = 0; i < gens.size(); ++i) {
+      RL_ASSIGN_OR_RETURN(std::string text, tokenizer_.Decode(gens[i].response_ids));
+      put.rows.push_back({indices[i],
+                          {{"response_ids", Tensor::FromI64(gens[i].response_ids)},
+                           {"response", std::move(text)},
+                           {"logprobs", Tensor::FromF32(gens[i].logprobs)},
+                           {"version", static_cast<int64_t>(policy_->version())}}});
+    }
+    Phase("write");
+    RL_RETURN_IF_ERROR(Commit(put, groups.size(), gs.new_tokens));
+    stats_->generate_s += seconds;
+    ++stats_->batches;
+    if (o_.events) {
+      o_.events->Emit("batch", {{"rows", got.rows.size()}, {"groups", groups.size()}, {"tokens", gs.new_tokens},
+                                {"seconds", seconds}, {"tokens_per_s", seconds > 0 ? gs.new_tokens / seconds : 0.0},
+                                {"version", policy_->version()}, {"lease", got.lease}});
+    }
+    return Status::OK();
+  }
+
+  Status Commit(const queue::PutRequest& put, size_t groups, int64_t tokens) {
+    auto done = client_.Put(put);
+    if (done.ok()) {
+      stats_->rows += put.rows.size();
+      stats_->groups += groups;
+      stats_->tokens += static_cast<uint64_t>(tokens);
+      return Status::OK();
+    }
+    if (done.status().code() != Code::kConflict && done.status().code() != Code::kNotFound) return done.status();
+    spdlog::warn("{} generated rows not written: {}", put.rows.size(), done.status().message());
+    if (o_.events) o_.events->Emit("lease_lost", {{"rows", put.rows.size()}, {"error", done.status().ToString()}});
+    stats_->lost += put.rows.size();
+    return Status::OK();
+  }
+
+  void Phase(const std::string& phase) {
+    if (!o_.events || phase == phase_) return;
+    phase_ = phase;
+    o_.events->SetPhase(phase);
+    o_.events->Emit("phase");
+  }
+
+  void Progress(bool final) {
+    int64_t now = MonoMillis();
+    if (!final && (o_.progress_ms <= 0 || now - last_.at_ms < o_.progress_ms || stats_->rows == last_.rows)) return;
+    double gen_s = stats_->generate_s - last_.generate_s;
+    double wall_s = (now - last_.at_ms) / 1000.0;
+    uint64_t tokens = stats_->tokens - last_.tokens;
+    spdlog::info("version {}: {} groups, {} rows done; {:.0f} tokens/s while generating, {:.0f} tokens/s overall, "
+                 "{:.0f}% of the time generating{}",
+                 policy_->version(), stats_->groups, stats_->rows, gen_s > 0 ? tokens / gen_s : 0.0,
+                 wall_s > 0 ? tokens / wall_s : 0.0, wall_s > 0 ? 100 * gen_s / wall_s : 0.0,
+                 stats_->lost ? ", " + std::to_string(stats_->lost) + " rows lost to expired leases" : "");
+    last_ = {now, stats_->rows, stats_->tokens, stats_->generate_s};
+  }
+
+  struct Mark {
+    int64_t at_ms;
+    uint64_t rows, tokens;
+    double generate_s;
+  };
+  const RolloutOptions& o_;
+  Policy* policy_;
+  queue::QueueClient client_;
+  RolloutStats* stats_;
+  model::CharTokenizer tokenizer_;
+  std::string phase_;
+  Mark last_{MonoMillis(), 0, 0, 0};
+};
+
+}  // namespace
+
+Status RunRollout(const RolloutOptions& options, Policy* policy, const std::atomic<bool>& stop, RolloutStats* stats) {
+  RolloutStats local;
+  Loop loop(options, policy, stats ? stats : &local);
+  return loop.Run(stop);
+}
+
+}  // namespace rl::rollout

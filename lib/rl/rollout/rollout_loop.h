@@ -1,0 +1,54 @@
+// RunRollout: rl-rollout's work loop.
+//
+// Each turn: at the batch boundary, switch to a newer weight version from the checkpoint
+// directory if there is one; lease whole groups of task `generate` (column prompt_ids), waiting
+// inside the get when none are ready; generate one response per row, all rows of the lease in
+// one continuous-batching Generate call; then write response_ids, response, logprobs and version
+// with the same put that acks the rows for `generate`. So a rollout killed at any point loses
+// nothing: its lease expires and the rows go to another rollout. A put refused because the lease
+// expired first is logged and counted (the rows are someone else's now).
+// A row whose prompt_ids the model cannot take (wrong type, ids outside the vocabulary, no room
+// in the context) gets an `error` column instead and is acked, so it cannot stall the loop.
+// On *stop the loop finishes the batch in hand, or nacks rows it has not started on, and returns.
+// Thread safety: runs on the calling thread; *policy and *events are used from it only.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+
+#include "rl/core/event_log.h"
+#include "rl/model/generate.h"
+#include "rl/queue/client.h"
+#include "rl/rollout/policy.h"
+
+namespace rl::rollout {
+
+inline constexpr const char* kGenerateTask = "generate";
+
+struct RolloutOptions {
+  ClientOptions client;
+  std::string checkpoint_dir;          // newer weight versions come from here (may be empty)
+  model::GenerateOptions generate;     // eos_id is set from the tokenizer; max_new_tokens 0: context
+  uint32_t count = 256;                // rows per get (whole groups)
+  int64_t lease_ms = 120000;
+  int64_t wait_ms = 5000;              // how long one get may wait for rows
+  int64_t progress_ms = 10000;         // between progress lines on stderr; 0: none
+  uint64_t max_batches = 0;            // stop after this many batches (0: until *stop)
+  EventLog* events = nullptr;          // may be null; must outlive the loop
+};
+
+struct RolloutStats {
+  uint64_t batches = 0, rows = 0, groups = 0, tokens = 0;
+  uint64_t lost = 0;       // generated, but the lease had expired before the put
+  uint64_t bad_rows = 0;   // rows acked with an `error` column
+  double generate_s = 0;   // time inside Generate
+};
+
+// REQUIRES: policy->loaded() or options.checkpoint_dir set (the loop then waits for a first
+// weights file there). Returns OK after *stop or max_batches; an error when the queue is
+// unreachable past the client's give-up time, or generation itself fails.
+Status RunRollout(const RolloutOptions& options, Policy* policy, const std::atomic<bool>& stop,
+                  RolloutStats* stats = nullptr);
+
+}  // namespace rl::rollout

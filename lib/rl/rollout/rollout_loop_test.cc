@@ -1,0 +1,189 @@
+#include "rl/rollout/rollout_loop.h"
+
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "rl/core/clock.h"
+#include "rl/model/tokenizer.h"
+#include "rl/reward/test_queue.h"
+#include "rl/rollout/test_model.h"
+
+namespace rl::rollout {
+namespace {
+
+using rl::testing::ColumnOf;
+using rl::testing::TestQueue;
+
+class RolloutLoopTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = testing::TestDir("ckpt");
+    testing::WriteWeights(dir_, 1, 5);
+    queue_ = std::make_unique<TestQueue>(std::vector<queue::DeclareRequest>{
+        {"generate", {"prompt_ids"}}, {"reward", {"prompt", "response", "answer"}}});
+  }
+  void TearDown() override {
+    queue_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+
+  // `groups` prompts, each as `g` rows sharing a group, as a trainer feeds them.
+  void PutPrompts(int groups, int g, int first_group = 0) {
+    model::CharTokenizer tok;
+    queue::PutRequest put;
+    for (int i = 0; i < groups; ++i) {
+      std::string prompt = std::to_string(100 + i) + "+" + std::to_string(200 + i) + "=";
+      std::vector<int64_t> ids = {tok.bos_id()};
+      auto enc = tok.Encode(prompt);
+      ASSERT_TRUE(enc.ok());
+      ids.insert(ids.end(), enc->begin(), enc->end());
+      for (int k = 0; k < g; ++k) {
+        put.rows.push_back({std::nullopt, {{"prompt", prompt}, {"answer", std::to_string(300 + 2 * i)},
+                                           {"prompt_ids", Tensor::FromI64(ids)},
+                                           {"group", static_cast<int64_t>(first_group + i)}}});
+      }
+    }
+    auto done = queue_->Client().Put(put);
+    ASSERT_TRUE(done.ok()) << done.status().ToString();
+  }
+
+  RolloutOptions Options() const {
+    RolloutOptions o;
+    o.client = queue_->Options();
+    o.checkpoint_dir = dir_;
+    o.count = 8;
+    o.wait_ms = 100;
+    o.progress_ms = 0;
+    o.generate.max_new_tokens = 6;
+    o.generate.slots = 8;
+    return o;
+  }
+
+  // Runs the loop in a thread until task generate has consumed `rows` rows (or 30 s pass).
+  RolloutStats RunUntilConsumed(uint64_t rows, const RolloutOptions& o) {
+    std::atomic<bool> stop{false};
+    RolloutStats stats;
+    Policy policy;
+    Status result;
+    std::thread t([&] { result = RunRollout(o, &policy, stop, &stats); });
+    int64_t deadline = MonoMillis() + 30000;
+    while (queue_->Task("generate")["consumed"].get<uint64_t>() < rows && MonoMillis() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    stop = true;
+    t.join();
+    EXPECT_TRUE(result.ok()) << result.ToString();
+    return stats;
+  }
+
+  // Every row as task reward sees it.
+  std::vector<queue::GotRow> RewardRows(uint32_t n) {
+    queue::GetRequest g;
+    g.task = "reward";
+    g.count = n;
+    g.wait_ms = 1000;
+    auto got = queue_->Client().Get(g);
+    EXPECT_TRUE(got.ok()) << got.status().ToString();
+    return got.ok() ? got->rows : std::vector<queue::GotRow>();
+  }
+
+  std::string dir_;
+  std::unique_ptr<TestQueue> queue_;
+};
+
+TEST_F(RolloutLoopTest, WritesResponsesLogprobsAndVersionAndAcksGenerate) {
+  PutPrompts(3, 4);
+  RolloutStats stats = RunUntilConsumed(12, Options());
+  EXPECT_EQ(stats.rows, 12u);
+  EXPECT_EQ(stats.groups, 3u);
+  EXPECT_EQ(queue_->Task("generate")["consumed"], 12);
+  EXPECT_EQ(queue_->Task("generate")["leased"], 0);
+  auto rows = RewardRows(12);
+  ASSERT_EQ(rows.size(), 12u);
+  model::CharTokenizer tok;
+  for (const auto& row : rows) {
+    // The reward task's columns; response_ids, logprobs and version come with a get of train.
+    const Value* response = ColumnOf(row, "response");
+    ASSERT_NE(response, nullptr);
+    EXPECT_TRUE(std::holds_alternative<std::string>(*response));
+  }
+  queue::GetRequest g;
+  g.task = "check";
+  g.columns = {"response_ids", "logprobs", "version", "response"};
+  g.count = 12;
+  auto got = queue_->Client().Get(g);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  ASSERT_EQ(got->rows.size(), 12u);
+  for (const auto& row : got->rows) {
+    const Tensor& ids = std::get<Tensor>(*ColumnOf(row, "response_ids"));
+    const Tensor& lps = std::get<Tensor>(*ColumnOf(row, "logprobs"));
+    EXPECT_EQ(ids.dtype, DType::kI64);
+    EXPECT_EQ(lps.dtype, DType::kF32);
+    EXPECT_EQ(ids.NumElements(), lps.NumElements());
+    EXPECT_GE(ids.NumElements(), 1);
+    EXPECT_LE(ids.NumElements(), 6);
+    for (double lp : lps.ToF64()) EXPECT_LE(lp, 0.0);
+    EXPECT_EQ(std::get<int64_t>(*ColumnOf(row, "version")), 1);
+    EXPECT_EQ(std::get<std::string>(*ColumnOf(row, "response")), *tok.Decode(ids.ToI64()));
+  }
+}
+
+TEST_F(RolloutLoopTest, AKilledRolloutLosesNothing) {
+  PutPrompts(4, 2);
+  // A rollout that leases two groups and dies: it never acks.
+  queue::GetRequest g;
+  g.task = "generate";
+  g.count = 4;
+  g.groups = true;
+  g.lease_ms = 500;
+  auto dead = queue_->Client().Get(g);
+  ASSERT_TRUE(dead.ok());
+  ASSERT_EQ(dead->rows.size(), 4u);
+  RolloutStats stats = RunUntilConsumed(8, Options());
+  EXPECT_EQ(stats.rows, 8u);
+  EXPECT_EQ(stats.groups, 4u);
+  EXPECT_EQ(queue_->Task("generate")["consumed"], 8);
+  EXPECT_EQ(RewardRows(8).size(), 8u);
+  // The dead rollout's late put is refused: its lease is gone, and every row is written once.
+  queue::PutRequest late;
+  late.ack_task = "generate";
+  late.ack_lease = dead->lease;
+  late.rows.push_back({dead->rows[0].index, {{"response", std::string("late")}}});
+  EXPECT_FALSE(queue_->Client().Put(late).ok());
+}
+
+TEST_F(RolloutLoopTest, PicksUpANewerWeightVersionAtABatchBoundary) {
+  PutPrompts(1, 4);
+  RunUntilConsumed(4, Options());
+  testing::WriteWeights(dir_, 2, 6);
+  PutPrompts(1, 4, 1);
+  RunUntilConsumed(8, Options());
+  queue::GetRequest g;
+  g.task = "check";
+  g.columns = {"version"};
+  g.count = 8;
+  auto got = queue_->Client().Get(g);
+  ASSERT_TRUE(got.ok());
+  ASSERT_EQ(got->rows.size(), 8u);
+  for (size_t i = 0; i < 8; ++i) EXPECT_EQ(std::get<int64_t>(*ColumnOf(got->rows[i], "version")), i < 4 ? 1 : 2);
+}
+
+TEST_F(RolloutLoopTest, ARowTheModelCannotTakeGetsAnErrorAndDoesNotStallTheLoop) {
+  queue::PutRequest put;
+  put.rows.push_back({std::nullopt, {{"prompt_ids", Tensor::FromI64({1, 99})}, {"group", int64_t{0}}}});
+  put.rows.push_back({std::nullopt, {{"prompt_ids", Tensor::FromI64({1, 4, 5})}, {"group", int64_t{1}}}});
+  ASSERT_TRUE(queue_->Client().Put(put).ok());
+  RolloutStats stats = RunUntilConsumed(2, Options());
+  EXPECT_EQ(stats.bad_rows, 1u);
+  queue::GetRequest g;
+  g.task = "check";
+  g.columns = {"error"};
+  auto got = queue_->Client().Get(g);
+  ASSERT_TRUE(got.ok());
+  ASSERT_EQ(got->rows.size(), 1u);
+  EXPECT_NE(std::get<std::string>(*ColumnOf(got->rows[0], "error")).find("outside the vocabulary"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace rl::rollout

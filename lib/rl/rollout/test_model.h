@@ -1,0 +1,46 @@
+// A tiny random model for the tests of lib/rl/rollout (not part of the library).
+#pragma once
+
+#include <ATen/Parallel.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <string>
+
+#include "rl/model/model_file.h"
+#include "rl/model/transformer.h"
+#include "rl/rollout/policy.h"
+
+namespace rl::rollout::testing {
+
+inline const bool kSingleThreaded = (at::set_num_threads(1), true);
+
+inline model::ModelConfig TinyConfig() {
+  model::ModelConfig c;
+  c.vocab_size = 15;
+  c.d_model = 32;
+  c.n_layers = 2;
+  c.n_heads = 4;
+  c.context = 16;
+  return c;
+}
+
+// A fresh directory for this test, removed by the caller.
+inline std::string TestDir(const std::string& what) {
+  std::string dir = ::testing::TempDir() + "/" + what + "-" + std::to_string(::getpid()) + "-" +
+                    ::testing::UnitTest::GetInstance()->current_test_info()->name();
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+// Writes <dir>/weights-<version>.safetensors of a model drawn from `seed`.
+inline void WriteWeights(const std::string& dir, uint64_t version, uint64_t seed) {
+  auto m = model::Transformer::Create(TinyConfig(), seed);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  Status s = model::SaveModelFile(dir + "/" + WeightsFileName(version), *m, version);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+}
+
+}  // namespace rl::rollout::testing

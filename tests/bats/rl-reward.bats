@@ -1,0 +1,146 @@
+#!/usr/bin/env bats
+# rl-reward from the command line: options, the demo data, scoring with verifiers and with an
+# external command, and the queue loop.
+
+load helper
+
+setup() { setup_sealed; }
+teardown() { teardown_sealed; }
+
+# task_stat TASK FIELD: one number of `rl-queue stat --json`.
+task_stat() {
+  rl-queue stat --json | python3 -c 'import json,sys; t={x["name"]:x for x in json.load(sys.stdin)["tasks"]}; print(t[sys.argv[1]][sys.argv[2]])' "$1" "$2"
+}
+
+man_examples() {
+  awk '/^\.\\" example-begin/{f=1;next} /^\.\\" example-end/{f=0} f && !/^\.E[XE]/' "$1"
+}
+
+@test "--help lists the subcommands and the environment variable of each option" {
+  run rl-reward --help
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"run"* && "$output" == *"score"* && "$output" == *"make-data"* ]]
+  run rl-reward run --help
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"[env RL_VERIFIER]"* && "$output" == *"[env RL_REWARD_EXEC]"* ]]
+}
+
+@test "--version prints the version" {
+  run rl-reward --version
+  [ "$status" -eq 0 ]
+  [[ "$output" =~ ^rl-reward\ [0-9]+\.[0-9]+\.[0-9]+$ ]]
+}
+
+@test "exits 64 on an unknown option or verifier" {
+  run rl-reward run --no-such-option
+  [ "$status" -eq 64 ]
+  [[ "$output" == *"--no-such-option"* ]]
+  run rl-reward score --verifier fuzzy
+  [ "$status" -eq 64 ]
+}
+
+@test "exits 64 unless exactly one of --verifier and --exec is given" {
+  run rl-reward score < /dev/null
+  [ "$status" -eq 64 ]
+  [ "$output" = "rl-reward: give one of --verifier and --exec" ]
+  run rl-reward score --verifier exact --exec cat < /dev/null
+  [ "$status" -eq 64 ]
+}
+
+@test "make-data prints zero-padded additions, the same for the same seed" {
+  run rl-reward make-data --count 5 --seed 7
+  [ "$status" -eq 0 ]
+  [ "${#lines[@]}" -eq 5 ]
+  [[ "${lines[0]}" =~ ^\{\"prompt\":\"[0-9]{3}\+[0-9]{3}=\",\"answer\":\"[0-9]+\",\"prompt_ids\":\[1,[0-9,]+\]\}$ ]]
+  first="$output"
+  run rl-reward make-data --count 5 --seed 7
+  [ "$output" = "$first" ]
+  run rl-reward make-data --task subtraction
+  [ "$status" -eq 64 ]
+}
+
+@test "the held-out set is fixed and never drawn for training" {
+  rl-reward make-data --count 200 --heldout | cut -d, -f1 | sort -u > "$TMP/held"
+  rl-reward make-data --count 200 --heldout | cut -d, -f1 | sort -u | cmp - "$TMP/held"
+  rl-reward make-data --count 20000 --seed 1 | cut -d, -f1 | sort -u > "$TMP/train"
+  [ "$(comm -12 "$TMP/held" "$TMP/train" | wc -l)" -eq 0 ]
+}
+
+@test "score adds the reward of each line" {
+  run bash -c 'printf "%s\n" "{\"prompt\":\"1+2=\",\"response\":\"3\",\"answer\":\"3\"}" "{\"prompt\":\"1+2=\",\"response\":\"03\",\"answer\":\"3\"}" | rl-reward score --verifier addition 2>/dev/null'
+  [ "$status" -eq 0 ]
+  [ "${lines[0]}" = '{"prompt":"1+2=","response":"3","answer":"3","reward":1.0}' ]
+  [ "${lines[1]}" = '{"prompt":"1+2=","response":"03","answer":"3","reward":0.0}' ]
+}
+
+@test "score exits 65 on a bad line and scores the others" {
+  run bash -c 'printf "%s\n" "{\"prompt\":\"p\",\"response\":\"3\",\"answer\":\"3\"}" "{\"prompt\":\"p\"}" | rl-reward score --verifier exact'
+  [ "$status" -eq 65 ]
+  [[ "$output" == *'"reward":1.0'* ]]
+  [[ "$output" == *'rl-reward: stdin line 2: no "response"'* ]]
+}
+
+@test "score with --exec reads the command's replies" {
+  cat > "$TMP/judge.sh" <<'SH'
+while read -r line; do
+  case "$line" in *'"response":"3"'*) echo '{"reward": 1}';; *) echo '{"reward": -0.5}';; esac
+done
+SH
+  run bash -c "printf '%s\n' '{\"prompt\":\"p\",\"response\":\"3\",\"answer\":\"3\"}' '{\"prompt\":\"p\",\"response\":\"4\",\"answer\":\"3\"}' | rl-reward score --exec 'sh $TMP/judge.sh' 2>/dev/null"
+  [ "$status" -eq 0 ]
+  [[ "${lines[0]}" == *'"reward":1.0'* ]]
+  [[ "${lines[1]}" == *'"reward":-0.5'* ]]
+}
+
+@test "a malformed reply of --exec is a clear error, never a zero" {
+  run bash -c "echo '{\"prompt\":\"p\",\"response\":\"3\",\"answer\":\"3\"}' | rl-reward score --exec 'while read -r l; do echo oops; done'"
+  [ "$status" -eq 65 ]
+  [[ "$output" == *"rl-reward: stdin line 1: exec: malformed reply (not JSON): 'oops'"* ]]
+  [[ "$output" != *'"reward"'* ]]
+}
+
+@test "a stalled --exec command times out" {
+  run bash -c "echo '{\"prompt\":\"p\",\"response\":\"3\",\"answer\":\"3\"}' | rl-reward score --exec 'sleep 20' --exec-timeout 0.2"
+  [ "$status" -eq 65 ]
+  [[ "$output" == *"gave no reply within 0.2 s; it was killed and will be restarted"* ]]
+}
+
+@test "run writes rewards with the ack of task reward and stops on SIGTERM" {
+  start_queue "$TMP/q" --declare reward=prompt,response,answer --declare train=prompt,response,reward
+  printf '%s\n' '{"prompt":"1+2=","response":"3","answer":"3"}' '{"prompt":"1+2=","response":"4","answer":"3"}' | rl-queue put >/dev/null
+  rl-reward run --exec 'while read -r l; do case "$l" in *"\"response\":\"3\""*) echo "{\"reward\":1}";; *) echo "{\"reward\":0}";; esac; done' \
+    --wait 0.5 --run-dir "$TMP/run" --progress-interval 0 2>"$TMP/reward.log" &
+  pid=$!
+  PIDS+=("$pid")
+  for _ in $(seq 1 100); do
+    [ "$(task_stat reward consumed)" -eq 2 ] && break
+    sleep 0.1
+  done
+  kill -TERM "$pid"
+  wait "$pid"
+  run rl-queue get --task train --count 2
+  [[ "${lines[0]}" == *'"reward":1'* ]]
+  [[ "${lines[1]}" == *'"reward":0'* ]]
+  grep -q '"event":"batch"' "$TMP/run/events/reward-0.jsonl"
+  grep -q '"phase":"waiting-for-data"' "$TMP/run/events/reward-0.jsonl"
+}
+
+@test "run nacks the rows and exits 69 when the --exec command is broken" {
+  start_queue "$TMP/q" --declare reward=prompt,response,answer
+  printf '%s\n' '{"prompt":"p","response":"3","answer":"3"}' | rl-queue put >/dev/null
+  run rl-reward run --exec 'exit 1' --wait 0.2
+  [ "$status" -eq 69 ]
+  [[ "$output" == *"giving up after 10 failed rows in a row"* ]]
+  [ "$(task_stat reward ready)" -eq 1 ]
+}
+
+@test "the EXAMPLES of rl-reward(1) run against a live server" {
+  start_queue "$TMP/q" --declare reward=prompt,response,answer --declare train=prompt,response,reward
+  man_examples "$RL_SOURCE_DIR/man/rl-reward.1" > "$TMP/examples.sh"
+  [ "$(wc -l < "$TMP/examples.sh")" -gt 10 ]
+  run bash -euo pipefail "$TMP/examples.sh"
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [[ "$output" == *'"reward":1.0'* ]]
+  [[ "$output" == *'"reward":0.5'* ]]
+}

@@ -1,0 +1,135 @@
+#!/usr/bin/env bats
+# rl-rollout from the command line: options, generate from a model file, and the queue loop.
+
+load helper
+
+setup() {
+  setup_sealed
+  # A small model (the demo's shape is larger; this keeps the tests fast).
+  MODEL="$TMP/model.safetensors"
+  rl-rollout random-model --out "$MODEL" --seed 1 \
+    --model-config '{"vocab_size":15,"d_model":32,"n_layers":2,"n_heads":4,"context":16}' 2>/dev/null
+}
+teardown() { teardown_sealed; }
+
+task_stat() {
+  rl-queue stat --json | python3 -c 'import json,sys; t={x["name"]:x for x in json.load(sys.stdin)["tasks"]}; print(t[sys.argv[1]][sys.argv[2]])' "$1" "$2"
+}
+
+man_examples() {
+  awk '/^\.\\" example-begin/{f=1;next} /^\.\\" example-end/{f=0} f && !/^\.E[XE]/' "$1"
+}
+
+@test "--help lists the subcommands and the environment variable of each option" {
+  run rl-rollout --help
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"run"* && "$output" == *"generate"* ]]
+  run rl-rollout run --help
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"[env RL_TEMPERATURE]"* && "$output" == *"[env RL_CHECKPOINT_DIR]"* ]]
+}
+
+@test "--version prints the version" {
+  run rl-rollout --version
+  [ "$status" -eq 0 ]
+  [[ "$output" =~ ^rl-rollout\ [0-9]+\.[0-9]+\.[0-9]+$ ]]
+}
+
+@test "exits 64 on an unknown option or a bad value" {
+  run rl-rollout generate --weights "$MODEL" --no-such-option
+  [ "$status" -eq 64 ]
+  [[ "$output" == *"--no-such-option"* ]]
+  run rl-rollout generate --weights "$MODEL" --top-p 2
+  [ "$status" -eq 64 ]
+}
+
+@test "exits 64 when generate has no --weights or run has no weights at all" {
+  run rl-rollout generate < /dev/null
+  [ "$status" -eq 64 ]
+  [[ "$output" == *"--weights is required"* ]]
+  run rl-rollout run
+  [ "$status" -eq 64 ]
+  [ "$output" = "rl-rollout: run needs --weights or --checkpoint-dir (see rl-rollout --help)" ]
+}
+
+@test "generate answers each prompt line with the response, its ids and log-probabilities" {
+  run bash -c "printf '%s\n' '{\"prompt\":\"037+480=\",\"answer\":\"517\"}' '{\"prompt\":\"1+1=\"}' | rl-rollout generate --weights '$MODEL' --max-new-tokens 5 2>/dev/null"
+  [ "$status" -eq 0 ]
+  [ "${#lines[@]}" -eq 2 ]
+  [[ "${lines[0]}" == '{"prompt":"037+480=","answer":"517","response":'* ]]
+  printf '%s\n' "$output" | python3 -c '
+import json, sys
+for line in sys.stdin:
+    j = json.loads(line)
+    assert len(j["response_ids"]) == len(j["logprobs"]) >= 1, j
+    assert all(lp <= 0 for lp in j["logprobs"]), j
+'
+}
+
+@test "generate is greedy with --temperature 0 and repeats a sampled run with its seed" {
+  echo '{"prompt":"12+34="}' > "$TMP/p"
+  a=$(rl-rollout generate --weights "$MODEL" --temperature 0 < "$TMP/p" 2>/dev/null)
+  b=$(rl-rollout generate --weights "$MODEL" --temperature 0 < "$TMP/p" 2>/dev/null)
+  [ "$a" = "$b" ]
+  c=$(rl-rollout generate --weights "$MODEL" --seed 5 < "$TMP/p" 2>/dev/null)
+  d=$(rl-rollout generate --weights "$MODEL" --seed 5 < "$TMP/p" 2>/dev/null)
+  [ "$c" = "$d" ]
+}
+
+@test "generate exits 65 on a bad line after writing the lines before it" {
+  run bash -c "printf '%s\n' '{\"prompt\":\"1+1=\"}' '{\"prompt\":\"x\"}' | rl-rollout generate --weights '$MODEL' --max-new-tokens 2"
+  [ "$status" -eq 65 ]
+  [[ "$output" == *'"prompt":"1+1="'* ]]
+  [[ "$output" == *"rl-rollout: stdin line 2: "* ]]
+}
+
+@test "generate exits 74 when the model file is missing" {
+  run rl-rollout generate --weights "$TMP/none.safetensors" < /dev/null
+  [ "$status" -eq 74 ]
+}
+
+@test "run fills the rows of task generate, acks them, logs events and stops on SIGTERM" {
+  start_queue "$TMP/q" --declare generate=prompt_ids --declare reward=prompt,response,answer
+  mkdir "$TMP/ckpt"
+  cp "$MODEL" "$TMP/ckpt/weights-3.safetensors"
+  rl-reward make-data --count 3 --seed 2 | rl-queue put --repeat 4 > /dev/null
+  rl-rollout run --checkpoint-dir "$TMP/ckpt" --wait 0.5 --max-new-tokens 4 --count 8 \
+    --run-dir "$TMP/run" --id r1 --progress-interval 0 2>"$TMP/rollout.log" &
+  pid=$!
+  PIDS+=("$pid")
+  for _ in $(seq 1 200); do
+    [ "$(task_stat generate consumed)" -eq 12 ] && break
+    sleep 0.1
+  done
+  kill -TERM "$pid"
+  wait "$pid"
+  [ "$(task_stat generate consumed)" -eq 12 ]
+  [ "$(task_stat reward ready)" -eq 12 ]
+  run rl-queue get --task check --columns response_ids,logprobs,version --count 12
+  [ "${#lines[@]}" -eq 12 ]
+  printf '%s\n' "$output" | python3 -c '
+import json, sys
+for line in sys.stdin:
+    j = json.loads(line)
+    assert j["version"] == 3, j
+    lp = j["logprobs"]
+    n = len(lp["data"]) if isinstance(lp, dict) else len(lp)
+    assert len(j["response_ids"]) == n >= 1, j
+'
+  ev="$TMP/run/events/rollout-r1.jsonl"
+  grep -q '"event":"batch"' "$ev"
+  grep -q '"phase":"generate"' "$ev"
+  grep -q '"phase":"waiting-for-data"' "$ev"
+  grep -q '"event":"weights".*"version":3' "$ev"
+}
+
+@test "the EXAMPLES of rl-rollout(1) run against a live server" {
+  start_queue "$TMP/q" --declare generate=prompt_ids --declare reward=prompt,response,answer
+  export MODEL
+  man_examples "$RL_SOURCE_DIR/man/rl-rollout.1" > "$TMP/examples.sh"
+  [ "$(wc -l < "$TMP/examples.sh")" -gt 5 ]
+  run bash -euo pipefail "$TMP/examples.sh"
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [ "${lines[-1]}" = "8" ]
+}
