@@ -22,7 +22,9 @@ class FeederTest : public ::testing::Test {
     queue::ServerOptions o;
     o.bind = "tcp://127.0.0.1:0";
     o.dir = dir_;
-    o.declare = {{"generate", {"prompt_ids"}}, {"train", {"prompt_ids", "response_ids", "logprobs", "reward", "version"}}};
+    o.declare = {{"generate", {"prompt_ids"}},
+                 {"look", {"prompt", "answer", "prompt_ids"}},  // a get returns only its task's columns
+                 {"train", {"prompt_ids", "response_ids", "logprobs", "reward", "version"}}};
     auto s = queue::Server::Open(o);
     ASSERT_TRUE(s.ok()) << s.status().ToString();
     server_ = std::move(*s);
@@ -66,7 +68,7 @@ TEST_F(FeederTest, PutsGroupsOfGRowsWithTheContractColumns) {
   queue::QueueClient c(Options(""));
   EXPECT_EQ(c.MetaGet(kCursorKey).value(), std::optional<std::string>("3"));
   queue::GetRequest g;
-  g.task = "generate";
+  g.task = "look";
   g.count = 100;
   g.groups = true;
   auto got = c.Get(g);

@@ -61,8 +61,9 @@ class GrpoLoop {
   EventLog events_;
   std::unique_ptr<Feeder> feeder_;
   std::unique_ptr<GrpoTrainer> trainer_;
-  std::unique_ptr<CheckpointWriter> writer_;
   std::unique_ptr<queue::QueueClient> writer_client_;  // used on the writer thread only
+  std::unique_ptr<CheckpointWriter> writer_;           // declared after what its thread uses
+  std::string phase_;
   std::vector<Problem> held_out_;
   std::mt19937_64 rng_;
   int64_t step_ = 0;
@@ -139,6 +140,8 @@ Status GrpoLoop::StartFresh() {
 }
 
 void GrpoLoop::Phase(const char* phase) {
+  if (phase_ == phase) return;
+  phase_ = phase;
   events_.SetPhase(phase);
   events_.Emit("phase");
 }

@@ -1,0 +1,171 @@
+// The whole learning loop in one process: a real rl-queue server in a thread, stand-ins for
+// rl-rollout and rl-reward in another, and RunGrpo; then a second RunGrpo resumes from the
+// checkpoint the first one left.
+#include "rl/train/grpo_loop.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "rl/model/generate.h"
+#include "rl/model/model_file.h"
+#include "rl/model/tokenizer.h"
+#include "rl/queue/server.h"
+#include "rl/train/checkpoint.h"
+#include "rl/train/feeder.h"
+
+namespace rl::train {
+namespace {
+
+const Value* Col(const queue::GotRow& r, const std::string& name) {
+  for (const auto& [n, v] : r.columns) if (n == name) return &v;
+  return nullptr;
+}
+
+class GrpoLoopTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = ::testing::TempDir() + "/rl-grpo-" + std::to_string(::getpid());
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_ + "/ckpt");
+    queue::ServerOptions o;
+    o.bind = "tcp://127.0.0.1:0";
+    o.dir = dir_ + "/q";
+    o.declare = {{"generate", {"prompt_ids"}},
+                 {"reward", {"prompt", "response", "answer"}},
+                 {"train", {"prompt_ids", "response_ids", "logprobs", "reward", "version"}}};
+    server_ = std::move(queue::Server::Open(o).value());
+    server_thread_ = std::thread([this] { EXPECT_TRUE(server_->Run(stop_server_).ok()); });
+    model::ModelConfig c{15, 16, 1, 2, 32};
+    ASSERT_TRUE(model::SaveModelFile(dir_ + "/ckpt/weights-0.safetensors", model::Transformer::Create(c, 1).value(), 0).ok());
+    std::ofstream(dir_ + "/prompts.jsonl") << "{\"prompt\":\"001+002=\",\"answer\":\"3\"}\n"
+                                           << "{\"prompt\":\"010+020=\",\"answer\":\"30\"}\n";
+    roles_ = std::thread([this] { Roles(); });
+  }
+  void TearDown() override {
+    stop_roles_ = true;
+    roles_.join();
+    stop_server_ = true;
+    server_thread_.join();
+    std::filesystem::remove_all(dir_);
+  }
+  ClientOptions Options() {
+    ClientOptions o;
+    o.endpoint = server_->endpoint();
+    o.give_up_s = 10;
+    return o;
+  }
+  // rl-rollout and rl-reward in miniature: sample with the newest weights, reward by exact match
+  // (a random model rarely answers right, so the reward is 1 for a response starting with a digit).
+  void Roles() {
+    queue::QueueClient c(Options());
+    model::CharTokenizer tok;
+    uint64_t seed = 1;
+    while (!stop_roles_) {
+      queue::GetRequest g;
+      g.task = "generate";
+      g.count = 8;
+      g.groups = true;
+      g.wait_ms = 50;
+      auto got = c.Get(g);
+      if (got.ok() && !got->rows.empty()) {
+        auto versions = ListVersions();
+        auto m = model::LoadModelFile(WeightsPath(dir_ + "/ckpt", versions));
+        ASSERT_TRUE(m.ok());
+        std::vector<std::vector<int64_t>> prompts;
+        for (const auto& r : got->rows) prompts.push_back(std::get<Tensor>(*Col(r, "prompt_ids")).ToI64());
+        model::GenerateOptions o;
+        o.max_new_tokens = 4;
+        o.seed = seed++;
+        o.eos_id = tok.eos_id();
+        auto gens = model::Generate(m->model, prompts, o).value();
+        queue::PutRequest put;
+        put.ack_task = "generate";
+        put.ack_lease = got->lease;
+        for (size_t i = 0; i < gens.size(); ++i) {
+          put.rows.push_back({got->rows[i].index,
+                              {{"response_ids", Tensor::FromI64(gens[i].response_ids)},
+                               {"response", tok.Decode(gens[i].response_ids).value()},
+                               {"logprobs", Tensor::FromF32(gens[i].logprobs)},
+                               {"version", static_cast<int64_t>(m->version)}}});
+        }
+        ASSERT_TRUE(c.Put(put).ok());
+      }
+      g.task = "reward";
+      g.groups = false;
+      got = c.Get(g);
+      if (got.ok() && !got->rows.empty()) {
+        queue::PutRequest put;
+        put.ack_task = "reward";
+        put.ack_lease = got->lease;
+        for (const auto& r : got->rows) {
+          const std::string& resp = std::get<std::string>(*Col(r, "response"));
+          double reward = !resp.empty() && resp[0] >= '0' && resp[0] <= '9' ? 1.0 : 0.0;
+          put.rows.push_back({r.index, {{"reward", reward}}});
+        }
+        ASSERT_TRUE(c.Put(put).ok());
+      }
+    }
+  }
+  uint64_t ListVersions() {
+    uint64_t best = 0;
+    for (const auto& e : std::filesystem::directory_iterator(dir_ + "/ckpt")) {
+      std::string n = e.path().filename().string();
+      if (n.rfind("weights-", 0) == 0) best = std::max<uint64_t>(best, std::stoull(n.substr(8)));
+    }
+    return best;
+  }
+  GrpoLoopOptions Loop(int64_t steps) {
+    GrpoLoopOptions o;
+    o.connect = server_->endpoint();
+    o.timeout_s = 10;
+    o.checkpoint_dir = dir_ + "/ckpt";
+    o.prompts = dir_ + "/prompts.jsonl";
+    o.run_dir = dir_ + "/run";
+    o.group_size = 4;
+    o.prompts_per_step = 2;
+    o.max_steps = steps;
+    o.dynamic_sampling = false;
+    o.eval_size = 4;
+    o.eval_every = 1;
+    o.grpo.lr = 1e-3;
+    return o;
+  }
+
+  std::string dir_;
+  std::unique_ptr<queue::Server> server_;
+  std::atomic<bool> stop_server_{false}, stop_roles_{false};
+  std::thread server_thread_, roles_;
+};
+
+TEST_F(GrpoLoopTest, TrainsPublishesVersionsAndResumesFromItsCheckpoint) {
+  std::atomic<bool> stop{false};
+  Status s = RunGrpo(Loop(2), stop);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_TRUE(std::filesystem::exists(dir_ + "/ckpt/weights-2.safetensors"));
+  EXPECT_EQ(ListCheckpoints(dir_ + "/ckpt"), (std::vector<int64_t>{1, 2}));
+  queue::QueueClient c(Options());
+  EXPECT_EQ(c.MetaGet(kStepKey).value(), std::optional<std::string>("2"));
+
+  GrpoLoopOptions more = Loop(3);
+  more.staleness = 1;
+  more.start_fraction = 0;  // async
+  s = RunGrpo(more, stop);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(c.MetaGet(kVersionKey).value(), std::optional<std::string>("3"));
+  auto ckpt = LoadNewestCheckpoint(dir_ + "/ckpt");
+  ASSERT_TRUE(ckpt.ok() && ckpt->has_value());
+  EXPECT_EQ((*ckpt)->step, 3);
+  EXPECT_EQ((*ckpt)->adam_steps, 3) << "the optimizer state came back with the checkpoint";
+  EXPECT_EQ((*ckpt)->consumed.size(), 8u);
+  auto stat = c.Stat().value();
+  for (const auto& t : stat["tasks"]) {
+    if (t["name"] == "train") EXPECT_EQ(t["consumed"].get<uint64_t>(), 24u) << "3 steps of 2 groups of 4, once each";
+  }
+}
+
+}  // namespace
+}  // namespace rl::train
