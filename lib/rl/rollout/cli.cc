@@ -47,7 +47,7 @@ struct SamplingFlags {
 
 int RunGenerate(const SamplingFlags& f, const std::string& weights) {
   Policy policy;
-  if (Status s = policy.Load(weights); !s.ok()) return Fail(s.WithContext(weights));
+  if (Status s = policy.Load(weights); !s.ok()) return Fail(s);
   GenerateJsonlOptions o;
   o.generate = f.Options();
   GenerateJsonlStats stats;
@@ -61,7 +61,7 @@ int RunGenerate(const SamplingFlags& f, const std::string& weights) {
 int RunLoop(RolloutOptions o, const std::string& weights, const std::string& run_dir, const std::string& id) {
   Policy policy;
   if (!weights.empty()) {
-    if (Status s = policy.Load(weights); !s.ok()) return Fail(s.WithContext(weights));
+    if (Status s = policy.Load(weights); !s.ok()) return Fail(s);
   }
   EventLog events;
   if (!run_dir.empty()) {

@@ -66,12 +66,13 @@ bool Policy::Switch(const WeightsFile& file) {
   Status s = Load(file.path);
   if (!s.ok()) {
     failed_version_ = file.version;
-    spdlog::error("{}: {}; keeping version {}", file.path, s.message(), version_);
+    spdlog::error("{}; keeping version {}", s.message(), version_);
     return false;
   }
   seen_ = file.version;
   if (version_ != file.version) {
-    spdlog::warn("{} holds version {} (rl_version), not {}", file.path, version_, file.version);
+    spdlog::warn("{} holds rl_version {}; using {}, the version its name gives", file.path, version_, file.version);
+    version_ = file.version;
   }
   return true;
 }

@@ -3,8 +3,9 @@
 //
 // Weight versions are files <dir>/weights-<version>.safetensors written atomically (temporary
 // file, fsync, rename) by SaveModelFile, so a file with that exact name is complete; any other
-// name (a temporary file) is ignored. The version used is the one in the file's metadata
-// (rl_version); a name that disagrees with it is logged.
+// name (a temporary file) is ignored. The name is the pipeline's contract, so a file from the
+// directory is used as the version its name gives; metadata (rl_version) that disagrees is
+// logged. A file loaded by path (Load) has the version of its metadata.
 // Thread safety: one thread; the model must not be in use by Generate while Refresh runs.
 #pragma once
 
