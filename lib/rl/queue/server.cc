@@ -147,6 +147,16 @@ void Server::Dispatch(const std::string& routing, const Message& req) {
 
 Status Server::HandlePut(const std::string& routing, const Message& req) {
   RL_ASSIGN_OR_RETURN(PutRequest put, DecodePut(req));
+  // Several tensors may name one frame; the log stores each in full, so the limit applies to
+  // the values as stored, not only to the message (a log record must stay below 1 GiB).
+  size_t stored = 0;
+  for (const auto& r : put.rows) {
+    for (const auto& [name, v] : r.columns) stored += name.size() + ValueBytes(v);
+  }
+  if (stored > options_.max_message) {
+    return Status::TooLarge("put of " + std::to_string(stored) + " bytes of values is above --max-message " +
+                            std::to_string(options_.max_message));
+  }
   std::vector<PutRow> rows;
   rows.reserve(put.rows.size());
   for (auto& r : put.rows) {

@@ -217,6 +217,7 @@ Result<Record> Store::PlanGet(const GetRequest& req, int64_t now_ms) const {
   }
   for (auto& p : parts) std::sort(p.begin(), p.end());
   rec.indices = parts[0];
+  if (rec.indices.empty()) rec.lease = 0;  // nothing ready: no lease, no reserved parts
   uint64_t next = next_lease_ + 1;
   for (size_t p = 1; p < parts.size(); ++p) {
     if (!parts[p].empty()) rec.reserved.push_back({next++, parts[p]});

@@ -13,7 +13,7 @@ void Append(std::string* out, T v) {
 
 Status AppendNumber(std::string* out, DType dtype, const nlohmann::json& x) {
   if (!x.is_number() && !x.is_boolean()) return Status::DataError("tensor data holds a non-number");
-  double d = x.get<double>();
+  double d = x.is_boolean() ? (x.get<bool>() ? 1.0 : 0.0) : x.get<double>();
   bool integral_dtype = dtype != DType::kF32 && dtype != DType::kF64 && dtype != DType::kF16 && dtype != DType::kBF16;
   if (integral_dtype && !x.is_number_integer() && !x.is_boolean()) {
     return Status::DataError(std::string("a ") + DTypeName(dtype) + " tensor holds a non-integer");

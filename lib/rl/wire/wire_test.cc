@@ -109,6 +109,9 @@ TEST(JsonValueTest, BadJsonValuesAreDataErrors) {
   EXPECT_EQ(ValueFromJson(nlohmann::json::parse(R"({"dtype":"f32","shape":[3],"data":[1]})")).status().code(),
             Code::kDataError);
   EXPECT_EQ(ValueFromJson(nlohmann::json::parse(R"({"hex":"abc"})")).status().code(), Code::kDataError);
+  auto flags = ValueFromJson(nlohmann::json::parse(R"({"dtype":"bool","shape":[2],"data":[true,false]})"));
+  ASSERT_TRUE(flags.ok());
+  EXPECT_EQ(std::get<Tensor>(*flags).data, std::string("\1\0", 2));
   EXPECT_EQ(ValueFromJson(nlohmann::json::parse(R"({"dtype":"u8","shape":[1],"data":[300]})")).status().code(),
             Code::kDataError);
   EXPECT_EQ(ValueFromJson(nlohmann::json::parse(R"({"dtype":"i32","shape":[1],"data":[1.5]})")).status().code(),
