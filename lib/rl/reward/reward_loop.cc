@@ -1,5 +1,7 @@
 #include "rl/reward/reward_loop.h"
 
+#include <algorithm>
+
 #include "rl/core/clock.h"
 #include "rl/core/log.h"
 
@@ -111,14 +113,15 @@ class Loop {
   }
 
   void Progress(bool final) {
-    if (o_.progress_ms <= 0 && !final) return;
     int64_t now = MonoMillis();
-    if (!final && now - last_progress_ < o_.progress_ms) return;
-    if (!final && stats_->rows == last_rows_) return;
+    if (!final && (o_.progress_ms <= 0 || now - last_progress_ < o_.progress_ms || stats_->rows == last_rows_)) return;
+    double rate = (stats_->rows - last_rows_) / std::max((now - last_progress_) / 1000.0, 1e-3);
+    if (final) rate = stats_->rows / std::max((now - start_ms_) / 1000.0, 1e-3);
+    spdlog::info("{}{} rows scored (mean reward {:.3f}, {:.0f} rows/s{}), {} failed, {} lost to expired leases",
+                 final ? "stopped: " : "", stats_->rows, stats_->rows ? stats_->reward_sum / stats_->rows : 0.0, rate,
+                 final ? " overall" : "", stats_->failed, stats_->lost);
     last_progress_ = now;
     last_rows_ = stats_->rows;
-    spdlog::info("{} rows scored (mean reward {:.3f}), {} failed, {} lost to expired leases", stats_->rows,
-                 stats_->rows ? stats_->reward_sum / stats_->rows : 0.0, stats_->failed, stats_->lost);
   }
 
   const RewardLoopOptions& o_;
@@ -126,7 +129,8 @@ class Loop {
   queue::QueueClient client_;
   RewardStats* stats_;
   std::string phase_;
-  int64_t last_progress_ = MonoMillis();
+  int64_t start_ms_ = MonoMillis();
+  int64_t last_progress_ = start_ms_;
   uint64_t last_rows_ = 0;
 };
 

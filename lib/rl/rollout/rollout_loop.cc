@@ -80,13 +80,13 @@ class Loop {
   Status WaitForWeights(const std::atomic<bool>& stop) {
     if (policy_->loaded()) return Status::OK();
     if (o_.checkpoint_dir.empty()) return Status::InvalidArgument("no weights: give --weights or --checkpoint-dir");
-    Phase("waiting-for-weights");
     bool said = false;
     while (!stop.load()) {
       RL_RETURN_IF_ERROR(Refresh());
       if (policy_->loaded()) return Status::OK();
       if (!said) spdlog::info("waiting for a first weights file in {}", o_.checkpoint_dir);
       said = true;
+      Phase("waiting-for-weights");
       std::this_thread::sleep_for(std::chrono::milliseconds(500));
     }
     return Status::OK();
@@ -179,16 +179,28 @@ class Loop {
 
   void Progress(bool final) {
     int64_t now = MonoMillis();
-    if (!final && (o_.progress_ms <= 0 || now - last_.at_ms < o_.progress_ms || stats_->rows == last_.rows)) return;
+    if (final) {
+      double wall_s = (now - start_ms_) / 1000.0;
+      spdlog::info("stopped at version {}: {} groups, {} rows, {} tokens; {:.0f} tokens/s while generating, "
+                   "{:.0f} tokens/s over {:.1f} s{}",
+                   policy_->version(), stats_->groups, stats_->rows, stats_->tokens,
+                   stats_->generate_s > 0 ? stats_->tokens / stats_->generate_s : 0.0,
+                   wall_s > 0 ? stats_->tokens / wall_s : 0.0, wall_s, Lost());
+      return;
+    }
+    if (o_.progress_ms <= 0 || now - last_.at_ms < o_.progress_ms || stats_->rows == last_.rows) return;
     double gen_s = stats_->generate_s - last_.generate_s;
     double wall_s = (now - last_.at_ms) / 1000.0;
     uint64_t tokens = stats_->tokens - last_.tokens;
     spdlog::info("version {}: {} groups, {} rows done; {:.0f} tokens/s while generating, {:.0f} tokens/s overall, "
                  "{:.0f}% of the time generating{}",
                  policy_->version(), stats_->groups, stats_->rows, gen_s > 0 ? tokens / gen_s : 0.0,
-                 wall_s > 0 ? tokens / wall_s : 0.0, wall_s > 0 ? 100 * gen_s / wall_s : 0.0,
-                 stats_->lost ? ", " + std::to_string(stats_->lost) + " rows lost to expired leases" : "");
+                 wall_s > 0 ? tokens / wall_s : 0.0, wall_s > 0 ? 100 * gen_s / wall_s : 0.0, Lost());
     last_ = {now, stats_->rows, stats_->tokens, stats_->generate_s};
+  }
+
+  std::string Lost() const {
+    return stats_->lost ? ", " + std::to_string(stats_->lost) + " rows lost to expired leases" : "";
   }
 
   struct Mark {
@@ -202,7 +214,8 @@ class Loop {
   RolloutStats* stats_;
   model::CharTokenizer tokenizer_;
   std::string phase_;
-  Mark last_{MonoMillis(), 0, 0, 0};
+  int64_t start_ms_ = MonoMillis();
+  Mark last_{start_ms_, 0, 0, 0};
 };
 
 }  // namespace

@@ -187,3 +187,26 @@ TEST_F(RolloutLoopTest, ARowTheModelCannotTakeGetsAnErrorAndDoesNotStallTheLoop)
 
 }  // namespace
 }  // namespace rl::rollout
+
+namespace rl::rollout {
+namespace {
+
+TEST_F(RolloutLoopTest, StoppedWhileWaitingItGivesBackRowsItHasNotStartedOn) {
+  RolloutOptions o = Options();
+  o.wait_ms = 3000;
+  std::atomic<bool> stop{false};
+  Policy policy;
+  Status result;
+  std::thread t([&] { result = RunRollout(o, &policy, stop, nullptr); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // inside its blocking get
+  stop = true;
+  PutPrompts(1, 4);  // the get returns these after the stop request
+  t.join();
+  EXPECT_TRUE(result.ok()) << result.ToString();
+  EXPECT_EQ(queue_->Task("generate")["consumed"], 0);
+  EXPECT_EQ(queue_->Task("generate")["leased"], 0);
+  EXPECT_EQ(queue_->Task("generate")["ready"], 4);
+}
+
+}  // namespace
+}  // namespace rl::rollout
