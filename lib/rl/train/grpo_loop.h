@@ -32,7 +32,7 @@ struct GrpoLoopOptions {
   double start_fraction = 1.0;  // f
   bool dynamic_sampling = true;
   bool regenerate_stale = true;
-  double lease_s = 300;
+  double lease_s = 60;
   int64_t eval_every = 5;
   int64_t eval_size = 256;
   int keep = 3;
