@@ -114,7 +114,13 @@ class GrpoLoopTest : public ::testing::Test {
     uint64_t best = 0;
     for (const auto& e : std::filesystem::directory_iterator(dir_ + "/ckpt")) {
       std::string n = e.path().filename().string();
-      if (n.rfind("weights-", 0) == 0) best = std::max<uint64_t>(best, std::stoull(n.substr(8)));
+      // Only whole files: a weights file being written has a temporary name with a suffix.
+      const std::string suffix = ".safetensors";
+      if (n.rfind("weights-", 0) != 0 || n.size() <= 8 + suffix.size() ||
+          n.compare(n.size() - suffix.size(), suffix.size(), suffix) != 0) {
+        continue;
+      }
+      best = std::max<uint64_t>(best, std::stoull(n.substr(8)));
     }
     return best;
   }
