@@ -144,3 +144,20 @@ SH
   [[ "$output" == *'"reward":1.0'* ]]
   [[ "$output" == *'"reward":0.5'* ]]
 }
+
+@test "run exits soon after SIGTERM even when the queue is gone" {
+  start_queue "$TMP/q" --declare reward=prompt,response,answer
+  rl-reward run --verifier addition --wait 0.5 --timeout 120 2>"$TMP/reward.log" &
+  pid=$!
+  PIDS+=("$pid")
+  sleep 1
+  kill -9 "$QPID"
+  sleep 0.5
+  start=$SECONDS
+  kill -TERM "$pid"
+  status=0
+  wait "$pid" || status=$?
+  [ "$status" -eq 75 ]
+  [ $((SECONDS - start)) -le 8 ]
+  grep -q "rl-reward: stopping: the queue does not answer" "$TMP/reward.log"
+}

@@ -80,6 +80,8 @@ int RunLoop(RewardLoopOptions o, Verifier* verifier, const std::string& run_dir,
     events.Emit("start", {{"endpoint", o.client.endpoint}});
   }
   const std::atomic<bool>& stop = InstallStopSignals();
+  StopWatchdog watchdog(stop, o.wait_ms + 5000, "rl-reward");
+  o.watchdog = &watchdog;
   RewardStats stats;
   Status s = RunRewardLoop(o, verifier, stop, &stats);
   events.Emit("stop", {{"rows", stats.rows}, {"failed", stats.failed}, {"error", s.ok() ? "" : s.ToString()}});

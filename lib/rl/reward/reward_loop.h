@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "rl/core/event_log.h"
+#include "rl/reward/stop_watchdog.h"
 #include "rl/queue/client.h"
 #include "rl/reward/verifier.h"
 
@@ -24,6 +25,7 @@ struct RewardLoopOptions {
   int64_t wait_ms = 5000;      // how long one get may wait for rows
   int64_t progress_ms = 10000; // between progress lines on stderr; 0: none
   uint64_t max_rows = 0;       // stop after this many rows scored (0: until *stop)
+  StopWatchdog* watchdog = nullptr;  // may be null; marks queue calls for it
   EventLog* events = nullptr;  // may be null; must outlive the loop
 };
 

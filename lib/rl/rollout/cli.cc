@@ -70,6 +70,8 @@ int RunLoop(RolloutOptions o, const std::string& weights, const std::string& run
     events.Emit("start", {{"endpoint", o.client.endpoint}, {"checkpoint_dir", o.checkpoint_dir}, {"pid", ::getpid()}});
   }
   const std::atomic<bool>& stop = InstallStopSignals();
+  StopWatchdog watchdog(stop, o.wait_ms + 5000, "rl-rollout");
+  o.watchdog = &watchdog;
   RolloutStats stats;
   Status s = RunRollout(o, &policy, stop, &stats);
   events.Emit("stop", {{"rows", stats.rows}, {"groups", stats.groups}, {"tokens", stats.tokens},

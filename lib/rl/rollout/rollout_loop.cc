@@ -63,9 +63,9 @@ class Loop {
       g.groups = true;
       g.lease_ms = o_.lease_ms;
       g.wait_ms = o_.wait_ms;
-      RL_ASSIGN_OR_RETURN(queue::GetReply got, client_.Get(g));
+      RL_ASSIGN_OR_RETURN(queue::GetReply got, Get(g));
       if (!got.rows.empty() && stop.load()) {
-        auto n = client_.Nack(kGenerateTask, got.lease, {});
+        auto n = Nack(kGenerateTask, got.lease, {});
         spdlog::info("stopping: gave back {} rows", n.ok() ? n->done.size() : 0);
         break;
       }
@@ -105,50 +105,71 @@ class Loop {
     return Status::OK();
   }
 
-  Status Batch(const queue::GetReply& got) {
-    Phase("generate");
-    const model::Transformer& model = policy_->model();
-    const model::ModelConfig& config = model.config();
-    queue::PutRequest put;
-    put.ack_task = kGenerateTask;
-    put.ack_lease = got.lease;
-    std::vector<std::vector<int64_t>> prompts;
-    std::vector<uint64_t> indices;
+  struct Prompts {
+    std::vector<std::vector<int64_t>> ids;
+    std::vector<uint64_t> indices;  // the row of each prompt
+    size_t groups = 0;
+  };
+
+  // The prompts of a lease in row order; a row the model cannot take becomes an `error` row of
+  // *put instead.
+  Prompts Read(const queue::GetReply& got, const model::ModelConfig& config, queue::PutRequest* put) {
+    Prompts p;
     std::set<std::string> groups;
     for (const GotRow& row : got.rows) {
       groups.insert(GroupKey(row));
       Result<std::vector<int64_t>> ids = PromptIds(row, config);
       if (!ids.ok()) {
         spdlog::error("row {}: {}", row.index, ids.status().message());
-        put.rows.push_back({row.index, {{"error", ids.status().message()}}});
+        put->rows.push_back({row.index, {{"error", ids.status().message()}}});
         ++stats_->bad_rows;
         continue;
       }
-      prompts.push_back(std::move(*ids));
-      indices.push_back(row.index);
+      p.ids.push_back(std::move(*ids));
+      p.indices.push_back(row.index);
     }
+    p.groups = groups.size();
+    return p;
+  }
+
+  Status AddResponses(const std::vector<model::Generation>& gens, const Prompts& p, queue::PutRequest* put) {
+    for (size_t i = 0; i < gens.size(); ++i) {
+      RL_ASSIGN_OR_RETURN(std::string text, tokenizer_.Decode(gens[i].response_ids));
+      put->rows.push_back({p.indices[i],
+                           {{"response_ids", Tensor::FromI64(gens[i].response_ids)},
+                            {"response", std::move(text)},
+                            {"logprobs", Tensor::FromF32(gens[i].logprobs)},
+                            {"version", static_cast<int64_t>(policy_->version())}}});
+    }
+    return Status::OK();
+  }
+
+  Status Batch(const queue::GetReply& got) {
+    Phase("generate");
+    const model::Transformer& model = policy_->model();
+    queue::PutRequest put;
+    put.ack_task = kGenerateTask;
+    put.ack_lease = got.lease;
+    Prompts prompts = Read(got, model.config(), &put);
     model::GenerateOptions go = o_.generate;
     go.eos_id = model::CharTokenizer::kEos;
-    if (go.max_new_tokens <= 0) go.max_new_tokens = config.context;
+    if (go.max_new_tokens <= 0) go.max_new_tokens = model.config().context;
     go.seed = o_.generate.seed ^ (0x9e3779b97f4a7c15ULL * (got.rows.front().index + 1));
     model::GenerateStats gs;
     int64_t start = MonoMillis();
-    RL_ASSIGN_OR_RETURN(std::vector<model::Generation> gens, model::Generate(model, prompts, go, &gs));
+    Result<std::vector<model::Generation>> gens = model::Generate(model, prompts.ids, go, &gs);
     double seconds = (MonoMillis() - start) / 1000.0;
-    for (size_t i = 0; i < gens.size(); ++i) {
-      RL_ASSIGN_OR_RETURN(std::string text, tokenizer_.Decode(gens[i].response_ids));
-      put.rows.push_back({indices[i],
-                          {{"response_ids", Tensor::FromI64(gens[i].response_ids)},
-                           {"response", std::move(text)},
-                           {"logprobs", Tensor::FromF32(gens[i].logprobs)},
-                           {"version", static_cast<int64_t>(policy_->version())}}});
+    Status s = gens.ok() ? AddResponses(*gens, prompts, &put) : gens.status();
+    if (!s.ok()) {
+      (void)Nack(kGenerateTask, got.lease, {});  // give the rows back at once, then fail
+      return s;
     }
     Phase("write");
-    RL_RETURN_IF_ERROR(Commit(put, groups.size(), gs.new_tokens));
+    RL_RETURN_IF_ERROR(Commit(put, prompts.groups, gs.new_tokens));
     stats_->generate_s += seconds;
     ++stats_->batches;
     if (o_.events) {
-      o_.events->Emit("batch", {{"rows", got.rows.size()}, {"groups", groups.size()}, {"tokens", gs.new_tokens},
+      o_.events->Emit("batch", {{"rows", got.rows.size()}, {"groups", prompts.groups}, {"tokens", gs.new_tokens},
                                 {"seconds", seconds}, {"tokens_per_s", seconds > 0 ? gs.new_tokens / seconds : 0.0},
                                 {"version", policy_->version()}, {"lease", got.lease}});
     }
@@ -156,7 +177,7 @@ class Loop {
   }
 
   Status Commit(const queue::PutRequest& put, size_t groups, int64_t tokens) {
-    auto done = client_.Put(put);
+    auto done = Put(put);
     if (done.ok()) {
       stats_->rows += put.rows.size();
       stats_->groups += groups;
@@ -168,6 +189,20 @@ class Loop {
     if (o_.events) o_.events->Emit("lease_lost", {{"rows", put.rows.size()}, {"error", done.status().ToString()}});
     stats_->lost += put.rows.size();
     return Status::OK();
+  }
+
+  // Queue calls, marked for the stop watchdog.
+  Result<queue::GetReply> Get(const queue::GetRequest& g) {
+    StopWatchdog::Call c(o_.watchdog);
+    return client_.Get(g);
+  }
+  Result<std::vector<uint64_t>> Put(const queue::PutRequest& p) {
+    StopWatchdog::Call c(o_.watchdog);
+    return client_.Put(p);
+  }
+  Result<queue::IndexReply> Nack(const std::string& task, uint64_t lease, const std::vector<uint64_t>& rows) {
+    StopWatchdog::Call c(o_.watchdog);
+    return client_.Nack(task, lease, rows);
   }
 
   void Phase(const std::string& phase) {

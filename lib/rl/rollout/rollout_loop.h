@@ -18,6 +18,7 @@
 #include <string>
 
 #include "rl/core/event_log.h"
+#include "rl/reward/stop_watchdog.h"
 #include "rl/model/generate.h"
 #include "rl/queue/client.h"
 #include "rl/rollout/policy.h"
@@ -35,6 +36,7 @@ struct RolloutOptions {
   int64_t wait_ms = 5000;              // how long one get may wait for rows
   int64_t progress_ms = 10000;         // between progress lines on stderr; 0: none
   uint64_t max_batches = 0;            // stop after this many batches (0: until *stop)
+  StopWatchdog* watchdog = nullptr;  // may be null; marks queue calls for it
   EventLog* events = nullptr;          // may be null; must outlive the loop
 };
 
