@@ -20,7 +20,7 @@ inline constexpr const char* kRewardTask = "reward";
 
 struct RewardLoopOptions {
   ClientOptions client;
-  uint32_t count = 64;         // rows per get
+  uint32_t count = 256;        // rows per get
   int64_t lease_ms = 60000;
   int64_t wait_ms = 5000;      // how long one get may wait for rows
   int64_t progress_ms = 10000; // between progress lines on stderr; 0: none
