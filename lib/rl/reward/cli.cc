@@ -130,7 +130,7 @@ int RewardMain(int argc, char** argv) {
   run_v.Bind(cl, run);
   cl.Bind(run, "--connect", &connect);
   cl.Bind(run, "--timeout", &timeout_s);
-  cl.Bind(run, "--count", &lo.count)->check(CLI::Range(1, 100000));
+  cl.Bind(run, "--count", &lo.count)->check(CLI::Range(1, 100000))->description("rows per get");
   cl.Bind(run, "--lease", &lease_s)->check(CLI::PositiveNumber);
   cl.Bind(run, "--wait", &wait_s)->check(CLI::Range(0.0, 3600.0));
   cl.Bind(run, "--progress-interval", &progress_s)->check(CLI::NonNegativeNumber);
@@ -144,9 +144,9 @@ int RewardMain(int argc, char** argv) {
   std::string task = "addition";
   uint64_t count = 1000, seed = 0;
   bool heldout = false;
-  CLI::App* make = cl.Sub("make-data", "print the demo task's prompts as JSON lines {prompt, answer}");
+  CLI::App* make = cl.Sub("make-data", "print the demo task's prompts as JSON lines {prompt, answer, prompt_ids}");
   cl.Bind(make, "--task", &task)->description("demo task: addition (3-digit, zero-padded)");
-  cl.Bind(make, "--count", &count);
+  cl.Bind(make, "--count", &count)->description("prompts to print");
   cl.Bind(make, "--seed", &seed);
   cl.BindFlag(make, "--heldout", &heldout);
 

@@ -117,7 +117,7 @@ int RolloutMain(int argc, char** argv) {
   cl.Bind(run, "--timeout", &timeout_s);
   cl.Bind(run, "--checkpoint-dir", &o.checkpoint_dir);
   cl.Bind(run, "--weights", &run_weights);
-  cl.Bind(run, "--count", &o.count)->check(CLI::Range(1, 100000));
+  cl.Bind(run, "--count", &o.count)->check(CLI::Range(1, 100000))->description("rows per get (whole groups)");
   cl.Bind(run, "--lease", &lease_s)->check(CLI::PositiveNumber);
   cl.Bind(run, "--wait", &wait_s)->check(CLI::Range(0.0, 3600.0));
   cl.Bind(run, "--progress-interval", &progress_s)->check(CLI::NonNegativeNumber);
