@@ -28,3 +28,11 @@ man_examples() {
   [ "$status" -eq 0 ]
   [[ "$output" == *"trained on"* ]]
 }
+
+@test "examples/pipelines/grpo-demo.sh runs in its short form: four roles, three GRPO steps, a final table" {
+  run bash "$RL_SOURCE_DIR/examples/pipelines/grpo-demo.sh" --short
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"step  reward  heldout"* ]]
+  [ "$(printf '%s\n' "$output" | grep -cE '^ +[123] ')" -eq 3 ]
+}
