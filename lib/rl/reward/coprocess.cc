@@ -87,11 +87,22 @@ std::string CoProcess::Reap() {
   CloseFd(&from_child_);
   buffer_.clear();
   if (pid_ <= 0) return "is not running";
+  // A command that closed its output but goes on running is not waited for: after 200 ms it is
+  // killed, so a Call never hangs here.
   int wstatus = 0;
-  pid_t r;
-  do {
-    r = ::waitpid(pid_, &wstatus, 0);
-  } while (r < 0 && errno == EINTR);
+  pid_t r = 0;
+  for (int i = 0; i < 20 && r == 0; ++i) {
+    r = ::waitpid(pid_, &wstatus, WNOHANG);
+    if (r == 0) ::usleep(10000);
+    if (r < 0 && errno == EINTR) r = 0;
+  }
+  if (r == 0) {
+    ::kill(-pid_, SIGKILL);
+    ::kill(pid_, SIGKILL);
+    do {
+      r = ::waitpid(pid_, &wstatus, 0);
+    } while (r < 0 && errno == EINTR);
+  }
   pid_ = -1;
   if (r > 0 && WIFEXITED(wstatus)) return "exited with status " + std::to_string(WEXITSTATUS(wstatus));
   if (r > 0 && WIFSIGNALED(wstatus)) return "was killed by signal " + std::to_string(WTERMSIG(wstatus));

@@ -47,6 +47,16 @@ TEST(ExecVerifierTest, ACommandThatDiesBeforeReplyingFailsTheRowAfterOneRetry) {
   EXPECT_FALSE(v.broken());
 }
 
+TEST(ExecVerifierTest, ACommandThatClosesItsOutputButRunsOnIsKilledNotWaitedFor) {
+  ExecVerifier v("exec >&-; sleep 30", 20000);
+  int64_t start = MonoMillis();
+  auto r = v.Score(kReq);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Code::kUnavailable);
+  EXPECT_NE(r.status().message().find("killed by signal 9"), std::string::npos) << r.status().message();
+  EXPECT_LT(MonoMillis() - start, 3000);
+}
+
 TEST(ExecVerifierTest, AStalledCommandTimesOutAndIsRestarted) {
   // Stalls on the first request only (a marker file), then answers.
   std::string marker = ::testing::TempDir() + "/stalled-" + std::to_string(::getpid());
