@@ -2,7 +2,9 @@
 // rename it over the target, fsync the directory. Errors come back as IOError with the path.
 #pragma once
 
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "rl/core/status.h"
 
@@ -14,5 +16,8 @@ Status FsyncDir(const std::string& dir);
 Status WriteFileAtomic(const std::string& path, const std::string& bytes);
 Result<std::string> ReadFile(const std::string& path);
 std::string ErrnoMessage(const std::string& what, const std::string& path);
+// The numbers N of the files in `dir` named <prefix>N<suffix> (N: 1 to 18 decimal digits),
+// ascending. Names that do not fit, such as half-written "<prefix>N<suffix>.tmp", are skipped.
+std::vector<uint64_t> NumberedFiles(const std::string& dir, const std::string& prefix, const std::string& suffix);
 
 }  // namespace rl

@@ -20,23 +20,6 @@ namespace {
 constexpr char kSnapMagic[] = "RLQS";
 constexpr size_t kSnapHeader = 4 + 4 + 8 + 8 + 4;
 
-// Numbers N of files named <prefix>N<suffix> in dir, ascending.
-std::vector<uint64_t> Numbered(const std::string& dir, const std::string& prefix, const std::string& suffix) {
-  std::vector<uint64_t> out;
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator(dir, ec)) {
-    std::string name = e.path().filename().string();
-    if (name.size() <= prefix.size() + suffix.size() || name.rfind(prefix, 0) != 0 ||
-        name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0) {
-      continue;
-    }
-    std::string digits = name.substr(prefix.size(), name.size() - prefix.size() - suffix.size());
-    if (digits.find_first_not_of("0123456789") != std::string::npos || digits.size() > 18) continue;
-    out.push_back(std::stoull(digits));
-  }
-  std::sort(out.begin(), out.end());
-  return out;
-}
 }  // namespace
 
 Result<FsyncPolicy> ParseFsyncPolicy(const std::string& name) {
@@ -110,7 +93,7 @@ DurableStore::~DurableStore() {
 }
 
 Status DurableStore::Recover(RecoveryReport* report) {
-  std::vector<uint64_t> snaps = Numbered(dir_, "snapshot-", ".snap");
+  std::vector<uint64_t> snaps = NumberedFiles(dir_, "snapshot-", ".snap");
   uint64_t first_log = 1;
   if (!snaps.empty()) {
     RL_ASSIGN_OR_RETURN(std::string bytes, ReadFile(SnapshotPath(snaps.back())));
@@ -124,7 +107,7 @@ Status DurableStore::Recover(RecoveryReport* report) {
     report->had_snapshot = true;
     report->snapshot_log = log_number;
   }
-  std::vector<uint64_t> logs = Numbered(dir_, "wal-", ".log");
+  std::vector<uint64_t> logs = NumberedFiles(dir_, "wal-", ".log");
   logs.erase(std::remove_if(logs.begin(), logs.end(), [&](uint64_t n) { return n < first_log; }), logs.end());
   uint64_t keep = 0;
   log_number_ = logs.empty() ? first_log : logs.back();
@@ -182,10 +165,10 @@ Status DurableStore::Snapshot() {
   uint64_t old = log_number_;
   log_number_ = next;
   std::error_code ec;
-  for (uint64_t n : Numbered(dir_, "wal-", ".log")) {
+  for (uint64_t n : NumberedFiles(dir_, "wal-", ".log")) {
     if (n <= old) fs::remove(LogPath(n), ec);
   }
-  for (uint64_t n : Numbered(dir_, "snapshot-", ".snap")) {
+  for (uint64_t n : NumberedFiles(dir_, "snapshot-", ".snap")) {
     if (n < next) fs::remove(SnapshotPath(n), ec);
   }
   spdlog::info("snapshot of {} rows ({} bytes) before log {}", store_.live_rows(), file.size(), next);

@@ -28,23 +28,6 @@ Result<uint64_t> ParseU64(const model::Metadata& m, const std::string& key) {
   return Status::Corruption("checkpoint has a bad '" + key + "'");
 }
 
-std::vector<uint64_t> NumberedFiles(const std::string& dir, const std::string& prefix) {
-  std::vector<uint64_t> out;
-  std::error_code ec;
-  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
-    std::string name = e.path().filename().string();
-    const std::string suffix = ".safetensors";
-    if (name.size() <= prefix.size() + suffix.size() || name.compare(0, prefix.size(), prefix) != 0 ||
-        name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0) {
-      continue;
-    }
-    std::string digits = name.substr(prefix.size(), name.size() - prefix.size() - suffix.size());
-    if (digits.find_first_not_of("0123456789") != std::string::npos || digits.size() > 18) continue;
-    out.push_back(std::stoull(digits));
-  }
-  std::sort(out.begin(), out.end());
-  return out;
-}
 
 }  // namespace
 
@@ -60,7 +43,7 @@ std::string WeightsPath(const std::string& dir, uint64_t version) {
 
 std::vector<int64_t> ListCheckpoints(const std::string& dir) {
   std::vector<int64_t> out;
-  for (uint64_t s : NumberedFiles(dir, "ckpt-")) out.push_back(static_cast<int64_t>(s));
+  for (uint64_t s : NumberedFiles(dir, "ckpt-", ".safetensors")) out.push_back(static_cast<int64_t>(s));
   return out;
 }
 
@@ -193,7 +176,7 @@ void CheckpointWriter::Prune() const {
   std::error_code ec;
   std::vector<int64_t> steps = ListCheckpoints(dir_);
   for (size_t i = 0; i + keep_ < steps.size(); ++i) std::filesystem::remove(CheckpointPath(dir_, steps[i]), ec);
-  std::vector<uint64_t> versions = NumberedFiles(dir_, "weights-");
+  std::vector<uint64_t> versions = NumberedFiles(dir_, "weights-", ".safetensors");
   for (size_t i = 0; i + keep_ < versions.size(); ++i) {
     if (versions[i] != 0) std::filesystem::remove(WeightsPath(dir_, versions[i]), ec);
   }
