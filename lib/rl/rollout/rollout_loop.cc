@@ -69,7 +69,13 @@ class Loop {
         spdlog::info("stopping: gave back {} rows", n.ok() ? n->done.size() : 0);
         break;
       }
-      if (!got.rows.empty()) RL_RETURN_IF_ERROR(Batch(got));
+      if (!got.rows.empty()) {
+        // The trainer publishes a version and then feeds the prompts meant for it, so a get
+        // that waited may return rows the newest weights should answer: look again (cheap
+        // when there is nothing new), or sync mode regenerates every batch once.
+        RL_RETURN_IF_ERROR(Refresh());
+        RL_RETURN_IF_ERROR(Batch(got));
+      }
       Progress(false);
     }
     Progress(true);
