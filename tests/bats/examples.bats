@@ -36,3 +36,10 @@ man_examples() {
   [[ "$output" == *"step  reward  heldout"* ]]
   [ "$(printf '%s\n' "$output" | grep -cE '^ +[123] ')" -eq 3 ]
 }
+
+@test "examples/pipelines/sync-vs-async.sh runs both modes in its short form and prints the comparison" {
+  run bash "$RL_SOURCE_DIR/examples/pipelines/sync-vs-async.sh" --short
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"sync "*"async "* ]]
+}
