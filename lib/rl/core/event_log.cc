@@ -28,6 +28,15 @@ void EventLog::SetPhase(const std::string& phase) {
   phase_ = phase;
 }
 
+void EventLog::EnterPhase(const std::string& phase) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (phase == phase_) return;
+    phase_ = phase;
+  }
+  Emit("phase");
+}
+
 void EventLog::SetStep(int64_t step) {
   std::lock_guard<std::mutex> lock(mu_);
   step_ = step;

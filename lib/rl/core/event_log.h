@@ -27,6 +27,8 @@ class EventLog {
   const std::string& path() const { return path_; }
 
   void SetPhase(const std::string& phase);
+  // Sets the phase and appends a "phase" line, only when the phase changes.
+  void EnterPhase(const std::string& phase);
   void SetStep(int64_t step);
   // Appends one line. `fields` must be a JSON object (or null).
   void Emit(const std::string& event, const nlohmann::json& fields = nullptr);

@@ -44,7 +44,7 @@ class Loop {
       g.min = 1;
       g.lease_ms = o_.lease_ms;
       g.wait_ms = o_.wait_ms;
-      RL_ASSIGN_OR_RETURN(queue::GetReply got, Get(g));
+      RL_ASSIGN_OR_RETURN(queue::GetReply got, queue_.Get(g));
       if (!got.rows.empty()) RL_RETURN_IF_ERROR(Batch(got));
       Progress(false);
     }
@@ -76,7 +76,7 @@ class Loop {
       put.rows.push_back({row.index, {{"reward", *r}}});
     }
     if (!failed.empty()) {
-      auto nacked = Nack(kRewardTask, got.lease, failed);
+      auto nacked = queue_.Nack(kRewardTask, got.lease, failed);
       if (!nacked.ok()) spdlog::warn("nack of {} rows: {}", failed.size(), nacked.status().message());
       stats_->failed += failed.size();
     }
@@ -91,7 +91,7 @@ class Loop {
   }
 
   Status Commit(const queue::PutRequest& put, double sum) {
-    auto done = Put(put);
+    auto done = queue_.Put(put);
     if (done.ok()) {
       stats_->rows += put.rows.size();
       stats_->reward_sum += sum;
@@ -105,25 +105,8 @@ class Loop {
     return Status::OK();
   }
 
-  // Queue calls, marked for the stop watchdog.
-  Result<queue::GetReply> Get(const queue::GetRequest& g) {
-    StopWatchdog::Call c(o_.watchdog);
-    return client_.Get(g);
-  }
-  Result<std::vector<uint64_t>> Put(const queue::PutRequest& p) {
-    StopWatchdog::Call c(o_.watchdog);
-    return client_.Put(p);
-  }
-  Result<queue::IndexReply> Nack(const std::string& task, uint64_t lease, const std::vector<uint64_t>& rows) {
-    StopWatchdog::Call c(o_.watchdog);
-    return client_.Nack(task, lease, rows);
-  }
-
   void Phase(const std::string& phase) {
-    if (!o_.events || phase == phase_) return;
-    phase_ = phase;
-    o_.events->SetPhase(phase);
-    o_.events->Emit("phase");
+    if (o_.events) o_.events->EnterPhase(phase);
   }
 
   void Progress(bool final) {
@@ -141,8 +124,8 @@ class Loop {
   const RewardLoopOptions& o_;
   Verifier* verifier_;
   queue::QueueClient client_;
+  WatchedQueue queue_{&client_, o_.watchdog};
   RewardStats* stats_;
-  std::string phase_;
   int64_t start_ms_ = MonoMillis();
   int64_t last_progress_ = start_ms_;
   uint64_t last_rows_ = 0;

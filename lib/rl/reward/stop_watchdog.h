@@ -20,6 +20,7 @@
 
 #include "rl/core/clock.h"
 #include "rl/core/status.h"
+#include "rl/queue/client.h"
 
 namespace rl {
 
@@ -74,6 +75,29 @@ class StopWatchdog {
   std::atomic<int64_t> since_ms_{0};
   std::atomic<bool> done_{false};
   std::thread thread_;  // last: starts after the members it reads
+};
+
+// A QueueClient whose calls are marked for a StopWatchdog (null: unwatched), as rl-rollout and
+// rl-reward make them. REQUIRES: *client and *watchdog outlive it.
+class WatchedQueue {
+ public:
+  WatchedQueue(queue::QueueClient* client, StopWatchdog* watchdog) : client_(client), watchdog_(watchdog) {}
+  Result<queue::GetReply> Get(const queue::GetRequest& g) {
+    StopWatchdog::Call c(watchdog_);
+    return client_->Get(g);
+  }
+  Result<std::vector<uint64_t>> Put(const queue::PutRequest& p) {
+    StopWatchdog::Call c(watchdog_);
+    return client_->Put(p);
+  }
+  Result<queue::IndexReply> Nack(const std::string& task, uint64_t lease, const std::vector<uint64_t>& rows) {
+    StopWatchdog::Call c(watchdog_);
+    return client_->Nack(task, lease, rows);
+  }
+
+ private:
+  queue::QueueClient* client_;
+  StopWatchdog* watchdog_;
 };
 
 }  // namespace rl

@@ -63,9 +63,9 @@ class Loop {
       g.groups = true;
       g.lease_ms = o_.lease_ms;
       g.wait_ms = o_.wait_ms;
-      RL_ASSIGN_OR_RETURN(queue::GetReply got, Get(g));
+      RL_ASSIGN_OR_RETURN(queue::GetReply got, queue_.Get(g));
       if (!got.rows.empty() && stop.load()) {
-        auto n = Nack(kGenerateTask, got.lease, {});
+        auto n = queue_.Nack(kGenerateTask, got.lease, {});
         spdlog::info("stopping: gave back {} rows", n.ok() ? n->done.size() : 0);
         break;
       }
@@ -167,7 +167,7 @@ class Loop {
     double seconds = (MonoMillis() - start) / 1000.0;
     Status s = gens.ok() ? AddResponses(*gens, prompts, &put) : gens.status();
     if (!s.ok()) {
-      (void)Nack(kGenerateTask, got.lease, {});  // give the rows back at once, then fail
+      (void)queue_.Nack(kGenerateTask, got.lease, {});  // give the rows back at once, then fail
       return s;
     }
     Phase("write");
@@ -183,7 +183,7 @@ class Loop {
   }
 
   Status Commit(const queue::PutRequest& put, size_t groups, int64_t tokens) {
-    auto done = Put(put);
+    auto done = queue_.Put(put);
     if (done.ok()) {
       stats_->rows += put.rows.size();
       stats_->groups += groups;
@@ -197,25 +197,8 @@ class Loop {
     return Status::OK();
   }
 
-  // Queue calls, marked for the stop watchdog.
-  Result<queue::GetReply> Get(const queue::GetRequest& g) {
-    StopWatchdog::Call c(o_.watchdog);
-    return client_.Get(g);
-  }
-  Result<std::vector<uint64_t>> Put(const queue::PutRequest& p) {
-    StopWatchdog::Call c(o_.watchdog);
-    return client_.Put(p);
-  }
-  Result<queue::IndexReply> Nack(const std::string& task, uint64_t lease, const std::vector<uint64_t>& rows) {
-    StopWatchdog::Call c(o_.watchdog);
-    return client_.Nack(task, lease, rows);
-  }
-
   void Phase(const std::string& phase) {
-    if (!o_.events || phase == phase_) return;
-    phase_ = phase;
-    o_.events->SetPhase(phase);
-    o_.events->Emit("phase");
+    if (o_.events) o_.events->EnterPhase(phase);
   }
 
   void Progress(bool final) {
@@ -252,9 +235,9 @@ class Loop {
   const RolloutOptions& o_;
   Policy* policy_;
   queue::QueueClient client_;
+  WatchedQueue queue_{&client_, o_.watchdog};
   RolloutStats* stats_;
   model::CharTokenizer tokenizer_;
-  std::string phase_;
   int64_t start_ms_ = MonoMillis();
   Mark last_{start_ms_, 0, 0, 0};
 };
