@@ -8,12 +8,16 @@ std::vector<OptionSpec> CoreOptionTable();
 
 void AppendTrainOptions(std::vector<OptionSpec>* table);    // option_table_train.cc
 void AppendRolloutOptions(std::vector<OptionSpec>* table);  // option_table_rollout.cc (and rl-reward)
+void AppendWeightsOptions(std::vector<OptionSpec>* table);  // option_table_weights.cc (rl-relay, weight sync)
+void AppendHealthOptions(std::vector<OptionSpec>* table);   // option_table_health.cc (heartbeats, rl-watchdog)
 
 const std::vector<OptionSpec>& OptionTable() {
   static const std::vector<OptionSpec> table = [] {
     std::vector<OptionSpec> t = CoreOptionTable();
     AppendTrainOptions(&t);
     AppendRolloutOptions(&t);
+    AppendWeightsOptions(&t);
+    AppendHealthOptions(&t);
     return t;
   }();
   return table;

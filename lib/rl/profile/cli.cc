@@ -41,9 +41,14 @@ int ProfileMain(int argc, char** argv, const ProfileHooks& hooks) {
                            "benchmark rl-queue: put, get, ack and end-to-end rows/s and latency, against the ZeroMQ "
                            "floor and Redis streams in the same run");
   BindQueue(cl, queue, &qo);
+  // Subcommands in files of their own; one line each.
+  std::vector<Subcommand> more;
 
   if (auto code = cl.Parse(argc, argv)) return *code;
   if (Status s = InitLogging("rl-profile", log_level); !s.ok()) return Fail(s);
+  for (const Subcommand& sub : more) {
+    if (sub.app->parsed()) return sub.run();
+  }
   if (queue->parsed()) {
     if (qo.row_bytes.empty() || qo.fsync.empty()) return Fail(Status::InvalidArgument("--row-bytes and --fsync need a value"));
     qo.stop = &InstallStopSignals();  // ^C ends the run early and still stops the servers

@@ -4,9 +4,19 @@
 // (or a phase ran out of time), after printing its figures.
 #pragma once
 
+#include <functional>
+
+#include "rl/core/options.h"
 #include "rl/profile/queue_profile.h"
 
 namespace rl::profile {
+
+// A subcommand that lives in files of its own: Add* binds its options on `app`, and `run` is
+// called when it was the one parsed. ProfileMain lists them in kSubcommands (cli.cc).
+struct Subcommand {
+  CLI::App* app = nullptr;
+  std::function<int()> run;
+};
 
 int ProfileMain(int argc, char** argv, const ProfileHooks& hooks);
 
