@@ -8,8 +8,40 @@
 
 namespace rl {
 
+namespace {
+std::mutex current_mu;
+EventLog* current = nullptr;  // guarded by current_mu
+}  // namespace
+
+EventLog::EventLog() {
+  std::lock_guard<std::mutex> lock(current_mu);
+  current = this;
+}
+
 EventLog::~EventLog() {
+  {
+    std::lock_guard<std::mutex> lock(current_mu);
+    if (current == this) current = nullptr;
+  }
   if (fd_ >= 0) ::close(fd_);
+}
+
+std::string EventLog::phase() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return phase_;
+}
+
+int64_t EventLog::step() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return step_;
+}
+
+bool EventLog::Current(std::string* phase, int64_t* step) {
+  std::lock_guard<std::mutex> lock(current_mu);
+  if (current == nullptr) return false;
+  *phase = current->phase();
+  *step = current->step();
+  return true;
 }
 
 Status EventLog::Open(const std::string& run_dir, const std::string& role, const std::string& id) {

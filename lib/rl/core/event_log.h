@@ -16,7 +16,7 @@ namespace rl {
 
 class EventLog {
  public:
-  EventLog() = default;  // disabled: Emit does nothing
+  EventLog();  // disabled: Emit does nothing
   ~EventLog();
   EventLog(const EventLog&) = delete;
   EventLog& operator=(const EventLog&) = delete;
@@ -32,6 +32,14 @@ class EventLog {
   void SetStep(int64_t step);
   // Appends one line. `fields` must be a JSON object (or null).
   void Emit(const std::string& event, const nlohmann::json& fields = nullptr);
+
+  // The phase and step last set, from any thread (the heartbeat thread reads them).
+  std::string phase();
+  int64_t step();
+  // Phase and step of the role log of this process: the EventLog constructed last and still
+  // alive (a role process has one). False when there is none. Lets lib/rl/health report a role's
+  // phase without the role passing its log around.
+  static bool Current(std::string* phase, int64_t* step);
 
  private:
   std::mutex mu_;
