@@ -1,0 +1,120 @@
+#include "rl/health/pipeline.h"
+
+#include <CLI/CLI.hpp>
+
+#include <fstream>
+#include <sstream>
+
+namespace rl::health {
+namespace {
+
+template <typename T>
+Status Number(const CLI::ConfigItem& item, const std::string& where, T* out) {
+  if (item.inputs.size() != 1) return Status::Config(where + ": " + item.name + " wants one value");
+  std::istringstream in(item.inputs[0]);
+  T v{};
+  if (!(in >> v) || !in.eof()) return Status::Config(where + ": " + item.name + " = '" + item.inputs[0] + "' is not a number");
+  *out = v;
+  return Status::OK();
+}
+
+Status Bool(const CLI::ConfigItem& item, const std::string& where, bool* out) {
+  std::string v = item.inputs.size() == 1 ? item.inputs[0] : "";
+  if (v != "true" && v != "false") return Status::Config(where + ": " + item.name + " wants true or false");
+  *out = v == "true";
+  return Status::OK();
+}
+
+Status Text(const CLI::ConfigItem& item, const std::string& where, std::string* out) {
+  if (item.inputs.size() != 1) return Status::Config(where + ": " + item.name + " wants one string");
+  *out = item.inputs[0];
+  return Status::OK();
+}
+
+Status WatchdogKey(const CLI::ConfigItem& item, const std::string& where, PipelineSpec* p) {
+  const std::string& k = item.name;
+  if (k == "heartbeat") return Text(item, where, &p->heartbeat);
+  if (k == "heartbeat_interval") return Number(item, where, &p->interval_s);
+  if (k == "missed") return Number(item, where, &p->missed);
+  if (k == "probe_window") return Number(item, where, &p->probe_window_s);
+  if (k == "max_full_restarts") return Number(item, where, &p->max_full_restarts);
+  if (k == "restart") return Text(item, where, &p->restart);
+  if (k == "standby") return Bool(item, where, &p->standby);
+  if (k == "grace") return Number(item, where, &p->grace_s);
+  return Status::Config(where + ": unknown key '" + k + "' in [watchdog]");
+}
+
+Status RoleKey(const CLI::ConfigItem& item, const std::string& where, RoleSpec* r, bool* finish_set) {
+  const std::string& k = item.name;
+  if (k == "kind") return Text(item, where, &r->kind);
+  if (k == "command") return Text(item, where, &r->command);
+  if (k == "count") return Number(item, where, &r->count);
+  if (k == "stall") return Number(item, where, &r->stall_s);
+  if (k == "ready_timeout") return Number(item, where, &r->ready_s);
+  if (k == "finish") {
+    *finish_set = true;
+    return Bool(item, where, &r->finish);
+  }
+  return Status::Config(where + ": unknown key '" + k + "' in [role." + r->name + "]");
+}
+
+Status Check(const PipelineSpec& p, const std::string& where) {
+  if (p.roles.empty()) return Status::Config(where + ": no [role.NAME] tables");
+  if (p.restart != "role" && p.restart != "job") return Status::Config(where + ": restart must be role or job");
+  if (p.interval_s < 0.01 || p.missed < 1 || p.max_full_restarts < 0 || p.grace_s < 0) {
+    return Status::Config(where + ": heartbeat_interval, missed, max_full_restarts or grace out of range");
+  }
+  for (const RoleSpec& r : p.roles) {
+    if (r.command.empty()) return Status::Config(where + ": [role." + r.name + "] has no command");
+    if (r.count < 0 || r.count > 1000) return Status::Config(where + ": [role." + r.name + "] count out of range");
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+Result<PipelineSpec> ParsePipeline(const std::string& toml_text, const std::string& name) {
+  std::vector<CLI::ConfigItem> items;
+  try {
+    std::istringstream in(toml_text);
+    items = CLI::ConfigTOML().from_config(in);
+  } catch (const CLI::Error& e) {
+    return Status::Config(name + ": " + e.what());
+  }
+  PipelineSpec p;
+  std::map<std::string, bool> finish_set;
+  for (const auto& item : items) {
+    if (item.name == "++" || item.name == "--") continue;  // CLI11's section markers
+    if (item.parents.size() == 1 && item.parents[0] == "watchdog") {
+      RL_RETURN_IF_ERROR(WatchdogKey(item, name, &p));
+      continue;
+    }
+    if (item.parents.size() != 2 || item.parents[0] != "role") {
+      return Status::Config(name + ": '" + item.fullname() + "' is outside [watchdog] and [role.NAME]");
+    }
+    const std::string& role = item.parents[1];
+    auto it = std::find_if(p.roles.begin(), p.roles.end(), [&](const RoleSpec& r) { return r.name == role; });
+    if (it == p.roles.end()) {
+      p.roles.push_back({});
+      p.roles.back().name = role;
+      p.roles.back().kind = role;
+      it = p.roles.end() - 1;
+    }
+    RL_RETURN_IF_ERROR(RoleKey(item, name, &*it, &finish_set[role]));
+  }
+  for (RoleSpec& r : p.roles) {
+    if (!finish_set[r.name]) r.finish = r.kind == "train";
+  }
+  RL_RETURN_IF_ERROR(Check(p, name));
+  return p;
+}
+
+Result<PipelineSpec> LoadPipeline(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return Status::Config("cannot read the pipeline file " + path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return ParsePipeline(text.str(), path);
+}
+
+}  // namespace rl::health

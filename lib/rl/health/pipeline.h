@@ -1,0 +1,52 @@
+// The pipeline file of `rl-watchdog run` (man/rl-watchdog.1, "PIPELINE FILE"): TOML with a
+// [watchdog] table of settings and one [role.NAME] table per role, started in file order:
+//
+//   [watchdog]
+//   heartbeat = "tcp://127.0.0.1:5560"   # endpoint the watchdog binds, roles send to
+//   max_full_restarts = 3
+//   [role.train]
+//   kind = "train"                        # queue, rollout, reward, train (its heartbeat role)
+//   command = "rl-train grpo --checkpoint-dir ckpt --prompts p.jsonl"
+//   count = 1
+//   stall = 30                            # seconds without progress in its active phase
+//
+// Each instance gets RL_HEARTBEAT, RL_HEARTBEAT_INTERVAL, RL_RUN_DIR and RL_ID (0 .. count-1)
+// in its environment, so commands need not repeat them.
+// Thread safety: values.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "rl/core/status.h"
+
+namespace rl::health {
+
+struct RoleSpec {
+  std::string name;      // NAME of [role.NAME]
+  std::string kind;      // the role its heartbeats name: queue, rollout, reward, train, ...
+  std::string command;   // run by /bin/sh
+  int count = 1;
+  double stall_s = 0;    // 0: the watchdog's default for the kind
+  double ready_s = 60;   // a (re)started instance must heartbeat within this long
+  bool finish = false;   // its clean exit ends the pipeline (default: true for kind train)
+};
+
+struct PipelineSpec {
+  std::string heartbeat = "tcp://127.0.0.1:5560";
+  double interval_s = 1;
+  int missed = 3;
+  double probe_window_s = 2;
+  int max_full_restarts = 3;
+  std::string restart = "role";  // role | job
+  bool standby = false;          // a failed trainer takes a drained rollout's place
+  double grace_s = 10;           // SIGTERM to SIGKILL when stopping a role on purpose
+  std::vector<RoleSpec> roles;
+};
+
+// Parses a pipeline file. Config errors name the file and the key.
+Result<PipelineSpec> LoadPipeline(const std::string& path);
+Result<PipelineSpec> ParsePipeline(const std::string& toml_text, const std::string& name);
+
+}  // namespace rl::health

@@ -1,0 +1,57 @@
+#include "rl/health/pipeline.h"
+
+#include <gtest/gtest.h>
+
+namespace rl::health {
+namespace {
+
+TEST(PipelineTest, ReadsWatchdogSettingsAndRolesInFileOrder) {
+  auto p = ParsePipeline(R"(
+[watchdog]
+heartbeat = "tcp://127.0.0.1:7000"
+heartbeat_interval = 0.5
+max_full_restarts = 2
+restart = "job"
+standby = true
+
+[role.queue]
+command = "rl-queue serve --dir q --declare generate=prompt_ids"
+
+[role.rollout]
+kind = "rollout"
+command = "rl-rollout run --checkpoint-dir 'c k'"
+count = 2
+stall = 90
+
+[role.trainer]
+kind = "train"
+command = "rl-train grpo"
+)", "p.toml");
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_EQ(p->heartbeat, "tcp://127.0.0.1:7000");
+  EXPECT_DOUBLE_EQ(p->interval_s, 0.5);
+  EXPECT_EQ(p->max_full_restarts, 2);
+  EXPECT_EQ(p->restart, "job");
+  EXPECT_TRUE(p->standby);
+  ASSERT_EQ(p->roles.size(), 3u);
+  EXPECT_EQ(p->roles[0].kind, "queue");
+  EXPECT_EQ(p->roles[0].command, "rl-queue serve --dir q --declare generate=prompt_ids");
+  EXPECT_FALSE(p->roles[0].finish);
+  EXPECT_EQ(p->roles[1].count, 2);
+  EXPECT_EQ(p->roles[1].command, "rl-rollout run --checkpoint-dir 'c k'");
+  EXPECT_DOUBLE_EQ(p->roles[1].stall_s, 90);
+  EXPECT_EQ(p->roles[2].name, "trainer");
+  EXPECT_TRUE(p->roles[2].finish) << "a trainer's clean exit ends the pipeline by default";
+}
+
+TEST(PipelineTest, UnknownKeysAndMissingCommandsAreConfigErrors) {
+  auto p = ParsePipeline("[role.a]\ncommand = \"x\"\ncolour = \"red\"\n", "p.toml");
+  EXPECT_EQ(p.status().code(), Code::kConfig);
+  EXPECT_EQ(p.status().message(), "p.toml: unknown key 'colour' in [role.a]");
+  EXPECT_EQ(ParsePipeline("[role.a]\ncount = 2\n", "p.toml").status().message(), "p.toml: [role.a] has no command");
+  EXPECT_EQ(ParsePipeline("[watchdog]\nmissed = x\n[role.a]\ncommand = \"x\"\n", "p.toml").status().code(),
+            Code::kConfig);
+}
+
+}  // namespace
+}  // namespace rl::health

@@ -1,0 +1,35 @@
+#include "rl/health/policy.h"
+
+namespace rl::health {
+
+const char* ActionName(Action a) {
+  switch (a) {
+    case Action::kRestartRole: return "restart-role";
+    case Action::kRestartJob: return "restart-job";
+    case Action::kGiveUp: return "give-up";
+  }
+  return "?";
+}
+
+Decision RestartPolicy::Escalate(std::string why) {
+  if (full_restarts_ >= max_full_) {
+    return {Action::kGiveUp, why + "; " + std::to_string(full_restarts_) + " full restart" +
+                                 (full_restarts_ == 1 ? "" : "s") + " already did not help"};
+  }
+  ++full_restarts_;
+  return {Action::kRestartJob, why};
+}
+
+Decision RestartPolicy::Decide(const Failure& f) {
+  history_.push_back(f.key + " at step " + std::to_string(f.step) + ": " + f.reason);
+  bool seen_step = f.step >= 0 && !failed_steps_.insert({f.key, f.step}).second;
+  if (job_mode_) return Escalate("restart policy 'job' restarts everything on any failure");
+  if (f.failed_restarts >= 2) return Escalate("the restart of " + f.key + " failed twice");
+  if (seen_step) return Escalate(f.key + " failed twice at step " + std::to_string(f.step));
+  if (f.steps_since_start == 0) {
+    return Escalate(f.key + " failed in the first step after its (re)start");
+  }
+  return {Action::kRestartRole, "restart " + f.key + " only"};
+}
+
+}  // namespace rl::health

@@ -1,0 +1,121 @@
+#include "rl/health/process.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <thread>
+#include <vector>
+
+#include "rl/core/clock.h"
+#include "rl/core/fs.h"
+
+namespace rl::health {
+namespace {
+
+// Fields of /proc/PID/stat after the command name (which may hold spaces and parentheses).
+std::vector<std::string> StatFields(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(in, line)) return {};
+  size_t close = line.rfind(')');
+  if (close == std::string::npos) return {};
+  std::istringstream rest(line.substr(close + 1));
+  std::vector<std::string> fields;
+  for (std::string f; rest >> f;) fields.push_back(f);
+  return fields;  // [0] is field 3 (state)
+}
+
+}  // namespace
+
+Result<pid_t> SpawnRole(const std::string& command, const std::map<std::string, std::string>& env,
+                        const std::string& log_path) {
+  int log = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (log < 0) return Status::IOError(ErrnoMessage("open", log_path));
+  std::string exec = "exec " + command;
+  pid_t pid = ::fork();
+  if (pid < 0) {
+    ::close(log);
+    return Status::IOError(ErrnoMessage("fork", command));
+  }
+  if (pid == 0) {
+    // Child: only async-signal-safe calls until exec.
+    ::setsid();
+    int null = ::open("/dev/null", O_RDONLY);
+    if (null >= 0) ::dup2(null, 0);
+    ::dup2(log, 1);
+    ::dup2(log, 2);
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    ::signal(SIGINT, SIG_DFL);
+    ::signal(SIGTERM, SIG_DFL);
+    ::signal(SIGPIPE, SIG_DFL);
+    for (const auto& [k, v] : env) ::setenv(k.c_str(), v.c_str(), 1);
+    ::execl("/bin/sh", "sh", "-c", exec.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  ::close(log);
+  return pid;
+}
+
+int64_t ProcessStartTicks(pid_t pid) {
+  std::vector<std::string> f = StatFields(pid);
+  if (f.size() < 20) return -1;
+  return std::stoll(f[19]);  // field 22
+}
+
+bool ProcessGone(pid_t pid) {
+  if (pid <= 0) return true;
+  if (::kill(pid, 0) != 0 && errno == ESRCH) return true;
+  std::vector<std::string> f = StatFields(pid);
+  return f.empty() || f[0] == "Z" || f[0] == "X";
+}
+
+std::optional<int> ReapChild(pid_t pid) {
+  int status = 0;
+  pid_t r = ::waitpid(pid, &status, WNOHANG);
+  if (r == pid) return status;
+  return std::nullopt;
+}
+
+std::string DescribeWaitStatus(int status) {
+  if (WIFEXITED(status)) return "exited with status " + std::to_string(WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) {
+    int sig = WTERMSIG(status);
+    const char* name = sigabbrev_np(sig);
+    return "killed by signal " + std::to_string(sig) + (name ? std::string(" (") + name + ")" : "");
+  }
+  return "ended with wait status " + std::to_string(status);
+}
+
+void StopProcess(pid_t pid, int64_t grace_ms) {
+  if (pid <= 0) return;
+  ::kill(-pid, SIGCONT);
+  ::kill(pid, SIGCONT);
+  if (grace_ms > 0) {
+    ::kill(-pid, SIGTERM);
+    ::kill(pid, SIGTERM);
+    int64_t until = MonoMillis() + grace_ms;
+    while (MonoMillis() < until) {
+      ReapChild(pid);
+      if (ProcessGone(pid)) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
+  if (!ProcessGone(pid)) {
+    ::kill(-pid, SIGKILL);
+    ::kill(pid, SIGKILL);
+  }
+  for (int i = 0; i < 500 && !ProcessGone(pid); ++i) {
+    ReapChild(pid);
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ReapChild(pid);
+}
+
+}  // namespace rl::health

@@ -1,0 +1,38 @@
+// Role processes of rl-watchdog run: started in a session of their own, so a signal to the
+// watchdog or its terminal never reaches them and a watchdog killed with -9 leaves them running;
+// recognised again after a watchdog restart by pid and start time (pid reuse cannot fool it).
+// Thread safety: reentrant; call from the thread that reaps children.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+
+#include "rl/core/status.h"
+
+namespace rl::health {
+
+// Starts `command` as `/bin/sh -c "exec COMMAND"` in a new session (setsid), stdin from
+// /dev/null, stdout and stderr appended to log_path, with `env` added to the environment.
+Result<pid_t> SpawnRole(const std::string& command, const std::map<std::string, std::string>& env,
+                        const std::string& log_path);
+
+// The kernel's start time of `pid` (clock ticks since boot, /proc/PID/stat field 22), or -1 when
+// there is no such process. With the pid it names one process for good.
+int64_t ProcessStartTicks(pid_t pid);
+// True when `pid` no longer runs: no such process, or a zombie waiting to be reaped.
+bool ProcessGone(pid_t pid);
+// Reaps `pid` if it is an exited child of ours: its wait status; nullopt while it runs or when it
+// is not our child.
+std::optional<int> ReapChild(pid_t pid);
+// "exited with status 1", "killed by signal 9 (KILL)".
+std::string DescribeWaitStatus(int status);
+// SIGTERM to the process group of `pid`, SIGKILL after grace_ms (at once when grace_ms is 0);
+// returns once the process is gone (reaped if it is our child). A stopped (SIGSTOP) process is
+// continued first so it can handle SIGTERM.
+void StopProcess(pid_t pid, int64_t grace_ms);
+
+}  // namespace rl::health
