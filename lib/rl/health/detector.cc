@@ -131,9 +131,11 @@ std::vector<Detection> Membership::OnHeartbeat(const Received& r, int64_t now_ms
       m.probe_rid = 0;
       out.push_back(Make("cleared", m, phase_changed ? "phase changed" : "progress resumed"));
     }
-  } else if (m.state == MemberState::kFailed && moved) {
+  } else if (m.state == MemberState::kFailed && (moved || !m.stall_suspect)) {
+    // Failed for silence, it speaks again (a long freeze ended); failed for a stall, it moves.
     m.state = MemberState::kAlive;
-    out.push_back(Make("recovered", m, "progress resumed"));
+    m.stall_suspect = false;
+    out.push_back(Make("recovered", m, moved ? "progress resumed" : "heartbeats resumed"));
   }
   return out;
 }
@@ -153,6 +155,7 @@ std::vector<Detection> Membership::Tick(int64_t now_ms) {
       out.push_back(std::move(d));
     };
     if (o_.process_gone && o_.process_gone(m.last)) {
+      m.stall_suspect = true;  // a gone process never recovers by heartbeats of its own
       fail("process " + std::to_string(m.last.pid) + " is gone", silent);
       continue;
     }
@@ -176,6 +179,7 @@ std::vector<Detection> Membership::Tick(int64_t now_ms) {
     if (!Active(m) || stall == o_.stall_ms.end() || now_ms - m.progress_ms <= stall->second) continue;
     std::string why = "no progress in phase " + m.last.phase + " for " + Secs(now_ms - m.progress_ms);
     if (o_.probe_stalls.count(m.last.role) == 0) {
+      m.stall_suspect = true;
       fail(why, now_ms - m.progress_ms);
       continue;
     }

@@ -163,5 +163,19 @@ TEST(MembershipTest, ANewPidIsANewIncarnationThatRemembersTheOldOne) {
   EXPECT_EQ(m.Find("train/0")->last.pid, 200u);
 }
 
+TEST(MembershipTest, AFrozenRoleThatThawsRecoversButAStalledOneOnlyWhenItMoves) {
+  DetectorOptions o;
+  o.stall_ms["train"] = 5000;
+  Membership m(o);
+  m.OnHeartbeat(Beat("reward", "score", 0), 0);
+  m.Tick(3001);
+  EXPECT_EQ(Events(m.Tick(4002)), Strings{"failed"});
+  EXPECT_EQ(Events(m.OnHeartbeat(Beat("reward", "score", 0), 9000)), Strings{"recovered"});
+  Beats(&m, Beat("train", "train", 1), 0, 6000);
+  EXPECT_EQ(m.Find("train/0")->state, MemberState::kFailed);
+  EXPECT_TRUE(m.OnHeartbeat(Beat("train", "train", 1), 6500).empty());
+  EXPECT_EQ(Events(m.OnHeartbeat(Beat("train", "train", 2), 7000)), Strings{"recovered"});
+}
+
 }  // namespace
 }  // namespace rl::health

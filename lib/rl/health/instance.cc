@@ -1,0 +1,61 @@
+#include "rl/health/instance.h"
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+
+#include "rl/core/clock.h"
+#include "rl/core/fs.h"
+#include "rl/health/process.h"
+
+namespace rl::health {
+
+std::string PidFilePath(const std::string& run_dir, const Instance& inst) {
+  return run_dir + "/watchdog/" + inst.spec->kind + "-" + inst.id + ".pid";
+}
+
+Status WritePidFile(const std::string& run_dir, const Instance& inst) {
+  RL_RETURN_IF_ERROR(MakeDirs(run_dir + "/watchdog"));
+  return WriteFileAtomic(PidFilePath(run_dir, inst), std::to_string(inst.pid) + " " + std::to_string(inst.start_ticks) +
+                                                         " " + std::to_string(inst.section) + "\n");
+}
+
+void RemovePidFile(const std::string& run_dir, const Instance& inst) {
+  std::remove(PidFilePath(run_dir, inst).c_str());
+}
+
+bool AdoptFromPidFile(const std::string& run_dir, Instance* inst) {
+  std::ifstream in(PidFilePath(run_dir, *inst));
+  long long pid = 0, ticks = -1;
+  if (!(in >> pid >> ticks) || pid <= 0) return false;
+  if (ProcessGone(static_cast<pid_t>(pid)) || ProcessStartTicks(static_cast<pid_t>(pid)) != ticks) return false;
+  inst->pid = static_cast<pid_t>(pid);
+  inst->start_ticks = ticks;
+  inst->child = false;
+  inst->ready = false;
+  inst->started_ms = MonoMillis();
+  return true;
+}
+
+Status SpawnInstance(const PipelineSpec& p, const std::string& heartbeat, const std::string& run_dir,
+                     Instance* inst) {
+  RL_RETURN_IF_ERROR(MakeDirs(run_dir + "/logs"));
+  std::map<std::string, std::string> env = {
+      {"RL_HEARTBEAT", heartbeat},
+      {"RL_HEARTBEAT_INTERVAL", std::to_string(p.interval_s)},
+      {"RL_RUN_DIR", run_dir},
+      {"RL_ID", inst->id},
+  };
+  std::string log = run_dir + "/logs/" + inst->spec->kind + "-" + inst->id + ".log";
+  RL_ASSIGN_OR_RETURN(pid_t pid, SpawnRole(inst->spec->command, env, log));
+  inst->pid = pid;
+  inst->start_ticks = ProcessStartTicks(pid);
+  inst->child = true;
+  inst->ready = false;
+  inst->lent = false;
+  inst->started_ms = MonoMillis();
+  inst->steps_since_start = 0;
+  return WritePidFile(run_dir, *inst);
+}
+
+}  // namespace rl::health

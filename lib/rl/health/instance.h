@@ -1,0 +1,43 @@
+// One role process of a supervised pipeline, and its pid file <run-dir>/watchdog/KIND-ID.pid
+// ("PID START_TICKS"), by which a restarted watchdog adopts it.
+// Thread safety: one thread.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <string>
+
+#include "rl/core/status.h"
+#include "rl/health/pipeline.h"
+
+namespace rl::health {
+
+struct Instance {
+  const RoleSpec* spec = nullptr;
+  size_t section = 0;          // index of its role table, the start order
+  std::string id;              // RL_ID
+  std::string key;             // kind/id, as heartbeats name it
+  pid_t pid = 0;               // 0: not running
+  int64_t start_ticks = -1;
+  bool child = false;          // started by this watchdog (else adopted: no exit status)
+  bool ready = false;          // heartbeats from this pid arrived
+  bool lent = false;           // drained to make room for the trainer (warm standby)
+  int64_t started_ms = 0;      // monotonic
+  int64_t steps_since_start = 0;
+  int failed_restarts = 0;     // consecutive
+  int restarts = 0;
+};
+
+std::string PidFilePath(const std::string& run_dir, const Instance& inst);
+Status WritePidFile(const std::string& run_dir, const Instance& inst);
+void RemovePidFile(const std::string& run_dir, const Instance& inst);
+// Adopts the process of the instance's pid file when it still runs (same pid, same start time).
+bool AdoptFromPidFile(const std::string& run_dir, Instance* inst);
+
+// Starts the instance's command with the pipeline's environment; logs go to
+// <run-dir>/logs/KIND-ID.log.
+Status SpawnInstance(const PipelineSpec& p, const std::string& heartbeat, const std::string& run_dir,
+                     Instance* inst);
+
+}  // namespace rl::health
