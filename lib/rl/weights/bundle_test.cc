@@ -1,0 +1,81 @@
+#include "rl/weights/bundle.h"
+
+#include <gtest/gtest.h>
+
+#include "rl/weights/protocol.h"
+#include "rl/weights/test_util.h"
+
+namespace rl::weights {
+namespace {
+
+using testing::FakeWeights;
+
+TEST(BundleTest, TableCoversEveryByteInChunks) {
+  auto b = Bundle::FromString(3, FakeWeights(10000, 1), 4096);
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  EXPECT_EQ(b->table.chunks(), 3u);
+  EXPECT_EQ(b->table.ChunkLength(2), 10000u - 8192u);
+  EXPECT_TRUE(b->Verify().ok());
+  EXPECT_TRUE(b->table.Validate().ok());
+}
+
+TEST(BundleTest, OneChangedByteChangesItsChunkAndTheDigest) {
+  std::string bytes = FakeWeights(20000, 2);
+  auto a = Bundle::FromString(1, bytes, 4096);
+  bytes[9000] ^= 1;
+  auto b = Bundle::FromString(1, bytes, 4096);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_NE(a->digest(), b->digest());
+  EXPECT_NE(a->table.crcs[2], b->table.crcs[2]);
+  EXPECT_EQ(a->table.crcs[1], b->table.crcs[1]);
+}
+
+TEST(BundleTest, VerifyNamesTheChunkThatNoLongerMatches) {
+  auto b = Bundle::FromString(1, FakeWeights(20000, 3), 4096);
+  ASSERT_TRUE(b.ok());
+  b->table.crcs[3] ^= 1;
+  Status s = b->Verify();
+  EXPECT_EQ(s.code(), Code::kCorruption);
+  EXPECT_NE(s.message().find("chunk 3"), std::string::npos) << s.message();
+}
+
+TEST(BundleTest, BytesThatAreNotSafetensorsAreRefused) {
+  EXPECT_EQ(Bundle::FromString(1, std::string(5000, 'x')).status().code(), Code::kDataError);
+  EXPECT_EQ(Bundle::FromString(1, "").status().code(), Code::kDataError);
+  EXPECT_EQ(Bundle::FromString(1, FakeWeights(5000, 1), 100).status().code(), Code::kInvalidArgument);
+}
+
+TEST(BundleTest, CrcTableRoundTripsThroughItsWireForm) {
+  auto b = Bundle::FromString(1, FakeWeights(50000, 4), 4096);
+  ASSERT_TRUE(b.ok());
+  auto crcs = ChunkTable::DecodeCrcs(b->table.EncodeCrcs());
+  ASSERT_TRUE(crcs.ok());
+  EXPECT_EQ(*crcs, b->table.crcs);
+  EXPECT_FALSE(ChunkTable::DecodeCrcs("abc").ok());
+}
+
+TEST(ProtocolTest, OpenReplyRoundTripsAndATamperedTableIsRefused) {
+  auto b = Bundle::FromString(7, FakeWeights(50000, 5), 4096);
+  ASSERT_TRUE(b.ok());
+  OpenGrant g;
+  g.offer.version = 7;
+  g.offer.table = b->table;
+  g.offer.digest = b->digest();
+  g.offer.max_pulls = 4;
+  g.worker_address = "addr";
+  g.rkey = "key";
+  g.remote_addr = 0x1234;
+  g.lease = 99;
+  g.lease_ms = 1000;
+  Message m = EncodeOpenReply(g);
+  auto back = DecodeOpenReply(m);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->offer.digest, g.offer.digest);
+  EXPECT_EQ(back->lease, 99u);
+  EXPECT_EQ(back->remote_addr, 0x1234u);
+  m.blobs[0][0] ^= 1;  // a CRC changed on the way
+  EXPECT_EQ(DecodeOpenReply(m).status().code(), Code::kProtocol);
+}
+
+}  // namespace
+}  // namespace rl::weights

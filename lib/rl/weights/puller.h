@@ -1,0 +1,131 @@
+// Puller: fetches the newest weight bundle from any live source (rl-train, rl-relay, rl-rollout).
+//
+// It asks every source what it holds (protocol.h "info"), takes the newest version, and reads it
+// in chunks from the least busy source that grants it a lease, the others in random order so
+// pullers spread. It records which chunks it holds and checks each against its CRC-32C as it
+// arrives (a bad chunk is fetched again; a source that keeps sending bad chunks is left). When the
+// source dies or stalls (no chunk for stall_ms), the puller goes on from another source holding
+// the same version and digest, keeping the chunks it has. When no source holds that version any
+// more (the trainer died while being pulled), the partial bundle is dropped and the puller takes
+// the newest version anyone has. Only a bundle whose every chunk was verified again at the end,
+// and whose table matches its digest, is returned: nothing partial is ever handed out.
+//
+// Which UCX operation, by measurement on this machine (ucx_perftest; rl-profile weights prints
+// the table in the same run as our own figures):
+//   - same host, shared memory: the source's bundle is UCX-allocated (posix shared memory), so
+//     the puller maps it through its remote key (ucp_rkey_ptr) and copies chunks at memory speed;
+//     this is what ucp_get does over posix, without a request per chunk.
+//   - tcp (other hosts, or UCX_TLS without shared memory): the source sends chunks as tagged
+//     messages. A put over tcp is emulated and ran ~40 MB/s against ~1 GB/s for tagged sends;
+//     a get over tcp is emulated too, by the source's progress thread, and UCX 1.13 aborts the
+//     source when a puller dies during one (ucp_get_req_handler: "unexpected error"), which a
+//     trainer must never do. Tagged sends on an endpoint in error mode PEER fail cleanly.
+// UCX 1.13's shared-memory transports have no peer-failure mode, so the mapping endpoint is made
+// without one; that is safe because no request is in flight over it: a copy from a mapping
+// cannot fail when the source dies (the mapping stays), and a stall cannot happen.
+//
+// Thread safety: one Puller per thread.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "rl/weights/bundle.h"
+#include "rl/weights/protocol.h"
+#include "rl/weights/ucx.h"
+#include "rl/wire/client.h"
+
+namespace rl::weights {
+
+struct PullOptions {
+  std::vector<std::string> sources;  // ZeroMQ endpoints of sources
+  uint64_t min_version = 0;          // wait for a version at least this new
+  uint32_t inflight = 4;             // gets in flight at once
+  int stall_ms = 5000;               // no chunk for this long: leave the source
+  int request_ms = 1000;             // one info/open/close request, before the source counts as gone
+  double give_up_s = 60;             // total; Unavailable after it
+  int max_bad_chunks = 3;            // corrupt chunks from one source before it is left
+  const std::atomic<bool>* stop = nullptr;  // may be null; Pull returns Unavailable when it becomes true
+  // Test hook, called on each chunk as it arrives, before its CRC is checked.
+  std::function<void(size_t chunk, char* data, size_t length)> on_chunk;
+};
+
+struct PullReport {
+  uint64_t version = 0;
+  std::string source;       // the source that sent the last chunk
+  int sources_used = 0;     // sources chunks came from
+  int failovers = 0;        // sources left before the end (dead, stalled, corrupt, busy)
+  int refetched = 0;        // chunks fetched again after a bad CRC
+  int restarts = 0;         // partial bundles dropped because no source held their version any more
+  double seconds = 0;
+};
+
+// One source's answer to "info".
+struct SourceOffer {
+  std::string endpoint;
+  Status status;  // OK when offer is set
+  Offer offer;
+};
+
+class Puller {
+ public:
+  // A receive in flight (pull_tagged.cc). UCX writes into it until the receive completes.
+  struct Slot {
+    size_t chunk = 0;
+    bool busy = false;
+    void* request = nullptr;  // valid while busy and not done
+    UcxCompletion done;
+  };
+  ~Puller();
+  // The bundle is received into memory of `context`: a relay can serve it without a copy.
+  static Result<std::unique_ptr<Puller>> Create(std::shared_ptr<UcxContext> context, const std::string& id);
+
+  // What each source holds now (sources that do not answer within request_ms are marked so).
+  std::vector<SourceOffer> Survey(const std::vector<std::string>& sources, int request_ms);
+  // Pulls the newest version any source holds (at least min_version). Fills *report when given.
+  Result<Bundle> Pull(const PullOptions& options, PullReport* report = nullptr);
+
+ private:
+  struct Target {
+    Offer offer;
+    std::shared_ptr<UcxMemory> memory;
+    std::vector<bool> held;
+    size_t missing = 0;
+  };
+  Puller(std::shared_ptr<UcxContext> c, std::string id) : context_(std::move(c)), id_(std::move(id)) {}
+  Client& ClientFor(const std::string& endpoint, int request_ms);
+  // Reads the missing chunks of *t from one source; OK when none is missing any more.
+  Status PullFrom(const std::string& endpoint, const PullOptions& o, Target* t, PullReport* r);
+  // The two ways (pull_mapped.cc, pull_tagged.cc); both return with no UCX request in flight.
+  Status PullMapped(const std::string& endpoint, const PullOptions& o, const OpenGrant& g, Target* t,
+                    PullReport* r);
+  Status PullTagged(const std::string& endpoint, const PullOptions& o, const OpenGrant& g, Target* t,
+                    PullReport* r);
+  Status ReceiveChunks(const std::string& endpoint, const PullOptions& o, const OpenGrant& g, UcxWorker* worker,
+                       Slot* slots, size_t n, Target* t, PullReport* r);
+  // Checks a chunk that arrived: marks it held, or queues it again and counts it as bad.
+  bool Accept(const std::string& endpoint, const PullOptions& o, size_t chunk, Target* t, PullReport* r);
+  // Recomputes every chunk, the digest and the frame: the last gate before a bundle is used.
+  Result<Bundle> Finish(Target* t);
+
+  std::shared_ptr<UcxContext> context_;
+  std::string id_;
+  std::unique_ptr<UcxWorker> worker_;
+  std::map<std::string, std::unique_ptr<Client>> clients_;
+  // Receives matched to a source that stopped sending cannot be cancelled in UCX 1.13; they keep
+  // their worker, slots and target memory (a late write lands in memory no bundle uses, or
+  // rewrites the same verified bytes) and are never freed, not even by the destructor: freeing
+  // them under UCX would be worse than the leak, which only a stalled, live source causes.
+  struct Stuck {
+    std::unique_ptr<UcxWorker> worker;
+    std::unique_ptr<Slot[]> slots;
+    std::shared_ptr<UcxMemory> memory;
+  };
+  std::vector<Stuck> stuck_;
+};
+
+}  // namespace rl::weights

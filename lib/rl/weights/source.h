@@ -1,0 +1,116 @@
+// Source: serves the newest weight bundle it holds to pullers (protocol.h). rl-train, rl-relay
+// and (optionally) rl-rollout each run one.
+//
+// The bundle sits in UCX memory; a puller on the same host maps it and copies it, others ask for
+// tagged sends of chunks (puller.h says why). The
+// source's thread answers info/open/close on a ZeroMQ ROUTER socket and progresses its UCX worker
+// (transports that emulate gets in software need the source's progress), sleeping on both the
+// socket and the worker's event fd when there is nothing to do. At most max_pulls leases are held
+// at once; a puller that is refused tries another source, so pulls spread over sources.
+//
+// Thread safety: Publish, current, active and the test hooks may be called from any thread.
+#pragma once
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <zmq.hpp>
+
+#include "rl/core/event_log.h"
+#include "rl/weights/bundle.h"
+#include "rl/weights/protocol.h"
+#include "rl/weights/ucx.h"
+
+namespace rl::weights {
+
+struct SourceOptions {
+  std::string bind = "tcp://127.0.0.1:0";  // ZeroMQ endpoint of the protocol
+  uint32_t max_pulls = 4;                  // leases granted at once
+  uint32_t lease_ms = 10000;               // a lease not renewed within this ends
+  EventLog* events = nullptr;              // may be null; must outlive the source
+};
+
+class Source {
+ public:
+  // Binds the socket and starts the source's thread. `context` is shared with the caller (a
+  // relay pulls into memory of the same context and publishes it without a copy).
+  static Result<std::unique_ptr<Source>> Start(std::shared_ptr<UcxContext> context, SourceOptions options);
+  ~Source();  // Stop()
+
+  // Serves `bundle` from now on. Its bytes are copied into UCX memory unless they already are
+  // (MappedBytes of this context). Conflict when the version is not newer than the current one.
+  // The previous version stays mapped until the last lease on it ends.
+  Status Publish(const Bundle& bundle);
+  std::optional<Bundle> current() const;
+  const std::string& endpoint() const { return endpoint_; }  // port resolved
+  uint32_t active() const { return active_.load(); }
+  uint64_t pulls_served() const { return served_.load(); }
+
+  // Stops the thread and drops every lease; the worker goes with the source's destruction.
+  void Stop();
+  // Test hook: while paused the thread neither answers nor progresses UCX (a stalled source).
+  void SetPaused(bool paused) { paused_ = paused; }
+
+ private:
+  struct Served {
+    Bundle bundle;
+    std::shared_ptr<UcxMemory> memory;
+    std::string rkey;
+  };
+  // A tagged send in flight. UCX may complete a send after its endpoint was closed, so a send
+  // that outlives its lease is orphaned and its callback frees it.
+  struct Served;
+  struct SendOp {
+    bool done = false;
+    bool orphaned = false;
+    std::shared_ptr<Served> pin;  // the memory being sent stays mapped until the send completes
+  };
+  static void OnSendComplete(void* request, ucs_status_t status, void* user_data);
+  // The endpoint closes first (cancelling its sends), then the sends are freed or orphaned.
+  struct Lease {
+    std::shared_ptr<Served> served;
+    int64_t deadline_ms = 0;
+    std::vector<SendOp*> sends;
+    std::unique_ptr<UcxEndpoint> ep;  // to the puller, made on its first send request
+    Lease() = default;
+    Lease(const Lease&) = delete;
+    Lease& operator=(const Lease&) = delete;
+    ~Lease();
+  };
+  Source(std::shared_ptr<UcxContext> c, SourceOptions o) : context_(std::move(c)), options_(std::move(o)) {}
+
+  void Loop();
+  void HandleFrames(std::vector<std::string> frames);
+  Message Dispatch(const Message& req, Status* status);
+  Result<Message> Open(const Message& req);
+  Result<Message> Close(const Message& req);
+  Result<Message> Send(const Message& req);
+  Offer OfferOf(const Served& s) const;
+  void ExpireLeases();
+
+  std::shared_ptr<UcxContext> context_;
+  SourceOptions options_;
+  std::unique_ptr<UcxWorker> worker_;
+  std::unique_ptr<zmq::socket_t> socket_;
+  std::string endpoint_;
+  std::string host_;
+  std::thread thread_;
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> paused_{false};
+  std::atomic<uint32_t> active_{0};
+  std::atomic<uint64_t> served_{0};
+
+  mutable std::mutex mu_;
+  std::shared_ptr<Served> current_;  // guarded by mu_
+
+  std::map<uint64_t, Lease> leases_;  // the thread's own
+  uint64_t next_lease_ = 1;
+};
+
+}  // namespace rl::weights
