@@ -7,6 +7,7 @@
 #include "rl/core/log.h"
 #include "rl/core/options.h"
 #include "rl/core/signals.h"
+#include "rl/health/standin.h"
 #include "rl/health/supervisor.h"
 #include "rl/health/watcher.h"
 
@@ -97,6 +98,18 @@ int WatchdogMain(int argc, char** argv) {
   CLI::App* stop = cl.Sub("stop", "stop the watchdog of RUN_DIR, then every role it started");
   stop->add_option("run_dir", stop_dir, "run directory of an rl-watchdog run")->required();
 
+  StandInOptions si;
+  HeartbeatFlags si_beat;
+  CLI::App* beat = cl.Sub("beat", "a stand-in role: heartbeats in a fixed phase, its progress moving or not");
+  cl.Require(cl.Bind(beat, "--role", &si.role));
+  cl.Bind(beat, "--id", &si.id);
+  cl.Bind(beat, "--phase", &si.phase);
+  cl.Bind(beat, "--progress-every", &si.progress_every_s)->check(CLI::NonNegativeNumber);
+  cl.Bind(beat, "--step-every", &si.step_every_s)->check(CLI::NonNegativeNumber);
+  cl.Bind(beat, "--duration", &si.duration_s)->check(CLI::NonNegativeNumber);
+  cl.Bind(beat, "--run-dir", &si.run_dir);
+  si_beat.Bind(cl, beat);
+
   if (auto code = cl.Parse(argc, argv)) return *code;
   if (Status s = InitLogging("rl-watchdog", log_level); !s.ok()) return Fail(s);
   if (stop->parsed()) {
@@ -105,6 +118,7 @@ int WatchdogMain(int argc, char** argv) {
     spdlog::info("stopped {} role processes", *n);
     return kExitOk;
   }
+  if (beat->parsed()) return RunStandIn(si, si_beat, InstallStopSignals());
   EventLog events;
   if (!run_dir.empty()) {
     if (Status s = events.Open(run_dir, "watchdog", id); !s.ok()) return Fail(s);
@@ -118,6 +132,7 @@ int WatchdogMain(int argc, char** argv) {
   if (restart_opt->count() > 0 || std::getenv("RL_WATCHDOG_RESTART")) so.pipeline.restart = restart;
   so.run_dir = run_dir;
   so.detector = df.Options();
+  so.detector.process_gone = nullptr;  // the supervisor looks at its processes itself, with exit status
   const std::atomic<bool>& stop_flag = InstallStopSignals();
   auto code = RunSupervisor(std::move(so), &events, stop_flag);
   if (!code.ok()) return Fail(code.status());

@@ -87,6 +87,8 @@ std::vector<Detection> Membership::OnHeartbeat(const Received& r, int64_t now_ms
   std::vector<Detection> out;
   const Heartbeat& hb = r.hb;
   auto it = members_.find(hb.Key());
+  if (hb.leaving && (it == members_.end() || it->second.last.pid != hb.pid)) return out;  // a goodbye from
+  // a process the table no longer holds (stopped on purpose and forgotten): nothing to say
   if (it == members_.end() || it->second.last.pid != hb.pid || it->second.last.started_ms != hb.started_ms) {
     uint64_t previous = it == members_.end() ? 0 : it->second.last.pid;
     Member m;

@@ -41,6 +41,9 @@ std::vector<Detection> Beats(Membership* m, const Received& r, int64_t from, int
 
 TEST(MembershipTest, FirstHeartbeatJoinsAndALeavingOneLeaves) {
   Membership m({});
+  Received stranger = Beat("rollout", "stopped", 1, 99);
+  stranger.hb.leaving = true;
+  EXPECT_TRUE(m.OnHeartbeat(stranger, 0).empty()) << "a goodbye from an unknown process says nothing";
   EXPECT_EQ(Events(m.OnHeartbeat(Beat("rollout", "generate", 1), 0)), Strings{"joined"});
   Received last = Beat("rollout", "generate", 1);
   last.hb.leaving = true;

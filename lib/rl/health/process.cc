@@ -36,7 +36,9 @@ Result<pid_t> SpawnRole(const std::string& command, const std::map<std::string, 
                         const std::string& log_path) {
   int log = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (log < 0) return Status::IOError(ErrnoMessage("open", log_path));
-  std::string exec = "exec " + command;
+  // exec makes the role the session leader, so its pid is the one its heartbeats carry.
+  bool compound = command.find_first_of(";&|\n") != std::string::npos;
+  std::string exec = compound ? command : "exec " + command;
   pid_t pid = ::fork();
   if (pid < 0) {
     ::close(log);
@@ -67,6 +69,12 @@ int64_t ProcessStartTicks(pid_t pid) {
   std::vector<std::string> f = StatFields(pid);
   if (f.size() < 20) return -1;
   return std::stoll(f[19]);  // field 22
+}
+
+int64_t ProcessSession(pid_t pid) {
+  std::vector<std::string> f = StatFields(pid);
+  if (f.size() < 4) return -1;
+  return std::stoll(f[3]);  // field 6
 }
 
 bool ProcessGone(pid_t pid) {

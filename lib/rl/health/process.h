@@ -15,7 +15,8 @@
 
 namespace rl::health {
 
-// Starts `command` as `/bin/sh -c "exec COMMAND"` in a new session (setsid), stdin from
+// Starts `command` as `/bin/sh -c "exec COMMAND"` (without the exec when COMMAND is a list or a
+// pipeline: `a; b`, `a && b`, `a | b`) in a new session (setsid), stdin from
 // /dev/null, stdout and stderr appended to log_path, with `env` added to the environment.
 Result<pid_t> SpawnRole(const std::string& command, const std::map<std::string, std::string>& env,
                         const std::string& log_path);
@@ -23,6 +24,9 @@ Result<pid_t> SpawnRole(const std::string& command, const std::map<std::string, 
 // The kernel's start time of `pid` (clock ticks since boot, /proc/PID/stat field 22), or -1 when
 // there is no such process. With the pid it names one process for good.
 int64_t ProcessStartTicks(pid_t pid);
+// The session of `pid` (/proc/PID/stat field 6), or -1. A role started by SpawnRole leads its own
+// session, so every process of that role has the role's first pid as its session.
+int64_t ProcessSession(pid_t pid);
 // True when `pid` no longer runs: no such process, or a zombie waiting to be reaped.
 bool ProcessGone(pid_t pid);
 // Reaps `pid` if it is an exited child of ours: its wait status; nullopt while it runs or when it

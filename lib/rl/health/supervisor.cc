@@ -52,6 +52,13 @@ class Supervisor {
   std::string trainer_phase_;
 };
 
+// True when a heartbeat's pid is the instance's process or runs in its session (a command that
+// is a shell list runs the role as a child of the shell).
+bool BelongsTo(uint64_t hb_pid, const Instance& inst) {
+  if (inst.pid == 0) return false;
+  return hb_pid == static_cast<uint64_t>(inst.pid) || ProcessSession(static_cast<pid_t>(hb_pid)) == inst.pid;
+}
+
 nlohmann::json Supervisor::Fields(const Instance& inst) const {
   return {{"member", inst.key}, {"kind", inst.spec->kind}, {"instance", inst.id}, {"pid", inst.pid}};
 }
@@ -126,7 +133,7 @@ void Supervisor::StopAll(bool graceful) {
 void Supervisor::Observe(const std::vector<Detection>& ds) {
   for (auto& inst : instances_) {
     const Member* m = inst.ready || inst.pid == 0 ? nullptr : watcher_->membership().Find(inst.key);
-    if (m == nullptr || m->last.pid != static_cast<uint64_t>(inst.pid)) continue;
+    if (m == nullptr || !BelongsTo(m->last.pid, inst)) continue;
     inst.ready = true;
     inst.failed_restarts = 0;
     nlohmann::json f = Fields(inst);
@@ -274,7 +281,7 @@ Result<int> Supervisor::Run(const std::atomic<bool>& stop) {
     Observe(ds);
     for (const Detection& d : ds) {
       Instance* inst = d.event == "failed" ? Find(d.key) : nullptr;
-      if (inst == nullptr || inst->pid == 0 || static_cast<uint64_t>(inst->pid) != d.hb.pid) continue;
+      if (inst == nullptr || !BelongsTo(d.hb.pid, *inst)) continue;
       if (auto code = OnFailure(inst, d.reason, (WallMillis() - d.silent_ms) / 1000.0)) return *code;
     }
     if (auto code = CheckProcesses()) {

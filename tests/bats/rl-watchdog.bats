@@ -1,0 +1,229 @@
+#!/usr/bin/env bats
+# rl-watchdog from the command line: detection by heartbeats (kill -9, SIGSTOP, stalls, idle
+# phases), the supervisor's restarts, escalation and adoption, and a reward command that sleeps
+# on purpose. Roles are mostly stand-ins (rl-watchdog beat), so most tests need no libtorch.
+# Detection bounds are generous; timings belong in fault-drill.sh's report, not here.
+#   RL_WATCHDOG_LONG=1  the 90 s form of the sleeping reward command (default: RL_REWARD_SLEEP, 6 s)
+
+load helper
+
+setup() {
+  setup_sealed
+  export PATH="$RL_BUILD_DIR/tools/rl-watchdog:$PATH"
+  HB="tcp://127.0.0.1:$(free_port)"
+}
+
+teardown() {
+  [ -d "$TMP/run/watchdog" ] && rl-watchdog stop "$TMP/run" >/dev/null 2>&1 || true
+  teardown_sealed
+}
+
+# wait_for FILE REGEX SECONDS: until a line of FILE matches.
+wait_for() {
+  local deadline=$(( $(date +%s) + $3 ))
+  until grep -qE -- "$2" "$1" 2>/dev/null; do
+    [ "$(date +%s)" -lt "$deadline" ] || { echo "no '$2' in $1 after $3 s:"; cat "$1"; return 1; }
+    sleep 0.05
+  done
+}
+
+# monitor [options]: rl-watchdog monitor on $HB in the background, JSON lines to $TMP/mon.
+monitor() {
+  rl-watchdog monitor --heartbeat "$HB" --json "$@" > "$TMP/mon" 2> "$TMP/mon.err" &
+  PIDS+=($!)
+}
+
+# beat ROLE PHASE [options]: a stand-in role heartbeating to $HB; sets BPID.
+beat() {
+  local role="$1" phase="$2"; shift 2
+  rl-watchdog beat --role "$role" --phase "$phase" --heartbeat "$HB" "$@" 2>> "$TMP/beat.err" &
+  BPID=$!
+  PIDS+=("$BPID")
+}
+
+pid_of() { cut -d' ' -f1 "$TMP/run/watchdog/$1.pid"; }
+
+# A pipeline of stand-ins: two rollouts and a trainer stepping every 0.3 s.
+stand_in_pipeline() {
+  cat > "$TMP/p.toml" <<TOML
+[watchdog]
+heartbeat_interval = 0.2
+max_full_restarts = ${1:-2}
+grace = 1
+[role.rollout]
+command = "rl-watchdog beat --role rollout --phase generate"
+count = 2
+[role.train]
+command = "rl-watchdog beat --role train --phase train --step-every 0.3 ${2:-}"
+TOML
+}
+
+start_watchdog() {
+  rl-watchdog run "$TMP/p.toml" --run-dir "$TMP/run" --heartbeat "$HB" "$@" 2>> "$TMP/wd.err" &
+  WPID=$!
+  PIDS+=("$WPID")
+}
+
+@test "--help lists the subcommands and the environment variable of each option" {
+  run rl-watchdog --help
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"monitor"* && "$output" == *"run"* && "$output" == *"stop"* && "$output" == *"beat"* ]]
+  run rl-watchdog run --help
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"[env RL_HEARTBEAT]"* && "$output" == *"[env RL_WATCHDOG_STALL_TRAIN]"* ]]
+}
+
+@test "exits 64 on an unknown option and 78 on a pipeline file with an unknown key" {
+  run rl-watchdog monitor --no-such-option
+  [ "$status" -eq 64 ]
+  printf '[role.a]\ncommand = "true"\ncolour = "red"\n' > "$TMP/bad.toml"
+  run rl-watchdog run "$TMP/bad.toml" --run-dir "$TMP/run"
+  [ "$status" -eq 78 ]
+  [ "$output" = "rl-watchdog: $TMP/bad.toml: unknown key 'colour' in [role.a]" ]
+}
+
+@test "monitor: a role killed with SIGKILL is failed within 3.5 s" {
+  monitor
+  beat reward waiting-for-data
+  wait_for "$TMP/mon" '"event":"joined"' 10
+  t0=$(date +%s.%N)
+  kill -9 "$BPID"
+  wait_for "$TMP/mon" '"event":"failed"' 10
+  t1=$(date +%s.%N)
+  grep '"event":"failed"' "$TMP/mon"
+  awk -v a="$t0" -v b="$t1" 'BEGIN { exit !(b - a < 3.5) }'
+}
+
+@test "monitor: a role frozen with SIGSTOP is failed when its heartbeats and a probe go unanswered, and recovers on SIGCONT" {
+  monitor
+  beat rollout generate --heartbeat-interval 0.2
+  wait_for "$TMP/mon" '"event":"joined"' 10
+  kill -STOP "$BPID"
+  wait_for "$TMP/mon" '"event":"failed"' 10
+  grep -q 'no heartbeat for 0\.[6-9] s and no answer to a probe' "$TMP/mon"
+  kill -CONT "$BPID"
+  wait_for "$TMP/mon" '"event":"recovered"' 10
+}
+
+@test "monitor: a trainer without progress in phase train is failed after its stall threshold" {
+  monitor --stall-train 1.5
+  beat train train --progress-every 0 --heartbeat-interval 0.2
+  wait_for "$TMP/mon" '"event":"failed"' 10
+  grep -q 'no progress in phase train for 1\.[5-9] s' "$TMP/mon"
+}
+
+@test "monitor: idle phases never count, however long they last" {
+  monitor --stall-train 1 --stall-rollout 1
+  beat train waiting-for-data --progress-every 0 --heartbeat-interval 0.2
+  beat rollout waiting-for-weights --progress-every 0 --heartbeat-interval 0.2 --id 1
+  beat train checkpoint --progress-every 0 --heartbeat-interval 0.2 --id 2
+  sleep 4
+  [ "$(grep -c '"event":"joined"' "$TMP/mon")" -eq 3 ]
+  ! grep -E '"event":"(suspect|failed)"' "$TMP/mon"
+}
+
+@test "monitor: a rollout holding work without progress is probed, then failed when the probe finds it idle" {
+  monitor --stall-rollout 1 --probe-window 0.5
+  beat rollout generate --progress-every 0 --heartbeat-interval 0.2
+  wait_for "$TMP/mon" '"event":"failed"' 10
+  grep -q '"event":"suspect".*no progress in phase generate' "$TMP/mon"
+  grep -q 'a probe found no progress' "$TMP/mon"
+}
+
+@test "run: a killed rollout is restarted alone; the other roles keep their pids" {
+  stand_in_pipeline
+  start_watchdog
+  wait_for "$TMP/run/events/watchdog-0.jsonl" '"event":"ready".*"member":"train/0"' 20
+  sleep 1  # a step or two, so this is not the first step after a start
+  r0=$(pid_of rollout-0) r1=$(pid_of rollout-1) t=$(pid_of train-0)
+  kill -9 "$r0"
+  wait_for "$TMP/run/events/watchdog-0.jsonl" '"event":"restart"' 10
+  grep -q '"event":"failure".*killed by signal 9' "$TMP/run/events/watchdog-0.jsonl"
+  grep -q '"action":"restart-role".*"reason":"restart rollout/0 only"' "$TMP/run/events/watchdog-0.jsonl"
+  [ "$(pid_of rollout-0)" != "$r0" ]
+  [ "$(pid_of rollout-1)" = "$r1" ]
+  [ "$(pid_of train-0)" = "$t" ]
+  kill -0 "$r1" && kill -0 "$t"
+}
+
+@test "run: killing the watchdog leaves the roles running, and a new one adopts them" {
+  stand_in_pipeline
+  start_watchdog
+  wait_for "$TMP/run/events/watchdog-0.jsonl" '"event":"ready".*"member":"train/0"' 20
+  before="$(pid_of rollout-0) $(pid_of rollout-1) $(pid_of train-0)"
+  kill -9 "$WPID"
+  sleep 1
+  for p in $before; do kill -0 "$p"; done
+  start_watchdog
+  wait_for "$TMP/run/events/watchdog-0.jsonl" '"event":"adopted".*"member":"train/0"' 10
+  sleep 1
+  [ "$(pid_of rollout-0) $(pid_of rollout-1) $(pid_of train-0)" = "$before" ]
+  [ "$(grep -c '"event":"start-role"' "$TMP/run/events/watchdog-0.jsonl")" -eq 3 ]
+}
+
+@test "run: a role that fails in its first step escalates to full restarts, then gives up with a diagnosis (exit 70)" {
+  stand_in_pipeline 1 "--duration 0.1; exit 3"
+  run timeout 60 rl-watchdog run "$TMP/p.toml" --run-dir "$TMP/run" --heartbeat "$HB"
+  echo "$output"
+  [ "$status" -eq 70 ]
+  [[ "$output" =~ "rl-watchdog: giving up: train/0 failed "(twice at step -?[0-9]+|in the first step after its \(re\)start)"; 1 full restart already did not help; failures:" ]]
+  grep -q '"action":"restart-job","event":"decision".*"reason":"train/0 failed in the first step after its (re)start"' \
+    "$TMP/run/events/watchdog-0.jsonl"
+  grep -q '"event":"restart-job"' "$TMP/run/events/watchdog-0.jsonl"
+  grep -q '"action":"give-up"' "$TMP/run/events/watchdog-0.jsonl"
+  [ -z "$(ls "$TMP/run/watchdog/"*.pid 2>/dev/null)" ]
+}
+
+@test "run: the trainer's clean exit ends the pipeline with exit 0 and stops the others" {
+  stand_in_pipeline 2 "--duration 2"
+  run timeout 60 rl-watchdog run "$TMP/p.toml" --run-dir "$TMP/run" --heartbeat "$HB"
+  [ "$status" -eq 0 ]
+  grep -q '"event":"finished"' "$TMP/run/events/watchdog-0.jsonl"
+  [ -z "$(ls "$TMP/run/watchdog/"*.pid 2>/dev/null)" ]
+}
+
+@test "run --restart job: one failure restarts every role" {
+  stand_in_pipeline 5
+  start_watchdog --restart job
+  wait_for "$TMP/run/events/watchdog-0.jsonl" '"event":"ready".*"member":"train/0"' 20
+  r1=$(pid_of rollout-1) t=$(pid_of train-0)
+  kill -9 "$(pid_of rollout-0)"
+  wait_for "$TMP/run/events/watchdog-0.jsonl" '"event":"restart-job"' 10
+  wait_for "$TMP/run/events/watchdog-0.jsonl" '"event":"ready".*"member":"train/0".*' 20
+  sleep 0.5
+  [ "$(pid_of rollout-1)" != "$r1" ]
+  [ "$(pid_of train-0)" != "$t" ]
+}
+
+@test "stop ends the watchdog and every role it started" {
+  stand_in_pipeline
+  start_watchdog
+  wait_for "$TMP/run/events/watchdog-0.jsonl" '"event":"ready".*"member":"train/0"' 20
+  pids="$WPID $(pid_of rollout-0) $(pid_of rollout-1) $(pid_of train-0)"
+  run rl-watchdog stop "$TMP/run"
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"stopped 3 role processes"* ]]
+  sleep 0.2
+  for p in $pids; do ps -o stat= -p "$p" || true; done
+  for p in $pids; do ! kill -0 "$p" 2>/dev/null || [[ "$(ps -o stat= -p "$p")" == Z* ]]; done
+}
+
+@test "a reward command that sleeps on purpose causes no false detection" {
+  command -v rl-reward >/dev/null || skip "rl-reward is not built (RL_BUILD_MODEL=OFF)"
+  sleep_s="${RL_REWARD_SLEEP:-6}"
+  [ -z "${RL_WATCHDOG_LONG:-}" ] || sleep_s=90
+  start_queue "$TMP/q" --declare reward=prompt,response,answer --heartbeat "$HB"
+  echo '{"prompt":"1+1=","response":"2","answer":"2"}' | rl-queue put > /dev/null
+  monitor --stall-train 5 --stall-rollout 5
+  rl-reward run --exec "while read -r l; do sleep $sleep_s; echo '{\"reward\":1}'; done" \
+    --exec-timeout $((sleep_s + 30)) --lease $((sleep_s + 30)) --heartbeat "$HB" --run-dir "$TMP/run" \
+    2> "$TMP/reward.err" &
+  PIDS+=($!)
+  beat train waiting-for-data --progress-every 0
+  wait_for "$TMP/run/events/reward-0.jsonl" '"phase":"score"' 20
+  sleep "$((sleep_s + 2))"
+  cat "$TMP/mon"
+  grep -q '"event":"joined".*"member":"reward/0"' "$TMP/mon"
+  ! grep -E '"event":"(suspect|failed)"' "$TMP/mon"
+  grep -q '"event":"batch"' "$TMP/run/events/reward-0.jsonl"
+}
