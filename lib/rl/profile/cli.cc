@@ -5,6 +5,7 @@
 #include "rl/core/log.h"
 #include "rl/core/options.h"
 #include "rl/core/signals.h"
+#include "rl/profile/report_cmd.h"
 
 namespace rl::profile {
 namespace {
@@ -43,6 +44,7 @@ int ProfileMain(int argc, char** argv, const ProfileHooks& hooks) {
   BindQueue(cl, queue, &qo);
   // Subcommands in files of their own; one line each.
   std::vector<Subcommand> more;
+  more.push_back(AddReportCommand(cl));
 
   if (auto code = cl.Parse(argc, argv)) return *code;
   if (Status s = InitLogging("rl-profile", log_level); !s.ok()) return Fail(s);

@@ -1,0 +1,108 @@
+#include "rl/profile/report_cmd.h"
+
+#include <cstdarg>
+#include <cstdio>
+#include <iostream>
+#include <memory>
+
+#include "rl/core/fs.h"
+#include "rl/profile/timeline_svg.h"
+
+namespace rl::profile {
+namespace {
+
+struct ReportFlags {
+  std::string run_dir, svg;
+  bool json = false;
+};
+
+std::string Format(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+std::string Format(const char* fmt, ...) {
+  char buf[512];
+  va_list ap;
+  va_start(ap, fmt);
+  std::vsnprintf(buf, sizeof buf, fmt, ap);
+  va_end(ap);
+  return buf;
+}
+
+double Phase(const StepTime& s, const char* name) {
+  auto it = s.phases.find(name);
+  return it == s.phases.end() ? 0 : it->second;
+}
+
+void PrintJson(const EttrReport& r, std::ostream& out) {
+  double det = 0, res = 0, cat = 0;
+  for (const FaultTime& f : r.faults) det += f.detection, res += f.restart, cat += f.catch_up;
+  nlohmann::json summary = {{"type", "summary"}, {"ettr", r.ettr()}, {"productive_s", r.productive},
+                            {"wall_s", r.wall()}, {"run_s", r.run_s}, {"steps", r.steps.size()},
+                            {"redone", r.redone}, {"faults", r.faults.size()}, {"detection_s", det},
+                            {"restart_s", res}, {"catch_up_s", cat}};
+  out << summary.dump() << "\n";
+  for (const FaultTime& f : r.faults) {
+    nlohmann::json j = {{"type", "fault"}, {"member", f.member}, {"step", f.step}, {"action", f.action},
+                        {"reason", f.reason}, {"fault_ts", f.fault_ts}, {"detection_s", f.detection},
+                        {"restart_s", f.restart}, {"catch_up_s", f.catch_up}, {"lost_s", f.lost()},
+                        {"ready", f.ready_ts.has_value()}};
+    out << j.dump() << "\n";
+  }
+  for (const StepTime& s : r.steps) {
+    nlohmann::json j = {{"type", "step"}, {"step", s.step}, {"seconds", s.seconds()}, {"phases", s.phases}};
+    out << j.dump() << "\n";
+  }
+}
+
+}  // namespace
+
+void PrintReport(const EttrReport& r, const std::string& run_dir, bool json, std::ostream& out) {
+  if (json) return PrintJson(r, out);
+  double det = 0, res = 0, cat = 0;
+  for (const FaultTime& f : r.faults) det += f.detection, res += f.restart, cat += f.catch_up;
+  out << Format("run %s: trainer %s, %zu steps kept (%lld redone), %zu faults\n", run_dir.c_str(), r.trainer.c_str(),
+                r.steps.size(), static_cast<long long>(r.redone), r.faults.size());
+  out << Format("ETTR %.3f = productive %.1f s / wall %.1f s (first trainer start to last step); run %.1f s\n",
+                r.ettr(), r.productive, r.wall(), r.run_s);
+  out << Format("lost to faults: detection %.2f s, restart %.2f s, catch-up %.2f s (%.2f s)\n", det, res, cat,
+                det + res + cat);
+  if (!r.faults.empty()) {
+    out << "\nfault member       step action        detect  restart catch-up     lost  reason\n";
+    int n = 0;
+    for (const FaultTime& f : r.faults) {
+      out << Format("%5d %-12s %4lld %-12s %7.2f %8.2f %8.2f %8.2f  %s%s\n", ++n, f.member.c_str(),
+                    static_cast<long long>(f.step), f.action.c_str(), f.detection, f.restart, f.catch_up, f.lost(),
+                    f.reason.c_str(), f.ready_ts ? "" : " (never ready)");
+    }
+  }
+  out << "\n step  seconds  waiting    train  checkpoint    other\n";
+  for (const StepTime& s : r.steps) {
+    double wait = Phase(s, "waiting-for-data"), train = Phase(s, "train"), ckpt = Phase(s, "checkpoint");
+    out << Format("%5lld %8.2f %8.2f %8.2f %11.2f %8.2f\n", static_cast<long long>(s.step), s.seconds(), wait, train,
+                  ckpt, s.seconds() - wait - train - ckpt);
+  }
+}
+
+Subcommand AddReportCommand(CommandLine& cl) {
+  auto f = std::make_shared<ReportFlags>();
+  CLI::App* app = cl.Sub("report", "ETTR, time lost per fault, per-step breakdown and a timeline picture of a run");
+  app->add_option("run_dir", f->run_dir, "run directory (its events/*.jsonl are read)")->required();
+  cl.Bind(app, "--svg", &f->svg);
+  cl.BindFlag(app, "--json", &f->json);
+  return {app, [f] {
+            auto fail = [](const Status& s) {
+              std::cerr << "rl-profile: " << s.message() << "\n";
+              return ExitCodeFor(s);
+            };
+            auto run = LoadRunEvents(f->run_dir);
+            if (!run.ok()) return fail(run.status());
+            auto report = ComputeEttr(*run);
+            if (!report.ok()) return fail(report.status());
+            if (!f->svg.empty()) {
+              Status s = WriteFileAtomic(f->svg, TimelineSvg(*run, *report));
+              if (!s.ok()) return fail(s);
+            }
+            PrintReport(*report, f->run_dir, f->json, std::cout);
+            return std::cout ? int{kExitOk} : int{kExitIOErr};
+          }};
+}
+
+}  // namespace rl::profile

@@ -1,0 +1,135 @@
+#include "rl/profile/timeline_svg.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <sstream>
+
+namespace rl::profile {
+namespace {
+
+constexpr double kWidth = 1200, kLeft = 110, kRight = 20, kTop = 30, kLane = 26, kBar = 16;
+
+const char* Colour(const std::string& phase) {
+  if (phase == "train") return "#2e7d32";
+  if (phase == "generate") return "#1565c0";
+  if (phase == "score") return "#6a1b9a";
+  if (phase == "write") return "#4fc3f7";
+  if (phase == "checkpoint") return "#f9a825";
+  if (phase == "loading-weights") return "#ff8f00";
+  if (phase.rfind("waiting", 0) == 0) return "#cfd8dc";
+  if (phase == "stopped") return "";
+  return "#90a4ae";  // start, serve, others
+}
+
+std::string Escape(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '<') out += "&lt;";
+    else if (c == '>') out += "&gt;";
+    else if (c == '&') out += "&amp;";
+    else if (c == '"') out += "&quot;";
+    else out += c;
+  }
+  return out;
+}
+
+// "train-0" -> "train/0", the member name the watchdog uses.
+std::string MemberOf(const std::string& lane) {
+  size_t dash = lane.rfind('-');
+  return dash == std::string::npos ? lane : lane.substr(0, dash) + "/" + lane.substr(dash + 1);
+}
+
+class Picture {
+ public:
+  Picture(double t0, double t1) : t0_(t0), t1_(std::max(t1, t0 + 1e-3)) {}
+  double X(double ts) const { return kLeft + (ts - t0_) / (t1_ - t0_) * (kWidth - kLeft - kRight); }
+  std::ostringstream& out() { return out_; }
+  void Rect(double a, double b, double y, double h, const char* fill, const std::string& title, double opacity = 1) {
+    char buf[256];
+    std::snprintf(buf, sizeof buf, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.2f\" height=\"%.1f\" fill=\"%s\" opacity=\"%.2f\">",
+                  X(a), y, std::max(0.5, X(b) - X(a)), h, fill, opacity);
+    out_ << buf << "<title>" << Escape(title) << "</title></rect>\n";
+  }
+  void Line(double ts, double y0, double y1, const char* colour, double width) {
+    char buf[200];
+    std::snprintf(buf, sizeof buf, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" stroke-width=\"%.1f\"/>\n",
+                  X(ts), y0, X(ts), y1, colour, width);
+    out_ << buf;
+  }
+  void Text(double x, double y, const std::string& s, const char* anchor = "start", int size = 12) {
+    char buf[120];
+    std::snprintf(buf, sizeof buf, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"%d\" text-anchor=\"%s\">", x, y, size, anchor);
+    out_ << buf << Escape(s) << "</text>\n";
+  }
+
+ private:
+  double t0_, t1_;
+  std::ostringstream out_;
+};
+
+void Lane(Picture* p, const std::string& name, const std::vector<RunEvent>& events, const EttrReport& r, double y) {
+  std::string member = MemberOf(name);
+  p->Text(kLeft - 8, y + kBar - 3, name, "end");
+  for (size_t i = 0; i + 1 < events.size(); ++i) {
+    double a = events[i].ts, b = events[i + 1].ts;
+    for (const FaultTime& f : r.faults) {  // a killed process's last phase ends at its fault
+      if ((f.member == member || f.action == "restart-job") && f.fault_ts >= a && f.fault_ts < b) b = f.fault_ts;
+    }
+    const char* fill = Colour(events[i].phase);
+    if (*fill && b > a) p->Rect(a, b, y, kBar, fill, name + ": " + events[i].phase);
+  }
+  if (name == r.trainer) {
+    for (const StepTime& s : r.steps) p->Line(s.end, y - 2, y + kBar + 2, "#1b5e20", 1);
+  }
+  for (const FaultTime& f : r.faults) {
+    if (f.member != member && f.action != "restart-job") continue;
+    double until = f.ready_ts ? *f.ready_ts : f.detect_ts;
+    p->Rect(f.fault_ts, until, y - 3, kBar + 6, "#e53935", f.member + ": " + f.reason + " (" + f.action + ")", 0.3);
+    p->Line(f.fault_ts, y - 4, y + kBar + 4, "#c62828", 2);
+  }
+}
+
+}  // namespace
+
+std::string TimelineSvg(const RunEvents& run, const EttrReport& report) {
+  double t0 = std::numeric_limits<double>::infinity(), t1 = -t0;
+  std::vector<std::string> lanes;
+  for (const auto& [name, events] : run.lanes) {
+    if (name.rfind("watchdog-", 0) == 0 || events.empty()) continue;
+    lanes.push_back(name);
+    t0 = std::min(t0, events.front().ts);
+    t1 = std::max(t1, events.back().ts);
+  }
+  Picture p(t0, t1);
+  double height = kTop + kLane * lanes.size() + 50;
+  p.out() << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << kWidth << "\" height=\"" << height
+          << "\" font-family=\"sans-serif\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
+  char title[160];
+  std::snprintf(title, sizeof title, "ETTR %.3f over %.1f s, %zu steps, %zu faults", report.ettr(), report.wall(),
+                report.steps.size(), report.faults.size());
+  p.Text(kLeft, 18, title, "start", 14);
+  for (size_t i = 0; i < lanes.size(); ++i) Lane(&p, lanes[i], run.lanes.at(lanes[i]), report, kTop + i * kLane);
+  double axis = kTop + kLane * lanes.size() + 4;
+  double span = t1 - t0, tick = std::pow(10, std::floor(std::log10(std::max(span, 1e-3) / 5)));
+  for (double t = 0; t <= span; t += tick) {
+    p.Line(t0 + t, axis, axis + 4, "#444", 1);
+    char label[32];
+    std::snprintf(label, sizeof label, "%g s", t);
+    p.Text(p.X(t0 + t), axis + 16, label, "middle", 10);
+  }
+  double x = kLeft, y = axis + 36;
+  for (const char* phase : {"train", "generate", "score", "write", "checkpoint", "loading-weights", "waiting", "start"}) {
+    p.out() << "<rect x=\"" << x << "\" y=\"" << y - 10 << "\" width=\"12\" height=\"12\" fill=\"" << Colour(phase) << "\"/>\n";
+    p.Text(x + 16, y, phase);
+    x += 20 + 8 * std::string(phase).size() + 12;
+  }
+  p.out() << "<line x1=\"" << x << "\" y1=\"" << y - 10 << "\" x2=\"" << x << "\" y2=\"" << y + 2
+          << "\" stroke=\"#c62828\" stroke-width=\"2\"/>\n";
+  p.Text(x + 6, y, "fault (shaded until ready)");
+  p.out() << "</svg>\n";
+  return p.out().str();
+}
+
+}  // namespace rl::profile
