@@ -227,3 +227,17 @@ start_watchdog() {
   ! grep -E '"event":"(suspect|failed)"' "$TMP/mon"
   grep -q '"event":"batch"' "$TMP/run/events/reward-0.jsonl"
 }
+
+@test "the EXAMPLES of rl-watchdog(1) run" {
+  export RL_HEARTBEAT="$HB"
+  awk '/^\.\\" example-begin/{f=1;next} /^\.\\" example-end/{f=0} f && !/^\.E[XE]/' \
+    "$RL_SOURCE_DIR/man/rl-watchdog.1" > "$TMP/examples.sh"
+  [ "$(wc -l < "$TMP/examples.sh")" -gt 10 ]
+  cd "$TMP"
+  run timeout 120 bash -euo pipefail "$TMP/examples.sh"
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"failed train/0"*"no progress in phase train"* ]]
+  [[ "$output" == *'"action":"restart-role"'* ]]
+  [[ "$output" == *"ETTR"* ]]
+}
