@@ -4,6 +4,7 @@
 
 #include "rl/core/log.h"
 #include "rl/core/options.h"
+#include "rl/health/flags.h"
 
 namespace rl::queue {
 
@@ -59,6 +60,8 @@ int QueueMain(int argc, char** argv) {
   cl.Bind(serve, "--declare", &declares);
   cl.Bind(serve, "--run-dir", &run_dir);
   cl.Bind(serve, "--id", &id);
+  health::HeartbeatFlags heartbeat;
+  heartbeat.Bind(cl, serve);
 
   ClientFlags c;
   PutFlags pf;
@@ -127,6 +130,8 @@ int QueueMain(int argc, char** argv) {
       if (eq == std::string::npos || eq == 0) return Fail(Status::InvalidArgument("--declare wants NAME=COL1,COL2, not '" + d + "'"));
       so.declare.push_back({d.substr(0, eq), SplitList(d.substr(eq + 1))});
     }
+    auto beat = heartbeat.Start("queue", id, {{"bind", so.bind}});
+    if (!beat.ok()) return Fail(beat.status());
     return RunServe(std::move(so), run_dir, id);
   }
   if (put->parsed()) return RunPut(c, pf, std::cin, std::cout);

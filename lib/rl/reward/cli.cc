@@ -8,6 +8,7 @@
 #include "rl/core/log.h"
 #include "rl/core/options.h"
 #include "rl/core/signals.h"
+#include "rl/health/flags.h"
 #include "rl/model/tokenizer.h"
 #include "rl/reward/addition_data.h"
 #include "rl/reward/exec_verifier.h"
@@ -79,6 +80,7 @@ int RunLoop(RewardLoopOptions o, Verifier* verifier, const std::string& run_dir,
     o.events = &events;
     events.Emit("start", {{"endpoint", o.client.endpoint}});
   }
+  o.events = &events;  // a disabled log still keeps the phase the heartbeat reports
   const std::atomic<bool>& stop = InstallStopSignals();
   StopWatchdog watchdog(stop, o.wait_ms + 5000, "rl-reward");
   o.watchdog = &watchdog;
@@ -137,6 +139,8 @@ int RewardMain(int argc, char** argv) {
   cl.Bind(run, "--run-dir", &run_dir);
   cl.Bind(run, "--id", &id);
   cl.Bind(run, "--threads", &threads)->check(CLI::Range(1, 1024));
+  health::HeartbeatFlags heartbeat;
+  heartbeat.Bind(cl, run);
 
   CLI::App* score = cl.Sub("score", "score JSON lines {prompt, response, answer} from stdin; no queue");
   score_v.Bind(cl, score);
@@ -164,6 +168,8 @@ int RewardMain(int argc, char** argv) {
   lo.lease_ms = static_cast<int64_t>(lease_s * 1000);
   lo.wait_ms = static_cast<int64_t>(wait_s * 1000);
   lo.progress_ms = static_cast<int64_t>(progress_s * 1000);
+  auto beat = heartbeat.Start("reward", id, {{"queue", connect}});
+  if (!beat.ok()) return Fail(beat.status());
   return RunLoop(lo, verifier->get(), run_dir, id);
 }
 

@@ -4,6 +4,7 @@
 
 #include "rl/core/clock.h"
 #include "rl/core/log.h"
+#include "rl/health/progress.h"
 
 namespace rl::reward {
 namespace {
@@ -95,6 +96,7 @@ class Loop {
     if (done.ok()) {
       stats_->rows += put.rows.size();
       stats_->reward_sum += sum;
+      health::Progress().rows += put.rows.size();
       return Status::OK();
     }
     if (done.status().code() != Code::kConflict && done.status().code() != Code::kNotFound) return done.status();

@@ -10,6 +10,7 @@
 #include "rl/core/log.h"
 #include "rl/core/options.h"
 #include "rl/core/signals.h"
+#include "rl/health/flags.h"
 #include "rl/model/model_file.h"
 #include "rl/rollout/generate_jsonl.h"
 #include "rl/rollout/rollout_loop.h"
@@ -69,6 +70,7 @@ int RunLoop(RolloutOptions o, const std::string& weights, const std::string& run
     o.events = &events;
     events.Emit("start", {{"endpoint", o.client.endpoint}, {"checkpoint_dir", o.checkpoint_dir}, {"pid", ::getpid()}});
   }
+  o.events = &events;  // a disabled log still keeps the phase the heartbeat reports
   const std::atomic<bool>& stop = InstallStopSignals();
   StopWatchdog watchdog(stop, o.wait_ms + 5000, "rl-rollout");
   o.watchdog = &watchdog;
@@ -123,6 +125,8 @@ int RolloutMain(int argc, char** argv) {
   cl.Bind(run, "--progress-interval", &progress_s)->check(CLI::NonNegativeNumber);
   cl.Bind(run, "--run-dir", &run_dir);
   cl.Bind(run, "--id", &id);
+  health::HeartbeatFlags heartbeat;
+  heartbeat.Bind(cl, run);
 
   CLI::App* gen = cl.Sub("generate", "responses for JSON lines {\"prompt\": ...} on stdin, as JSON lines on stdout");
   gen_f.Bind(cl, gen);
@@ -152,6 +156,8 @@ int RolloutMain(int argc, char** argv) {
   o.lease_ms = static_cast<int64_t>(lease_s * 1000);
   o.wait_ms = static_cast<int64_t>(wait_s * 1000);
   o.progress_ms = static_cast<int64_t>(progress_s * 1000);
+  auto beat = heartbeat.Start("rollout", id, {{"queue", connect}});
+  if (!beat.ok()) return Fail(beat.status());
   return RunLoop(o, run_weights, run_dir, id);
 }
 

@@ -5,6 +5,7 @@
 
 #include "rl/core/clock.h"
 #include "rl/core/log.h"
+#include "rl/health/progress.h"
 #include "rl/model/tokenizer.h"
 
 namespace rl::rollout {
@@ -105,6 +106,7 @@ class Loop {
     if (!file) return Status::OK();
     Phase("loading-weights");
     if (!policy_->Switch(*file)) return Status::OK();
+    health::Progress().version = static_cast<int64_t>(policy_->version());
     double s = (MonoMillis() - start) / 1000.0;
     spdlog::info("weights version {} loaded from {} in {:.2f} s (was {})", policy_->version(), policy_->path(), s, before);
     if (o_.events) o_.events->Emit("weights", {{"version", policy_->version()}, {"path", policy_->path()}, {"seconds", s}});
@@ -188,6 +190,8 @@ class Loop {
       stats_->rows += put.rows.size();
       stats_->groups += groups;
       stats_->tokens += static_cast<uint64_t>(tokens);
+      health::Progress().rows += put.rows.size();
+      health::Progress().tokens += static_cast<uint64_t>(tokens);
       return Status::OK();
     }
     if (done.status().code() != Code::kConflict && done.status().code() != Code::kNotFound) return done.status();

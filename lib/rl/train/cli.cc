@@ -8,6 +8,7 @@
 #include "rl/core/log.h"
 #include "rl/core/options.h"
 #include "rl/core/signals.h"
+#include "rl/health/flags.h"
 #include "rl/train/commands.h"
 
 namespace rl::train {
@@ -32,6 +33,7 @@ void BindGrpo(CommandLine& cl, CLI::App* g, GrpoFlags* f) {
   cl.Bind(g, "--seed", &o.seed);
   cl.Bind(g, "--threads", &f->threads)->check(CLI::Range(1, 256));
   cl.Bind(g, "--lr", &o.grpo.lr)->check(CLI::PositiveNumber);
+  cl.Bind(g, "--warmup-steps", &o.grpo.warmup_steps)->check(CLI::Range(0, 1000000));
   cl.Bind(g, "--clip", &o.grpo.clip)->check(CLI::Range(0.0, 10.0));
   cl.Bind(g, "--kl-coef", &o.grpo.kl_coef)->check(CLI::NonNegativeNumber);
   cl.Bind(g, "--grad-clip", &o.grpo.grad_clip)->check(CLI::NonNegativeNumber);
@@ -84,6 +86,9 @@ int TrainMain(int argc, char** argv) {
   GrpoFlags gf;
   CLI::App* grpo = cl.Sub("grpo", "GRPO training from task 'train' of rl-queue, feeding it prompts");
   BindGrpo(cl, grpo, &gf);
+  health::HeartbeatFlags sft_beat, grpo_beat;
+  sft_beat.Bind(cl, sft);
+  grpo_beat.Bind(cl, grpo);
   EvalFlags ef;
   CLI::App* eval = cl.Sub("eval", "held-out greedy accuracy of a model file (one JSON line)");
   cl.Require(cl.Bind(eval, "--weights", &ef.weights));
@@ -97,6 +102,11 @@ int TrainMain(int argc, char** argv) {
   if (auto code = cl.Parse(argc, argv)) return *code;
   if (Status s = InitLogging("rl-train", log_level); !s.ok()) return Fail(s);
   const std::atomic<bool>& stop = InstallStopSignals();
+  // SFT reports itself as role "sft": a warm start is no pipeline trainer, whose stalls count.
+  auto beat = sft->parsed()    ? sft_beat.Start("sft", sf.id)
+              : grpo->parsed() ? grpo_beat.Start("train", gf.loop.id, {{"queue", gf.loop.connect}})
+                               : Result<std::unique_ptr<health::HeartbeatSender>>(std::unique_ptr<health::HeartbeatSender>());
+  if (!beat.ok()) return Fail(beat.status());
   if (sft->parsed()) return RunSftCommand(sf, stop);
   if (grpo->parsed()) return RunGrpoCommand(gf, stop);
   if (eval->parsed()) return RunEvalCommand(ef, std::cout);

@@ -9,6 +9,7 @@
 
 #include "rl/core/event_log.h"
 #include "rl/core/fs.h"
+#include "rl/health/progress.h"
 #include "rl/model/model_file.h"
 #include "rl/train/checkpoint.h"
 #include "rl/train/evaluate.h"
@@ -180,6 +181,7 @@ Status GrpoLoop::CollectAndTrain(std::vector<uint64_t>* consumed, int64_t* sampl
     if (started && !pending.empty()) {
       Phase("train");
       RL_RETURN_IF_ERROR(trainer_->Accumulate(pending));
+      ++health::Progress().micro_batches;  // the watchdog's stall detection watches this
       pending.clear();
     }
   }
@@ -229,6 +231,7 @@ Status GrpoLoop::AfterStep(const StepStats& s0, std::vector<uint64_t> consumed, 
   StepStats s = s0;
   ++step_;
   ++version_;
+  health::Progress().version = static_cast<int64_t>(version_);
   events_.SetStep(step_);
   nlohmann::json f = {{"version", version_}, {"reward", s.mean_reward}, {"loss", s.loss},
                       {"samples", s.samples}, {"groups", s.groups}, {"tokens", s.tokens},
