@@ -6,6 +6,7 @@
 #include "rl/core/options.h"
 #include "rl/core/signals.h"
 #include "rl/profile/report_cmd.h"
+#include "rl/profile/weights_profile.h"
 
 namespace rl::profile {
 namespace {
@@ -43,7 +44,8 @@ int ProfileMain(int argc, char** argv, const ProfileHooks& hooks) {
                            "floor and Redis streams in the same run");
   BindQueue(cl, queue, &qo);
   // Subcommands in files of their own; one line each.
-  std::vector<Subcommand> more;
+  WeightsProfileOptions weights_options;
+  std::vector<Subcommand> more = {AddWeightsProfile(cl, &weights_options)};
   more.push_back(AddReportCommand(cl));
 
   if (auto code = cl.Parse(argc, argv)) return *code;

@@ -1,6 +1,6 @@
 // MappedBytes: bundle bytes that live in a UCX memory region. A puller receives a bundle straight
-// into one, and a source that is handed one from its own context serves it without a copy (a
-// relay or a rollout re-serving what it pulled).
+// into one (private memory: cheap to fill); a source serves UCX-allocated shared memory of its
+// own context as it is and copies anything else into such memory once (source.cc).
 // Thread safety: immutable once the bundle is built.
 #pragma once
 

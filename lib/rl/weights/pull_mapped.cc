@@ -61,6 +61,7 @@ Status Puller::PullMapped(const std::string& endpoint, const PullOptions& o, con
   ucs_status_t us = ucp_rkey_ptr(rkey->get(), g.remote_addr, &base);
   if (us != UCS_OK) return Status::NotFound(std::string("cannot map the source's memory: ") + ucs_status_string(us));
   const ChunkTable& table = t->offer.table;
+  Prefault(base, table.size, false);
   Client& client = ClientFor(endpoint, o.request_ms);
   int64_t last_renew = MonoMillis();
   int bad = 0;

@@ -11,7 +11,6 @@
 
 namespace rl::weights {
 namespace {
-constexpr int kBackoffMinMs = 100;
 constexpr int kBackoffMaxMs = 2000;
 
 bool Same(const Offer& a, const Offer& b) { return a.version == b.version && a.digest == b.digest; }
@@ -73,7 +72,7 @@ Result<Bundle> Puller::Pull(const PullOptions& o, PullReport* report) {
   std::mt19937_64 rng(std::random_device{}());
   Target t;
   bool have_target = false;
-  int backoff = kBackoffMinMs;
+  int backoff = std::max(1, o.retry_ms);
   Status last = Status::Unavailable("no source answered");
   while (true) {
     if (o.stop && o.stop->load()) return Status::Unavailable("stopped while pulling weights");
@@ -96,7 +95,7 @@ Result<Bundle> Puller::Pull(const PullOptions& o, PullReport* report) {
       }
       t = Target();
       t.offer = *newest;
-      RL_ASSIGN_OR_RETURN(t.memory, UcxMemory::Allocate(context_, t.offer.table.size));
+      RL_ASSIGN_OR_RETURN(t.memory, UcxMemory::AllocatePrivate(context_, t.offer.table.size));
       t.held.assign(t.offer.table.chunks(), false);
       t.missing = t.held.size();
       have_target = true;
@@ -119,7 +118,12 @@ Result<Bundle> Puller::Pull(const PullOptions& o, PullReport* report) {
         if (s.ok() && t.missing == 0) break;
         last = s.WithContext(so->endpoint);
         r->failovers++;
-        spdlog::warn("weights from {}: {}; trying another source", so->endpoint, s.message());
+        // Busy is the normal way pullers spread over sources; the rest are failures.
+        if (s.message().rfind("busy", 0) == 0) {
+          spdlog::debug("weights from {}: {}; trying another source", so->endpoint, s.message());
+        } else {
+          spdlog::warn("weights from {}: {}; trying another source", so->endpoint, s.message());
+        }
         if (o.stop && o.stop->load()) break;
       }
       if (t.missing == 0) {
@@ -140,7 +144,7 @@ Result<Bundle> Puller::Pull(const PullOptions& o, PullReport* report) {
       return Status::Unavailable("no complete weights after " + std::to_string(static_cast<int>(o.give_up_s)) +
                                  " s; last: " + last.message());
     }
-    if (gained) backoff = kBackoffMinMs;
+    if (gained) backoff = std::max(1, o.retry_ms);
     int64_t nap = std::min<int64_t>(backoff, deadline - MonoMillis());
     std::this_thread::sleep_for(std::chrono::milliseconds(std::max<int64_t>(nap, 0)));
     backoff = std::min(backoff * 2, kBackoffMaxMs);

@@ -49,6 +49,7 @@ struct PullOptions {
   int request_ms = 1000;             // one info/open/close request, before the source counts as gone
   double give_up_s = 60;             // total; Unavailable after it
   int max_bad_chunks = 3;            // corrupt chunks from one source before it is left
+  int retry_ms = 100;                // first wait when no source could serve; doubles to 2 s
   const std::atomic<bool>* stop = nullptr;  // may be null; Pull returns Unavailable when it becomes true
   // Test hook, called on each chunk as it arrives, before its CRC is checked.
   std::function<void(size_t chunk, char* data, size_t length)> on_chunk;
@@ -81,7 +82,7 @@ class Puller {
     UcxCompletion done;
   };
   ~Puller();
-  // The bundle is received into memory of `context`: a relay can serve it without a copy.
+  // The bundle is received into private memory registered with `context`.
   static Result<std::unique_ptr<Puller>> Create(std::shared_ptr<UcxContext> context, const std::string& id);
 
   // What each source holds now (sources that do not answer within request_ms are marked so).

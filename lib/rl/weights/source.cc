@@ -57,7 +57,9 @@ Status Source::Publish(const Bundle& bundle) {
   auto served = std::make_shared<Served>();
   served->bundle = bundle;
   auto* mapped = dynamic_cast<const MappedBytes*>(bundle.bytes.get());
-  if (mapped && mapped->memory()->context() == context_.get()) {
+  // Memory of ours that UCX allocated is served as it is; anything else is copied into such
+  // memory once, so pullers on this host can map it instead of asking for sends.
+  if (mapped && mapped->memory()->context() == context_.get() && mapped->memory()->shared()) {
     served->memory = mapped->memory();
   } else {
     RL_ASSIGN_OR_RETURN(served->memory, UcxMemory::Allocate(context_, bundle.size()));

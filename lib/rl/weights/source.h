@@ -38,13 +38,12 @@ struct SourceOptions {
 
 class Source {
  public:
-  // Binds the socket and starts the source's thread. `context` is shared with the caller (a
-  // relay pulls into memory of the same context and publishes it without a copy).
+  // Binds the socket and starts the source's thread. `context` may be shared with the caller.
   static Result<std::unique_ptr<Source>> Start(std::shared_ptr<UcxContext> context, SourceOptions options);
   ~Source();  // Stop()
 
-  // Serves `bundle` from now on. Its bytes are copied into UCX memory unless they already are
-  // (MappedBytes of this context). Conflict when the version is not newer than the current one.
+  // Serves `bundle` from now on. Its bytes are copied into UCX-allocated shared memory unless
+  // they already are (MappedBytes of this context with shared()). Conflict when the version is not newer than the current one.
   // The previous version stays mapped until the last lease on it ends.
   Status Publish(const Bundle& bundle);
   std::optional<Bundle> current() const;

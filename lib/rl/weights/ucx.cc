@@ -1,6 +1,8 @@
 #include "rl/weights/ucx.h"
 
 #include <poll.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <cstring>
@@ -195,11 +197,28 @@ Result<std::shared_ptr<UcxMemory>> UcxMemory::Map(std::shared_ptr<UcxContext> co
   if (s != UCS_OK) return UcxStatus(s, "query UCX memory");
   m->data_ = static_cast<char*>(attr.address);
   m->size_ = size;
+  m->shared_ = allocate;
+  if (allocate) Prefault(m->data_, size, true);
+  return m;
+}
+
+Result<std::shared_ptr<UcxMemory>> UcxMemory::AllocatePrivate(std::shared_ptr<UcxContext> context, size_t size) {
+  size_t len = size == 0 ? 1 : size;
+  void* p = ::mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) return Status::IOError("mmap of " + std::to_string(size) + " bytes failed");
+  (void)::madvise(p, len, MADV_HUGEPAGE);
+  auto m = Register(std::move(context), p, size);
+  if (!m.ok()) {
+    ::munmap(p, len);
+    return m.status();
+  }
+  (*m)->anonymous_ = len;
   return m;
 }
 
 UcxMemory::~UcxMemory() {
   if (memh_) ucp_mem_unmap(context_->get(), memh_);
+  if (anonymous_) ::munmap(data_, anonymous_);
 }
 
 Result<std::string> UcxMemory::PackRkey() const {
@@ -231,6 +250,18 @@ void UcxOnComplete(void* request, ucs_status_t status, void* user_data) {
   c->status = status;
   c->done = true;
   ucp_request_free(request);
+}
+
+void Prefault(const void* data, size_t size, bool write) {
+#ifdef MADV_POPULATE_WRITE
+  static const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  uintptr_t begin = reinterpret_cast<uintptr_t>(data) & ~(page - 1);
+  uintptr_t end = reinterpret_cast<uintptr_t>(data) + size;
+  if (size == 0) return;
+  (void)::madvise(reinterpret_cast<void*>(begin), end - begin, write ? MADV_POPULATE_WRITE : MADV_POPULATE_READ);
+#else
+  (void)data, (void)size, (void)write;
+#endif
 }
 
 void UcxOnRecvComplete(void* request, ucs_status_t status, const ucp_tag_recv_info_t*, void* user_data) {

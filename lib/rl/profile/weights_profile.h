@@ -1,0 +1,43 @@
+// rl-profile weights: how fast weight bundles move, against baselines measured in the same run.
+//
+//   bandwidth  for each transport (UCX_TLS value) and bundle size: our pull's GB/s, ucx_perftest's
+//              GB/s for the operation our pull uses on that transport (a child process pair, same
+//              message size as our chunks, same bytes), and a plain memcpy of the same size;
+//              printed with the ratios ours/perftest and ours/memcpy.
+//   ops        ucx_perftest's GB/s for put, get and tagged sends at the chunk size on each
+//              transport: the measurement behind the choice of operation (puller.h).
+//   fanout     seconds to bring N pullers to a new version when all pull from the trainer, and
+//              when every puller that has it serves it on (relays), with the ratio to N = 1.
+// Thread safety: run from one thread.
+#pragma once
+
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "rl/core/status.h"
+#include "rl/profile/cli.h"
+
+namespace rl::profile {
+
+struct WeightsProfileOptions {
+  std::string sizes = "10M,100M,1G";
+  std::string transports = "tcp,sm";
+  std::string pullers = "1,2,4,8";
+  uint32_t chunk_size = 4u << 20;
+  int runs = 3;
+  bool json = false;
+};
+
+// Binds the options of `rl-profile weights` and returns its entry for ProfileMain's list.
+Subcommand AddWeightsProfile(CommandLine& cl, WeightsProfileOptions* options);
+Status RunWeightsProfile(const WeightsProfileOptions& options, std::ostream& out);
+
+// One ucx_perftest measurement: a server and a client process on 127.0.0.1 with UCX_TLS=tls.
+// Returns GB/s (10^9 bytes) of its "overall" bandwidth.
+Result<double> PerftestGBps(const std::string& tls, const std::string& test, size_t message_bytes, size_t iterations);
+
+// "100M" -> 104857600 (K, M, G: powers of 1024).
+Result<size_t> ParseBytes(const std::string& s);
+
+}  // namespace rl::profile
