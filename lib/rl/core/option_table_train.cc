@@ -36,6 +36,7 @@ void AppendTrainOptions(std::vector<OptionSpec>* table) {
       {"--start-fraction", "RL_TRAIN_START_FRACTION",
        "f: fraction of a batch that must have arrived before training on it starts (overrides --mode)", {grpo}},
       {"--target-accuracy", "RL_TRAIN_TARGET_ACCURACY", "stop SFT when held-out greedy accuracy reaches this", {sft}},
+      {"--warmup-steps", "RL_TRAIN_WARMUP_STEPS", "steps over which the learning rate ramps up linearly to --lr", {grpo}},
       {"--weight-decay", "RL_TRAIN_WEIGHT_DECAY", "AdamW decoupled weight decay", {sft, grpo}},
   });
 }

@@ -194,17 +194,28 @@ TEST(CheckpointTest, ResumedStepEqualsTheStepWithoutStopping) {
   ExpectSameTensors(resumed->optimizer().State(), straight->optimizer().State());
 }
 
-TEST(GrpoTrainerTest, PiecesOfABatchGiveTheSameStepAsTheWhole) {
+// Compares the accumulated gradients, not the weights after the step: Adam's first step moves a
+// weight by about lr times the sign of its gradient, and some gradients are pure rounding noise
+// (a key bias cannot change a softmax), so summation order alone flips them.
+TEST(GrpoTrainerTest, PiecesOfABatchAccumulateTheSameGradientAsTheWhole) {
   at::set_num_threads(1);
   auto whole = NewTrainer(model::Transformer::Create(Tiny(), 9).value());
   auto pieces = NewTrainer(model::Transformer::Create(Tiny(), 9).value());
   std::vector<Group> batch = Batch(3);
-  TrainStep(whole.get(), batch);
+  whole->BeginStep();
+  ASSERT_TRUE(whole->Accumulate(batch).ok());
   pieces->BeginStep();
   for (const Group& g : batch) ASSERT_TRUE(pieces->Accumulate({g}).ok());
-  ASSERT_TRUE(pieces->FinishStep().ok());
   auto a = whole->policy().NamedParameters(), b = pieces->policy().NamedParameters();
-  for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(at::allclose(a[i].second, b[i].second, 1e-5, 1e-6)) << a[i].first;
+  double largest = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    ASSERT_TRUE(a[i].second.grad().defined()) << a[i].first;
+    largest = std::max(largest, a[i].second.grad().abs().max().item<double>());
+    EXPECT_TRUE(at::allclose(a[i].second.grad(), b[i].second.grad(), 1e-4, 1e-6)) << a[i].first;
+  }
+  EXPECT_GT(largest, 1e-3);  // the batch did produce a gradient
+  EXPECT_TRUE(whole->FinishStep().ok());
+  EXPECT_TRUE(pieces->FinishStep().ok());
 }
 
 }  // namespace

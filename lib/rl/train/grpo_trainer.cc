@@ -50,10 +50,21 @@ Status GrpoTrainer::Accumulate(const std::vector<Group>& groups) {
     acc_.groups++;
   }
   acc_.samples += static_cast<int64_t>(samples.size());
-  for (size_t at = 0; at < samples.size(); at += options_.micro_batch) {
-    size_t end = std::min(samples.size(), at + static_cast<size_t>(options_.micro_batch));
-    RL_RETURN_IF_ERROR(AccumulatePiece({samples.begin() + at, samples.begin() + end},
-                                       {adv.begin() + at, adv.begin() + end}));
+  // A micro-batch is padded to its longest sequence, so one runaway response (no <eos> until the
+  // context is full) would make its whole micro-batch that long: take the samples by length.
+  std::vector<size_t> order(samples.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  auto length = [&](size_t i) { return samples[i]->prompt_ids.size() + samples[i]->response_ids.size(); };
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return length(a) < length(b); });
+  for (size_t at = 0; at < order.size(); at += options_.micro_batch) {
+    size_t end = std::min(order.size(), at + static_cast<size_t>(options_.micro_batch));
+    std::vector<const Sample*> piece;
+    std::vector<double> piece_adv;
+    for (size_t k = at; k < end; ++k) {
+      piece.push_back(samples[order[k]]);
+      piece_adv.push_back(adv[order[k]]);
+    }
+    RL_RETURN_IF_ERROR(AccumulatePiece(piece, piece_adv));
   }
   return Status::OK();
 }
@@ -87,7 +98,12 @@ Result<StepStats> GrpoTrainer::FinishStep() {
   optimizer_->ScaleGrad(1.0 / denom);
   StepStats out = acc_;
   out.grad_norm = optimizer_->ClipGradNorm(options_.grad_clip);
-  RL_RETURN_IF_ERROR(optimizer_->Step(options_.lr));
+  // Adam's first steps move every weight by about lr whatever its gradient (m/sqrt(v) is the sign
+  // of g at t = 1): on a freshly fine-tuned policy that random-looking jolt is what a warm-up avoids.
+  double ramp = options_.warmup_steps > 0
+                    ? std::min(1.0, static_cast<double>(optimizer_->steps() + 1) / static_cast<double>(options_.warmup_steps))
+                    : 1.0;
+  RL_RETURN_IF_ERROR(optimizer_->Step(options_.lr * ramp));
   out.loss = loss_sum_ / denom;
   out.mean_reward = reward_sum_ / static_cast<double>(out.samples);
   out.tokens = static_cast<int64_t>(tokens_);

@@ -23,6 +23,7 @@ namespace rl::train {
 
 struct GrpoOptions {
   double lr = 1e-4;
+  int64_t warmup_steps = 0;  // the learning rate ramps linearly from lr/warmup to lr over these steps
   double clip = 0.2;
   double kl_coef = 0;      // > 0 needs a reference model
   double grad_clip = 1.0;  // global norm; <= 0: none
