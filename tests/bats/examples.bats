@@ -43,3 +43,13 @@ man_examples() {
   [ "$status" -eq 0 ]
   [[ "$output" == *"sync "*"async "* ]]
 }
+
+@test "examples/pipelines/fault-drill.sh runs its three scenarios in short form and prints ETTR for each" {
+  run bash "$RL_SOURCE_DIR/examples/pipelines/fault-drill.sh" --short
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"scenario   ETTR"* ]]
+  printf '%s\n' "$output" | grep -qE '^none +1\.000 '
+  printf '%s\n' "$output" | grep -qE '^role +[01]\.[0-9]{3} '
+  printf '%s\n' "$output" | grep -qE '^job +[01]\.[0-9]{3} '
+}

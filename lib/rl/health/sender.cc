@@ -17,6 +17,8 @@ namespace {
 
 // Stop() must not wait a whole interval for the thread to notice.
 constexpr int64_t kMaxPollMs = 100;
+// A new socket connects in the background: the first heartbeats may find no peer yet.
+constexpr int64_t kFirstRetryMs = 50;
 
 std::string HostName() {
   char buf[256] = {};
@@ -24,16 +26,19 @@ std::string HostName() {
   return buf;
 }
 
-void SendFrames(zmq::socket_t* s, const std::vector<std::string>& frames) {
+// False when the heartbeat was dropped.
+bool SendFrames(zmq::socket_t* s, const std::vector<std::string>& frames) {
   try {
     for (size_t i = 0; i < frames.size(); ++i) {
       auto more = i + 1 < frames.size() ? zmq::send_flags::sndmore : zmq::send_flags::none;
       // dontwait: with ZMQ_IMMEDIATE a heartbeat for an absent watchdog is dropped, not queued
       // (a stale heartbeat delivered late would tell a lie about liveness).
-      if (!s->send(zmq::buffer(frames[i]), more | zmq::send_flags::dontwait)) return;
+      if (!s->send(zmq::buffer(frames[i]), more | zmq::send_flags::dontwait)) return false;
     }
+    return true;
   } catch (const zmq::error_t& e) {
     spdlog::debug("heartbeat not sent: {}", e.what());
+    return false;
   }
 }
 
@@ -104,9 +109,10 @@ void HeartbeatSender::Loop() {
   }
   bool systemd = SdNotifyEnabled();
   if (systemd) SdNotify("READY=1\nSTATUS=" + o_.role + " " + o_.id + " started");
+  bool delivered = false;  // until the first heartbeat gets out, retry soon, not an interval later
   auto beat = [&](Heartbeat hb) {
     hb.seq = ++seq_;
-    if (socket) SendFrames(socket.get(), EncodeHeartbeat(hb));
+    if (socket && SendFrames(socket.get(), EncodeHeartbeat(hb))) delivered = true;
     if (systemd) SdNotify("WATCHDOG=1\nSTATUS=phase " + hb.phase + " step " + std::to_string(hb.step));
   };
   struct Pending {
@@ -120,6 +126,7 @@ void HeartbeatSender::Loop() {
     if (now >= next) {
       beat(Current());
       next = std::max(next + o_.interval_ms, now + 1);
+      if (!delivered && socket) next = std::min(next, now + kFirstRetryMs);
     }
     if (probe && now >= probe->until_ms) {
       Heartbeat hb = Current();

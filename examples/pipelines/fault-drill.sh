@@ -1,0 +1,144 @@
+#!/usr/bin/env bash
+# Fault drill: the GRPO demo pipeline (rl-queue, rl-rollout, rl-reward, rl-train) under
+# rl-watchdog run, three times from the same SFT checkpoint:
+#   none   no faults;
+#   role   the trainer killed (SIGKILL) at a random time within every 10% of the steps, and only
+#          the trainer restarted (from its last checkpoint) while the other roles keep working;
+#   job    the same kills, and every role restarted each time (what frameworks do today).
+# It prints ETTR (rl-profile report) and end-to-end time for the three.
+#
+# Usage: fault-drill.sh [--short] [--steps N] [--seed N] [--keep]
+#   --short  a smoke run for CI: 20 small steps, one kill in each half
+#   --keep   keep the run directories (printed) for rl-profile report --svg
+# Environment: RL_BUILD_DIR (default ./build), RL_RUN_DIR (default a new /tmp directory).
+set -euo pipefail
+here="$(cd "$(dirname "$0")/../.." && pwd)"
+build="${RL_BUILD_DIR:-$here/build}"
+for t in rl-queue rl-rollout rl-reward rl-train rl-watchdog rl-profile; do PATH="$build/tools/$t:$PATH"; done
+export PATH OMP_WAIT_POLICY=PASSIVE
+
+seed=1 steps=40 kills=10 sft_steps=150 keep=0 extra=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --short) steps=20; kills=2; sft_steps=20; extra=(--dynamic-sampling false --prompts-per-step 8) ;;
+    --steps) steps="$2"; shift ;;
+    --seed) seed="$2"; shift ;;
+    --keep) keep=1 ;;
+    *) echo "fault-drill: unknown argument $1" >&2; exit 64 ;;
+  esac
+  shift
+done
+top="${RL_RUN_DIR:-$(mktemp -d /tmp/rl-fault-drill.XXXXXX)}"
+mkdir -p "$top"
+RANDOM=$seed
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+current=""
+cleanup() {
+  [ -z "$current" ] || rl-watchdog stop "$current" >/dev/null 2>&1 || true
+  [ "$keep" = 1 ] || [ -n "${RL_RUN_DIR:-}" ] || rm -rf "$top"
+}
+trap cleanup EXIT
+
+echo "== data and SFT warm start ($sft_steps steps) in $top" >&2
+rl-train make-data --problems 20000 --seed "$seed" > "$top/sft.jsonl"
+rl-train make-data --problems 20000 --seed "$((seed + 1000))" > "$top/prompts.jsonl"
+rl-train sft --data "$top/sft.jsonl" --checkpoint-dir "$top/sft" --seed "$seed" --threads 2 \
+  --target-accuracy 0.99 --max-steps "$sft_steps" > /dev/null
+
+# pipeline RUN: the pipeline file of one scenario.
+pipeline() {
+  local run="$1"
+  cat <<TOML
+[watchdog]
+heartbeat_interval = 1
+max_full_restarts = 100
+grace = 5
+[role.queue]
+command = "rl-queue serve --dir $run/queue --bind $RL_QUEUE --log-level warn --declare generate=prompt_ids --declare reward=prompt,response,answer --declare train=prompt_ids,response_ids,logprobs,reward,version"
+[role.rollout]
+command = "rl-rollout run --checkpoint-dir $run/ckpt --threads 1 --seed $seed --temperature 1 --log-level warn"
+[role.reward]
+command = "rl-reward run --verifier addition --log-level warn"
+[role.train]
+command = "rl-train grpo --checkpoint-dir $run/ckpt --prompts $top/prompts.jsonl --threads 1 --seed $seed --mode async --max-steps $steps --eval-every 5 --lease-seconds 10 --log-level warn ${extra[*]}"
+stall = 120
+TOML
+}
+
+# last_step RUN: the trainer's newest step event (0 before the first).
+last_step() {
+  local f="$1/events/train-0.jsonl"
+  { grep '"event":"step"' "$f" 2>/dev/null || true; } | tail -n 1 | grep -o '"step":[0-9]*' | cut -d: -f2 | grep . || echo 0
+}
+
+# kill_schedule RUN: SIGKILLs the trainer once within each of `kills` equal parts of the steps,
+# at a random step of the part and a random moment within it, after at least one completed step
+# since its last restart (a kill in the first step after a restart would rightly escalate).
+kill_schedule() {
+  local run="$1" part=$(( (steps + kills - 1) / kills )) last_kill=0 k
+  for ((i = 0; i < kills; i++)); do
+    k=$(( i * part + RANDOM % part + 1 ))
+    [ "$k" -gt "$last_kill" ] || k=$((last_kill + 1))
+    [ "$k" -lt "$steps" ] || break
+    while [ "$(last_step "$run")" -lt "$k" ]; do
+      kill -0 "$wpid" 2>/dev/null || return 0
+      sleep 0.2
+    done
+    sleep "0.$((RANDOM % 10))"
+    local pid; pid=$(cut -d' ' -f1 "$run/watchdog/train-0.pid" 2>/dev/null) || continue
+    if kill -9 "$pid" 2>/dev/null; then
+      date +%s.%N >> "$run/kills.txt"
+      echo "   killed the trainer (pid $pid) at step $(last_step "$run")" >&2
+    fi
+    last_kill=$(last_step "$run")
+  done
+}
+
+# detection_latency RUN: the largest time from a kill (kills.txt) to the watchdog's next failure
+# event, in seconds ("-" without kills).
+detection_latency() {
+  [ -f "$1/kills.txt" ] || { echo "-"; return; }
+  python3 - "$1" <<'PY'
+import json, sys
+run = sys.argv[1]
+kills = [float(l) for l in open(f"{run}/kills.txt") if l.strip()]
+fails = [e["ts"] for e in map(json.loads, open(f"{run}/events/watchdog-0.jsonl")) if e["event"] == "failure"]
+lat = [min((f for f in fails if f >= k), default=float("nan")) - k for k in kills]
+print("%.2f" % max(lat))
+PY
+}
+
+declare -A ettr e2e faults restarts detect
+for scenario in none role job; do
+  run="$top/$scenario"
+  current="$run"
+  mkdir -p "$run/ckpt"
+  cp "$top/sft/weights-0.safetensors" "$run/ckpt/"
+  export RL_QUEUE="tcp://127.0.0.1:$(free_port)"
+  pipeline "$run" > "$run/pipeline.toml"
+  policy=role; [ "$scenario" = job ] && policy=job
+  echo "== $scenario: $steps steps, restart policy $policy" >&2
+  t0=$(date +%s.%N)
+  rl-watchdog run "$run/pipeline.toml" --run-dir "$run" --restart "$policy" \
+    --heartbeat "tcp://127.0.0.1:$(free_port)" --log-level warn 2> "$run/watchdog.log" &
+  wpid=$!
+  [ "$scenario" = none ] || kill_schedule "$run"
+  status=0; wait "$wpid" || status=$?
+  t1=$(date +%s.%N)
+  current=""
+  if [ "$status" -ne 0 ]; then echo "fault-drill: rl-watchdog exited $status; its log:" >&2; cat "$run/watchdog.log" >&2; exit 70; fi
+  rl-profile report "$run" --json > "$run/report.jsonl"
+  summary=$(head -n 1 "$run/report.jsonl")
+  detect[$scenario]=$(detection_latency "$run")
+  ettr[$scenario]=$(python3 -c 'import json,sys; print("%.3f" % json.loads(sys.argv[1])["ettr"])' "$summary")
+  faults[$scenario]=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["faults"])' "$summary")
+  restarts[$scenario]=$(grep -c '"event":"restart-job"' "$run/events/watchdog-0.jsonl" || true)
+  e2e[$scenario]=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')
+done
+
+printf '%-8s %6s %8s %7s %14s %16s\n' scenario ETTR "e2e (s)" faults "full restarts" "max detect (s)"
+for scenario in none role job; do
+  printf '%-8s %6s %8s %7s %14s %16s\n' "$scenario" "${ettr[$scenario]}" "${e2e[$scenario]}" "${faults[$scenario]}" \
+    "${restarts[$scenario]}" "${detect[$scenario]}"
+done
+[ "$keep" = 0 ] || echo "runs: $top/{none,role,job} (rl-profile report DIR --svg timeline.svg)"
