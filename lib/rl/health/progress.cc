@@ -11,6 +11,7 @@ std::map<std::string, uint64_t> ProgressCounters::Snapshot() const {
   put("rows", rows.load(std::memory_order_relaxed));
   put("micro_batches", micro_batches.load(std::memory_order_relaxed));
   put("requests", requests.load(std::memory_order_relaxed));
+  put("steps", steps.load(std::memory_order_relaxed));
   return out;
 }
 

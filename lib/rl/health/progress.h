@@ -20,6 +20,7 @@ struct ProgressCounters {
   std::atomic<uint64_t> rows{0};           // rows finished and written (rollout, reward)
   std::atomic<uint64_t> micro_batches{0};  // forward/backward passes done (train)
   std::atomic<uint64_t> requests{0};       // requests answered (queue)
+  std::atomic<uint64_t> steps{0};          // optimizer steps this process completed (train)
   std::atomic<int64_t> version{-1};        // weight version in use; -1: none yet
 
   // The non-zero counters by name, as heartbeats carry them.

@@ -38,6 +38,7 @@ int RunStandIn(const StandInOptions& o, const HeartbeatFlags& beat, const std::a
     }
     if (step_ms > 0 && now >= next_step + step_ms) {
       events.SetStep(++step);
+      ++Progress().steps;
       events.Emit("step", {{"seconds", o.step_every_s}});
       next_step += step_ms;
     }

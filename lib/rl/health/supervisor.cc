@@ -49,7 +49,7 @@ class Supervisor {
   std::vector<Instance> instances_;
   int64_t pipeline_step_ = -1;   // the trainer's step, as its heartbeats last said
   pid_t trainer_pid_ = 0;
-  std::string trainer_phase_;
+  uint64_t trainer_steps_ = 0;   // its "steps" counter: steps that process completed
 };
 
 // True when a heartbeat's pid is the instance's process or runs in its session (a command that
@@ -141,15 +141,17 @@ void Supervisor::Observe(const std::vector<Detection>& ds) {
     events_->Emit("ready", f);
   }
   for (const auto& [key, m] : watcher_->membership().members()) {
-    if (m.last.role != "train") continue;
-    // A step counts once the trainer had been past its start: loading a checkpoint also moves
-    // the step, from 0 to the checkpoint's, and is no progress.
-    if (static_cast<pid_t>(m.last.pid) == trainer_pid_ && m.last.step > pipeline_step_ && trainer_phase_ != "start" &&
-        pipeline_step_ >= 0) {
-      for (auto& inst : instances_) inst.steps_since_start += m.last.step - pipeline_step_;
+    if (m.last.role != "train" || m.state == MemberState::kLeft) continue;
+    // Steps completed, from the trainer's own counter (its step number also jumps when it loads
+    // a checkpoint, which is no progress). A new trainer process counts from 0.
+    auto it = m.last.counters.find("steps");
+    uint64_t steps = it == m.last.counters.end() ? 0 : it->second;
+    if (static_cast<pid_t>(m.last.pid) != trainer_pid_) trainer_steps_ = 0;
+    if (steps > trainer_steps_) {
+      for (auto& inst : instances_) inst.steps_since_start += static_cast<int64_t>(steps - trainer_steps_);
     }
     trainer_pid_ = static_cast<pid_t>(m.last.pid);
-    trainer_phase_ = m.last.phase;
+    trainer_steps_ = std::max(trainer_steps_, steps);
     pipeline_step_ = m.last.step;
   }
   (void)ds;

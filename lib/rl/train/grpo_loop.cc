@@ -232,6 +232,7 @@ Status GrpoLoop::AfterStep(const StepStats& s0, std::vector<uint64_t> consumed, 
   ++step_;
   ++version_;
   health::Progress().version = static_cast<int64_t>(version_);
+  ++health::Progress().steps;  // steps since this process started: the watchdog's escalation rule
   events_.SetStep(step_);
   nlohmann::json f = {{"version", version_}, {"reward", s.mean_reward}, {"loss", s.loss},
                       {"samples", s.samples}, {"groups", s.groups}, {"tokens", s.tokens},
