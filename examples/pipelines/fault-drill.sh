@@ -84,7 +84,7 @@ kill_schedule() {
       kill -0 "$wpid" 2>/dev/null || return 0
       sleep 0.2
     done
-    sleep "0.$((RANDOM % 10))"
+    sleep "1.$((RANDOM % 10))"  # at least a heartbeat later: the watchdog has seen the step
     local pid; pid=$(cut -d' ' -f1 "$run/watchdog/train-0.pid" 2>/dev/null) || continue
     if kill -9 "$pid" 2>/dev/null; then
       date +%s.%N >> "$run/kills.txt"
