@@ -1,5 +1,7 @@
 // The heartbeat protocol over real sockets on 127.0.0.1: a sender thread and a receiver.
 #include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 
 #include "rl/core/clock.h"
 #include "rl/core/event_log.h"
@@ -125,6 +127,32 @@ TEST(HeartbeatSenderTest, AReceiverBoundLaterStillHearsTheRole) {
   auto receiver = HeartbeatReceiver::Bind(endpoint);
   ASSERT_TRUE(receiver.ok()) << receiver.status().ToString();
   EXPECT_TRUE(Next(receiver->get(), 3000).has_value());
+}
+
+TEST(HeartbeatSenderTest, UnderSystemdSendsReadyThenWatchdogNotifications) {
+  std::string path = ::testing::TempDir() + "/notify-" + std::to_string(::getpid());
+  int fd = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s", path.c_str());
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  timeval tv{3, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  ::setenv("NOTIFY_SOCKET", path.c_str(), 1);
+  auto sender = HeartbeatSender::Start({"", "reward", "0", 50, {}});
+  ::unsetenv("NOTIFY_SOCKET");
+  ASSERT_TRUE(sender.ok());
+  ASSERT_NE(sender->get(), nullptr) << "systemd alone is a reason to beat";
+  char buf[256];
+  ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+  ASSERT_GT(n, 0);
+  EXPECT_EQ(std::string(buf, n).rfind("READY=1\n", 0), 0u) << std::string(buf, n);
+  n = ::recv(fd, buf, sizeof buf, 0);
+  ASSERT_GT(n, 0);
+  EXPECT_EQ(std::string(buf, n).rfind("WATCHDOG=1\n", 0), 0u) << std::string(buf, n);
+  (*sender)->Stop();
+  ::close(fd);
+  ::unlink(path.c_str());
 }
 
 TEST(HeartbeatSenderTest, NoEndpointAndNoSystemdStartsNothing) {
