@@ -50,8 +50,10 @@ rl-queue serve --dir "$run/queue" --bind "$RL_QUEUE" --id 0 --log-level warn \
   --declare train=prompt_ids,response_ids,logprobs,reward,version &
 pids+=($!)
 until rl-queue stat --timeout 0.2 >/dev/null 2>&1; do sleep 0.1; done
+# An answer is at most 4 digits and <eos>: a response that has not stopped by 8 tokens is wrong
+# anyway, and would otherwise run to the end of the context and pad the trainer's micro-batches.
 rl-rollout run --checkpoint-dir "$run/ckpt" --threads 1 --seed "$seed" --temperature 1 --id 0 \
-  --log-level warn &
+  --max-new-tokens 8 --log-level warn &
 pids+=($!)
 rl-reward run --verifier addition --id 0 --log-level warn &
 pids+=($!)

@@ -44,6 +44,14 @@ man_examples() {
   [[ "$output" == *"sync "*"async "* ]]
 }
 
+@test "examples/pipelines/kill-by-hand.sh: each role killed -9 and restarted, no group lost or trained twice" {
+  run bash "$RL_SOURCE_DIR/examples/pipelines/kill-by-hand.sh" --short
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [ "$(printf '%s\n' "$output" | grep -c '^ok ')" -eq 4 ]
+  [[ "$output" == *"kill -9 rl-rollout"*"kill -9 rl-reward"*"kill -9 rl-train"* ]]
+}
+
 @test "examples/pipelines/fault-drill.sh runs its three scenarios in short form and prints ETTR for each" {
   run bash "$RL_SOURCE_DIR/examples/pipelines/fault-drill.sh" --short
   echo "$output"
