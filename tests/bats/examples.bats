@@ -61,3 +61,11 @@ man_examples() {
   printf '%s\n' "$output" | grep -qE '^role +[01]\.[0-9]{3} '
   printf '%s\n' "$output" | grep -qE '^job +[01]\.[0-9]{3} '
 }
+
+@test "examples/pipelines/kill-matrix.sh: every role killed and frozen once, recovered alone, no sample lost or duplicated" {
+  run bash "$RL_SOURCE_DIR/examples/pipelines/kill-matrix.sh" --short
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [ "$(printf '%s\n' "$output" | grep -cE '^(queue|rollout|reward|train) +(KILL|STOP) .* ok$')" -eq 8 ]
+  [[ "$output" == *"acknowledged samples lost: 0  duplicates reaching the trainer: 0"* ]]
+}
