@@ -241,3 +241,20 @@ start_watchdog() {
   [[ "$output" == *'"action":"restart-role"'* ]]
   [[ "$output" == *"ETTR"* ]]
 }
+
+@test "run with standby: a failed trainer takes the slot of a drained rollout" {
+  stand_in_pipeline
+  sed -i 's/^grace = 1$/grace = 1\nstandby = true/' "$TMP/p.toml"
+  start_watchdog
+  wait_for "$TMP/run/events/watchdog-0.jsonl" '"event":"ready".*"member":"train/0"' 20
+  sleep 1
+  r0=$(pid_of rollout-0) r1=$(pid_of rollout-1)
+  kill -9 "$(pid_of train-0)"
+  wait_for "$TMP/run/events/watchdog-0.jsonl" '"event":"restart".*"member":"train/0"' 20
+  grep -q '"event":"standby".*"reason":"train/0 takes the slot of rollout/0 (warm standby)"' "$TMP/run/events/watchdog-0.jsonl"
+  ! kill -0 "$r0" 2>/dev/null || [[ "$(ps -o stat= -p "$r0")" == Z* ]]
+  [ ! -e "$TMP/run/watchdog/rollout-0.pid" ]
+  [ "$(pid_of rollout-1)" = "$r1" ]
+  sleep 1
+  ! grep -q '"event":"failure".*"member":"rollout/0"' "$TMP/run/events/watchdog-0.jsonl"
+}
