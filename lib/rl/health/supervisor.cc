@@ -176,6 +176,7 @@ std::optional<int> Supervisor::CheckProcesses() {
       RemovePidFile(o_.run_dir, inst);
       inst.pid = 0;
       StopAll(true);
+      std::remove((o_.run_dir + "/watchdog/state.json").c_str());  // a new run starts from 0 full restarts
       return kExitOk;
     }
     std::string why = status ? DescribeWaitStatus(*status) : "process " + std::to_string(inst.pid) + " is gone";
