@@ -74,5 +74,18 @@ for e in steps:
 last = next((e["accuracy"] for e in reversed(steps) if e.get("accuracy") is not None), None)
 if last is not None:
     print(f"held-out greedy accuracy: {sft['accuracy']:.3f} after SFT -> {last:.3f} after {len(steps)} GRPO steps")
+def totals(path, event, tokens, seconds):
+    try:
+        es = [e for e in map(json.loads, open(path)) if e["event"] == event]
+    except FileNotFoundError:
+        return 0.0
+    t, s = sum(e.get(tokens, 0) for e in es), sum(e.get(seconds, 0) for e in es)
+    return t / s if s > 0 else 0.0
+gen = totals(f"{run}/events/rollout-0.jsonl", "batch", "tokens", "seconds")
+trn = totals(f"{run}/events/train-0.jsonl", "step", "tokens", "train_seconds")
+if steps:
+    wall = steps[-1]["ts"] - steps[0]["ts"] + steps[0]["seconds"]
+    print(f"{len(steps)} steps in {wall:.0f} s ({wall / len(steps):.2f} s/step); response tokens/s: "
+          f"{gen:.0f} generating (KV cache), {trn:.0f} training")
 print(f"checkpoints: {run}/ckpt   events: {run}/events")
 PY

@@ -14,6 +14,7 @@
 #include "rl/train/checkpoint.h"
 #include "rl/train/evaluate.h"
 #include "rl/train/feeder.h"
+#include "rl/train/weight_publisher.h"
 
 namespace rl::train {
 namespace {
@@ -64,8 +65,10 @@ class GrpoLoop {
   std::unique_ptr<GrpoTrainer> trainer_;
   std::unique_ptr<queue::QueueClient> writer_client_;  // used on the writer thread only
   std::unique_ptr<CheckpointWriter> writer_;           // declared after what its thread uses
+  std::unique_ptr<WeightPublisher> publisher_;         // null without --weights-bind
   std::string phase_;
   std::vector<std::string> step_groups_;  // the groups this step trained on, for the step event
+  double train_s_ = 0;                    // this step's seconds in forward, backward and update
   std::vector<Problem> held_out_;
   std::mt19937_64 rng_;
   int64_t step_ = 0;
@@ -84,7 +87,15 @@ Status GrpoLoop::Start() {
   held_out_ = HeldOutSet(static_cast<size_t>(o_.eval_size));
   rng_.seed(o_.seed);
   RL_ASSIGN_OR_RETURN(std::optional<Checkpoint> ckpt, LoadNewestCheckpoint(o_.checkpoint_dir));
+  // Bound before the model loads, so pullers see a source that is coming (not a dead one).
+  if (!o_.publish.bind.empty()) {
+    RL_ASSIGN_OR_RETURN(publisher_, WeightPublisher::Start(o_.publish, &events_));
+  }
   RL_RETURN_IF_ERROR(ckpt ? StartFrom(std::move(*ckpt)) : StartFresh());
+  if (publisher_) {
+    RL_ASSIGN_OR_RETURN(model::Transformer first, trainer_->policy().Clone());
+    publisher_->Offer(version_, std::move(first));
+  }
   writer_client_ = std::make_unique<queue::QueueClient>(ClientFor(o_, ""));
   writer_ = std::make_unique<CheckpointWriter>(o_.checkpoint_dir, o_.keep,
                                                [this](const Checkpoint& c, const Status& s) { OnWritten(c, s); });
@@ -156,6 +167,7 @@ Status GrpoLoop::CollectAndTrain(std::vector<uint64_t>* consumed, int64_t* sampl
   int64_t got = 0;
   bool started = false;
   step_groups_.clear();
+  train_s_ = 0;
   Phase("waiting-for-data");
   while (got < need) {
     if (stop_) {
@@ -186,7 +198,9 @@ Status GrpoLoop::CollectAndTrain(std::vector<uint64_t>* consumed, int64_t* sampl
     for (const Group& g : pending) pending_rows += static_cast<int64_t>(g.samples.size());
     if (started && !pending.empty() && (pending_rows >= o_.grpo.micro_batch || got >= need)) {
       Phase("train");
+      auto t0 = std::chrono::steady_clock::now();
       RL_RETURN_IF_ERROR(trainer_->Accumulate(pending));
+      train_s_ += Seconds(t0);
       for (const Group& g : pending) step_groups_.push_back(g.key);
       ++health::Progress().micro_batches;  // the watchdog's stall detection watches this
       pending.clear();
@@ -246,7 +260,8 @@ Status GrpoLoop::AfterStep(const StepStats& s0, std::vector<uint64_t> consumed, 
                       {"samples_per_s", s.samples / seconds}, {"seconds", seconds},
                       {"clip_fraction", s.clip_fraction}, {"kl", s.kl}, {"grad_norm", s.grad_norm},
                       {"min_version", s.min_version}, {"max_version", s.max_version},
-                      {"trained_groups", step_groups_}};
+                      {"trained_groups", step_groups_}, {"train_seconds", train_s_},
+                      {"train_tokens_per_s", train_s_ > 0 ? static_cast<double>(s.tokens) / train_s_ : 0.0}};
   Evaluate(&s, &f);
   events_.Emit("step", f);
   std::string eta;
@@ -271,6 +286,7 @@ Status GrpoLoop::AfterStep(const StepStats& s0, std::vector<uint64_t> consumed, 
   c.model = std::move(snapshot);
   c.adam = trainer_->optimizer().State();
   c.adam_steps = trainer_->optimizer().steps();
+  if (publisher_) publisher_->Offer(c.version, *c.model);  // pullable before it is on disk
   writer_->Submit(std::move(c));
   return Status::OK();
 }
@@ -302,7 +318,9 @@ Status GrpoLoop::Run() {
     status = CollectAndTrain(&consumed, &samples);
     if (stop_) break;
     if (!status.ok()) break;
+    auto t1 = std::chrono::steady_clock::now();
     auto stats = trainer_->FinishStep();
+    train_s_ += Seconds(t1);
     if (!stats.ok()) {
       status = stats.status();
       break;
