@@ -43,6 +43,9 @@ void AppendWeightsOptions(std::vector<OptionSpec>* table) {
        {serve, pull, info, rollout}},
       {"--weights-version", "", "version number of the served file (default: N of weights-N.safetensors)",
        {publish}},
+      {"--weights-timeout", "RL_WEIGHTS_TIMEOUT",
+       "seconds without a working weight source before weights files are read instead (one warning says why)",
+       {rollout}},
   });
 }
 

@@ -53,6 +53,9 @@ void BindGrpo(CommandLine& cl, CLI::App* g, GrpoFlags* f) {
   cl.Bind(g, "--eval-size", &o.eval_size)->check(CLI::Range(1, 100000));
   cl.Bind(g, "--keep-checkpoints", &o.keep)->check(CLI::Range(1, 1000));
   cl.Bind(g, "--collapse-drop", &o.collapse_drop)->check(CLI::Range(0.0, 1.0));
+  cl.Bind(g, "--weights-bind", &o.publish.bind);
+  cl.Bind(g, "--max-pulls", &o.publish.max_pulls)->check(CLI::Range(1, 1024));
+  cl.Bind(g, "--chunk-size", &o.publish.chunk_size)->check(CLI::Range(weights::kMinChunkBytes, weights::kMaxChunkBytes));
 }
 
 void BindSft(CommandLine& cl, CLI::App* s, SftFlags* f) {

@@ -4,12 +4,14 @@
 // groups from task `train` (version >= current - staleness, uniform-reward groups dropped when
 // dynamic sampling is on) until a batch of prompts_per_step groups is complete, starting the
 // forward/backward passes once start_fraction of it has arrived; one AdamW step; then a snapshot
-// in memory, written in the background as ckpt-<step> and published as weights-<version>, after
+// in memory (served at once over UCX with a publisher: weight_publisher.h), written in the
+// background as ckpt-<step> and published as weights-<version>, after
 // which the batch's rows are acked and the metadata train.step / train.version set.
 // Modes (DESIGN.md "Training modes"): sync k=0 f=1; semi-sync k=1 f=0.5; async k=1 f=0.
 // On start it resumes from the newest complete checkpoint (acking the rows it holds the update
 // of), else from --weights or <checkpoint-dir>/weights-0.safetensors (the SFT result).
-// Thread safety: RunGrpo runs on the calling thread plus one checkpoint writer thread.
+// Thread safety: RunGrpo runs on the calling thread plus one checkpoint writer thread (and the
+// weight publisher's thread and source thread when it serves weights).
 #pragma once
 
 #include <atomic>
@@ -18,6 +20,7 @@
 
 #include "rl/core/status.h"
 #include "rl/train/grpo_trainer.h"
+#include "rl/train/weight_publisher.h"
 
 namespace rl::train {
 
@@ -36,6 +39,7 @@ struct GrpoLoopOptions {
   int64_t eval_every = 5;
   int64_t eval_size = 256;
   int keep = 3;
+  WeightPublisherOptions publish;  // bind empty: weight versions go out as files only
   double collapse_drop = 0.25;
   uint64_t seed = 0;
   GrpoOptions grpo;
