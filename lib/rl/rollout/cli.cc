@@ -14,6 +14,8 @@
 #include "rl/model/model_file.h"
 #include "rl/rollout/generate_jsonl.h"
 #include "rl/rollout/rollout_loop.h"
+#include "rl/rollout/weight_sync.h"
+#include "rl/weights/cli.h"
 
 namespace rl::rollout {
 namespace {
@@ -59,7 +61,8 @@ int RunGenerate(const SamplingFlags& f, const std::string& weights) {
   return s.ok() ? kExitOk : Fail(s);
 }
 
-int RunLoop(RolloutOptions o, const std::string& weights, const std::string& run_dir, const std::string& id) {
+int RunLoop(RolloutOptions o, const std::string& weights, WeightSyncOptions sync, const std::string& run_dir,
+            const std::string& id) {
   Policy policy;
   if (!weights.empty()) {
     if (Status s = policy.Load(weights); !s.ok()) return Fail(s);
@@ -71,6 +74,16 @@ int RunLoop(RolloutOptions o, const std::string& weights, const std::string& run
     events.Emit("start", {{"endpoint", o.client.endpoint}, {"checkpoint_dir", o.checkpoint_dir}, {"pid", ::getpid()}});
   }
   o.events = &events;  // a disabled log still keeps the phase the heartbeat reports
+  std::unique_ptr<WeightSync> weight_sync;
+  if (!sync.sources.empty()) {
+    sync.fallback_dir = o.checkpoint_dir;
+    sync.id = id;
+    sync.events = events.enabled() ? &events : nullptr;
+    auto started = WeightSync::Start(sync, policy.loaded() ? std::optional<uint64_t>(policy.version()) : std::nullopt);
+    if (!started.ok()) return Fail(started.status());
+    weight_sync = std::move(*started);
+    o.weights = weight_sync.get();
+  }
   const std::atomic<bool>& stop = InstallStopSignals();
   StopWatchdog watchdog(stop, o.wait_ms + 5000, "rl-rollout");
   o.watchdog = &watchdog;
@@ -125,6 +138,15 @@ int RolloutMain(int argc, char** argv) {
   cl.Bind(run, "--progress-interval", &progress_s)->check(CLI::NonNegativeNumber);
   cl.Bind(run, "--run-dir", &run_dir);
   cl.Bind(run, "--id", &id);
+  WeightSyncOptions sync;
+  std::string weights_from;
+  double poll_s = 0.1, stall_s = 5;
+  cl.Bind(run, "--weights-from", &weights_from);
+  cl.Bind(run, "--weights-bind", &sync.bind);
+  cl.Bind(run, "--max-pulls", &sync.max_pulls)->check(CLI::Range(1, 1024));
+  cl.Bind(run, "--poll-interval", &poll_s)->check(CLI::Range(0.01, 3600.0));
+  cl.Bind(run, "--stall-timeout", &stall_s)->check(CLI::Range(0.05, 3600.0));
+  cl.Bind(run, "--weights-timeout", &sync.fallback_s)->check(CLI::Range(0.1, 86400.0));
   health::HeartbeatFlags heartbeat;
   heartbeat.Bind(cl, run);
 
@@ -141,7 +163,10 @@ int RolloutMain(int argc, char** argv) {
 
   if (auto code = cl.Parse(argc, argv)) return *code;
   if (Status s = InitLogging("rl-rollout", log_level); !s.ok()) return Fail(s);
-  if (run->parsed() && run_weights.empty() && o.checkpoint_dir.empty()) {
+  sync.sources = weights::SplitEndpoints(weights_from);
+  sync.poll_ms = static_cast<int>(poll_s * 1000);
+  sync.stall_ms = static_cast<int>(stall_s * 1000);
+  if (run->parsed() && run_weights.empty() && o.checkpoint_dir.empty() && sync.sources.empty()) {
     std::cerr << "rl-rollout: run needs --weights or --checkpoint-dir (see rl-rollout --help)\n";
     return kExitUsage;
   }
@@ -158,7 +183,7 @@ int RolloutMain(int argc, char** argv) {
   o.progress_ms = static_cast<int64_t>(progress_s * 1000);
   auto beat = heartbeat.Start("rollout", id, {{"queue", connect}});
   if (!beat.ok()) return Fail(beat.status());
-  return RunLoop(o, run_weights, run_dir, id);
+  return RunLoop(o, run_weights, sync, run_dir, id);
 }
 
 }  // namespace rl::rollout

@@ -77,6 +77,12 @@ bool Policy::Switch(const WeightsFile& file) {
   return true;
 }
 
+void Policy::Use(model::Transformer model, uint64_t version, std::string origin) {
+  model_ = std::move(model);
+  version_ = version;
+  path_ = std::move(origin);
+}
+
 Result<bool> Policy::Refresh(const std::string& dir) {
   RL_ASSIGN_OR_RETURN(std::optional<WeightsFile> file, Newer(dir));
   return file ? Switch(*file) : false;

@@ -41,6 +41,9 @@ class Policy {
   // loading it (false when it failed: logged, and not offered by Newer again).
   Result<std::optional<WeightsFile>> Newer(const std::string& dir) const;
   bool Switch(const WeightsFile& file);
+  // Uses a model that came another way (a verified UCX pull, weight_sync.h) as `version`;
+  // `origin` names where from, and path() returns it.
+  void Use(model::Transformer model, uint64_t version, std::string origin);
 
   bool loaded() const { return model_.has_value(); }
   // REQUIRES: loaded().

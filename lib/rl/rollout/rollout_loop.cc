@@ -86,15 +86,17 @@ class Loop {
  private:
   Status WaitForWeights(const std::atomic<bool>& stop) {
     if (policy_->loaded()) return Status::OK();
-    if (o_.checkpoint_dir.empty()) return Status::InvalidArgument("no weights: give --weights or --checkpoint-dir");
+    if (o_.checkpoint_dir.empty() && !o_.weights) {
+      return Status::InvalidArgument("no weights: give --weights, --checkpoint-dir or --weights-from");
+    }
     bool said = false;
     while (!stop.load()) {
       RL_RETURN_IF_ERROR(Refresh());
       if (policy_->loaded()) return Status::OK();
-      if (!said) spdlog::info("waiting for a first weights file in {}", o_.checkpoint_dir);
+      if (!said) spdlog::info("waiting for a first weight version{}", o_.weights ? "" : " in " + o_.checkpoint_dir);
       said = true;
       Phase("waiting-for-weights");
-      std::this_thread::sleep_for(std::chrono::milliseconds(500));
+      std::this_thread::sleep_for(std::chrono::milliseconds(o_.weights ? 50 : 500));
     }
     return Status::OK();
   }
@@ -102,6 +104,7 @@ class Loop {
   Status Refresh() {
     int64_t start = MonoMillis();
     uint64_t before = policy_->version();
+    if (o_.weights && (o_.weights->SwitchIfNewer(policy_) || !o_.weights->InFallback())) return Status::OK();
     RL_ASSIGN_OR_RETURN(std::optional<WeightsFile> file, policy_->Newer(o_.checkpoint_dir));
     if (!file) return Status::OK();
     Phase("loading-weights");
@@ -109,7 +112,9 @@ class Loop {
     health::Progress().version = static_cast<int64_t>(policy_->version());
     double s = (MonoMillis() - start) / 1000.0;
     spdlog::info("weights version {} loaded from {} in {:.2f} s (was {})", policy_->version(), policy_->path(), s, before);
-    if (o_.events) o_.events->Emit("weights", {{"version", policy_->version()}, {"path", policy_->path()}, {"seconds", s}});
+    if (o_.events) {
+      o_.events->Emit("weights", {{"version", policy_->version()}, {"via", "file"}, {"path", policy_->path()}, {"seconds", s}});
+    }
     return Status::OK();
   }
 

@@ -22,6 +22,7 @@
 #include "rl/model/generate.h"
 #include "rl/queue/client.h"
 #include "rl/rollout/policy.h"
+#include "rl/rollout/weight_sync.h"
 
 namespace rl::rollout {
 
@@ -30,6 +31,8 @@ inline constexpr const char* kGenerateTask = "generate";
 struct RolloutOptions {
   ClientOptions client;
   std::string checkpoint_dir;          // newer weight versions come from here (may be empty)
+  WeightSync* weights = nullptr;       // may be null; else versions come over UCX, and from
+                                       // checkpoint_dir only while it is in fallback
   model::GenerateOptions generate;     // eos_id is set from the tokenizer; max_new_tokens 0: context
   uint32_t count = 256;                // rows per get (whole groups)
   int64_t lease_ms = 120000;
@@ -47,8 +50,8 @@ struct RolloutStats {
   double generate_s = 0;   // time inside Generate
 };
 
-// REQUIRES: policy->loaded() or options.checkpoint_dir set (the loop then waits for a first
-// weights file there). Returns OK after *stop or max_batches; an error when the queue is
+// REQUIRES: policy->loaded(), options.checkpoint_dir or options.weights set (the loop then waits
+// for a first version). Returns OK after *stop or max_batches; an error when the queue is
 // unreachable past the client's give-up time, or generation itself fails.
 Status RunRollout(const RolloutOptions& options, Policy* policy, const std::atomic<bool>& stop,
                   RolloutStats* stats = nullptr);
