@@ -72,13 +72,19 @@ class Picture {
 void Lane(Picture* p, const std::string& name, const std::vector<RunEvent>& events, const EttrReport& r, double y) {
   std::string member = MemberOf(name);
   p->Text(kLeft - 8, y + kBar - 3, name, "end");
+  // One bar per run of lines in the same phase (lines are many: a rollout writes one per batch).
+  double from = 0;
   for (size_t i = 0; i + 1 < events.size(); ++i) {
     double a = events[i].ts, b = events[i + 1].ts;
+    bool cut = false;
     for (const FaultTime& f : r.faults) {  // a killed process's last phase ends at its fault
-      if ((f.member == member || f.action == "restart-job") && f.fault_ts >= a && f.fault_ts < b) b = f.fault_ts;
+      if ((f.member == member || f.action == "restart-job") && f.fault_ts >= a && f.fault_ts < b) b = f.fault_ts, cut = true;
     }
+    if (i == 0 || events[i].phase != events[i - 1].phase) from = a;
+    bool last = cut || events[i + 1].phase != events[i].phase || i + 2 == events.size();
     const char* fill = Colour(events[i].phase);
-    if (*fill && b > a) p->Rect(a, b, y, kBar, fill, name + ": " + events[i].phase);
+    if (last && *fill && b > from) p->Rect(from, b, y, kBar, fill, name + ": " + events[i].phase);
+    if (cut) from = events[i + 1].ts;
   }
   if (name == r.trainer) {
     for (const StepTime& s : r.steps) p->Line(s.end, y - 2, y + kBar + 2, "#1b5e20", 1);
