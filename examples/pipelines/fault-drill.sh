@@ -86,8 +86,9 @@ kill_schedule() {
     done
     sleep "1.$((RANDOM % 10))"  # at least a heartbeat later: the watchdog has seen the step
     local pid; pid=$(cut -d' ' -f1 "$run/watchdog/train-0.pid" 2>/dev/null) || continue
+    local at; at=$(date +%s.%N)  # before the kill: the watchdog may see the exit before we could write the time
     if kill -9 "$pid" 2>/dev/null; then
-      date +%s.%N >> "$run/kills.txt"
+      echo "$at" >> "$run/kills.txt"
       echo "   killed the trainer (pid $pid) at step $(last_step "$run")" >&2
     fi
     last_kill=$(last_step "$run")

@@ -179,6 +179,12 @@ std::optional<int> Supervisor::CheckProcesses() {
       std::remove((o_.run_dir + "/watchdog/state.json").c_str());  // a new run starts from 0 full restarts
       return kExitOk;
     }
+    // A multi-threaded process shows as a zombie while its other threads still exit; its status
+    // comes a moment later.
+    for (int i = 0; inst.child && !status && i < 50; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      status = ReapChild(inst.pid);
+    }
     std::string why = status ? DescribeWaitStatus(*status) : "process " + std::to_string(inst.pid) + " is gone";
     if (auto code = OnFailure(&inst, why, WallSeconds())) return code;
   }
