@@ -72,4 +72,19 @@ PY
   [[ "$output" == *'"system":"rl-queue","op":"e2e"'* ]]
   [[ "$output" == *"bench "*"4000"* ]]
   [[ "$output" == *"exit 64"* ]]
+  [[ "$output" == *"kv-cache "*"no-cache "*"train "* ]]
+}
+
+@test "decode prints generation with and without the KV cache and training tokens/s, as JSON too" {
+  run rl-profile decode --sequences 16 --max-new-tokens 4 --json
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [ "$(printf '%s\n' "$output" | grep -c '"tokens_per_s"')" -eq 3 ]
+  [[ "$output" == *'"path":"no-cache"'*'"vs_no_cache":1.0'* ]]
+}
+
+@test "decode exits 64 when the responses would not fit the model's context" {
+  run rl-profile decode --max-new-tokens 30
+  [ "$status" -eq 64 ]
+  [ "$output" = "rl-profile: --max-new-tokens does not fit the model's context of 32" ]
 }

@@ -1,9 +1,16 @@
 // rl-profile: measurements of roleflow (benchmarks, event-log analysis). See man/rl-profile.1.
 #include "rl/profile/cli.h"
 #include "rl/profile/redis/redis_driver.h"
+#ifdef RL_PROFILE_WITH_MODEL
+#include "rl/train/decode_profile.h"
+#endif
 
 int main(int argc, char** argv) {
   rl::profile::ProfileHooks hooks;
   hooks.redis_drivers = rl::profile::RedisDrivers;
-  return rl::profile::ProfileMain(argc, argv, hooks);
+  std::vector<rl::profile::SubcommandFactory> extra;
+#ifdef RL_PROFILE_WITH_MODEL
+  extra.push_back(rl::train::AddDecodeProfile);
+#endif
+  return rl::profile::ProfileMain(argc, argv, hooks, extra);
 }

@@ -48,6 +48,10 @@ void AppendRolloutOptions(std::vector<OptionSpec>* table) {
        {"rl-reward run", "rl-reward score"}},
       {"--heldout", "", "the fixed held-out set instead of training prompts", {"rl-reward make-data"}},
   });
+  // rl-profile decode measures generation with the same knobs.
+  AddTools(table, "--slots", {"rl-profile decode"});
+  AddTools(table, "--max-new-tokens", {"rl-profile decode"});
+  AddTools(table, "--weights", {"rl-profile decode"});
 }
 
 }  // namespace rl

@@ -32,6 +32,7 @@ void AppendTrainOptions(std::vector<OptionSpec>* table) {
       {"--problems", "", "addition problems to write", {data}},
       {"--prompts", "RL_TRAIN_PROMPTS", "prompts to feed: JSON lines of {\"prompt\", \"answer\"}", {grpo}},
       {"--prompts-per-step", "RL_TRAIN_PROMPTS_PER_STEP", "groups (prompts) per training batch", {grpo}},
+      {"--sequences", "", "prompts to generate from and train on", {"rl-profile decode"}},
       {"--stale-rows", "RL_TRAIN_STALE_ROWS", "rows older than the staleness bound: regenerate or drop", {grpo}},
       {"--start-fraction", "RL_TRAIN_START_FRACTION",
        "f: fraction of a batch that must have arrived before training on it starts (overrides --mode)", {grpo}},

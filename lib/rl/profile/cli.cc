@@ -33,7 +33,7 @@ void BindQueue(CommandLine& cl, CLI::App* queue, QueueProfileOptions* o) {
 
 }  // namespace
 
-int ProfileMain(int argc, char** argv, const ProfileHooks& hooks) {
+int ProfileMain(int argc, char** argv, const ProfileHooks& hooks, const std::vector<SubcommandFactory>& extra) {
   CommandLine cl("rl-profile", "rl-profile: measurements of roleflow (see man rl-profile)");
   std::string log_level = "info";
   cl.Bind(nullptr, "--log-level", &log_level);
@@ -47,6 +47,7 @@ int ProfileMain(int argc, char** argv, const ProfileHooks& hooks) {
   WeightsProfileOptions weights_options;
   std::vector<Subcommand> more = {AddWeightsProfile(cl, &weights_options)};
   more.push_back(AddReportCommand(cl));
+  for (const SubcommandFactory& add : extra) more.push_back(add(cl));
 
   if (auto code = cl.Parse(argc, argv)) return *code;
   if (Status s = InitLogging("rl-profile", log_level); !s.ok()) return Fail(s);

@@ -18,6 +18,9 @@ struct Subcommand {
   std::function<int()> run;
 };
 
-int ProfileMain(int argc, char** argv, const ProfileHooks& hooks);
+// Adds a subcommand from a library the rl library cannot link (decode needs libtorch).
+using SubcommandFactory = std::function<Subcommand(CommandLine&)>;
+
+int ProfileMain(int argc, char** argv, const ProfileHooks& hooks, const std::vector<SubcommandFactory>& extra = {});
 
 }  // namespace rl::profile
