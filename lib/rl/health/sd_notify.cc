@@ -16,8 +16,11 @@ bool SdNotifyEnabled() {
 }
 
 bool SdNotify(const std::string& state) {
-  if (!SdNotifyEnabled()) return false;
-  std::string path = std::getenv("NOTIFY_SOCKET");
+  return SdNotifyEnabled() && SdNotifyTo(std::getenv("NOTIFY_SOCKET"), state);
+}
+
+bool SdNotifyTo(const std::string& path, const std::string& state) {
+  if (path.empty() || (path[0] != '/' && path[0] != '@')) return false;
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
   if (path.size() >= sizeof(addr.sun_path)) return false;

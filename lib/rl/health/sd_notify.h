@@ -13,5 +13,7 @@ bool SdNotifyEnabled();
 // Sends `state` ("READY=1\nSTATUS=...") to $NOTIFY_SOCKET. Returns false when it is unset or the
 // send failed (systemd ignores a unit's notifications it does not want, so failures are quiet).
 bool SdNotify(const std::string& state);
+// The same to a socket named like $NOTIFY_SOCKET; false for an empty name.
+bool SdNotifyTo(const std::string& socket, const std::string& state);
 
 }  // namespace rl::health

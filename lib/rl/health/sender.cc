@@ -3,6 +3,8 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <cstdlib>
+
 #include <zmq.hpp>
 
 #include "rl/core/clock.h"
@@ -52,7 +54,9 @@ int64_t ProcessCpuMillis() {
 }
 
 HeartbeatSender::HeartbeatSender(SenderOptions options)
-    : o_(std::move(options)), host_(HostName()), started_ms_(WallMillis()) {}
+    : o_(std::move(options)), host_(HostName()), started_ms_(WallMillis()) {
+  if (SdNotifyEnabled()) notify_socket_ = std::getenv("NOTIFY_SOCKET");
+}
 
 Result<std::unique_ptr<HeartbeatSender>> HeartbeatSender::Start(SenderOptions options) {
   if (options.endpoint.empty() && !SdNotifyEnabled()) return std::unique_ptr<HeartbeatSender>();
@@ -107,13 +111,14 @@ void HeartbeatSender::Loop() {
       socket.reset();
     }
   }
-  bool systemd = SdNotifyEnabled();
-  if (systemd) SdNotify("READY=1\nSTATUS=" + o_.role + " " + o_.id + " started");
+  bool systemd = !notify_socket_.empty();
+  auto notify = [&](const std::string& state) { SdNotifyTo(notify_socket_, state); };
+  if (systemd) notify("READY=1\nSTATUS=" + o_.role + " " + o_.id + " started");
   bool delivered = false;  // until the first heartbeat gets out, retry soon, not an interval later
   auto beat = [&](Heartbeat hb) {
     hb.seq = ++seq_;
     if (socket && SendFrames(socket.get(), EncodeHeartbeat(hb))) delivered = true;
-    if (systemd) SdNotify("WATCHDOG=1\nSTATUS=phase " + hb.phase + " step " + std::to_string(hb.step));
+    if (systemd) notify("WATCHDOG=1\nSTATUS=phase " + hb.phase + " step " + std::to_string(hb.step));
   };
   struct Pending {
     Probe probe;
@@ -165,7 +170,7 @@ void HeartbeatSender::Loop() {
   Heartbeat last = Current();
   last.leaving = true;
   beat(last);
-  if (systemd) SdNotify("STOPPING=1");
+  if (systemd) notify("STOPPING=1");
 }
 
 }  // namespace rl::health

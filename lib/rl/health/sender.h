@@ -52,6 +52,7 @@ class HeartbeatSender {
 
   SenderOptions o_;
   std::string host_;
+  std::string notify_socket_;  // $NOTIFY_SOCKET when the sender started; empty: not under systemd
   int64_t started_ms_ = 0;
   std::atomic<bool> stop_{false};
   std::atomic<uint64_t> seq_{0};
