@@ -4,14 +4,20 @@
 //   DIR/snapshot-N.snap   the state before log N (absent until the first snapshot)
 //   DIR/wal-N.log         records since that snapshot, then wal-(N+1).log, ...
 //
-// Commit() appends a record to the log buffer and applies it; the server calls Flush() and Sync()
-// before it sends the replies of the records committed (the fsync policy says when to Sync).
+// Commit() queues a record for the log and applies it, and returns the log position after it; the
+// server Submit()s a turn's records to the log's writer thread, and sends the replies of records
+// once written() (or, as the fsync policy says, synced()) has reached their positions. The writer
+// adds to the eventfd notify_fd() whenever those advance.
+// Snapshots are encoded on the owner's thread and written (with their fsync) on a thread of their
+// own, while new records go to the next log; the logs before it are removed once it is durable.
 // Open() loads the newest snapshot, replays the logs after it, and cuts a torn tail off the last.
-// Thread safety: none; the server owns it on one thread.
+// Thread safety: none; the server owns it on one thread (the threads above are internal).
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "rl/core/status.h"
 #include "rl/queue/store.h"
@@ -38,31 +44,53 @@ class DurableStore {
   ~DurableStore();
 
   const Store& store() const { return store_; }
-  // Logs r and applies it; r.rows is left empty (the values move into the store).
-  void Commit(Record& r);
+  // Queues r for the log and applies it; r.rows is left empty (the values move into the store).
+  // Returns the log position after r.
+  uint64_t Commit(Record& r);
+  void Submit() { wal_->Submit(); }
+  void RequestSync() { wal_->Submit(), wal_->RequestSync(); }
+  uint64_t appended() const { return wal_->appended(); }
+  uint64_t written() const { return wal_->written(); }
+  uint64_t synced() const { return wal_->synced(); }
+  // The first error of the log writer or of a background snapshot.
+  Status status() const;
+  int notify_fd() const { return notify_fd_; }
+  // Blocking: everything committed is written (Flush) or synced (Sync).
   Status Flush() { return wal_->Flush(); }
   Status Sync() { return wal_->Sync(); }
   bool has_unsynced() const { return wal_->has_unsynced(); }
-  // Writes a snapshot and starts a new log once the current log passed the threshold.
-  Status MaybeSnapshot();
-  Status Snapshot();
+  // Collects a finished background snapshot, and starts one once the current log passed the
+  // threshold. `sync_log`: the log is synced before the next starts (the fsync policy syncs).
+  Status MaybeSnapshot(bool sync_log);
+  // A snapshot now, waiting until it is durable.
+  Status Snapshot(bool sync_log);
   uint64_t log_bytes() const { return wal_->bytes(); }
   uint64_t snapshot_bytes() const { return snapshot_size_; }
 
  private:
-  DurableStore(std::string dir, int lock_fd, uint64_t threshold)
-      : dir_(std::move(dir)), lock_fd_(lock_fd), threshold_(threshold) {}
+  DurableStore(std::string dir, int lock_fd, int notify_fd, uint64_t threshold)
+      : dir_(std::move(dir)), lock_fd_(lock_fd), notify_fd_(notify_fd), threshold_(threshold) {}
   Status Recover(RecoveryReport* report);
+  Status StartSnapshot(bool sync_log);
+  // Joins a background snapshot; with `wait`, also one that has not finished.
+  Status ReapSnapshot(bool wait);
+  // The background snapshot: writes snapshot-`next`, then removes the logs and snapshots before it.
+  void WriteSnapshot(uint64_t next, std::string payload);
   std::string LogPath(uint64_t n) const;
   std::string SnapshotPath(uint64_t n) const;
 
   std::string dir_;
   int lock_fd_;
+  int notify_fd_;
   uint64_t threshold_;
   Store store_;
   std::unique_ptr<WalWriter> wal_;
   uint64_t log_number_ = 1;
   uint64_t snapshot_size_ = 0;
+  std::thread snapshot_thread_;
+  std::atomic<bool> snapshot_done_{false};
+  Status snapshot_status_;           // written by the snapshot thread before snapshot_done_
+  uint64_t snapshot_file_bytes_ = 0;  // likewise
 };
 
 // The snapshot file: "RLQS" | u32 version (1) | u64 log number | u64 length | u32 CRC-32C | payload.

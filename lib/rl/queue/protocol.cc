@@ -5,8 +5,8 @@ namespace {
 
 std::string Done(msgpack::sbuffer& buf) { return std::string(buf.data(), buf.size()); }
 
-Result<msgpack::object_handle> Parse(const Message& m) {
-  auto oh = ParseMsgpack(m.body.data(), m.body.size());
+Result<msgpack::object_handle> Parse(std::string_view body) {
+  auto oh = ParseMsgpack(body.data(), body.size());
   if (!oh.ok()) return oh.status();
   if (oh->get().type != msgpack::type::MAP) return Status::Protocol("body is not a msgpack map");
   return oh;
@@ -21,7 +21,12 @@ Status InvalidField(const Status& s) {
 
 Message EncodePut(const PutRequest& req) {
   Message m;
-  msgpack::sbuffer buf;
+  size_t bytes = 128 + req.ack_task.size();
+  for (const auto& row : req.rows) {
+    bytes += 24;
+    for (const auto& [name, v] : row.columns) bytes += 16 + name.size() + ValueBytes(v);
+  }
+  msgpack::sbuffer buf(bytes);  // one allocation instead of doubling through a large put
   Packer pk(buf);
   pk.pack_map(3);
   PackString(pk, "rows");
@@ -45,7 +50,7 @@ Message EncodePut(const PutRequest& req) {
   return m;
 }
 
-Result<PutRequest> DecodePut(const Message& m) {
+Result<PutRequest> DecodePut(std::string_view m, const std::vector<std::string>& blobs) {
   RL_ASSIGN_OR_RETURN(msgpack::object_handle oh, Parse(m));
   RL_ASSIGN_OR_RETURN(MapView body, MapView::Of(oh.get(), "put body"));
   PutRequest req;
@@ -72,7 +77,7 @@ Result<PutRequest> DecodePut(const Message& m) {
         row.index = *index;
         continue;
       }
-      auto v = UnpackValue(kv.val, &m.blobs);
+      auto v = UnpackValue(kv.val, &blobs);
       if (!v.ok()) return Status::DataError(where + " column '" + *name + "': " + v.status().message());
       row.columns.emplace_back(std::move(*name), std::move(*v));
     }
@@ -114,7 +119,7 @@ Message EncodeGet(const GetRequest& req) {
   return m;
 }
 
-Result<GetRequest> DecodeGet(const Message& m) {
+Result<GetRequest> DecodeGet(std::string_view m) {
   RL_ASSIGN_OR_RETURN(msgpack::object_handle oh, Parse(m));
   RL_ASSIGN_OR_RETURN(MapView b, MapView::Of(oh.get(), "get body"));
   auto decode = [&]() -> Result<GetRequest> {
@@ -164,7 +169,7 @@ Message EncodeIndices(const IndexRequest& req) {
   return m;
 }
 
-Result<IndexRequest> DecodeIndices(const Message& m) {
+Result<IndexRequest> DecodeIndices(std::string_view m) {
   RL_ASSIGN_OR_RETURN(msgpack::object_handle oh, Parse(m));
   RL_ASSIGN_OR_RETURN(MapView b, MapView::Of(oh.get(), "body"));
   auto decode = [&]() -> Result<IndexRequest> {
@@ -190,7 +195,7 @@ Message EncodeMetaGet(const std::string& key) {
   return m;
 }
 
-Result<std::string> DecodeMetaGet(const Message& m) {
+Result<std::string> DecodeMetaGet(std::string_view m) {
   RL_ASSIGN_OR_RETURN(msgpack::object_handle oh, Parse(m));
   RL_ASSIGN_OR_RETURN(MapView b, MapView::Of(oh.get(), "body"));
   auto key = b.Str("key");
@@ -217,7 +222,7 @@ Message EncodeMetaSet(const MetaRequest& req) {
   return m;
 }
 
-Result<MetaRequest> DecodeMetaSet(const Message& m) {
+Result<MetaRequest> DecodeMetaSet(std::string_view m) {
   RL_ASSIGN_OR_RETURN(msgpack::object_handle oh, Parse(m));
   RL_ASSIGN_OR_RETURN(MapView b, MapView::Of(oh.get(), "body"));
   auto decode = [&]() -> Result<MetaRequest> {
@@ -249,7 +254,7 @@ Message EncodeDeclare(const DeclareRequest& req) {
   return m;
 }
 
-Result<DeclareRequest> DecodeDeclare(const Message& m) {
+Result<DeclareRequest> DecodeDeclare(std::string_view m) {
   RL_ASSIGN_OR_RETURN(msgpack::object_handle oh, Parse(m));
   RL_ASSIGN_OR_RETURN(MapView b, MapView::Of(oh.get(), "body"));
   auto decode = [&]() -> Result<DeclareRequest> {

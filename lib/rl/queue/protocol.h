@@ -5,6 +5,7 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "rl/core/status.h"
@@ -50,13 +51,26 @@ Message EncodeMetaGet(const std::string& key);
 Message EncodeMetaSet(const MetaRequest& req);
 Message EncodeDeclare(const DeclareRequest& req);
 
-// Server side.
-Result<PutRequest> DecodePut(const Message& m);
-Result<GetRequest> DecodeGet(const Message& m);
-Result<IndexRequest> DecodeIndices(const Message& m);
-Result<std::string> DecodeMetaGet(const Message& m);
-Result<MetaRequest> DecodeMetaSet(const Message& m);
-Result<DeclareRequest> DecodeDeclare(const Message& m);
+// Server side: a request whose body is decoded where it lies, in the frame that carried it.
+// *body must stay live while the Request is used.
+struct Request {
+  Header header;
+  std::string_view body;
+  std::vector<std::string> blobs;
+};
+Result<PutRequest> DecodePut(std::string_view body, const std::vector<std::string>& blobs);
+Result<GetRequest> DecodeGet(std::string_view body);
+Result<IndexRequest> DecodeIndices(std::string_view body);
+Result<std::string> DecodeMetaGet(std::string_view body);
+Result<MetaRequest> DecodeMetaSet(std::string_view body);
+Result<DeclareRequest> DecodeDeclare(std::string_view body);
+// The same from a whole Message.
+inline Result<PutRequest> DecodePut(const Message& m) { return DecodePut(m.body, m.blobs); }
+inline Result<GetRequest> DecodeGet(const Message& m) { return DecodeGet(m.body); }
+inline Result<IndexRequest> DecodeIndices(const Message& m) { return DecodeIndices(m.body); }
+inline Result<std::string> DecodeMetaGet(const Message& m) { return DecodeMetaGet(m.body); }
+inline Result<MetaRequest> DecodeMetaSet(const Message& m) { return DecodeMetaSet(m.body); }
+inline Result<DeclareRequest> DecodeDeclare(const Message& m) { return DecodeDeclare(m.body); }
 
 // Reply bodies.
 struct GotRow {
@@ -74,10 +88,17 @@ struct IndexReply {
   std::vector<uint64_t> rejected;
 };
 
+// A reply's body and blob frames as the server builds them: the body's buffer goes to the socket
+// as it is (a get's rows are copied once, into it).
+struct ReplyBody {
+  msgpack::sbuffer body{256};
+  std::vector<std::string> blobs;
+};
+
 // Builds the reply to the request that `r` carried out (also for a retry of it).
-Message ReplyFor(const Record& r, const Store& store);
+ReplyBody ReplyFor(const Record& r, const Store& store);
 Result<GetReply> DecodeGetReply(const Message& m);
 Result<IndexReply> DecodeIndexReply(const Message& m);
-Message EncodeStatReply(const Store& store, uint64_t log_bytes, uint64_t snapshot_bytes, const std::string& fsync);
+ReplyBody EncodeStatReply(const Store& store, uint64_t log_bytes, uint64_t snapshot_bytes, const std::string& fsync);
 
 }  // namespace rl::queue

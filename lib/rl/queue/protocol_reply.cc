@@ -5,8 +5,6 @@
 namespace rl::queue {
 namespace {
 
-std::string Done(msgpack::sbuffer& buf) { return std::string(buf.data(), buf.size()); }
-
 void PackIndexReply(Packer& pk, const char* done_name, const std::vector<uint64_t>& done,
                     const std::vector<uint64_t>& rejected) {
   pk.pack_map(2);
@@ -16,10 +14,19 @@ void PackIndexReply(Packer& pk, const char* done_name, const std::vector<uint64_
   PackU64List(pk, rejected);
 }
 
-Message GetReplyFor(const Record& r, const Store& store) {
-  Message m;
-  msgpack::sbuffer buf;
-  Packer pk(buf);
+ReplyBody GetReplyFor(const Record& r, const Store& store) {
+  std::vector<RowView> rows;
+  size_t bytes = 128;
+  for (uint64_t i : r.indices) {
+    if (auto view = store.ViewRow(i, r.task)) {
+      bytes += 24;  // the row's map, its index
+      for (const auto& [name, v] : view->columns) bytes += 16 + name.size() + ValueBytes(*v);
+      rows.push_back(std::move(*view));
+    }
+  }
+  ReplyBody m;
+  m.body = msgpack::sbuffer(bytes);  // one allocation, one copy of each value
+  Packer pk(m.body);
   pk.pack_map(5);
   PackString(pk, "lease");
   pk.pack_uint64(r.lease);
@@ -30,10 +37,6 @@ Message GetReplyFor(const Record& r, const Store& store) {
   PackString(pk, "regenerated");
   pk.pack_uint64(r.regenerated.size());
   PackString(pk, "rows");
-  std::vector<RowView> rows;
-  for (uint64_t i : r.indices) {
-    if (auto view = store.ViewRow(i, r.task)) rows.push_back(std::move(*view));
-  }
   pk.pack_array(static_cast<uint32_t>(rows.size()));
   for (const RowView& row : rows) {
     pk.pack_map(static_cast<uint32_t>(row.columns.size() + 1));
@@ -44,19 +47,18 @@ Message GetReplyFor(const Record& r, const Store& store) {
       PackValue(pk, *v, &m.blobs);
     }
   }
-  m.body = Done(buf);
   return m;
 }
 
 }  // namespace
 
-Message ReplyFor(const Record& r, const Store& store) {
-  Message m;
-  msgpack::sbuffer buf;
-  Packer pk(buf);
+ReplyBody ReplyFor(const Record& r, const Store& store) {
+  if (r.type == RecordType::kLease) return GetReplyFor(r, store);
+  ReplyBody m;
+  Packer pk(m.body);
   switch (r.type) {
     case RecordType::kPut: PackIndexReply(pk, "indices", r.indices, {}); break;
-    case RecordType::kLease: return GetReplyFor(r, store);
+    case RecordType::kLease: break;
     case RecordType::kAck: PackIndexReply(pk, "acked", r.indices, r.rejected); break;
     case RecordType::kRelease: PackIndexReply(pk, "released", r.indices, r.rejected); break;
     case RecordType::kMetaSet:
@@ -72,7 +74,6 @@ Message ReplyFor(const Record& r, const Store& store) {
       PackStringList(pk, r.columns);
       break;
   }
-  m.body = Done(buf);
   return m;
 }
 
@@ -116,10 +117,9 @@ Result<IndexReply> DecodeIndexReply(const Message& m) {
   return reply;
 }
 
-Message EncodeStatReply(const Store& store, uint64_t log_bytes, uint64_t snapshot_bytes, const std::string& fsync) {
-  Message m;
-  msgpack::sbuffer buf;
-  Packer pk(buf);
+ReplyBody EncodeStatReply(const Store& store, uint64_t log_bytes, uint64_t snapshot_bytes, const std::string& fsync) {
+  ReplyBody m;
+  Packer pk(m.body);
   pk.pack_map(7);
   PackString(pk, "rows");
   pk.pack_uint64(store.live_rows());
@@ -153,7 +153,6 @@ Message EncodeStatReply(const Store& store, uint64_t log_bytes, uint64_t snapsho
     PackString(pk, "dropped");
     pk.pack_uint64(s.dropped);
   }
-  m.body = Done(buf);
   return m;
 }
 

@@ -33,9 +33,15 @@ Result<std::vector<std::pair<std::string, Value>>> UnpackColumns(const msgpack::
 }
 
 std::string EncodeRecord(const Record& r) {
+  msgpack::sbuffer buf = EncodeRecordBuffer(r);
+  return std::string(buf.data(), buf.size());
+}
+
+msgpack::sbuffer EncodeRecordBuffer(const Record& r) {
   size_t estimate = 512 + 8 * (r.indices.size() + r.dropped.size() + r.regenerated.size());
   for (const auto& row : r.rows) {
-    for (const auto& [name, v] : row.columns) estimate += name.size() + ValueBytes(v);
+    estimate += 16;  // msgpack headers: the row's array, index, flag and map
+    for (const auto& [name, v] : row.columns) estimate += 16 + name.size() + ValueBytes(v);
   }
   msgpack::sbuffer buf(estimate);  // one allocation instead of doubling through large puts
   Packer pk(buf);
@@ -85,7 +91,7 @@ std::string EncodeRecord(const Record& r) {
   PackString(pk, r.value);
   PackString(pk, "v");  // record format version
   pk.pack_uint8(1);
-  return std::string(buf.data(), buf.size());
+  return buf;
 }
 
 namespace {

@@ -61,6 +61,8 @@ struct Record {
 
 // The payload bytes of a log record (values inline, no frames).
 std::string EncodeRecord(const Record& r);
+// The same in a buffer sized for it up front (the log takes its bytes without a copy).
+msgpack::sbuffer EncodeRecordBuffer(const Record& r);
 Result<Record> DecodeRecord(const char* data, size_t size);
 
 // Pieces shared with the snapshot writer.

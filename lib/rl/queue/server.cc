@@ -1,7 +1,10 @@
 #include "rl/queue/server.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <climits>
+#include <cstdlib>
 
 #include "rl/core/clock.h"
 #include "rl/core/log.h"
@@ -13,6 +16,12 @@ namespace {
 constexpr int kMaxPollMs = 200;          // how often the stop flag is looked at
 constexpr size_t kMaxRequestsPerTurn = 512;
 constexpr size_t kMaxMessageLimit = 512u << 20;
+// --fsync never: how far the log may be behind the replies sent (what a kill -9 can lose).
+constexpr uint64_t kNeverUnwrittenBytes = 16u << 20;
+
+void FreeBuffer(void* data, void*) { std::free(data); }
+void DeleteString(void*, void* hint) { delete static_cast<std::string*>(hint); }
+
 }  // namespace
 
 Result<std::unique_ptr<Server>> Server::Open(ServerOptions options) {
@@ -54,18 +63,39 @@ Result<std::unique_ptr<Server>> Server::Open(ServerOptions options) {
 
 Server::~Server() = default;
 
-void Server::Reply(const std::string& routing, const Header& h, const Status& s, Message body) {
-  body.header.op = h.op;
-  body.header.rid = h.rid;
-  body.header.seq = h.seq;
-  body.header.status = static_cast<uint8_t>(s.code());
-  body.header.msg = s.ok() ? "" : s.message();
-  if (!s.ok()) {
-    body.body.clear();
-    body.blobs.clear();
+// Queues a reply behind everything committed so far. Bodies and blobs go to the socket in the
+// buffers they were built in.
+void Server::Reply(const std::string& routing, const Header& h, const Status& s, ReplyBody body) {
+  Header out;
+  out.op = h.op;
+  out.rid = h.rid;
+  out.seq = h.seq;
+  out.status = static_cast<uint8_t>(s.code());
+  out.msg = s.ok() ? "" : s.message();
+  Outgoing o;
+  o.frames.reserve(4 + body.blobs.size());
+  o.frames.emplace_back(routing.data(), routing.size());
+  o.frames.emplace_back(kProtocolId, sizeof(kProtocolId) - 1);
+  std::string header = EncodeReplyHeader(out);
+  o.frames.emplace_back(header.data(), header.size());
+  if (!s.ok() || body.body.size() == 0) {
+    o.frames.emplace_back(EmptyBody().data(), EmptyBody().size());
+  } else {
+    size_t size = body.body.size();
+    o.frames.emplace_back(body.body.release(), size, FreeBuffer, nullptr);
   }
-  if (pending_.empty()) first_unsynced_ms_ = MonoMillis();
-  pending_.push_back({routing, EncodeReply(body)});
+  for (auto& blob : body.blobs) {
+    if (!s.ok()) break;
+    if (blob.empty()) {
+      o.frames.emplace_back();
+      continue;
+    }
+    auto* owned = new std::string(std::move(blob));
+    o.frames.emplace_back(owned->data(), owned->size(), DeleteString, owned);
+  }
+  o.need = ds_->appended();
+  o.queued_ms = MonoMillis();
+  pending_.push_back(std::move(o));
 }
 
 void Server::Commit(Record r, const std::string& routing, const Header& h) {
@@ -76,28 +106,34 @@ void Server::Commit(Record r, const std::string& routing, const Header& h) {
   Reply(routing, h, Status::OK(), ReplyFor(r, ds_->store()));
 }
 
-void Server::HandleFrames(std::vector<std::string> frames) {
-  if (frames.empty()) return;
-  std::string routing = std::move(frames.front());
-  frames.erase(frames.begin());
-  size_t total = 0;
-  for (const auto& f : frames) total += f.size();
-  auto decoded = DecodeRequest(std::move(frames));
-  if (!decoded.ok()) {
-    Header h;  // rid unknown: 0
-    Reply(routing, h, decoded.status());
+// parts: the routing frame, then the request's frames. The body is decoded in its frame.
+void Server::HandleFrames(std::vector<zmq::message_t>& parts) {
+  if (parts.empty()) return;
+  auto view = [](const zmq::message_t& m) { return std::string_view(m.data<char>(), m.size()); };
+  std::string routing(view(parts[0]));
+  if (parts.size() < 4) {
+    Reply(routing, Header(), Status::Protocol("a message has " + std::to_string(parts.size() - 1) + " frames, needs 3"));
     return;
   }
+  auto header = DecodeRequestHeader(view(parts[1]), view(parts[2]));
+  if (!header.ok()) {
+    Reply(routing, Header(), header.status());  // rid unknown: 0
+    return;
+  }
+  size_t total = 0;
+  for (size_t i = 1; i < parts.size(); ++i) total += parts[i].size();
   if (total > options_.max_message) {
-    Reply(routing, decoded->header,
+    Reply(routing, *header,
           Status::TooLarge("message of " + std::to_string(total) + " bytes is above --max-message " +
                            std::to_string(options_.max_message)));
     return;
   }
-  Dispatch(routing, *decoded);
+  Request req{std::move(*header), view(parts[3]), {}};
+  for (size_t i = 4; i < parts.size(); ++i) req.blobs.emplace_back(view(parts[i]));
+  Dispatch(routing, req);
 }
 
-void Server::Dispatch(const std::string& routing, const Message& req) {
+void Server::Dispatch(const std::string& routing, const Request& req) {
   const Header& h = req.header;
   Op op = static_cast<Op>(h.op);
   bool mutating = op == Op::kPut || op == Op::kGet || op == Op::kAck || op == Op::kNack || op == Op::kMetaSet ||
@@ -119,13 +155,11 @@ void Server::Dispatch(const std::string& routing, const Message& req) {
   Status s;
   switch (op) {
     case Op::kPing: {
-      msgpack::sbuffer buf;
-      Packer pk(buf);
+      ReplyBody m;
+      Packer pk(m.body);
       pk.pack_map(1);
       PackString(pk, "time_ms");
       pk.pack_int64(WallMillis());
-      Message m;
-      m.body.assign(buf.data(), buf.size());
       Reply(routing, h, Status::OK(), std::move(m));
       return;
     }
@@ -145,8 +179,8 @@ void Server::Dispatch(const std::string& routing, const Message& req) {
   if (!s.ok()) Reply(routing, h, s);
 }
 
-Status Server::HandlePut(const std::string& routing, const Message& req) {
-  RL_ASSIGN_OR_RETURN(PutRequest put, DecodePut(req));
+Status Server::HandlePut(const std::string& routing, const Request& req) {
+  RL_ASSIGN_OR_RETURN(PutRequest put, DecodePut(req.body, req.blobs));
   // Several tensors may name one frame; the log stores each in full, so the limit applies to
   // the values as stored, not only to the message (a log record must stay below 1 GiB).
   size_t stored = 0;
@@ -171,8 +205,8 @@ Status Server::HandlePut(const std::string& routing, const Message& req) {
   return Status::OK();
 }
 
-Status Server::HandleDeclare(const std::string& routing, const Message& req) {
-  RL_ASSIGN_OR_RETURN(DeclareRequest d, DecodeDeclare(req));
+Status Server::HandleDeclare(const std::string& routing, const Request& req) {
+  RL_ASSIGN_OR_RETURN(DeclareRequest d, DecodeDeclare(req.body));
   RL_ASSIGN_OR_RETURN(auto rec, ds_->store().PlanDeclare(d.task, d.columns));
   if (rec) {
     Commit(std::move(*rec), routing, req.header);
@@ -186,8 +220,8 @@ Status Server::HandleDeclare(const std::string& routing, const Message& req) {
   return Status::OK();
 }
 
-Status Server::HandleGet(const std::string& routing, const Message& req) {
-  RL_ASSIGN_OR_RETURN(GetRequest get, DecodeGet(req));
+Status Server::HandleGet(const std::string& routing, const Request& req) {
+  RL_ASSIGN_OR_RETURN(GetRequest get, DecodeGet(req.body));
   if (!get.columns.empty()) {
     RL_ASSIGN_OR_RETURN(auto rec, ds_->store().PlanDeclare(get.task, get.columns));
     if (rec) {
@@ -234,8 +268,8 @@ void Server::ServeWaiters(bool expire_only) {
   }
 }
 
-Status Server::HandleIndices(const std::string& routing, const Message& req) {
-  RL_ASSIGN_OR_RETURN(IndexRequest r, DecodeIndices(req));
+Status Server::HandleIndices(const std::string& routing, const Request& req) {
+  RL_ASSIGN_OR_RETURN(IndexRequest r, DecodeIndices(req.body));
   bool ack = static_cast<Op>(req.header.op) == Op::kAck;
   auto rec = ack ? ds_->store().PlanAck(r.task, r.lease, r.indices)
                  : ds_->store().PlanRelease(r.task, r.lease, r.indices);
@@ -244,11 +278,11 @@ Status Server::HandleIndices(const std::string& routing, const Message& req) {
   return Status::OK();
 }
 
-Status Server::HandleMeta(const std::string& routing, const Message& req) {
+Status Server::HandleMeta(const std::string& routing, const Request& req) {
   if (static_cast<Op>(req.header.op) == Op::kMetaGet) {
-    RL_ASSIGN_OR_RETURN(std::string key, DecodeMetaGet(req));
-    msgpack::sbuffer buf;
-    Packer pk(buf);
+    RL_ASSIGN_OR_RETURN(std::string key, DecodeMetaGet(req.body));
+    ReplyBody m;
+    Packer pk(m.body);
     pk.pack_map(1);
     PackString(pk, "value");
     auto v = ds_->store().Meta(key);
@@ -257,12 +291,10 @@ Status Server::HandleMeta(const std::string& routing, const Message& req) {
     } else {
       pk.pack_nil();
     }
-    Message m;
-    m.body.assign(buf.data(), buf.size());
     Reply(routing, req.header, Status::OK(), std::move(m));
     return Status::OK();
   }
-  RL_ASSIGN_OR_RETURN(MetaRequest m, DecodeMetaSet(req));
+  RL_ASSIGN_OR_RETURN(MetaRequest m, DecodeMetaSet(req.body));
   RL_ASSIGN_OR_RETURN(Record rec, ds_->store().PlanMetaSet(m.key, m.value, m.if_equals));
   Commit(std::move(rec), routing, req.header);
   return Status::OK();
@@ -279,29 +311,39 @@ void Server::ExpireLeases() {
   }
 }
 
-// Makes the turn's records durable as the policy says, then sends the replies that wait on them.
+// Hands the turn's records to the log writer, asks for an fdatasync when the policy says, and
+// sends the replies whose records are synced (always, batch) or, under never, at once unless the
+// writer is more than kNeverUnwrittenBytes behind them; in order.
 Status Server::SendPending(bool force_sync) {
-  RL_RETURN_IF_ERROR(ds_->Flush());
+  RL_RETURN_IF_ERROR(ds_->status());
+  ds_->Submit();
   if (pending_.empty()) return Status::OK();
-  // Batch: replies wait for the group commit only when the log has records not yet synced.
-  if (options_.fsync == FsyncPolicy::kBatch && !force_sync && ds_->has_unsynced() &&
-      MonoMillis() - first_unsynced_ms_ < options_.fsync_interval_ms) {
-    return Status::OK();
+  bool syncs = options_.fsync != FsyncPolicy::kNever;
+  uint64_t need = pending_.back().need;
+  if (force_sync) {
+    RL_RETURN_IF_ERROR(syncs ? ds_->Sync() : ds_->Flush());
+  } else if (syncs && ds_->synced() < need && sync_asked_ < need) {
+    // Batch: replies wait for the group commit only when the log has records not yet synced.
+    if (options_.fsync == FsyncPolicy::kAlways ||
+        MonoMillis() - pending_.front().queued_ms >= options_.fsync_interval_ms) {
+      ds_->RequestSync();
+      sync_asked_ = ds_->appended();
+    }
   }
-  if (options_.fsync != FsyncPolicy::kNever) RL_RETURN_IF_ERROR(ds_->Sync());
-  for (auto& out : pending_) {
+  // Never: a reply waits for its records to be written only while the writer is far behind.
+  uint64_t done = syncs ? ds_->synced() : ds_->written() + kNeverUnwrittenBytes;
+  while (!pending_.empty() && pending_.front().need <= done) {
+    auto& frames = pending_.front().frames;
     try {
-      socket_->send(zmq::buffer(out.routing), zmq::send_flags::sndmore);
-      for (size_t i = 0; i < out.frames.size(); ++i) {
-        auto more = i + 1 < out.frames.size() ? zmq::send_flags::sndmore : zmq::send_flags::none;
-        socket_->send(zmq::buffer(out.frames[i]), more);
+      for (size_t i = 0; i < frames.size(); ++i) {
+        socket_->send(frames[i], i + 1 < frames.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
       }
     } catch (const zmq::error_t& e) {
       spdlog::debug("reply dropped: {}", e.what());  // the peer is gone; it will retry
     }
+    pending_.pop_front();
+    ++served_;
   }
-  served_ += pending_.size();
-  pending_.clear();
   return Status::OK();
 }
 
@@ -311,41 +353,50 @@ int Server::PollTimeoutMs() const {
   int64_t lease = ds_->store().NextDeadline();
   if (lease != INT64_MAX) t = std::min(t, lease - now_wall + 1);
   for (const Waiter& w : waiters_) t = std::min(t, w.deadline_ms - now);
-  if (!pending_.empty()) t = std::min<int64_t>(t, first_unsynced_ms_ + options_.fsync_interval_ms - now);
+  // A group commit still to ask for; once asked, the writer's eventfd wakes the loop.
+  if (options_.fsync == FsyncPolicy::kBatch && !pending_.empty() && sync_asked_ < pending_.back().need &&
+      ds_->synced() < pending_.back().need) {
+    t = std::min<int64_t>(t, pending_.front().queued_ms + options_.fsync_interval_ms - now);
+  }
   return static_cast<int>(std::max<int64_t>(0, t));
 }
 
 Status Server::Run(const std::atomic<bool>& stop) {
   spdlog::info("serving {} from {} (fsync {})", endpoint_, options_.dir, FsyncPolicyName(options_.fsync));
   while (!stop.load()) {
-    zmq::pollitem_t item{static_cast<void*>(*socket_), 0, ZMQ_POLLIN, 0};
+    zmq::pollitem_t items[2] = {{static_cast<void*>(*socket_), 0, ZMQ_POLLIN, 0},
+                                {nullptr, ds_->notify_fd(), ZMQ_POLLIN, 0}};
     try {
-      zmq::poll(&item, 1, std::chrono::milliseconds(PollTimeoutMs()));
+      zmq::poll(items, 2, std::chrono::milliseconds(PollTimeoutMs()));
     } catch (const zmq::error_t& e) {
       if (e.num() != EINTR) return Status::Internal(std::string("poll: ") + e.what());
       continue;
     }
+    if (items[1].revents & ZMQ_POLLIN) {
+      uint64_t count;
+      ssize_t n = ::read(ds_->notify_fd(), &count, sizeof(count));  // the log advanced
+      (void)n;
+    }
     changed_ = false;
     for (size_t n = 0; n < kMaxRequestsPerTurn; ++n) {
-      std::vector<std::string> frames;
-      zmq::message_t part;
+      std::vector<zmq::message_t> parts;
       try {
-        if (!socket_->recv(part, zmq::recv_flags::dontwait)) break;
-        frames.emplace_back(static_cast<const char*>(part.data()), part.size());
-        while (part.more()) {
-          if (!socket_->recv(part, zmq::recv_flags::none)) break;
-          frames.emplace_back(static_cast<const char*>(part.data()), part.size());
+        parts.emplace_back();
+        if (!socket_->recv(parts.back(), zmq::recv_flags::dontwait)) break;
+        while (parts.back().more()) {
+          parts.emplace_back();
+          if (!socket_->recv(parts.back(), zmq::recv_flags::none)) break;
         }
       } catch (const zmq::error_t& e) {
         if (e.num() == EINTR) break;
         return Status::Internal(std::string("recv: ") + e.what());
       }
-      HandleFrames(std::move(frames));
+      HandleFrames(parts);
     }
     ExpireLeases();
     ServeWaiters(!changed_);
+    RL_RETURN_IF_ERROR(ds_->MaybeSnapshot(options_.fsync != FsyncPolicy::kNever));
     RL_RETURN_IF_ERROR(SendPending(false));
-    RL_RETURN_IF_ERROR(ds_->MaybeSnapshot());
   }
   RL_RETURN_IF_ERROR(SendPending(true));
   spdlog::info("stopped after {} replies", served_);

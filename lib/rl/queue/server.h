@@ -1,8 +1,11 @@
 // Server: rl-queue's ROUTER loop. One thread owns the socket and the DurableStore.
 //
-// Each turn of the loop: poll (timeout = the nearest deadline: a lease, a waiting get, a group
-// commit), take every waiting request, expire leases, serve parked gets that can now be served,
-// then make the turn's records durable as --fsync says and only then send the turn's replies.
+// Each turn of the loop: poll the socket and the log writer's eventfd (timeout = the nearest
+// deadline: a lease, a waiting get, a group commit), take every waiting request, expire leases,
+// serve parked gets that can now be served, hand the turn's records to the log's writer thread,
+// and send the replies whose records are synced (--fsync always, batch; a reply waits for every
+// record committed before it, so what it says is never ahead of the log), or under never at
+// once, unless the writer is more than 16 MiB behind.
 // A malformed, unknown or oversized request gets an error reply and the loop goes on.
 // Thread safety: Run on one thread; RequestStop from any thread or a signal handler.
 #pragma once
@@ -48,24 +51,25 @@ class Server {
     int64_t deadline_ms;
   };
   struct Outgoing {
-    std::string routing;
-    std::vector<std::string> frames;
+    std::vector<zmq::message_t> frames;  // routing frame first
+    uint64_t need = 0;                   // the log position that must be written or synced first
+    int64_t queued_ms = 0;
   };
   explicit Server(ServerOptions options) : options_(std::move(options)) {}
 
-  void HandleFrames(std::vector<std::string> frames);
-  void Dispatch(const std::string& routing, const Message& req);
-  Status HandlePut(const std::string& routing, const Message& req);
-  Status HandleGet(const std::string& routing, const Message& req);
-  Status HandleIndices(const std::string& routing, const Message& req);
-  Status HandleMeta(const std::string& routing, const Message& req);
-  Status HandleDeclare(const std::string& routing, const Message& req);
+  void HandleFrames(std::vector<zmq::message_t>& parts);
+  void Dispatch(const std::string& routing, const Request& req);
+  Status HandlePut(const std::string& routing, const Request& req);
+  Status HandleGet(const std::string& routing, const Request& req);
+  Status HandleIndices(const std::string& routing, const Request& req);
+  Status HandleMeta(const std::string& routing, const Request& req);
+  Status HandleDeclare(const std::string& routing, const Request& req);
   // Tries to serve a get; returns false when it should wait longer.
   bool TryServe(Waiter& w, bool final_attempt);
   void ServeWaiters(bool expire_only);
   void ExpireLeases();
   void Commit(Record r, const std::string& routing, const Header& h);
-  void Reply(const std::string& routing, const Header& h, const Status& s, Message body = Message());
+  void Reply(const std::string& routing, const Header& h, const Status& s, ReplyBody body = ReplyBody());
   Status SendPending(bool force_sync);
   int PollTimeoutMs() const;
 
@@ -74,9 +78,9 @@ class Server {
   std::unique_ptr<zmq::socket_t> socket_;
   std::string endpoint_;
   std::deque<Waiter> waiters_;
-  std::vector<Outgoing> pending_;  // replies waiting for the log to be durable
-  int64_t first_unsynced_ms_ = 0;  // when the oldest pending reply was queued (batch policy)
-  bool changed_ = false;           // records committed this turn
+  std::deque<Outgoing> pending_;  // replies waiting for the log, in order of `need`
+  uint64_t sync_asked_ = 0;       // the log position an fdatasync was last asked for
+  bool changed_ = false;          // records committed this turn
   uint64_t served_ = 0;
 };
 

@@ -5,13 +5,24 @@
 // A record is whole or it is the torn tail of a crash: ReadWal stops at the first record whose
 // header runs past the end of the file, whose length is 0 or above kMaxWalRecord, or whose
 // checksum fails, and reports where the good part ends so recovery can cut the rest.
-// Thread safety: none; one writer per file.
+//
+// WalWriter writes on a thread of its own, so the server's loop goes on while a record is
+// checksummed, written and synced. It writes with O_DIRECT where the filesystem allows it (whole
+// 4 KiB blocks, the last one padded with zeros until the next write or a clean close), else
+// through the page cache. Positions count bytes of log across the logs of a directory
+// (a new log starts where the one before ended), so "written up to p" compares across logs.
+// Thread safety: every method is for one owning thread; the writer thread is internal.
 #pragma once
 
+#include <atomic>
+#include <condition_variable>
 #include <cstdint>
+#include <cstdlib>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "rl/core/status.h"
@@ -21,29 +32,82 @@ namespace rl::queue {
 constexpr uint32_t kMaxWalRecord = 1u << 30;
 constexpr size_t kWalHeaderBytes = 8;
 
+// A record's payload: bytes from malloc(3), freed by the writer once written.
+struct WalPayload {
+  struct Free {
+    void operator()(char* p) const { std::free(p); }
+  };
+  std::unique_ptr<char, Free> data;
+  size_t size = 0;
+};
+
 class WalWriter {
  public:
   // Opens `path` for appending, first cutting it to `keep_bytes` (the end of its good records).
-  static Result<std::unique_ptr<WalWriter>> Open(const std::string& path, uint64_t keep_bytes);
+  // `start` is the position of the log's first byte. After each batch written or synced the
+  // writer thread adds 1 to the eventfd `notify_fd` (-1: none); it must outlive the writer.
+  static Result<std::unique_ptr<WalWriter>> Open(const std::string& path, uint64_t keep_bytes, uint64_t start = 0,
+                                                 int notify_fd = -1);
+  // Writes what was appended, then stops the thread.
   ~WalWriter();
 
-  // Frames `payload` into the write buffer.
-  void Append(std::string payload);
-  // write(2)s the buffer: after this a kill -9 of the process loses nothing appended.
+  // Queues a record; returns the position just after it. Nothing is written before Submit.
+  // REQUIRES: 0 < payload.size <= kMaxWalRecord.
+  uint64_t Append(WalPayload payload);
+  uint64_t Append(const std::string& payload);  // copies
+  // Hands every record appended so far to the writer thread.
+  void Submit();
+  // Asks for an fdatasync(2) once every record submitted so far is written.
+  void RequestSync();
+
+  uint64_t appended() const { return appended_; }
+  uint64_t written() const { return written_.load(std::memory_order_acquire); }  // write(2) done up to here
+  uint64_t synced() const { return synced_.load(std::memory_order_acquire); }    // fdatasync done up to here
+  // The first write or sync error; the writer stops at it and nothing after it is written.
+  Status status() const;
+
+  // Blocking forms: submit, then wait until everything is written (after this a kill -9 of the
+  // process loses nothing appended) or also synced (an OS crash or power loss loses nothing).
   Status Flush();
-  // fdatasync(2): after this an OS crash or power loss loses nothing flushed.
   Status Sync();
-  uint64_t bytes() const { return file_bytes_ + pending_bytes_; }
-  bool has_unsynced() const { return unsynced_ || pending_bytes_ > 0; }
+  // Bytes of this log file, counting records appended and not yet written.
+  uint64_t bytes() const { return appended_ - start_ + keep_; }
+  bool has_unsynced() const { return synced() < appended_; }
 
  private:
-  WalWriter(std::string path, int fd, uint64_t bytes) : path_(std::move(path)), fd_(fd), file_bytes_(bytes) {}
-  std::string path_;
-  int fd_;
-  uint64_t file_bytes_;
-  std::vector<std::string> pending_;  // record headers and payloads, written by one writev
-  size_t pending_bytes_ = 0;
-  bool unsynced_ = false;
+  WalWriter(std::string path, int fd, uint64_t keep, uint64_t start, int notify_fd, bool direct,
+            const std::string& tail);
+  void Loop();
+  // Writer thread only, from here to the end of the class.
+  Status WriteBatch(std::vector<WalPayload>& batch);
+  Status WriteBuffered(std::vector<WalPayload>& batch, std::vector<uint32_t>& headers);
+  Status WriteDirect(std::vector<WalPayload>& batch, std::vector<uint32_t>& headers, bool* refused);
+  Status WriteStage(size_t len, bool* refused);
+  Status WaitFor(const std::atomic<uint64_t>& pos, uint64_t target);
+  void Notify();
+
+  const std::string path_;
+  const int fd_;
+  const uint64_t keep_, start_;
+  const int notify_fd_;
+  uint64_t appended_;                  // owner only
+  std::vector<WalPayload> appending_;  // owner only: appended, not yet submitted
+
+  mutable std::mutex mu_;
+  std::condition_variable wake_, done_;
+  std::vector<WalPayload> queue_;  // submitted, for the writer
+  uint64_t submitted_;             // position after the last record in queue_ or written
+  uint64_t sync_target_;           // sync once written up to here
+  bool stop_ = false;
+  Status error_;
+  std::atomic<uint64_t> written_, synced_;
+
+  bool direct_;                                    // fd_ is O_DIRECT
+  uint64_t file_end_;                              // bytes of whole records in the file
+  std::unique_ptr<char, WalPayload::Free> stage_;  // direct: aligned; its first bytes are the last block's
+  size_t stage_len_ = 0;
+  uint64_t stage_offset_ = 0;                      // file offset of stage_[0], block-aligned
+  std::thread thread_;                             // last: started once the rest is set
 };
 
 struct WalScan {

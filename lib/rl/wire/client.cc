@@ -47,13 +47,30 @@ void Client::Reconnect() {
   socket_->connect(options_.endpoint);
 }
 
-Result<Message> Client::Attempt(const std::vector<std::string>& frames, uint64_t rid, int64_t timeout_ms) {
+namespace {
+
+using SharedFrame = std::shared_ptr<const std::string>;
+constexpr size_t kZeroCopyBytes = 64 * 1024;  // below this a copy costs less than the reference
+
+void ReleaseFrame(void*, void* hint) { delete static_cast<SharedFrame*>(hint); }
+
+}  // namespace
+
+Result<Message> Client::Attempt(const std::vector<SharedFrame>& frames, uint64_t rid, int64_t timeout_ms) {
   try {
     for (size_t i = 0; i < frames.size(); ++i) {
-      auto flags = i + 1 < frames.size() ? zmq::send_flags::sndmore : zmq::send_flags::none;
-      if (!socket_->send(zmq::buffer(frames[i]), flags | zmq::send_flags::dontwait)) {
-        return Status::Timeout("send queue full");
+      auto flags = (i + 1 < frames.size() ? zmq::send_flags::sndmore : zmq::send_flags::none) |
+                   zmq::send_flags::dontwait;
+      const std::string& f = *frames[i];
+      bool sent;
+      if (f.size() >= kZeroCopyBytes) {
+        auto* hold = new SharedFrame(frames[i]);  // released by the socket, from its I/O thread
+        zmq::message_t msg(const_cast<char*>(f.data()), f.size(), ReleaseFrame, hold);
+        sent = socket_->send(msg, flags).has_value();
+      } else {
+        sent = socket_->send(zmq::buffer(f), flags).has_value();
       }
+      if (!sent) return Status::Timeout("send queue full");
     }
     int64_t deadline = MonoMillis() + timeout_ms;
     while (true) {
@@ -96,12 +113,13 @@ Result<Message> Client::CallWithRid(uint64_t rid, Op op, std::string body, std::
   req.blobs = std::move(blobs);
 
   Header header = req.header;
-  std::vector<std::string> frames = EncodeRequest(std::move(req));  // encoded once, for every attempt
+  std::vector<SharedFrame> frames;  // encoded once, for every attempt
+  for (std::string& f : EncodeRequest(std::move(req))) frames.push_back(std::make_shared<const std::string>(std::move(f)));
   int64_t start = MonoMillis();
   int64_t backoff = options_.backoff_min_ms;
   while (true) {
     header.seq = next_seq_++;
-    frames[1] = EncodeRequestHeader(header);
+    frames[1] = std::make_shared<const std::string>(EncodeRequestHeader(header));
     int64_t attempt_ms = options_.attempt_timeout_ms + server_wait_ms;
     if (options_.give_up_s > 0) {
       int64_t left = static_cast<int64_t>(options_.give_up_s * 1000) - (MonoMillis() - start);

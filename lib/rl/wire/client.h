@@ -55,8 +55,10 @@ class Client {
 
  private:
   void Reconnect();
-  // One attempt: send the frames and wait up to timeout_ms for the reply with `rid`.
-  Result<Message> Attempt(const std::vector<std::string>& frames, uint64_t rid, int64_t timeout_ms);
+  // One attempt: send the frames and wait up to timeout_ms for the reply with `rid`. Large frames
+  // are sent from their strings without a copy; the socket holds a reference until it is done.
+  Result<Message> Attempt(const std::vector<std::shared_ptr<const std::string>>& frames, uint64_t rid,
+                          int64_t timeout_ms);
 
   ClientOptions options_;
   std::unique_ptr<zmq::socket_t> socket_;

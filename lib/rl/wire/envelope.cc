@@ -37,25 +37,31 @@ std::vector<std::string> Encode(const Message& m, bool reply) {
   return frames;
 }
 
-Result<Message> Decode(std::vector<std::string>&& frames, bool reply) {
-  if (frames.size() < 3) return Status::Protocol("a message has " + std::to_string(frames.size()) + " frames, needs 3");
-  if (frames[0] != kProtocolId) return Status::Protocol("first frame is not RLP1");
-  RL_ASSIGN_OR_RETURN(msgpack::object_handle oh, ParseMsgpack(frames[1].data(), frames[1].size()));
+Result<Header> DecodeHeader(std::string_view id, std::string_view frame, bool reply) {
+  if (id != kProtocolId) return Status::Protocol("first frame is not RLP1");
+  RL_ASSIGN_OR_RETURN(msgpack::object_handle oh, ParseMsgpack(frame.data(), frame.size()));
   RL_ASSIGN_OR_RETURN(MapView h, MapView::Of(oh.get(), "header"));
-  Message m;
+  Header header;
   RL_ASSIGN_OR_RETURN(uint64_t op, h.U64("op"));
   if (op > 255) return Status::Protocol("op out of range");
-  m.header.op = static_cast<uint8_t>(op);
-  RL_ASSIGN_OR_RETURN(m.header.rid, h.U64("rid"));
-  RL_ASSIGN_OR_RETURN(m.header.seq, h.U64("seq", 0));
+  header.op = static_cast<uint8_t>(op);
+  RL_ASSIGN_OR_RETURN(header.rid, h.U64("rid"));
+  RL_ASSIGN_OR_RETURN(header.seq, h.U64("seq", 0));
   if (reply) {
     RL_ASSIGN_OR_RETURN(uint64_t status, h.U64("status"));
     if (status > 255) return Status::Protocol("status out of range");
-    m.header.status = static_cast<uint8_t>(status);
-    RL_ASSIGN_OR_RETURN(m.header.msg, h.Str("msg", ""));
+    header.status = static_cast<uint8_t>(status);
+    RL_ASSIGN_OR_RETURN(header.msg, h.Str("msg", ""));
   } else {
-    RL_ASSIGN_OR_RETURN(m.header.from, h.Str("from", ""));
+    RL_ASSIGN_OR_RETURN(header.from, h.Str("from", ""));
   }
+  return header;
+}
+
+Result<Message> Decode(std::vector<std::string>&& frames, bool reply) {
+  if (frames.size() < 3) return Status::Protocol("a message has " + std::to_string(frames.size()) + " frames, needs 3");
+  Message m;
+  RL_ASSIGN_OR_RETURN(m.header, DecodeHeader(frames[0], frames[1], reply));
   m.body = std::move(frames[2]);
   m.blobs.assign(std::make_move_iterator(frames.begin() + 3), std::make_move_iterator(frames.end()));
   return m;
@@ -76,6 +82,10 @@ const std::string& EmptyBody() {
 
 std::vector<std::string> EncodeRequest(const Message& m) { return Encode(m, false); }
 std::string EncodeRequestHeader(const Header& h) { return PackHeader(h, false); }
+std::string EncodeReplyHeader(const Header& h) { return PackHeader(h, true); }
+Result<Header> DecodeRequestHeader(std::string_view id_frame, std::string_view header_frame) {
+  return DecodeHeader(id_frame, header_frame, false);
+}
 
 std::vector<std::string> EncodeRequest(Message&& m) {
   std::vector<std::string> frames;

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "rl/core/status.h"
@@ -56,11 +57,15 @@ std::vector<std::string> EncodeReply(const Message& m);
 std::vector<std::string> EncodeRequest(Message&& m);
 // The header frame of a request alone (a retry changes only its seq).
 std::string EncodeRequestHeader(const Header& h);
+// The header frame of a reply alone (a server that sends the body frame from its own buffer).
+std::string EncodeReplyHeader(const Header& h);
 // Decodes frames. Every malformed input is a Protocol status, never a crash.
 Result<Message> DecodeRequest(const std::vector<std::string>& frames);
 Result<Message> DecodeReply(const std::vector<std::string>& frames);
 // The same, taking the frames' bytes instead of copying them.
 Result<Message> DecodeRequest(std::vector<std::string>&& frames);
+// The first two frames of a request alone (a server that decodes the body where it lies).
+Result<Header> DecodeRequestHeader(std::string_view id_frame, std::string_view header_frame);
 Result<Message> DecodeReply(std::vector<std::string>&& frames);
 
 // The empty msgpack map, the body of requests and replies that carry nothing.
