@@ -74,8 +74,10 @@ int RunLoop(RolloutOptions o, const std::string& weights, WeightSyncOptions sync
     events.Emit("start", {{"endpoint", o.client.endpoint}, {"checkpoint_dir", o.checkpoint_dir}, {"pid", ::getpid()}});
   }
   o.events = &events;  // a disabled log still keeps the phase the heartbeat reports
+  const std::atomic<bool>& stop = InstallStopSignals();
   std::unique_ptr<WeightSync> weight_sync;
   if (!sync.sources.empty()) {
+    sync.process_stop = &stop;
     sync.fallback_dir = o.checkpoint_dir;
     sync.id = id;
     sync.events = events.enabled() ? &events : nullptr;
@@ -84,7 +86,6 @@ int RunLoop(RolloutOptions o, const std::string& weights, WeightSyncOptions sync
     weight_sync = std::move(*started);
     o.weights = weight_sync.get();
   }
-  const std::atomic<bool>& stop = InstallStopSignals();
   StopWatchdog watchdog(stop, o.wait_ms + 5000, "rl-rollout");
   o.watchdog = &watchdog;
   RolloutStats stats;
@@ -140,7 +141,7 @@ int RolloutMain(int argc, char** argv) {
   cl.Bind(run, "--id", &id);
   WeightSyncOptions sync;
   std::string weights_from;
-  double poll_s = 0.1, stall_s = 5;
+  double poll_s = 0.02, stall_s = 5;
   cl.Bind(run, "--weights-from", &weights_from);
   cl.Bind(run, "--weights-bind", &sync.bind);
   cl.Bind(run, "--max-pulls", &sync.max_pulls)->check(CLI::Range(1, 1024));

@@ -76,18 +76,22 @@ WeightSync::~WeightSync() {
   if (thread_.joinable()) thread_.join();
 }
 
+bool WeightSync::Stopping() const {
+  return stop_.load() || (options_.process_stop && options_.process_stop->load());
+}
+
 void WeightSync::Run() {
-  while (!stop_ && puller_) {
+  while (!Stopping() && puller_) {
     std::string cause;
     Status s = Step(&cause);
-    if (stop_) break;
+    if (Stopping()) break;  // a pull cut short by the stop is no failure to warn about
     if (s.ok()) {
       Succeeded();
     } else {
       Failed(cause, s, false);
     }
     std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait_for(lock, std::chrono::milliseconds(options_.poll_ms), [this] { return stop_.load(); });
+    cv_.wait_for(lock, std::chrono::milliseconds(options_.poll_ms), [this] { return Stopping(); });
   }
 }
 
@@ -102,11 +106,15 @@ Status WeightSync::Step(std::string* cause) {
     return Status::OK();
   }
   Status s = Pull(static_cast<uint64_t>(have + 1));
-  if (s.ok() || stop_) return Status::OK();
+  if (s.ok() || Stopping()) return Status::OK();
   // The version may have gone with the only source that held it (a trainer killed while being
   // pulled): that is no failure of UCX as long as the sources answer with nothing newer.
   Survey after = Look(puller_.get(), options_.sources);
-  if (after.answered && after.newest <= std::max(pulled_, current_.load())) {
+  if (!after.answered) {
+    *cause = "unreachable";
+    return Status::Unavailable("no weight source answered (" + after.last.message() + ")");
+  }
+  if (after.newest <= std::max(pulled_, current_.load())) {
     spdlog::info("the version being pulled went away with its source ({}); waiting for a newer one", s.message());
     return Status::OK();
   }
@@ -121,7 +129,7 @@ Status WeightSync::Pull(uint64_t min_version) {
   o.stall_ms = options_.stall_ms;
   o.request_ms = kRequestMs;
   o.give_up_s = std::min(kMaxPullSeconds, std::max(1.0, options_.fallback_s));
-  o.stop = &stop_;
+  o.stop = options_.process_stop ? options_.process_stop : &stop_;
   if (options_.events) options_.events->Emit("weights-pulling", {{"min_version", min_version}});
   weights::PullReport report;
   RL_ASSIGN_OR_RETURN(weights::Bundle b, puller_->Pull(o, &report));

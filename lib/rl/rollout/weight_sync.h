@@ -42,12 +42,14 @@ struct WeightSyncOptions {
   std::vector<std::string> sources;  // ZeroMQ endpoints of weight sources
   std::string bind;                  // serve what we pulled here; empty: do not serve
   uint32_t max_pulls = 4;
-  int poll_ms = 100;        // between looks at the sources
+  int poll_ms = 20;         // between looks at the sources (an info round trip is ~0.2 ms)
   int stall_ms = 5000;      // no chunk for this long: the pull moves on to another source
   double fallback_s = 10;   // no working source for this long: read weights files instead
   std::string fallback_dir;  // the checkpoint directory, for the warning (may be empty)
   std::string id = "0";
   EventLog* events = nullptr;  // may be null; must outlive the sync
+  // The process's stop flag (may be null): once set, pulls stop and nothing more is warned about.
+  const std::atomic<bool>* process_stop = nullptr;
 };
 
 class WeightSync {
@@ -75,6 +77,7 @@ class WeightSync {
   };
   explicit WeightSync(WeightSyncOptions o) : options_(std::move(o)) {}
   void Run();
+  bool Stopping() const;
   // One look at the sources, and a pull when one holds something newer. OK when a source
   // answered and we hold what it has (or got it now).
   // *cause names the kind of failure ("unreachable", "pull") for the once-per-cause warning.
