@@ -3,9 +3,12 @@
 # with SFT until held-out greedy accuracy crosses --target-accuracy, then rl-queue, one
 # rl-rollout, one rl-reward and rl-train run as separate processes until the step budget is
 # spent. The final table shows step, mean reward, held-out greedy accuracy and samples/s.
+# Weight versions go from rl-train to rl-rollout over UCX (the trainer serves each version as soon
+# as its snapshot is in memory); the checkpoint files are the rollout's fallback.
 #
-# Usage: grpo-demo.sh [--short] [--seed N] [--steps N] [--mode sync|semi-sync|async]
-#   --short   a smoke run for CI (a few steps; it shows the pipeline works, not that it learns)
+# Usage: grpo-demo.sh [--short] [--seed N] [--steps N] [--mode sync|semi-sync|async] [--weights ucx|file]
+#   --short     a smoke run for CI (a few steps; it shows the pipeline works, not that it learns)
+#   --weights   how the rollout gets new versions: ucx (default) or checkpoint files only
 # Environment: RL_BUILD_DIR (default ./build), RL_RUN_DIR (default a new /tmp directory).
 set -euo pipefail
 here="$(cd "$(dirname "$0")/../.." && pwd)"
@@ -13,7 +16,7 @@ build="${RL_BUILD_DIR:-$here/build}"
 export PATH="$build/tools/rl-queue:$build/tools/rl-rollout:$build/tools/rl-reward:$build/tools/rl-train:$PATH"
 export OMP_WAIT_POLICY=PASSIVE  # roles share the cores: no busy-waiting OpenMP threads
 
-seed=1 steps=400 mode=async sft_steps=2000 target=0.3 extra=()
+seed=1 steps=400 mode=async sft_steps=2000 target=0.3 extra=() via=ucx
 while [ $# -gt 0 ]; do
   case "$1" in
     --short)  # the untrained model gets uniform (all-zero) groups: no dynamic sampling, small steps
@@ -21,14 +24,20 @@ while [ $# -gt 0 ]; do
     --seed) seed="$2"; shift ;;
     --steps) steps="$2"; shift ;;
     --mode) mode="$2"; shift ;;
+    --weights) via="$2"; shift ;;
     *) echo "grpo-demo: unknown argument $1" >&2; exit 64 ;;
   esac
   shift
 done
 run="${RL_RUN_DIR:-$(mktemp -d /tmp/rl-grpo-demo.XXXXXX)}"
 mkdir -p "$run"
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-export RL_QUEUE="tcp://127.0.0.1:$port" RL_RUN_DIR="$run"
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+export RL_QUEUE="tcp://127.0.0.1:$(free_port)" RL_RUN_DIR="$run"
+case "$via" in
+  ucx) weights="tcp://127.0.0.1:$(free_port)"; pull=(--weights-from "$weights"); serve=(--weights-bind "$weights") ;;
+  file) pull=(); serve=() ;;
+  *) echo "grpo-demo: --weights must be ucx or file, not $via" >&2; exit 64 ;;
+esac
 pids=()
 cleanup() {
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
@@ -44,7 +53,7 @@ echo "== SFT warm start until held-out greedy accuracy >= $target (at most $sft_
 rl-train sft --data "$run/sft.jsonl" --checkpoint-dir "$run/ckpt" --seed "$seed" --threads 2 \
   --target-accuracy "$target" --max-steps "$sft_steps" > "$run/sft.json"
 
-echo "== GRPO: rl-queue, rl-rollout, rl-reward, rl-train ($mode, $steps steps)" >&2
+echo "== GRPO: rl-queue, rl-rollout, rl-reward, rl-train ($mode, $steps steps, weights over $via)" >&2
 rl-queue serve --dir "$run/queue" --bind "$RL_QUEUE" --id 0 --log-level warn \
   --declare generate=prompt_ids --declare reward=prompt,response,answer \
   --declare train=prompt_ids,response_ids,logprobs,reward,version &
@@ -52,13 +61,13 @@ pids+=($!)
 until rl-queue stat --timeout 0.2 >/dev/null 2>&1; do sleep 0.1; done
 # An answer is at most 4 digits and <eos>: a response that has not stopped by 8 tokens is wrong
 # anyway, and would otherwise run to the end of the context and pad the trainer's micro-batches.
-rl-rollout run --checkpoint-dir "$run/ckpt" --threads 1 --seed "$seed" --temperature 1 --id 0 \
+rl-rollout run --checkpoint-dir "$run/ckpt" "${pull[@]}" --threads 1 --seed "$seed" --temperature 1 --id 0 \
   --max-new-tokens 8 --log-level warn &
 pids+=($!)
 rl-reward run --verifier addition --id 0 --log-level warn &
 pids+=($!)
 rl-train grpo --checkpoint-dir "$run/ckpt" --prompts "$run/prompts.jsonl" --threads 1 --seed "$seed" \
-  --mode "$mode" --max-steps "$steps" --eval-every 5 --id 0 "${extra[@]}"
+  --mode "$mode" --max-steps "$steps" --eval-every 5 --id 0 "${serve[@]}" "${extra[@]}"
 
 python3 - "$run" <<'PY'
 import json, sys

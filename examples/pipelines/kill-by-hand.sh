@@ -33,6 +33,8 @@ run="${RL_RUN_DIR:-$(mktemp -d /tmp/rl-kill-by-hand.XXXXXX)}"
 mkdir -p "$run"
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 export RL_QUEUE="tcp://127.0.0.1:$port" RL_RUN_DIR="$run"
+# Weight versions over UCX from the trainer (a restarted trainer binds the same endpoint again).
+weights="tcp://127.0.0.1:$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
 declare -A pid
 cleanup() {
   for p in "${pid[@]}"; do kill "$p" 2>/dev/null || true; done
@@ -42,7 +44,7 @@ trap cleanup EXIT
 
 # Short leases: a killed role's rows come back within seconds, not minutes.
 start_rollout() {
-  rl-rollout run --checkpoint-dir "$run/ckpt" --threads 1 --seed "$seed" --id 0 --lease 3 \
+  rl-rollout run --checkpoint-dir "$run/ckpt" --weights-from "$weights" --threads 1 --seed "$seed" --id 0 --lease 3 \
     --max-new-tokens 8 --log-level warn 2>>"$run/rollout.log" &
   pid[rollout]=$!
 }
@@ -54,7 +56,7 @@ start_train() {
   rl-train grpo --checkpoint-dir "$run/ckpt" --prompts "$run/prompts.jsonl" --threads 1 --seed "$seed" \
     --mode async --max-steps "$steps" --prompts-per-step "$per_step" --group-size "$group" \
     --dynamic-sampling false --stale-rows regenerate --lease-seconds 3 --eval-every 0 --eval-size 16 \
-    --id 0 --log-level warn 2>>"$run/train.log" &
+    --weights-bind "$weights" --id 0 --log-level warn 2>>"$run/train.log" &
   pid[train]=$!
 }
 # Steps the trainer has logged so far (a redone step counts once).
