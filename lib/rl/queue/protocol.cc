@@ -26,8 +26,9 @@ Message EncodePut(const PutRequest& req) {
     bytes += 24;
     for (const auto& [name, v] : row.columns) bytes += 16 + name.size() + ValueBytes(v);
   }
-  msgpack::sbuffer buf(bytes);  // one allocation instead of doubling through a large put
-  Packer pk(buf);
+  m.body.reserve(bytes);  // one allocation, packed in place: no doubling, no copy out
+  StringSink sink{&m.body};
+  StringPacker pk(sink);
   pk.pack_map(3);
   PackString(pk, "rows");
   pk.pack_array(static_cast<uint32_t>(req.rows.size()));
@@ -46,7 +47,6 @@ Message EncodePut(const PutRequest& req) {
   PackString(pk, req.ack_task);
   PackString(pk, "ack_lease");
   pk.pack_uint64(req.ack_lease);
-  m.body = Done(buf);
   return m;
 }
 

@@ -50,7 +50,10 @@ Result<Tensor> DecodeTensorExt(const msgpack::object_ext& ext, const std::vector
 // msgpack-c's pack_double writes a whole-number double as an integer (1.0 as 1, 1e19 as a
 // uint64 above int64), which would change a value's type on the way. This always writes
 // float 64 (0xcb, 8 bytes big-endian); pack_str_body is a raw append of bytes.
-void PackFloat64(Packer& pk, double d) {
+namespace {
+
+template <typename P>
+void PackFloat64To(P& pk, double d) {
   uint64_t bits;
   std::memcpy(&bits, &d, 8);
   char buf[9];
@@ -59,18 +62,20 @@ void PackFloat64(Packer& pk, double d) {
   pk.pack_str_body(buf, 9);
 }
 
-void PackString(Packer& pk, std::string_view s) {
+template <typename P>
+void PackStringTo(P& pk, std::string_view s) {
   pk.pack_str(static_cast<uint32_t>(s.size()));
   pk.pack_str_body(s.data(), static_cast<uint32_t>(s.size()));
 }
 
-void PackValue(Packer& pk, const Value& v, std::vector<std::string>* frames) {
+template <typename P>
+void PackValueTo(P& pk, const Value& v, std::vector<std::string>* frames) {
   switch (v.index()) {
     case 0: pk.pack_nil(); return;
     case 1: std::get<bool>(v) ? pk.pack_true() : pk.pack_false(); return;
     case 2: pk.pack_int64(std::get<int64_t>(v)); return;
-    case 3: PackFloat64(pk, std::get<double>(v)); return;
-    case 4: PackString(pk, std::get<std::string>(v)); return;
+    case 3: PackFloat64To(pk, std::get<double>(v)); return;
+    case 4: PackStringTo(pk, std::get<std::string>(v)); return;
     case 5: {
       const auto& b = std::get<Bytes>(v).data;
       pk.pack_bin(static_cast<uint32_t>(b.size()));
@@ -93,6 +98,14 @@ void PackValue(Packer& pk, const Value& v, std::vector<std::string>* frames) {
   pk.pack_ext_body(head.data(), static_cast<uint32_t>(head.size()));
   pk.pack_ext_body(t.data.data(), static_cast<uint32_t>(t.data.size()));
 }
+
+}  // namespace
+
+void PackFloat64(Packer& pk, double d) { PackFloat64To(pk, d); }
+void PackString(Packer& pk, std::string_view s) { PackStringTo(pk, s); }
+void PackString(StringPacker& pk, std::string_view s) { PackStringTo(pk, s); }
+void PackValue(Packer& pk, const Value& v, std::vector<std::string>* frames) { PackValueTo(pk, v, frames); }
+void PackValue(StringPacker& pk, const Value& v, std::vector<std::string>* frames) { PackValueTo(pk, v, frames); }
 
 Result<Value> UnpackValue(const msgpack::object& o, const std::vector<std::string>* frames) {
   switch (o.type) {

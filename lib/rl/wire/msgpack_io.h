@@ -21,6 +21,14 @@ namespace rl {
 
 using Packer = msgpack::packer<msgpack::sbuffer>;
 
+// A msgpack stream that appends to a std::string, for a body that is sent as a string: packing
+// into it (reserved up front) spares the copy out of an sbuffer. *out must outlive the packer.
+struct StringSink {
+  std::string* out;
+  void write(const char* p, size_t n) { out->append(p, n); }
+};
+using StringPacker = msgpack::packer<StringSink>;
+
 constexpr int8_t kExtTensorInline = 1;
 constexpr int8_t kExtTensorFrame = 2;
 // Tensors of at least this many bytes travel in their own frame when frames are allowed.
@@ -28,7 +36,9 @@ constexpr size_t kFrameTensorBytes = 4096;
 
 // Packs v. When `frames` is not null, large tensors are appended to it and referenced by number.
 void PackValue(Packer& pk, const Value& v, std::vector<std::string>* frames);
+void PackValue(StringPacker& pk, const Value& v, std::vector<std::string>* frames);
 void PackString(Packer& pk, std::string_view s);
+void PackString(StringPacker& pk, std::string_view s);
 // Always float 64, even for whole numbers.
 void PackFloat64(Packer& pk, double d);
 
