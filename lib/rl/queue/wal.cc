@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <new>
 
@@ -22,6 +23,9 @@ namespace {
 // Direct I/O: writes of whole aligned blocks from an aligned buffer, past the page cache.
 constexpr size_t kDirectBlock = 4096;
 constexpr size_t kStageBytes = 1u << 20;
+// Records under this many bytes wait up to kCoalesceWait for more before a direct write.
+constexpr uint64_t kCoalesceBytes = 256u << 10;
+constexpr auto kCoalesceWait = std::chrono::milliseconds(2);
 
 size_t RoundUp(size_t n, size_t block) { return (n + block - 1) / block * block; }
 
@@ -130,6 +134,11 @@ Status WalWriter::WaitFor(const std::atomic<uint64_t>& pos, uint64_t target) {
 
 Status WalWriter::Flush() {
   Submit();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    write_target_ = appended_;
+  }
+  wake_.notify_one();
   return WaitFor(written_, appended_);
 }
 
@@ -156,6 +165,13 @@ void WalWriter::Loop() {
     {
       std::unique_lock<std::mutex> lock(mu_);
       wake_.wait(lock, [&] { return stop_ || !queue_.empty() || sync_target_ > synced_.load(); });
+      // Each direct write is a request to the device: small records wait a little for more,
+      // unless someone waits on them (a sync, a Flush) or the writer is stopping.
+      auto urgent = [&] {
+        return stop_ || !direct_ || sync_target_ > synced_.load() || write_target_ > written_.load() ||
+               submitted_ - written_.load() >= kCoalesceBytes;
+      };
+      if (!urgent()) wake_.wait_for(lock, kCoalesceWait, urgent);
       if (queue_.empty() && sync_target_ <= synced_.load()) return;  // stop_, nothing left
       batch.swap(queue_);
       end = submitted_;

@@ -8,8 +8,9 @@
 //
 // WalWriter writes on a thread of its own, so the server's loop goes on while a record is
 // checksummed, written and synced. It writes with O_DIRECT where the filesystem allows it (whole
-// 4 KiB blocks, the last one padded with zeros until the next write or a clean close), else
-// through the page cache. Positions count bytes of log across the logs of a directory
+// 4 KiB blocks, the last one padded with zeros until the next write or a clean close; less than
+// 256 KiB of records waits up to 2 ms for more unless a sync or Flush waits on it), else through
+// the page cache. Positions count bytes of log across the logs of a directory
 // (a new log starts where the one before ended), so "written up to p" compares across logs.
 // Thread safety: every method is for one owning thread; the writer thread is internal.
 #pragma once
@@ -98,6 +99,7 @@ class WalWriter {
   std::vector<WalPayload> queue_;  // submitted, for the writer
   uint64_t submitted_;             // position after the last record in queue_ or written
   uint64_t sync_target_;           // sync once written up to here
+  uint64_t write_target_ = 0;      // Flush waits for this: write without coalescing
   bool stop_ = false;
   Status error_;
   std::atomic<uint64_t> written_, synced_;
