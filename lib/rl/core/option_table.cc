@@ -1,5 +1,7 @@
 // Every option of every tool, declared once. Keep entries sorted by flag within each block.
 // "rl-queue" in `tools` means every subcommand of rl-queue; "rl-queue get" means that one only.
+#include <algorithm>
+
 #include "rl/core/options.h"
 
 namespace rl {
@@ -10,6 +12,12 @@ void AppendTrainOptions(std::vector<OptionSpec>* table);    // option_table_trai
 void AppendRolloutOptions(std::vector<OptionSpec>* table);  // option_table_rollout.cc (and rl-reward)
 void AppendWeightsOptions(std::vector<OptionSpec>* table);  // option_table_weights.cc (rl-relay, weight sync)
 void AppendHealthOptions(std::vector<OptionSpec>* table);   // option_table_health.cc (heartbeats, rl-watchdog)
+
+void AddTools(std::vector<OptionSpec>* table, const std::string& flag, const std::vector<std::string>& tools) {
+  auto it = std::find_if(table->begin(), table->end(), [&](const OptionSpec& s) { return s.flag == flag; });
+  if (it == table->end()) return;  // the options test finds a tool binding an undeclared flag
+  it->tools.insert(it->tools.end(), tools.begin(), tools.end());
+}
 
 const std::vector<OptionSpec>& OptionTable() {
   static const std::vector<OptionSpec> table = [] {

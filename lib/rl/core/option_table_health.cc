@@ -1,21 +1,9 @@
 // Options of heartbeats of every role, rl-watchdog and rl-profile report, declared once (see
 // option_table.cc for the shared ones). Flags another table already declares with the same
 // meaning (--json) get these tools added to their entry instead.
-#include <algorithm>
-
 #include "rl/core/options.h"
 
 namespace rl {
-namespace {
-
-void AddTools(std::vector<OptionSpec>* table, const std::string& flag, const std::vector<std::string>& tools) {
-  auto it = std::find_if(table->begin(), table->end(), [&](const OptionSpec& s) { return s.flag == flag; });
-  if (it == table->end()) return;  // the options test finds a tool binding an undeclared flag
-  it->tools.insert(it->tools.end(), tools.begin(), tools.end());
-}
-
-}  // namespace
-
 void AppendHealthOptions(std::vector<OptionSpec>* table) {
   AddTools(table, "--json", {"rl-watchdog"});
   const std::vector<std::string> roles = {"rl-queue serve", "rl-rollout run", "rl-reward run", "rl-train grpo",

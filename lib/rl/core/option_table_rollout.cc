@@ -2,21 +2,9 @@
 // Flags that rl-queue or rl-train already declare with the same meaning (--count, --lease,
 // --wait, --task, --model-config) are not declared twice: these tools are added to the existing
 // entry's list instead (AppendTrainOptions runs first).
-#include <algorithm>
-
 #include "rl/core/options.h"
 
 namespace rl {
-namespace {
-
-void AddTools(std::vector<OptionSpec>* table, const std::string& flag, const std::vector<std::string>& tools) {
-  auto it = std::find_if(table->begin(), table->end(), [&](const OptionSpec& s) { return s.flag == flag; });
-  if (it == table->end()) return;  // the options test finds a tool binding an undeclared flag
-  it->tools.insert(it->tools.end(), tools.begin(), tools.end());
-}
-
-}  // namespace
-
 void AppendRolloutOptions(std::vector<OptionSpec>* table) {
   AddTools(table, "--count", {"rl-rollout run", "rl-reward run", "rl-reward make-data"});
   AddTools(table, "--lease", {"rl-rollout run", "rl-reward run"});

@@ -1,21 +1,9 @@
 // Options of rl-relay and the weight transfer options of rl-train, rl-rollout and rl-profile weights,
 // declared once (see option_table.cc for the shared ones). Flags declared elsewhere with the same
 // meaning (--out, --timeout, --runs) get these tools added to their entry instead.
-#include <algorithm>
-
 #include "rl/core/options.h"
 
 namespace rl {
-namespace {
-
-void AddTools(std::vector<OptionSpec>* table, const std::string& flag, const std::vector<std::string>& tools) {
-  auto it = std::find_if(table->begin(), table->end(), [&](const OptionSpec& s) { return s.flag == flag; });
-  if (it == table->end()) return;  // the options test finds a tool binding an undeclared flag
-  it->tools.insert(it->tools.end(), tools.begin(), tools.end());
-}
-
-}  // namespace
-
 void AppendWeightsOptions(std::vector<OptionSpec>* table) {
   AddTools(table, "--out", {"rl-relay pull"});
   AddTools(table, "--timeout", {"rl-relay pull", "rl-relay info"});

@@ -23,6 +23,11 @@ struct OptionSpec {
 };
 
 const std::vector<OptionSpec>& OptionTable();
+
+// For the option_table*.cc files: adds `tools` to the entry of `flag`, a flag another table
+// already declares with the same meaning. A flag not declared yet is left alone (the options test
+// then finds the tool binding an undeclared flag).
+void AddTools(std::vector<OptionSpec>* table, const std::string& flag, const std::vector<std::string>& tools);
 // nullptr when the flag is not declared.
 const OptionSpec* FindOption(const std::string& flag);
 
