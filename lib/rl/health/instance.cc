@@ -53,6 +53,7 @@ Status SpawnInstance(const PipelineSpec& p, const std::string& heartbeat, const 
   inst->child = true;
   inst->ready = false;
   inst->lent = false;
+  inst->lent_to.clear();
   inst->started_ms = MonoMillis();
   inst->steps_since_start = 0;
   return WritePidFile(run_dir, *inst);

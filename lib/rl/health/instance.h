@@ -23,6 +23,7 @@ struct Instance {
   bool child = false;          // started by this watchdog (else adopted: no exit status)
   bool ready = false;          // heartbeats from this pid arrived
   bool lent = false;           // drained to make room for the trainer (warm standby)
+  std::string lent_to;         // the key of the trainer that took its slot
   int64_t started_ms = 0;      // monotonic
   int64_t steps_since_start = 0;
   int failed_restarts = 0;     // consecutive

@@ -37,6 +37,7 @@ class Supervisor {
   std::optional<int> OnFailure(Instance* inst, const std::string& reason, double fault_ts);
   Status RestartRole(Instance* inst);
   void LendSlotTo(Instance* trainer);
+  void ReturnLentSlots();
   Instance* Find(const std::string& key);
   nlohmann::json Fields(const Instance& inst) const;
   void SaveState();
@@ -203,7 +204,30 @@ void Supervisor::LendSlotTo(Instance* trainer) {
     watcher_->membership().Forget(inst.key);
     inst.pid = 0;
     inst.lent = true;
+    inst.lent_to = trainer->key;
     return;
+  }
+}
+
+// A drained rollout comes back once the trainer that took its slot has completed a step since
+// its restart: the trainer's own slot (here, its dead process) is free again by then, and a
+// trainer that fails in its first step escalates to a full restart, which starts every role
+// anyway, so the rollout never competes with a restart that is still in doubt.
+void Supervisor::ReturnLentSlots() {
+  for (auto& inst : instances_) {
+    if (!inst.lent) continue;
+    Instance* trainer = Find(inst.lent_to);
+    if (trainer != nullptr && !(trainer->ready && trainer->steps_since_start >= 1)) continue;
+    std::string reason = inst.key + " is back: " + inst.lent_to + " completed a step since it took its slot";
+    Status s = SpawnInstance(o_.pipeline, watcher_->endpoint(), o_.run_dir, &inst);
+    if (!s.ok()) {
+      spdlog::error("return of {}: {}", inst.key, s.ToString());
+      continue;
+    }
+    nlohmann::json f = Fields(inst);
+    f["reason"] = reason;
+    events_->Emit("standby-return", f);
+    spdlog::info("{}", reason);
   }
 }
 
@@ -288,6 +312,7 @@ Result<int> Supervisor::Run(const std::atomic<bool>& stop) {
   while (!stop.load()) {
     std::vector<Detection> ds = watcher_->Pump(kPumpMs);
     Observe(ds);
+    ReturnLentSlots();
     for (const Detection& d : ds) {
       Instance* inst = d.event == "failed" ? Find(d.key) : nullptr;
       if (inst == nullptr || !BelongsTo(d.hb.pid, *inst)) continue;
