@@ -150,15 +150,31 @@ start_watchdog() {
   stand_in_pipeline
   start_watchdog
   wait_for "$TMP/run/events/watchdog-0.jsonl" '"event":"ready".*"member":"train/0"' 20
+  sleep 1  # a few trainer steps
   before="$(pid_of rollout-0) $(pid_of rollout-1) $(pid_of train-0)"
   kill -9 "$WPID"
-  sleep 1
+  steps=$(grep -c '"event":"step"' "$TMP/run/events/train-0.jsonl")
+  sleep 1.5
   for p in $before; do kill -0 "$p"; done
+  # No watchdog, and the trainer goes on stepping.
+  [ "$(grep -c '"event":"step"' "$TMP/run/events/train-0.jsonl")" -gt "$steps" ]
   start_watchdog
-  wait_for "$TMP/run/events/watchdog-0.jsonl" '"event":"adopted".*"member":"train/0"' 10
-  sleep 1
+  log="$TMP/run/events/watchdog-0.jsonl"
+  wait_for "$log" '"event":"adopted".*"member":"train/0"' 10
+  # Its table is rebuilt from heartbeats: each adopted pid is heard from again.
+  for m in rollout/0 rollout/1 train/0; do
+    wait_for "$log" "\"event\":\"adopted\".*\"member\":\"$m\"" 10
+    wait_for "$log" "\"event\":\"ready\".*\"member\":\"$m\".*\"pid\":$(pid_of "${m/\//-}")," 10
+  done
   [ "$(pid_of rollout-0) $(pid_of rollout-1) $(pid_of train-0)" = "$before" ]
-  [ "$(grep -c '"event":"start-role"' "$TMP/run/events/watchdog-0.jsonl")" -eq 3 ]
+  [ "$(grep -c '"event":"start-role"' "$log")" -eq 3 ]
+  # It picks up where it was: an adopted role killed now is restarted alone, as before.
+  sleep 1
+  kill -9 "$(pid_of rollout-1)"
+  wait_for "$log" '"event":"restart".*"member":"rollout/1"' 10
+  grep -q '"action":"restart-role".*"reason":"restart rollout/1 only"' "$log"
+  ! grep -q '"event":"restart-job"' "$log"
+  [ "$(pid_of rollout-0) $(pid_of train-0)" = "$(echo "$before" | cut -d' ' -f1,3)" ]
 }
 
 @test "run: a role that fails in its first step escalates to full restarts, then gives up with a diagnosis (exit 70)" {
@@ -242,19 +258,29 @@ start_watchdog() {
   [[ "$output" == *"ETTR"* ]]
 }
 
-@test "run with standby: a failed trainer takes the slot of a drained rollout" {
+@test "run with standby: a failed trainer takes the slot of a drained rollout, which comes back after the trainer's first step" {
   stand_in_pipeline
   sed -i 's/^grace = 1$/grace = 1\nstandby = true/' "$TMP/p.toml"
   start_watchdog
-  wait_for "$TMP/run/events/watchdog-0.jsonl" '"event":"ready".*"member":"train/0"' 20
+  log="$TMP/run/events/watchdog-0.jsonl"
+  wait_for "$log" '"event":"ready".*"member":"train/0"' 20
   sleep 1
   r0=$(pid_of rollout-0) r1=$(pid_of rollout-1)
   kill -9 "$(pid_of train-0)"
-  wait_for "$TMP/run/events/watchdog-0.jsonl" '"event":"restart".*"member":"train/0"' 20
-  grep -q '"event":"standby".*"reason":"train/0 takes the slot of rollout/0 (warm standby)"' "$TMP/run/events/watchdog-0.jsonl"
+  wait_for "$log" '"event":"restart".*"member":"train/0"' 20
+  grep -q '"event":"standby".*"reason":"train/0 takes the slot of rollout/0 (warm standby)"' "$log"
   ! kill -0 "$r0" 2>/dev/null || [[ "$(ps -o stat= -p "$r0")" == Z* ]]
-  [ ! -e "$TMP/run/watchdog/rollout-0.pid" ]
+  wait_for "$log" '"event":"standby-return".*"reason":"rollout/0 is back: train/0 completed a step since it took its slot"' 20
+  # In that order: the trainer restarted, heard from, then the rollout back with a new pid.
+  restart=$(grep -n '"event":"restart".*"member":"train/0"' "$log" | cut -d: -f1)
+  ready=$(grep -n '"event":"ready".*"member":"train/0"' "$log" | tail -n 1 | cut -d: -f1)
+  back=$(grep -n '"event":"standby-return"' "$log" | cut -d: -f1)
+  [ "$restart" -lt "$ready" ] && [ "$ready" -lt "$back" ]
+  r0_new=$(pid_of rollout-0)
+  [ "$r0_new" != "$r0" ]
+  wait_for "$log" "\"event\":\"ready\".*\"member\":\"rollout/0\".*\"pid\":$r0_new," 10
   [ "$(pid_of rollout-1)" = "$r1" ]
   sleep 1
-  ! grep -q '"event":"failure".*"member":"rollout/0"' "$TMP/run/events/watchdog-0.jsonl"
+  ! grep -q '"event":"failure".*"member":"rollout/0"' "$log"
+  ! grep -q '"event":"restart-job"' "$log"
 }
