@@ -5,10 +5,16 @@
 # new pid and that it was back (heartbeating) within --bound seconds; at the end, with the
 # pipeline stopped, that no acknowledged sample was lost (every row a stage acked is accounted
 # for at the next) and that no row reached the trainer twice (the rows consumed by task train
-# equal the samples of the steps the model kept).
+# equal the samples of the steps the model kept). It prints, per role and signal, the time from
+# the fault to the watchdog's failure event (detection) and to the new instance's first heartbeat
+# (back) at p50, p99 and max, and how many faults were back within the bound. Each trial ends with
+# rl-watchdog itself killed (SIGKILL): the roles must keep their pids and the trainer must complete
+# a step without it; a new watchdog on the same run directory must adopt all four roles, hear from
+# each of them again, and start none.
 #
-# Usage: kill-matrix.sh [--short] [--trials N] [--seed N] [--bound S]
+# Usage: kill-matrix.sh [--short] [--long] [--trials N] [--seed N] [--bound S]
 #   --short   one trial of each role and signal, small steps (CI)
+#   --long    20 trials of each (160 faults, about half an hour on two cores)
 #   (default) 5 trials of each
 # Environment: RL_BUILD_DIR (default ./build), RL_RUN_DIR (default a new /tmp directory).
 set -euo pipefail
@@ -21,6 +27,7 @@ seed=1 trials=5 bound=60 small=(--dynamic-sampling false --prompts-per-step 16)
 while [ $# -gt 0 ]; do
   case "$1" in
     --short) trials=1 ;;
+    --long) trials=20 ;;
     --trials) trials="$2"; shift ;;
     --seed) seed="$2"; shift ;;
     --bound) bound="$2"; shift ;;
@@ -54,9 +61,12 @@ command = "rl-reward run --verifier addition --lease 20 --log-level warn"
 [role.train]
 command = "rl-train grpo --checkpoint-dir $run/ckpt --prompts $run/prompts.jsonl --threads 1 --seed $seed --mode async --max-steps 100000 --eval-every 0 --lease-seconds 10 --log-level warn ${small[*]}"
 TOML
-rl-watchdog run "$run/pipeline.toml" --run-dir "$run" --heartbeat "tcp://127.0.0.1:$(free_port)" \
-  --log-level warn 2> "$run/watchdog.log" &
-wpid=$!
+hb="tcp://127.0.0.1:$(free_port)"
+start_watchdog() {
+  rl-watchdog run "$run/pipeline.toml" --run-dir "$run" --heartbeat "$hb" --log-level warn 2>> "$run/watchdog.log" &
+  wpid=$!
+}
+start_watchdog
 
 pid_of() { cut -d' ' -f1 "$run/watchdog/$1-0.pid" 2>/dev/null || echo 0; }
 pids() { echo "$(pid_of queue) $(pid_of rollout) $(pid_of reward) $(pid_of train)"; }
@@ -72,8 +82,39 @@ wait_steps() {
   sleep 1.2
 }
 
+# watchdog_trial: kill -9 rl-watchdog, see the roles go on without it, start a new one.
+watchdog_trial() {
+  local before after n starts t0 deadline m ok=ok
+  before=$(pids) n=$(steps_done) starts=$(grep -c '"event":"start-role"' "$log" || true)
+  t0=$(date +%s.%N)
+  kill -9 "$wpid"; wait "$wpid" 2> /dev/null || true
+  deadline=$(( $(date +%s) + bound ))
+  until [ "$(steps_done)" -gt "$n" ] || [ "$(date +%s)" -ge "$deadline" ]; do sleep 0.2; done
+  [ "$(steps_done)" -gt "$n" ] || ok="FAIL (no trainer step without the watchdog)"
+  after=$(pids)
+  [ "$after" = "$before" ] || ok="FAIL (pids $before -> $after)"
+  for p in $after; do kill -0 "$p" 2> /dev/null || ok="FAIL (pid $p gone)"; done
+  local mark; mark=$(wc -l < "$log")
+  start_watchdog
+  for m in queue rollout reward train; do
+    until tail -n +"$((mark + 1))" "$log" | grep -q "\"event\":\"ready\".*\"member\":\"$m/0\".*\"pid\":$(pid_of "$m"),"; do
+      [ "$(date +%s)" -lt "$deadline" ] || { ok="FAIL ($m/0 not heard from by the new watchdog)"; break; }
+      sleep 0.05
+    done
+  done
+  local adopted; adopted=$(tail -n +"$((mark + 1))" "$log" | grep -c '"event":"adopted"' || true)
+  [ "$adopted" -eq 4 ] || ok="FAIL (adopted $adopted of 4)"
+  [ "$(grep -c '"event":"start-role"' "$log")" -eq "$starts" ] || ok="FAIL (the new watchdog started roles)"
+  [ "$(pids)" = "$before" ] || ok="FAIL (pids changed after the new watchdog)"
+  [ "$ok" = ok ] || failed=1
+  printf '%-8s %-5s roles kept pids, trainer stepped without it; adopted %s/4 in %s s  %s\n' watchdog KILL "$adopted" \
+    "$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.2f", b - a }')" "$ok" | tee -a "$run/watchdog-trials.txt" >&2
+}
+
 results="$run/matrix.txt"
 : > "$results"
+: > "$run/faults.tsv"
+: > "$run/watchdog-trials.txt"
 wait_steps 2
 failed=0
 for ((t = 0; t < trials; t++)); do
@@ -114,9 +155,12 @@ PY
       awk -v b="$back" -v lim="$bound" 'BEGIN { exit !(b < lim) }' || ok="FAIL (not back within $bound s)"
       [ "$ok" = ok ] || failed=1
       printf '%-8s %-5s detect %6s s  back %6s s  %s\n' "$role" "$sig" "$detect" "$back" "$ok" | tee -a "$results" >&2
+      printf '%s\t%s\t%s\t%s\t%s\n' "$role" "$sig" "$detect" "$back" "${ok%% *}" >> "$run/faults.tsv"
       wait_steps 1
     done
   done
+  watchdog_trial
+  wait_steps 1
 done
 
 echo "== stopping the pipeline and checking the queue" >&2
@@ -128,9 +172,33 @@ qpid=$!
 until rl-queue stat --connect "tcp://127.0.0.1:$port" --timeout 0.2 > /dev/null 2>&1; do sleep 0.1; done
 rl-queue stat --json --connect "tcp://127.0.0.1:$port" > "$run/stat.json"
 kill "$qpid"; wait "$qpid" 2> /dev/null || true
-python3 - "$run" "$results" "$failed" <<'PY'
-import json, sys
-run, results, failed = sys.argv[1], sys.argv[2], int(sys.argv[3])
+python3 - "$run" "$results" "$failed" "$bound" <<'PY'
+import json, math, sys
+run, results, failed, bound = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
+
+def pct(xs, p):  # nearest rank
+    return sorted(xs)[max(0, math.ceil(p / 100 * len(xs)) - 1)] if xs else float("nan")
+
+rows = [l.rstrip("\n").split("\t") for l in open(f"{run}/faults.tsv") if l.strip()]
+print("%-8s %-5s %6s  %21s  %21s  %s" % ("role", "sig", "trials", "detect p50/p99/max (s)", "back p50/p99/max (s)", "back within bound"))
+kill_detect = []
+for role in ("queue", "rollout", "reward", "train"):
+    for sig in ("KILL", "STOP"):
+        rs = [r for r in rows if r[0] == role and r[1] == sig]
+        if not rs:
+            continue
+        det = [float(r[2]) if r[2] != "-" else math.inf for r in rs]
+        back = [float(r[3]) for r in rs]
+        if sig == "KILL":
+            kill_detect += det
+        within = sum(b < bound for b in back)
+        print("%-8s %-5s %6d  %6.2f %6.2f %7.2f  %6.2f %6.2f %7.2f  %d/%d (%g s)" % (
+            role, sig, len(rs), pct(det, 50), pct(det, 99), max(det), pct(back, 50), pct(back, 99), max(back),
+            within, len(rs), bound))
+if kill_detect:
+    p99 = pct(kill_detect, 99)
+    print("killed roles (SIGKILL, %d faults) detected at p99 in %.2f s: %s the 3.5 s bound" % (
+        len(kill_detect), p99, "within" if p99 <= 3.5 else "OUTSIDE"))
 stat = json.load(open(f"{run}/stat.json"))
 task = {t["name"]: t for t in stat["tasks"]}
 held = lambda t: t["consumed"] + t["ready"] + t["leased"] + t["dropped"]
@@ -144,5 +212,8 @@ faults = [l for l in open(results) if l.strip()]
 bad = [l for l in faults if "FAIL" in l]
 print(f"{len(faults)} faults, {len(bad)} not recovered as they should; {len(kept)} steps kept")
 print(f"acknowledged samples lost: {lost}  duplicates reaching the trainer: {dup}")
+wd = [l for l in open(f"{run}/watchdog-trials.txt") if l.strip()]
+print(f"watchdog killed {len(wd)} times: {sum('FAIL' not in l for l in wd)} with every role untouched and adopted")
+bad += [l for l in wd if "FAIL" in l]
 sys.exit(1 if bad or lost or dup or failed else 0)
 PY
