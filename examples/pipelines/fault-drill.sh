@@ -78,6 +78,7 @@ kill_schedule() {
   local run="$1" part=$(( (steps + kills - 1) / kills )) last_kill=0 k
   for ((i = 0; i < kills; i++)); do
     k=$(( i * part + RANDOM % part + 1 ))
+    [ "$k" -lt "$steps" ] || k=$((steps - 1))  # the last part's kill, not after the final step
     [ "$k" -gt "$last_kill" ] || k=$((last_kill + 1))
     [ "$k" -lt "$steps" ] || break
     while [ "$(last_step "$run")" -lt "$k" ]; do
@@ -104,12 +105,14 @@ import json, sys
 run = sys.argv[1]
 kills = [float(l) for l in open(f"{run}/kills.txt") if l.strip()]
 fails = [e["ts"] for e in map(json.loads, open(f"{run}/events/watchdog-0.jsonl")) if e["event"] == "failure"]
-lat = [min((f for f in fails if f >= k), default=float("nan")) - k for k in kills]
+# A failure stamped a few ms before the kill's own timestamp has been seen (clocks of two
+# processes): it is that kill's, not an earlier one's.
+lat = [max(0.0, min((f for f in fails if f >= k - 0.05), default=float("nan")) - k) for k in kills]
 print("%.2f" % max(lat))
 PY
 }
 
-declare -A ettr e2e faults restarts detect
+declare -A ettr e2e faults restarts detect lost
 for scenario in none role job; do
   run="$top/$scenario"
   current="$run"
@@ -133,13 +136,15 @@ for scenario in none role job; do
   detect[$scenario]=$(detection_latency "$run")
   ettr[$scenario]=$(python3 -c 'import json,sys; print("%.3f" % json.loads(sys.argv[1])["ettr"])' "$summary")
   faults[$scenario]=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["faults"])' "$summary")
+  lost[$scenario]=$(python3 -c 'import json,sys; j = json.loads(sys.argv[1]); print("%.1f/%.1f/%.1f" % (j["detection_s"], j["restart_s"], j["catch_up_s"]))' "$summary")
   restarts[$scenario]=$(grep -c '"event":"restart-job"' "$run/events/watchdog-0.jsonl" || true)
   e2e[$scenario]=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')
 done
 
-printf '%-8s %6s %8s %7s %14s %16s\n' scenario ETTR "e2e (s)" faults "full restarts" "max detect (s)"
+printf '%-8s %6s %8s %7s %14s %16s  %s\n' scenario ETTR "e2e (s)" faults "full restarts" "max detect (s)" \
+  "lost: detection/restart/catch-up (s)"
 for scenario in none role job; do
-  printf '%-8s %6s %8s %7s %14s %16s\n' "$scenario" "${ettr[$scenario]}" "${e2e[$scenario]}" "${faults[$scenario]}" \
-    "${restarts[$scenario]}" "${detect[$scenario]}"
+  printf '%-8s %6s %8s %7s %14s %16s  %s\n' "$scenario" "${ettr[$scenario]}" "${e2e[$scenario]}" "${faults[$scenario]}" \
+    "${restarts[$scenario]}" "${detect[$scenario]}" "${lost[$scenario]}"
 done
 [ "$keep" = 0 ] || echo "runs: $top/{none,role,job} (rl-profile report DIR --svg timeline.svg)"
