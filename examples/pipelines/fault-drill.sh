@@ -5,7 +5,8 @@
 #   role   the trainer killed (SIGKILL) at a random time within every 10% of the steps, and only
 #          the trainer restarted (from its last checkpoint) while the other roles keep working;
 #   job    the same kills, and every role restarted each time (what frameworks do today).
-# It prints ETTR (rl-profile report) and end-to-end time for the three.
+# It prints ETTR (rl-profile report), end-to-end time and the time lost per cause for the three,
+# and whether role-based recovery keeps ETTR at or above 0.90 and above the whole-job restart.
 #
 # Usage: fault-drill.sh [--short] [--steps N] [--seed N] [--keep]
 #   --short  a smoke run for CI: 20 small steps, one kill in each half
@@ -147,4 +148,6 @@ for scenario in none role job; do
   printf '%-8s %6s %8s %7s %14s %16s  %s\n' "$scenario" "${ettr[$scenario]}" "${e2e[$scenario]}" "${faults[$scenario]}" \
     "${restarts[$scenario]}" "${detect[$scenario]}" "${lost[$scenario]}"
 done
+awk -v r="${ettr[role]}" -v j="${ettr[job]}" 'BEGIN {
+  printf "role-based recovery: ETTR %.3f, %s 0.90, %s the whole-job restart'"'"'s %.3f\n", r, (r >= 0.9) ? "at or above" : "BELOW", (r > j) ? "above" : "NOT above", j }'
 [ "$keep" = 0 ] || echo "runs: $top/{none,role,job} (rl-profile report DIR --svg timeline.svg)"
