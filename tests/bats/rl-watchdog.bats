@@ -284,3 +284,27 @@ start_watchdog() {
   ! grep -q '"event":"failure".*"member":"rollout/0"' "$log"
   ! grep -q '"event":"restart-job"' "$log"
 }
+
+@test "run with standby and a single rollout: the rollout comes back as soon as the trainer heartbeats, since the trainer cannot step without it" {
+  # The first trainer steps; the restarted one waits for data (no rollout: it would wait forever).
+  cat > "$TMP/p.toml" <<TOML
+[watchdog]
+heartbeat_interval = 0.2
+grace = 1
+standby = true
+[role.rollout]
+command = "rl-watchdog beat --role rollout --phase generate"
+[role.train]
+command = "if [ -e $TMP/restarted ]; then exec rl-watchdog beat --role train --phase waiting-for-data; fi; touch $TMP/restarted; exec rl-watchdog beat --role train --phase train --step-every 0.3"
+TOML
+  start_watchdog
+  log="$TMP/run/events/watchdog-0.jsonl"
+  wait_for "$log" '"event":"ready".*"member":"train/0"' 20
+  sleep 1
+  r0=$(pid_of rollout-0)
+  kill -9 "$(pid_of train-0)"
+  wait_for "$log" '"event":"standby".*"member":"rollout/0"' 20
+  wait_for "$log" '"event":"standby-return".*"reason":"rollout/0 is back: train/0 heartbeats and has no other rollout"' 20
+  [ "$(pid_of rollout-0)" != "$r0" ]
+  ! grep -q '"event":"restart-job"' "$log"
+}

@@ -212,13 +212,20 @@ void Supervisor::LendSlotTo(Instance* trainer) {
 // A drained rollout comes back once the trainer that took its slot has completed a step since
 // its restart: the trainer's own slot (here, its dead process) is free again by then, and a
 // trainer that fails in its first step escalates to a full restart, which starts every role
-// anyway, so the rollout never competes with a restart that is still in doubt.
+// anyway, so the rollout never competes with a restart that is still in doubt. When it was the
+// only rollout, the trainer cannot complete a step without it: it comes back as soon as the
+// trainer heartbeats.
 void Supervisor::ReturnLentSlots() {
+  bool rollout_running = false;
+  for (const auto& inst : instances_) rollout_running |= inst.spec->kind == "rollout" && inst.pid != 0 && !inst.lent;
   for (auto& inst : instances_) {
     if (!inst.lent) continue;
     Instance* trainer = Find(inst.lent_to);
-    if (trainer != nullptr && !(trainer->ready && trainer->steps_since_start >= 1)) continue;
-    std::string reason = inst.key + " is back: " + inst.lent_to + " completed a step since it took its slot";
+    bool stepped = trainer == nullptr || (trainer->ready && trainer->steps_since_start >= 1);
+    bool alone = trainer != nullptr && trainer->ready && !rollout_running;
+    if (!stepped && !alone) continue;
+    std::string reason = inst.key + " is back: " + inst.lent_to +
+                         (stepped ? " completed a step since it took its slot" : " heartbeats and has no other rollout");
     Status s = SpawnInstance(o_.pipeline, watcher_->endpoint(), o_.run_dir, &inst);
     if (!s.ok()) {
       spdlog::error("return of {}: {}", inst.key, s.ToString());
