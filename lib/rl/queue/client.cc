@@ -43,6 +43,12 @@ Result<std::vector<uint64_t>> QueueClient::PutOnce(uint64_t rid, const PutReques
   return r.done;
 }
 
+Result<std::vector<uint64_t>> QueueClient::PutColumn(std::string_view column, const std::vector<std::string>& values) {
+  RL_ASSIGN_OR_RETURN(Message reply, client_.Call(Op::kPut, EncodePutColumn(column, values)));
+  RL_ASSIGN_OR_RETURN(IndexReply r, DecodeIndexReply(reply));
+  return r.done;
+}
+
 Result<GetReply> QueueClient::Get(const GetRequest& req) {
   Message m = EncodeGet(req);
   RL_ASSIGN_OR_RETURN(Message reply, client_.Call(Op::kGet, std::move(m.body), {}, req.wait_ms));

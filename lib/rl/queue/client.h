@@ -23,6 +23,8 @@ class QueueClient {
   // A put under a chosen request id (see Client::CallWithRid): with a stable sender id, repeating
   // it after a crash of this process adds the rows once.
   Result<std::vector<uint64_t>> PutOnce(uint64_t rid, const PutRequest& req);
+  // New rows of one bytes column each (EncodePutColumn): what Put does for them, one copy fewer.
+  Result<std::vector<uint64_t>> PutColumn(std::string_view column, const std::vector<std::string>& values);
   Result<GetReply> Get(const GetRequest& req);
   Result<IndexReply> Ack(const std::string& task, uint64_t lease, const std::vector<uint64_t>& indices);
   Result<IndexReply> Nack(const std::string& task, uint64_t lease, const std::vector<uint64_t>& indices);

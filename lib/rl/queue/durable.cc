@@ -218,12 +218,8 @@ Status DurableStore::Recover(RecoveryReport* report) {
   return FsyncDir(dir_);
 }
 
-uint64_t DurableStore::Commit(Record& r) {
-  msgpack::sbuffer buf = EncodeRecordBuffer(r);
-  WalPayload payload;
-  payload.size = buf.size();
-  payload.data.reset(buf.release());
-  uint64_t end = wal_->Append(std::move(payload));
+uint64_t DurableStore::Commit(Record& r, const BorrowedBytes* borrowed) {
+  uint64_t end = wal_->Append(EncodeRecordPayload(r, borrowed));
   store_.Apply(std::move(r));
   return end;
 }

@@ -45,8 +45,9 @@ class DurableStore {
 
   const Store& store() const { return store_; }
   // Queues r for the log and applies it; r.rows is left empty (the values move into the store).
+  // Values listed in `borrowed` (may be null) go to the log from where it says they lie.
   // Returns the log position after r.
-  uint64_t Commit(Record& r);
+  uint64_t Commit(Record& r, const BorrowedBytes* borrowed = nullptr);
   void Submit() { wal_->Submit(); }
   void RequestSync() { wal_->Submit(), wal_->RequestSync(); }
   uint64_t appended() const { return wal_->appended(); }

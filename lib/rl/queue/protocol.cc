@@ -1,5 +1,8 @@
 #include "rl/queue/protocol.h"
 
+#include <algorithm>
+#include <functional>
+
 namespace rl::queue {
 namespace {
 
@@ -50,7 +53,47 @@ Message EncodePut(const PutRequest& req) {
   return m;
 }
 
-Result<PutRequest> DecodePut(std::string_view m, const std::vector<std::string>& blobs) {
+std::string EncodePutColumn(std::string_view column, const std::vector<std::string>& values) {
+  std::string body;
+  size_t bytes = 64;
+  for (const auto& v : values) bytes += 16 + column.size() + v.size();
+  body.reserve(bytes);
+  StringSink sink{&body};
+  StringPacker pk(sink);
+  pk.pack_map(3);
+  PackString(pk, "rows");
+  pk.pack_array(static_cast<uint32_t>(values.size()));
+  for (const auto& v : values) {
+    pk.pack_map(1);
+    PackString(pk, column);
+    pk.pack_bin(static_cast<uint32_t>(v.size()));
+    pk.pack_bin_body(v.data(), static_cast<uint32_t>(v.size()));
+  }
+  PackString(pk, "ack_task");
+  PackString(pk, "");
+  PackString(pk, "ack_lease");
+  pk.pack_uint64(0);
+  return body;
+}
+
+namespace {
+
+// Notes where v's bytes came from, when it is a string or bytes value large enough to borrow.
+void NoteSource(const msgpack::object& o, const Value& v, BorrowedBytes* borrowed) {
+  const std::string* raw = nullptr;
+  if (o.type == msgpack::type::BIN) {
+    raw = &std::get<Bytes>(v).data;
+  } else if (o.type == msgpack::type::STR) {
+    raw = &std::get<std::string>(v);
+  }
+  if (raw == nullptr || raw->size() < kBorrowBytes) return;
+  const char* src = o.type == msgpack::type::BIN ? o.via.bin.ptr : o.via.str.ptr;
+  borrowed->sources.emplace_back(raw->data(), std::string_view(src, raw->size()));
+}
+
+}  // namespace
+
+Result<PutRequest> DecodePut(std::string_view m, const std::vector<std::string>& blobs, BorrowedBytes* borrowed) {
   RL_ASSIGN_OR_RETURN(msgpack::object_handle oh, Parse(m));
   RL_ASSIGN_OR_RETURN(MapView body, MapView::Of(oh.get(), "put body"));
   PutRequest req;
@@ -80,8 +123,14 @@ Result<PutRequest> DecodePut(std::string_view m, const std::vector<std::string>&
       auto v = UnpackValue(kv.val, &blobs);
       if (!v.ok()) return Status::DataError(where + " column '" + *name + "': " + v.status().message());
       row.columns.emplace_back(std::move(*name), std::move(*v));
+      // The value's bytes stay where they are as it moves on (a string this large is on the heap).
+      if (borrowed) NoteSource(kv.val, row.columns.back().second, borrowed);
     }
     req.rows.push_back(std::move(row));
+  }
+  if (borrowed) {
+    std::sort(borrowed->sources.begin(), borrowed->sources.end(),
+              [](const auto& a, const auto& b) { return std::less<const char*>()(a.first, b.first); });
   }
   return req;
 }

@@ -3,6 +3,7 @@
 // Thread safety: reentrant functions.
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -45,6 +46,9 @@ struct DeclareRequest {
 
 // Client side: body + frames for each op.
 Message EncodePut(const PutRequest& req);
+// The body EncodePut makes for new rows of one bytes column each, packed straight from `values`
+// (no Value is built, so the bytes are copied once, into the body).
+std::string EncodePutColumn(std::string_view column, const std::vector<std::string>& values);
 Message EncodeGet(const GetRequest& req);
 Message EncodeIndices(const IndexRequest& req);
 Message EncodeMetaGet(const std::string& key);
@@ -57,8 +61,12 @@ struct Request {
   Header header;
   std::string_view body;
   std::vector<std::string> blobs;
+  std::shared_ptr<const void> frame;  // when set, keeps body's bytes alive (the server's zmq frame)
 };
-Result<PutRequest> DecodePut(std::string_view body, const std::vector<std::string>& blobs);
+// With `borrowed`, also notes where each string and bytes value of at least kBorrowBytes lies in
+// `body` (hold is left to the caller).
+Result<PutRequest> DecodePut(std::string_view body, const std::vector<std::string>& blobs,
+                             BorrowedBytes* borrowed = nullptr);
 Result<GetRequest> DecodeGet(std::string_view body);
 Result<IndexRequest> DecodeIndices(std::string_view body);
 Result<std::string> DecodeMetaGet(std::string_view body);

@@ -1,5 +1,8 @@
 #include "rl/queue/record.h"
 
+#include <algorithm>
+#include <functional>
+
 namespace rl::queue {
 
 void PackU64List(Packer& pk, const std::vector<uint64_t>& v) {
@@ -37,14 +40,20 @@ std::string EncodeRecord(const Record& r) {
   return std::string(buf.data(), buf.size());
 }
 
-msgpack::sbuffer EncodeRecordBuffer(const Record& r) {
+namespace {
+
+size_t EstimateBytes(const Record& r, size_t borrowed) {
   size_t estimate = 512 + 8 * (r.indices.size() + r.dropped.size() + r.regenerated.size());
   for (const auto& row : r.rows) {
     estimate += 16;  // msgpack headers: the row's array, index, flag and map
     for (const auto& [name, v] : row.columns) estimate += 16 + name.size() + ValueBytes(v);
   }
-  msgpack::sbuffer buf(estimate);  // one allocation instead of doubling through large puts
-  Packer pk(buf);
+  return estimate - std::min(estimate - 512, borrowed);
+}
+
+// Packs r; each column value goes through pack_value(pk, value).
+template <typename PackValueFn>
+void PackRecord(Packer& pk, const Record& r, PackValueFn&& pack_value) {
   pk.pack_map(17);
   PackString(pk, "t");
   pk.pack_uint8(static_cast<uint8_t>(r.type));
@@ -81,7 +90,11 @@ msgpack::sbuffer EncodeRecordBuffer(const Record& r) {
     pk.pack_array(3);
     pk.pack_uint64(row.index);
     row.is_new ? pk.pack_true() : pk.pack_false();
-    PackColumns(pk, row.columns);
+    pk.pack_map(static_cast<uint32_t>(row.columns.size()));
+    for (const auto& [name, value] : row.columns) {
+      PackString(pk, name);
+      pack_value(pk, value);
+    }
   }
   PackString(pk, "columns");
   PackStringList(pk, r.columns);
@@ -91,7 +104,70 @@ msgpack::sbuffer EncodeRecordBuffer(const Record& r) {
   PackString(pk, r.value);
   PackString(pk, "v");  // record format version
   pk.pack_uint8(1);
+}
+
+// The bytes of a string or bytes value (null for other types).
+const std::string* RawBytes(const Value& v) {
+  if (const auto* b = std::get_if<Bytes>(&v)) return &b->data;
+  return std::get_if<std::string>(&v);
+}
+
+// Where the bytes of `v` lie in the borrowed frame, or null.
+const std::string_view* Borrowed(const BorrowedBytes& b, const Value& v) {
+  const std::string* raw = RawBytes(v);
+  if (raw == nullptr || raw->size() < kBorrowBytes) return nullptr;
+  auto it = std::lower_bound(b.sources.begin(), b.sources.end(), raw->data(),
+                             [](const auto& e, const char* p) { return std::less<const char*>()(e.first, p); });
+  if (it == b.sources.end() || it->first != raw->data() || it->second.size() != raw->size()) return nullptr;
+  return &it->second;
+}
+
+}  // namespace
+
+msgpack::sbuffer EncodeRecordBuffer(const Record& r) {
+  msgpack::sbuffer buf(EstimateBytes(r, 0));  // one allocation instead of doubling through large puts
+  Packer pk(buf);
+  PackRecord(pk, r, [](Packer& p, const Value& v) { PackValue(p, v, nullptr); });
   return buf;
+}
+
+WalPayload EncodeRecordPayload(const Record& r, const BorrowedBytes* borrowed) {
+  WalPayload out;
+  if (borrowed == nullptr || borrowed->sources.empty()) {
+    msgpack::sbuffer buf = EncodeRecordBuffer(r);
+    out.size = buf.size();
+    out.data.reset(buf.release());
+    return out;
+  }
+  size_t lent = 0;
+  for (const auto& row : r.rows) {
+    for (const auto& col : row.columns) {
+      if (const std::string_view* src = Borrowed(*borrowed, col.second)) lent += src->size();
+    }
+  }
+  msgpack::sbuffer buf(EstimateBytes(r, lent));
+  Packer pk(buf);
+  std::vector<std::pair<size_t, std::string_view>> cuts;  // a borrowed piece goes after buf[0, first)
+  PackRecord(pk, r, [&](Packer& p, const Value& v) {
+    const std::string_view* src = Borrowed(*borrowed, v);
+    if (src == nullptr) return PackValue(p, v, nullptr);
+    std::holds_alternative<Bytes>(v) ? p.pack_bin(static_cast<uint32_t>(src->size()))
+                                     : p.pack_str(static_cast<uint32_t>(src->size()));
+    cuts.emplace_back(buf.size(), *src);
+  });
+  out.size = buf.size() + lent;
+  out.data.reset(buf.release());
+  size_t from = 0;
+  for (const auto& [at, piece] : cuts) {
+    if (at > from) out.pieces.emplace_back(out.data.get() + from, at - from);
+    out.pieces.push_back(piece);
+    from = at;
+  }
+  size_t owned = out.size - lent;
+  if (owned > from) out.pieces.emplace_back(out.data.get() + from, owned - from);
+  if (cuts.empty()) out.pieces.clear();  // nothing borrowed: data holds it all
+  else out.hold = borrowed->hold;
+  return out;
 }
 
 namespace {

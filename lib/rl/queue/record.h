@@ -6,11 +6,14 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
 #include "rl/core/status.h"
+#include "rl/queue/wal.h"
 #include "rl/wire/msgpack_io.h"
 #include "rl/wire/value.h"
 
@@ -63,6 +66,19 @@ struct Record {
 std::string EncodeRecord(const Record& r);
 // The same in a buffer sized for it up front (the log takes its bytes without a copy).
 msgpack::sbuffer EncodeRecordBuffer(const Record& r);
+
+// Where the bytes of a record's large string and bytes values lie already, outside the record:
+// in the request frame they were decoded from (DecodePut). Each entry maps a value's data() to
+// the same bytes in that frame; `hold` keeps the frame alive. Sorted by the first member.
+struct BorrowedBytes {
+  std::vector<std::pair<const char*, std::string_view>> sources;
+  std::shared_ptr<const void> hold;
+};
+// Values of at least this many bytes are borrowed rather than copied.
+constexpr size_t kBorrowBytes = 1024;
+// The same bytes as EncodeRecordBuffer, as a log payload whose values listed in `borrowed`
+// (may be null) are pieces of their frame instead of copies.
+WalPayload EncodeRecordPayload(const Record& r, const BorrowedBytes* borrowed);
 Result<Record> DecodeRecord(const char* data, size_t size);
 
 // Pieces shared with the snapshot writer.

@@ -98,10 +98,10 @@ void Server::Reply(const std::string& routing, const Header& h, const Status& s,
   pending_.push_back(std::move(o));
 }
 
-void Server::Commit(Record r, const std::string& routing, const Header& h) {
+void Server::Commit(Record r, const std::string& routing, const Header& h, const BorrowedBytes* borrowed) {
   r.sender = h.from;
   r.rid = h.rid;
-  ds_->Commit(r);
+  ds_->Commit(r, borrowed);
   changed_ = true;
   Reply(routing, h, Status::OK(), ReplyFor(r, ds_->store()));
 }
@@ -128,7 +128,9 @@ void Server::HandleFrames(std::vector<zmq::message_t>& parts) {
                            std::to_string(options_.max_message)));
     return;
   }
-  Request req{std::move(*header), view(parts[3]), {}};
+  // The body frame is kept whole: a put's log record takes its large values from it.
+  auto body = std::make_shared<zmq::message_t>(std::move(parts[3]));
+  Request req{std::move(*header), view(*body), {}, body};
   for (size_t i = 4; i < parts.size(); ++i) req.blobs.emplace_back(view(parts[i]));
   Dispatch(routing, req);
 }
@@ -180,7 +182,9 @@ void Server::Dispatch(const std::string& routing, const Request& req) {
 }
 
 Status Server::HandlePut(const std::string& routing, const Request& req) {
-  RL_ASSIGN_OR_RETURN(PutRequest put, DecodePut(req.body, req.blobs));
+  BorrowedBytes borrowed;
+  RL_ASSIGN_OR_RETURN(PutRequest put, DecodePut(req.body, req.blobs, req.frame ? &borrowed : nullptr));
+  borrowed.hold = req.frame;
   // Several tensors may name one frame; the log stores each in full, so the limit applies to
   // the values as stored, not only to the message (a log record must stay below 1 GiB).
   size_t stored = 0;
@@ -201,7 +205,7 @@ Status Server::HandlePut(const std::string& routing, const Request& req) {
     rows.push_back(std::move(pr));
   }
   RL_ASSIGN_OR_RETURN(Record rec, ds_->store().PlanPut(std::move(rows), put.ack_task, put.ack_lease));
-  Commit(std::move(rec), routing, req.header);
+  Commit(std::move(rec), routing, req.header, &borrowed);
   return Status::OK();
 }
 

@@ -29,6 +29,19 @@ constexpr auto kCoalesceWait = std::chrono::milliseconds(2);
 
 size_t RoundUp(size_t n, size_t block) { return (n + block - 1) / block * block; }
 
+// Calls f(data, size) on each contiguous part of the payload, in order.
+template <typename F>
+void ForEachPiece(const WalPayload& p, F&& f) {
+  if (p.pieces.empty()) return f(static_cast<const char*>(p.data.get()), p.size);
+  for (std::string_view piece : p.pieces) f(piece.data(), piece.size());
+}
+
+uint32_t PayloadCrc(const WalPayload& p) {
+  uint32_t crc = 0;
+  ForEachPiece(p, [&](const char* d, size_t n) { crc = Crc32c(d, n, crc); });
+  return crc;
+}
+
 }  // namespace
 
 Result<std::unique_ptr<WalWriter>> WalWriter::Open(const std::string& path, uint64_t keep_bytes, uint64_t start,
@@ -205,7 +218,7 @@ Status WalWriter::WriteBatch(std::vector<WalPayload>& batch) {
   uint64_t total = 0;
   for (size_t i = 0; i < batch.size(); ++i) {
     headers[2 * i] = static_cast<uint32_t>(batch[i].size);
-    headers[2 * i + 1] = Crc32c(batch[i].data.get(), batch[i].size);
+    headers[2 * i + 1] = PayloadCrc(batch[i]);
     total += kWalHeaderBytes + batch[i].size;
   }
   bool refused = false;
@@ -224,10 +237,13 @@ Status WalWriter::WriteBatch(std::vector<WalPayload>& batch) {
 // pwritev(2)s the records' headers and payloads at the log's end, IOV_MAX pieces at a time,
 // resuming after short writes.
 Status WalWriter::WriteBuffered(std::vector<WalPayload>& batch, std::vector<uint32_t>& headers) {
-  std::vector<struct iovec> pieces(2 * batch.size());
+  std::vector<struct iovec> pieces;
+  pieces.reserve(2 * batch.size());
   for (size_t i = 0; i < batch.size(); ++i) {
-    pieces[2 * i] = {&headers[2 * i], kWalHeaderBytes};
-    pieces[2 * i + 1] = {batch[i].data.get(), batch[i].size};
+    pieces.push_back({&headers[2 * i], kWalHeaderBytes});
+    ForEachPiece(batch[i], [&](const char* d, size_t n) {
+      if (n > 0) pieces.push_back({const_cast<char*>(d), n});
+    });
   }
   uint64_t offset = file_end_;
   size_t next = 0;
@@ -271,7 +287,9 @@ Status WalWriter::WriteDirect(std::vector<WalPayload>& batch, std::vector<uint32
   Status s;
   for (size_t i = 0; i < batch.size() && s.ok(); ++i) {
     s = put(reinterpret_cast<const char*>(&headers[2 * i]), kWalHeaderBytes);
-    if (s.ok()) s = put(batch[i].data.get(), batch[i].size);
+    ForEachPiece(batch[i], [&](const char* d, size_t n) {
+      if (s.ok()) s = put(d, n);
+    });
   }
   if (s.ok() && stage_len_ > 0) {
     size_t padded = RoundUp(stage_len_, kDirectBlock);

@@ -23,6 +23,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -33,13 +34,18 @@ namespace rl::queue {
 constexpr uint32_t kMaxWalRecord = 1u << 30;
 constexpr size_t kWalHeaderBytes = 8;
 
-// A record's payload: bytes from malloc(3), freed by the writer once written.
+// A record's payload: bytes from malloc(3), freed by the writer once written. Or, when `pieces`
+// is not empty, the payload is the pieces one after another: each lies in `data` or in memory
+// that `hold` keeps alive (a request's frame whose values the record repeats), so large values
+// reach the log without being copied into a buffer of their own first. `size` is the total.
 struct WalPayload {
   struct Free {
     void operator()(char* p) const { std::free(p); }
   };
   std::unique_ptr<char, Free> data;
   size_t size = 0;
+  std::vector<std::string_view> pieces;
+  std::shared_ptr<const void> hold;  // released on the writer thread once written
 };
 
 class WalWriter {
