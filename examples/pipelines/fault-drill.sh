@@ -72,8 +72,14 @@ last_step() {
   { grep '"event":"step"' "$f" 2>/dev/null || true; } | tail -n 1 | grep -o '"step":[0-9]*' | cut -d: -f2 | grep . || echo 0
 }
 
+# last_seconds RUN: how long the trainer's newest step took (1 before the first).
+last_seconds() {
+  local f="$1/events/train-0.jsonl"
+  { grep '"event":"step"' "$f" 2>/dev/null || true; } | tail -n 1 | grep -o '"seconds":[0-9.]*' | cut -d: -f2 | grep . || echo 1
+}
+
 # kill_schedule RUN: SIGKILLs the trainer once within each of `kills` equal parts of the steps,
-# at a random step of the part and a random moment within it, after at least one completed step
+# at a random step of the part and a uniform moment within it, after at least one completed step
 # since its last restart (a kill in the first step after a restart would rightly escalate).
 kill_schedule() {
   local run="$1" part=$(( (steps + kills - 1) / kills )) last_kill=0 k
@@ -86,7 +92,9 @@ kill_schedule() {
       kill -0 "$wpid" 2>/dev/null || return 0
       sleep 0.2
     done
-    sleep "1.$((RANDOM % 10))"  # at least a heartbeat later: the watchdog has seen the step
+    # A uniform moment of the step after it (the last step's duration says how long one takes),
+    # and at least a heartbeat after it began: the watchdog has seen the step.
+    sleep "$(awk -v s="$(last_seconds "$run")" -v r="$RANDOM" 'BEGIN { d = s - 1.1; if (d < 0) d = 0; printf "%.2f", 1.1 + d * r / 32768 }')"
     local pid; pid=$(cut -d' ' -f1 "$run/watchdog/train-0.pid" 2>/dev/null) || continue
     local at; at=$(date +%s.%N)  # before the kill: the watchdog may see the exit before we could write the time
     if kill -9 "$pid" 2>/dev/null; then
