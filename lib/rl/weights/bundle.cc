@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "rl/core/crc32c.h"
+#include "rl/weights/chunk_crc.h"
 
 namespace rl::weights {
 namespace {
@@ -52,7 +53,7 @@ ChunkTable ChunkTable::Of(const char* data, uint64_t size, uint32_t chunk_size) 
   t.chunk_size = chunk_size;
   uint64_t n = (size + chunk_size - 1) / chunk_size;
   t.crcs.reserve(n);
-  for (uint64_t i = 0; i < n; ++i) t.crcs.push_back(Crc32c(data + t.ChunkOffset(i), t.ChunkLength(i)));
+  for (uint64_t i = 0; i < n; ++i) t.crcs.push_back(ChunkCrc(data + t.ChunkOffset(i), t.ChunkLength(i)));
   return t;
 }
 
@@ -107,7 +108,7 @@ Result<Bundle> Bundle::FromString(uint64_t version, std::string bytes, uint32_t 
 Status Bundle::Verify() const {
   if (!bytes || bytes->size() != table.size) return Status::Corruption("bundle size does not match its table");
   for (size_t i = 0; i < table.chunks(); ++i) {
-    if (Crc32c(data() + table.ChunkOffset(i), table.ChunkLength(i)) != table.crcs[i]) {
+    if (ChunkCrc(data() + table.ChunkOffset(i), table.ChunkLength(i)) != table.crcs[i]) {
       return Status::Corruption("chunk " + std::to_string(i) + " of version " + std::to_string(version) +
                                 " does not match its CRC-32C");
     }

@@ -1,8 +1,12 @@
 #include "rl/weights/bundle.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include "rl/core/crc32c.h"
+#include "rl/weights/chunk_crc.h"
 #include "rl/weights/protocol.h"
+#include "rl/weights/shared_bytes.h"
 #include "rl/weights/test_util.h"
 
 namespace rl::weights {
@@ -17,6 +21,33 @@ TEST(BundleTest, TableCoversEveryByteInChunks) {
   EXPECT_EQ(b->table.ChunkLength(2), 10000u - 8192u);
   EXPECT_TRUE(b->Verify().ok());
   EXPECT_TRUE(b->table.Validate().ok());
+}
+
+TEST(ChunkCrcTest, SameValueAsCrc32cAtEverySizeAndAlignment) {
+  std::string bytes = FakeWeights(200000, 7);
+  for (size_t size : {0, 1, 7, 8, 24575, 24576, 24577, 49152, 49160, 100003, 199000}) {
+    for (size_t offset : {0, 1, 3}) {
+      EXPECT_EQ(ChunkCrc(bytes.data() + offset, size), Crc32c(bytes.data() + offset, size)) << size << "+" << offset;
+    }
+  }
+}
+
+TEST(SharedBytesTest, SealedCopyIsReadOnlyAndOpensOnlyAsItsVersion) {
+  std::string bytes = FakeWeights(100000, 8);
+  auto sealed = SharedBytes::Seal(7, bytes.data(), bytes.size());
+  ASSERT_TRUE(sealed.ok()) << sealed.status().ToString();
+  ASSERT_EQ((*sealed)->size(), bytes.size());
+  EXPECT_EQ(std::string((*sealed)->data(), bytes.size()), bytes);
+  auto opened = SharedBytes::Open(static_cast<int>(::getpid()), (*sealed)->fd(), 7, bytes.size());
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  EXPECT_EQ(std::string((*opened)->data(), bytes.size()), bytes);
+  auto wrong = SharedBytes::Open(static_cast<int>(::getpid()), (*sealed)->fd(), 8, bytes.size());
+  EXPECT_EQ(wrong.status().code(), Code::kProtocol) << wrong.status().ToString();
+  auto gone = SharedBytes::Open(static_cast<int>(::getpid()), 999999, 7, bytes.size());
+  EXPECT_EQ(gone.status().code(), Code::kNotFound) << gone.status().ToString();
+  // The mapping outlives the source's copy.
+  sealed->reset();
+  EXPECT_EQ(std::string((*opened)->data(), bytes.size()), bytes);
 }
 
 TEST(BundleTest, OneChangedByteChangesItsChunkAndTheDigest) {

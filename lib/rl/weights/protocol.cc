@@ -78,6 +78,10 @@ Message EncodeOpenReply(const OpenGrant& g) {
   fields.push_back({"lease", g.lease});
   fields.push_back({"lease_ms", g.lease_ms});
   fields.push_back({"shm", g.shm ? 1 : 0});
+  if (g.shm) {
+    fields.push_back({"pid", g.pid});
+    fields.push_back({"fd", g.fd});
+  }
   Message m;
   m.body = Pack(fields);
   m.blobs = {g.offer.table.EncodeCrcs(), g.worker_address, g.rkey, g.host};
@@ -95,6 +99,12 @@ Result<OpenGrant> DecodeOpenReply(const Message& m) {
   g.host = m.blobs[3];
   RL_ASSIGN_OR_RETURN(uint64_t shm, v.U64("shm", 0));
   g.shm = shm != 0;
+  RL_ASSIGN_OR_RETURN(uint64_t pid, v.U64("pid", 0));
+  RL_ASSIGN_OR_RETURN(uint64_t fd, v.U64("fd", 0));
+  if (pid > INT32_MAX || fd > INT32_MAX) return Status::Protocol("pid or fd out of range");
+  g.pid = static_cast<uint32_t>(pid);
+  g.fd = static_cast<uint32_t>(fd);
+  g.shm = g.shm && g.pid != 0;
   if (g.worker_address.empty() || g.rkey.empty()) return Status::Protocol("open reply with an empty address or key");
   RL_ASSIGN_OR_RETURN(g.remote_addr, v.U64("remote_addr"));
   RL_ASSIGN_OR_RETURN(g.lease, v.U64("lease"));

@@ -10,8 +10,10 @@
 //                                                  blob 0: chunk CRCs, blob 1: UCX worker address,
 //                                                  blob 2: packed remote key of the bundle's memory
 //                                                  blob 3: the source's host name
-//               shm=1 when the source's transports include shared memory: a puller on the same
-//               host then maps the bundle (rkey_ptr) and copies it; otherwise it asks for sends.
+//               shm=1 when the source offers the bundle as a sealed memfd (shared_bytes.h) to
+//               pullers on its host (its transports include shared memory); then pid and fd
+//               name it: a puller on the same host maps /proc/<pid>/fd/<fd> read-only and
+//               checks it in place. Otherwise, or when that fails, it asks for sends.
 //               NotFound when the source no longer (or does not yet) hold that version;
 //               Unavailable "busy: ..." when max_pulls pulls hold leases: try another source.
 //   send  (67)  request {lease, chunks: [i, ...]}  blob 0: the puller's UCX worker address
@@ -63,6 +65,8 @@ struct OpenGrant {
   uint32_t lease_ms = 0;
   std::string host;
   bool shm = false;
+  uint32_t pid = 0;  // with shm: the source's process and its memfd descriptor
+  uint32_t fd = 0;
 };
 
 Message EncodeInfoReply(const Offer& o);

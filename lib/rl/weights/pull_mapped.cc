@@ -1,9 +1,9 @@
-// Puller::PullFrom and the same-host way: map the source's shared memory and copy the chunks.
+// Puller::PullFrom and the same-host way: map the source's sealed memfd and check it in place.
 #include <cstring>
 
 #include "rl/core/clock.h"
-#include "rl/core/crc32c.h"
 #include "rl/core/log.h"
+#include "rl/weights/chunk_crc.h"
 #include "rl/weights/puller.h"
 
 namespace rl::weights {
@@ -19,7 +19,7 @@ Status Puller::PullFrom(const std::string& endpoint, const PullOptions& o, Targe
   Status s = Status::Unavailable("no shared memory");
   if (g.shm && g.host == HostName() && context_->shm_allowed()) {
     s = PullMapped(endpoint, o, g, t, r);
-    if (!s.ok() && s.code() == Code::kNotFound) {
+    if (!s.ok() && (s.code() == Code::kNotFound || s.code() == Code::kProtocol || s.code() == Code::kIOError)) {
       spdlog::debug("{}: {}; asking for sends instead", endpoint, s.message());
       s = PullTagged(endpoint, o, g, t, r);
     }
@@ -38,7 +38,7 @@ bool Puller::Accept(const std::string& endpoint, const PullOptions& o, size_t ch
   char* data = t->memory->data() + table.ChunkOffset(chunk);
   size_t len = table.ChunkLength(chunk);
   if (o.on_chunk) o.on_chunk(chunk, data, len);
-  if (Crc32c(data, len) != table.crcs[chunk]) {
+  if (ChunkCrc(data, len) != table.crcs[chunk]) {
     spdlog::warn("chunk {} of version {} from {} fails its CRC-32C; fetching it again", chunk, t->offer.version,
                  endpoint);
     r->refetched++;
@@ -54,32 +54,41 @@ bool Puller::Accept(const std::string& endpoint, const PullOptions& o, size_t ch
 
 Status Puller::PullMapped(const std::string& endpoint, const PullOptions& o, const OpenGrant& g, Target* t,
                           PullReport* r) {
-  // Released in reverse: the mapping (rkey) before its endpoint.
-  RL_ASSIGN_OR_RETURN(auto ep, UcxEndpoint::Connect(worker_.get(), g.worker_address, false));
-  RL_ASSIGN_OR_RETURN(auto rkey, UcxRkey::Unpack(*ep, g.rkey));
-  void* base = nullptr;
-  ucs_status_t us = ucp_rkey_ptr(rkey->get(), g.remote_addr, &base);
-  if (us != UCS_OK) return Status::NotFound(std::string("cannot map the source's memory: ") + ucs_status_string(us));
   const ChunkTable& table = t->offer.table;
-  Prefault(base, table.size, false);
+  RL_ASSIGN_OR_RETURN(std::shared_ptr<SharedBytes> shared,
+                      SharedBytes::Open(static_cast<int>(g.pid), static_cast<int>(g.fd), t->offer.version, table.size));
   Client& client = ClientFor(endpoint, o.request_ms);
   int64_t last_renew = MonoMillis();
+  std::string scratch;  // the test hook may write, and the mapping is read-only: it gets a copy
   int bad = 0;
   for (size_t i = 0; i < table.chunks(); ++i) {
-    while (!t->held[i]) {
-      std::memcpy(t->memory->data() + table.ChunkOffset(i), static_cast<const char*>(base) + table.ChunkOffset(i),
-                  table.ChunkLength(i));
-      if (!Accept(endpoint, o, i, t, r) && ++bad > o.max_bad_chunks) {
-        return Status::Corruption(std::to_string(bad) + " corrupt chunks from this source");
+    const char* chunk = shared->data() + table.ChunkOffset(i);
+    size_t len = table.ChunkLength(i);
+    while (true) {
+      const char* check = chunk;
+      if (o.on_chunk) {
+        scratch.assign(chunk, len);
+        o.on_chunk(i, scratch.data(), len);
+        check = scratch.data();
       }
+      if (ChunkCrc(check, len) == table.crcs[i]) break;
+      spdlog::warn("chunk {} of version {} from {} fails its CRC-32C; fetching it again", i, t->offer.version,
+                   endpoint);
+      r->refetched++;
+      if (++bad > o.max_bad_chunks) return Status::Corruption(std::to_string(bad) + " corrupt chunks from this source");
     }
     if (o.stop && o.stop->load()) return Status::Unavailable("stopped");
     if (MonoMillis() - last_renew > static_cast<int64_t>(g.lease_ms) / 3) {
       last_renew = MonoMillis();
-      // The copy does not need the source, but its lease keeps the memory from being reused.
+      // The mapping does not need the source, but the lease is how it counts its pullers.
       RL_RETURN_IF_ERROR(client.Call(kOpClose, EncodeCloseRequest(g.lease, true)).status().WithContext("renew lease"));
     }
   }
+  // Checked whole, and sealed: the bundle is the mapping itself.
+  t->mapped = std::move(shared);
+  t->held.assign(table.chunks(), true);
+  t->missing = 0;
+  r->source = endpoint;
   return Status::OK();
 }
 

@@ -26,6 +26,9 @@ Status Puller::PullTagged(const std::string& endpoint, const PullOptions& o, con
   // A worker of its own: receives a stalled source never completes cannot be cancelled once
   // matched, and are buried with it (see Stuck).
   RL_ASSIGN_OR_RETURN(std::unique_ptr<UcxWorker> worker, UcxWorker::Create(context_));
+  if (!t->memory) {
+    RL_ASSIGN_OR_RETURN(t->memory, UcxMemory::AllocatePrivate(context_, t->offer.table.size));
+  }
   size_t n = std::max<uint32_t>(o.inflight, 1);
   std::unique_ptr<Slot[]> slots(new Slot[n]);
   Status s = ReceiveChunks(endpoint, o, g, worker.get(), slots.get(), n, t, r);
@@ -37,6 +40,7 @@ Status Puller::PullTagged(const std::string& endpoint, const PullOptions& o, con
   if (AnyBusy(slots.get(), n)) {
     spdlog::warn("{}: receives still matched to a stalled send; setting them aside with their worker", endpoint);
     stuck_.push_back(Stuck{std::move(worker), std::move(slots), t->memory});
+    t->other_writers = true;
   }
   return s;
 }

@@ -5,8 +5,8 @@
 #include <thread>
 
 #include "rl/core/clock.h"
-#include "rl/core/crc32c.h"
 #include "rl/core/log.h"
+#include "rl/weights/chunk_crc.h"
 #include "rl/weights/mapped_bytes.h"
 
 namespace rl::weights {
@@ -95,7 +95,6 @@ Result<Bundle> Puller::Pull(const PullOptions& o, PullReport* report) {
       }
       t = Target();
       t.offer = *newest;
-      RL_ASSIGN_OR_RETURN(t.memory, UcxMemory::AllocatePrivate(context_, t.offer.table.size));
       t.held.assign(t.offer.table.chunks(), false);
       t.missing = t.held.size();
       have_target = true;
@@ -153,10 +152,12 @@ Result<Bundle> Puller::Pull(const PullOptions& o, PullReport* report) {
 
 Result<Bundle> Puller::Finish(Target* t) {
   const ChunkTable& table = t->offer.table;
-  for (size_t i = 0; i < table.chunks(); ++i) {
-    if (Crc32c(t->memory->data() + table.ChunkOffset(i), table.ChunkLength(i)) != table.crcs[i]) {
-      t->held[i] = false;
-      t->missing++;
+  if (!t->mapped && t->other_writers) {
+    for (size_t i = 0; i < table.chunks(); ++i) {
+      if (ChunkCrc(t->memory->data() + table.ChunkOffset(i), table.ChunkLength(i)) != table.crcs[i]) {
+        t->held[i] = false;
+        t->missing++;
+      }
     }
   }
   if (t->missing > 0) return Status::Corruption(std::to_string(t->missing) + " chunks changed after they were checked");
@@ -164,7 +165,11 @@ Result<Bundle> Puller::Finish(Target* t) {
   Bundle b;
   b.version = t->offer.version;
   b.table = table;
-  b.bytes = std::make_shared<MappedBytes>(t->memory);
+  if (t->mapped) {
+    b.bytes = t->mapped;
+  } else {
+    b.bytes = std::make_shared<MappedBytes>(t->memory);
+  }
   if (Status s = CheckSafetensorsFrame(b.data(), b.size()); !s.ok()) {
     // Whole and matching its digest, yet not a weight file: the source serves something else.
     return Status::DataError("version " + std::to_string(b.version) + ": " + s.message());

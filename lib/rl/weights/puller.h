@@ -7,23 +7,25 @@
 // source dies or stalls (no chunk for stall_ms), the puller goes on from another source holding
 // the same version and digest, keeping the chunks it has. When no source holds that version any
 // more (the trainer died while being pulled), the partial bundle is dropped and the puller takes
-// the newest version anyone has. Only a bundle whose every chunk was verified again at the end,
-// and whose table matches its digest, is returned: nothing partial is ever handed out.
+// the newest version anyone has. Only a bundle whose every chunk was verified, and whose table
+// matches its digest, is returned: nothing partial is ever handed out.
 //
-// Which UCX operation, by measurement on this machine (ucx_perftest; rl-profile weights prints
-// the table in the same run as our own figures):
-//   - same host, shared memory: the source's bundle is UCX-allocated (posix shared memory), so
-//     the puller maps it through its remote key (ucp_rkey_ptr) and copies chunks at memory speed;
-//     this is what ucp_get does over posix, without a request per chunk.
+// Which way, by measurement on this machine (rl-profile weights prints the figures in the same
+// run as ucx_perftest's):
+//   - same host: the source's bundle is a sealed memfd (shared_bytes.h). The puller maps it
+//     read-only and checks every chunk's CRC in place (ChunkCrc, one read of the bundle); the
+//     bundle it returns is that mapping, with no copy. ucx_perftest's get over shared memory
+//     copies the bytes (a read and a write), so this runs at or above its speed; copying out of
+//     a UCX mapping into fresh memory first, then checking twice, ran at a tenth of it. The
+//     mapping cannot fail or stall when the source dies: its pages stay while they are mapped.
 //   - tcp (other hosts, or UCX_TLS without shared memory): the source sends chunks as tagged
 //     messages. A put over tcp is emulated and ran ~40 MB/s against ~1 GB/s for tagged sends;
 //     a get over tcp is emulated too, by the source's progress thread, and UCX 1.13 aborts the
 //     source when a puller dies during one (ucp_get_req_handler: "unexpected error"), which a
 //     trainer must never do. Tagged sends on an endpoint in error mode PEER fail cleanly.
-// UCX 1.13's shared-memory transports have no peer-failure mode, so the mapping endpoint is made
-// without one; that is safe because no request is in flight over it: a copy from a mapping
-// cannot fail when the source dies (the mapping stays), and a stall cannot happen.
-//
+// Each chunk is checked once, as it arrives. The whole table is checked against the digest at
+// the end; the chunks are checked again only when something besides this puller could have
+// written to them since (a receive set aside with a stalled source, see Stuck).
 // Thread safety: one Puller per thread.
 #pragma once
 
@@ -36,6 +38,7 @@
 
 #include "rl/weights/bundle.h"
 #include "rl/weights/protocol.h"
+#include "rl/weights/shared_bytes.h"
 #include "rl/weights/ucx.h"
 #include "rl/wire/client.h"
 
@@ -93,9 +96,11 @@ class Puller {
  private:
   struct Target {
     Offer offer;
-    std::shared_ptr<UcxMemory> memory;
+    std::shared_ptr<UcxMemory> memory;          // private memory for received chunks; made when needed
+    std::shared_ptr<const SharedBytes> mapped;  // a same-host source's memfd, checked whole
     std::vector<bool> held;
     size_t missing = 0;
+    bool other_writers = false;  // a receive into memory was set aside (Stuck): check again at the end
   };
   Puller(std::shared_ptr<UcxContext> c, std::string id) : context_(std::move(c)), id_(std::move(id)) {}
   Client& ClientFor(const std::string& endpoint, int request_ms);
@@ -110,7 +115,8 @@ class Puller {
                        Slot* slots, size_t n, Target* t, PullReport* r);
   // Checks a chunk that arrived: marks it held, or queues it again and counts it as bad.
   bool Accept(const std::string& endpoint, const PullOptions& o, size_t chunk, Target* t, PullReport* r);
-  // Recomputes every chunk, the digest and the frame: the last gate before a bundle is used.
+  // Checks the digest and the frame (and every chunk again when other_writers): the last gate
+  // before a bundle is used.
   Result<Bundle> Finish(Target* t);
 
   std::shared_ptr<UcxContext> context_;

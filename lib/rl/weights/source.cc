@@ -1,12 +1,14 @@
 #include "rl/weights/source.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstring>
 #include <random>
 
 #include "rl/core/clock.h"
 #include "rl/core/log.h"
-#include "rl/weights/mapped_bytes.h"
+#include "rl/weights/shared_bytes.h"
 #include "rl/wire/client.h"
 
 namespace rl::weights {
@@ -56,16 +58,16 @@ Status Source::Publish(const Bundle& bundle) {
   }
   auto served = std::make_shared<Served>();
   served->bundle = bundle;
-  auto* mapped = dynamic_cast<const MappedBytes*>(bundle.bytes.get());
-  // Memory of ours that UCX allocated is served as it is; anything else is copied into such
-  // memory once, so pullers on this host can map it instead of asking for sends.
-  if (mapped && mapped->memory()->context() == context_.get() && mapped->memory()->shared()) {
-    served->memory = mapped->memory();
-  } else {
-    RL_ASSIGN_OR_RETURN(served->memory, UcxMemory::Allocate(context_, bundle.size()));
-    std::memcpy(served->memory->data(), bundle.data(), bundle.size());
-    served->bundle.bytes = std::make_shared<MappedBytes>(served->memory);
+  // Bytes in a sealed memfd (pulled by mapping another source's) are served as they are;
+  // anything else is copied into one once, so pullers on this host can map it.
+  served->shared = std::dynamic_pointer_cast<const SharedBytes>(bundle.bytes);
+  if (!served->shared) {
+    RL_ASSIGN_OR_RETURN(served->shared, SharedBytes::Seal(bundle.version, bundle.data(), bundle.size()));
+    served->bundle.bytes = served->shared;
   }
+  // Registered for the tagged sends to pullers elsewhere (read-only: UCX only reads it).
+  RL_ASSIGN_OR_RETURN(served->memory, UcxMemory::Register(context_, const_cast<char*>(served->shared->data()),
+                                                          bundle.size()));
   RL_ASSIGN_OR_RETURN(served->rkey, served->memory->PackRkey());
   std::lock_guard<std::mutex> lock(mu_);
   if (current_ && bundle.version <= current_->bundle.version) return Status::Conflict("a newer version came first");
@@ -207,6 +209,8 @@ Result<Message> Source::Open(const Message& req) {
   g.lease_ms = options_.lease_ms;
   g.host = host_;
   g.shm = context_->shm_allowed();
+  g.pid = static_cast<uint32_t>(::getpid());
+  g.fd = static_cast<uint32_t>(served->shared->fd());
   Lease& lease = leases_[g.lease];
   lease.served = served;
   lease.deadline_ms = MonoMillis() + options_.lease_ms;

@@ -1,8 +1,8 @@
 // Source: serves the newest weight bundle it holds to pullers (protocol.h). rl-train, rl-relay
 // and (optionally) rl-rollout each run one.
 //
-// The bundle sits in UCX memory; a puller on the same host maps it and copies it, others ask for
-// tagged sends of chunks (puller.h says why). The
+// The bundle sits in a sealed memfd (shared_bytes.h); a puller on the same host maps it and
+// checks it in place, others ask for tagged sends of chunks (puller.h says why). The
 // source's thread answers info/open/close on a ZeroMQ ROUTER socket and progresses its UCX worker
 // (transports that emulate gets in software need the source's progress), sleeping on both the
 // socket and the worker's event fd when there is nothing to do. At most max_pulls leases are held
@@ -25,6 +25,7 @@
 #include "rl/core/event_log.h"
 #include "rl/weights/bundle.h"
 #include "rl/weights/protocol.h"
+#include "rl/weights/shared_bytes.h"
 #include "rl/weights/ucx.h"
 
 namespace rl::weights {
@@ -42,8 +43,8 @@ class Source {
   static Result<std::unique_ptr<Source>> Start(std::shared_ptr<UcxContext> context, SourceOptions options);
   ~Source();  // Stop()
 
-  // Serves `bundle` from now on. Its bytes are copied into UCX-allocated shared memory unless
-  // they already are (MappedBytes of this context with shared()). Conflict when the version is not newer than the current one.
+  // Serves `bundle` from now on. Its bytes are copied into a sealed memfd unless they already
+  // are (SharedBytes). Conflict when the version is not newer than the current one.
   // The previous version stays mapped until the last lease on it ends.
   Status Publish(const Bundle& bundle);
   std::optional<Bundle> current() const;
@@ -57,9 +58,11 @@ class Source {
   void SetPaused(bool paused) { paused_ = paused; }
 
  private:
+  // Released in reverse: the registration before the memfd it covers.
   struct Served {
     Bundle bundle;
-    std::shared_ptr<UcxMemory> memory;
+    std::shared_ptr<const SharedBytes> shared;  // the bundle's bytes
+    std::shared_ptr<UcxMemory> memory;          // registered over them
     std::string rkey;
   };
   // A tagged send in flight. UCX may complete a send after its endpoint was closed, so a send
