@@ -55,6 +55,12 @@ Result<GetReply> QueueClient::Get(const GetRequest& req) {
   return DecodeGetReply(reply);
 }
 
+Result<GetReplyView> QueueClient::GetView(const GetRequest& req) {
+  Message m = EncodeGet(req);
+  RL_ASSIGN_OR_RETURN(Message reply, client_.Call(Op::kGet, std::move(m.body), {}, req.wait_ms));
+  return DecodeGetReplyView(std::move(reply));
+}
+
 Result<IndexReply> QueueClient::Ack(const std::string& task, uint64_t lease, const std::vector<uint64_t>& indices) {
   Message m = EncodeIndices({task, lease, indices});
   RL_ASSIGN_OR_RETURN(Message reply, client_.Call(Op::kAck, std::move(m.body)));

@@ -26,6 +26,9 @@ class QueueClient {
   // New rows of one bytes column each (EncodePutColumn): what Put does for them, one copy fewer.
   Result<std::vector<uint64_t>> PutColumn(std::string_view column, const std::vector<std::string>& values);
   Result<GetReply> Get(const GetRequest& req);
+  // The same get, its reply read in place (DecodeGetReplyView): for a consumer that reads values
+  // where they lie instead of taking copies of them.
+  Result<GetReplyView> GetView(const GetRequest& req);
   Result<IndexReply> Ack(const std::string& task, uint64_t lease, const std::vector<uint64_t>& indices);
   Result<IndexReply> Nack(const std::string& task, uint64_t lease, const std::vector<uint64_t>& indices);
   Result<std::optional<std::string>> MetaGet(const std::string& key);

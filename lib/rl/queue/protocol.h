@@ -103,9 +103,25 @@ struct ReplyBody {
   std::vector<std::string> blobs;
 };
 
+// A get reply read where it lies: each row's columns stay a msgpack map in the reply's body
+// (no value is copied out; a tensor sent in a frame stays an ext object naming its frame).
+struct GetReplyView {
+  struct Row {
+    uint64_t index = 0;
+    const msgpack::object* columns = nullptr;  // a map, "index" included; points into *message
+  };
+  std::shared_ptr<const Message> message;
+  msgpack::object_handle doc;
+  uint64_t lease = 0;
+  int64_t deadline_ms = 0;
+  uint64_t dropped = 0, regenerated = 0;
+  std::vector<Row> rows;
+};
+
 // Builds the reply to the request that `r` carried out (also for a retry of it).
 ReplyBody ReplyFor(const Record& r, const Store& store);
 Result<GetReply> DecodeGetReply(const Message& m);
+Result<GetReplyView> DecodeGetReplyView(Message m);
 Result<IndexReply> DecodeIndexReply(const Message& m);
 ReplyBody EncodeStatReply(const Store& store, uint64_t log_bytes, uint64_t snapshot_bytes, const std::string& fsync);
 

@@ -104,6 +104,32 @@ Result<GetReply> DecodeGetReply(const Message& m) {
   return reply;
 }
 
+Result<GetReplyView> DecodeGetReplyView(Message m) {
+  GetReplyView view;
+  view.message = std::make_shared<const Message>(std::move(m));
+  const std::string& body = view.message->body;
+  RL_ASSIGN_OR_RETURN(view.doc, ParseMsgpack(body.data(), body.size()));
+  RL_ASSIGN_OR_RETURN(MapView b, MapView::Of(view.doc.get(), "get reply"));
+  RL_ASSIGN_OR_RETURN(view.lease, b.U64("lease", 0));
+  RL_ASSIGN_OR_RETURN(view.deadline_ms, b.I64("deadline_ms", 0));
+  RL_ASSIGN_OR_RETURN(view.dropped, b.U64("dropped", 0));
+  RL_ASSIGN_OR_RETURN(view.regenerated, b.U64("regenerated", 0));
+  const msgpack::object* rows = b.Find("rows");
+  if (rows == nullptr || rows->type != msgpack::type::ARRAY) return Status::Protocol("get reply without rows");
+  view.rows.reserve(rows->via.array.size);
+  for (uint32_t i = 0; i < rows->via.array.size; ++i) {
+    const msgpack::object& row = rows->via.array.ptr[i];
+    RL_ASSIGN_OR_RETURN(MapView rv, MapView::Of(row, "row"));
+    const msgpack::object* index = rv.Find(kIndexField);
+    if (index == nullptr) return Status::Protocol("get reply row without an index");
+    GetReplyView::Row r;
+    RL_ASSIGN_OR_RETURN(r.index, AsU64(*index, "index"));
+    r.columns = &row;
+    view.rows.push_back(r);
+  }
+  return view;
+}
+
 Result<IndexReply> DecodeIndexReply(const Message& m) {
   RL_ASSIGN_OR_RETURN(msgpack::object_handle oh, ParseMsgpack(m.body.data(), m.body.size()));
   RL_ASSIGN_OR_RETURN(MapView b, MapView::Of(oh.get(), "reply"));
