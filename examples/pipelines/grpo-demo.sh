@@ -30,6 +30,12 @@ while [ $# -gt 0 ]; do
   shift
 done
 run="${RL_RUN_DIR:-$(mktemp -d /tmp/rl-grpo-demo.XXXXXX)}"
+# A run directory that holds an earlier run would have rl-train resume that run's checkpoints on top
+# of this run's SFT: refuse it rather than mix two runs.
+if [ -n "$(ls -A "$run" 2>/dev/null)" ]; then
+  echo "grpo-demo: run directory $run is not empty; give RL_RUN_DIR a new or empty directory" >&2
+  exit 73
+fi
 mkdir -p "$run"
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 export RL_QUEUE="tcp://127.0.0.1:$(free_port)" RL_RUN_DIR="$run"
@@ -46,12 +52,12 @@ cleanup() {
 trap cleanup EXIT
 
 echo "== data (seed $seed) in $run" >&2
-rl-train make-data --problems 20000 --seed "$seed" > "$run/sft.jsonl"
-rl-train make-data --problems 20000 --seed "$((seed + 1000))" > "$run/prompts.jsonl"
+rl-train make-data --problems 200000 --seed "$seed" > "$run/sft.jsonl"
+rl-train make-data --problems 200000 --seed "$((seed + 1000))" > "$run/prompts.jsonl"
 
 echo "== SFT warm start until held-out greedy accuracy >= $target (at most $sft_steps steps)" >&2
 rl-train sft --data "$run/sft.jsonl" --checkpoint-dir "$run/ckpt" --seed "$seed" --threads 2 \
-  --target-accuracy "$target" --max-steps "$sft_steps" > "$run/sft.json"
+  --target-accuracy "$target" --eval-every 5 --max-steps "$sft_steps" > "$run/sft.json"
 
 echo "== GRPO: rl-queue, rl-rollout, rl-reward, rl-train ($mode, $steps steps, weights over $via)" >&2
 rl-queue serve --dir "$run/queue" --bind "$RL_QUEUE" --id 0 --log-level warn \

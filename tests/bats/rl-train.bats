@@ -47,10 +47,26 @@ small_sft() {
   run rl-train make-data --problems 3 --seed 5
   [ "$status" -eq 0 ]
   [ "$(printf '%s\n' "$output" | wc -l)" -eq 3 ]
-  [[ "${lines[0]}" =~ ^\{\"answer\":\"[0-9]+\",\"prompt\":\"[0-9]{3}\+[0-9]{3}=\"\}$ ]]
+  [[ "${lines[0]}" =~ ^\{\"answer\":\"[0-9]{4}\",\"prompt\":\"[0-9]{3}\+[0-9]{3}=\"\}$ ]]
   first="$output"
   run rl-train make-data --problems 3 --seed 5
   [ "$output" = "$first" ]
+}
+
+@test "make-data never draws a held-out sum: rl-train's split of the pairs agrees with rl-reward's" {
+  command -v rl-reward >/dev/null || skip "rl-reward is not built"
+  rl-reward make-data --count 2000 --heldout | python3 -c '
+import json, sys
+print("\n".join(sorted({json.loads(l)["prompt"] for l in sys.stdin})))' > "$TMP/held"
+  rl-train make-data --problems 50000 --seed 3 | python3 -c '
+import json, sys
+rows = [json.loads(l) for l in sys.stdin]
+for r in rows:
+    a, b = int(r["prompt"][:3]), int(r["prompt"][4:7])
+    assert r["answer"] == "%04d" % (a + b), r
+print("\n".join(sorted({r["prompt"] for r in rows})))' > "$TMP/train"
+  [ "$(wc -l < "$TMP/held")" -gt 1500 ]
+  [ -z "$(comm -12 "$TMP/held" "$TMP/train")" ]
 }
 
 @test "the EXAMPLES of rl-train(1) run" {

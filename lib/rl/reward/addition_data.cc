@@ -20,6 +20,12 @@ std::string AdditionPrompt(int a, int b) {
   return buf;
 }
 
+std::string AdditionAnswer(int sum) {
+  char buf[16];
+  std::snprintf(buf, sizeof(buf), "%04d", sum);
+  return buf;
+}
+
 std::vector<AdditionExample> MakeAdditionData(uint64_t count, uint64_t seed, bool heldout) {
   std::mt19937_64 rng(seed);
   std::uniform_int_distribution<int> digit3(0, 999);
@@ -28,7 +34,7 @@ std::vector<AdditionExample> MakeAdditionData(uint64_t count, uint64_t seed, boo
   while (out.size() < count) {
     int a = digit3(rng), b = digit3(rng);
     if (IsHeldOut(a, b) != heldout) continue;
-    out.push_back({AdditionPrompt(a, b), std::to_string(a + b)});
+    out.push_back({AdditionPrompt(a, b), AdditionAnswer(a + b)});
   }
   return out;
 }

@@ -79,7 +79,8 @@ TEST(AdditionDataTest, PromptsArePaddedAndAnswersAreSums) {
   for (const AdditionExample& e : MakeAdditionData(200, 1, false)) {
     ASSERT_EQ(e.prompt.size(), 8u);
     int a = std::stoi(e.prompt.substr(0, 3)), b = std::stoi(e.prompt.substr(4, 3));
-    EXPECT_EQ(e.answer, std::to_string(a + b));
+    EXPECT_EQ(e.answer, AdditionAnswer(a + b));
+    EXPECT_EQ(e.answer.size(), 4u);
     EXPECT_FALSE(IsHeldOut(a, b));
   }
 }
