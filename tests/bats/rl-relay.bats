@@ -2,9 +2,12 @@
 # rl-relay: the weight relay, its publish/pull/info helpers, and the failure cases of issue 4.
 # Pass or fail never depends on timing: a kill may land before, during or after a pull, and
 # every outcome must end with the newest version, whole, with its digest.
-# RL_RELAY_KILL_TRIALS sets the trials of the kill loop (default 3; the long form is 100).
+# RL_RELAY_KILL_TRIALS sets the trials of the kill loop (default 3; the long form is 100). It is
+# read here, when the file loads: setup_sealed unsets every RL_* variable of the caller.
 
 load helper
+
+KILL_TRIALS="${RL_RELAY_KILL_TRIALS:-3}"
 
 setup() {
   setup_sealed
@@ -122,7 +125,7 @@ digest_of() { printf '%s\n' "$1" | grep -o '"digest":"[^"]*"' | cut -d'"' -f4; }
 }
 
 @test "a source killed in the middle of pulls: every pull ends whole with the newest digest (kill loop)" {
-  trials="${RL_RELAY_KILL_TRIALS:-3}"
+  trials="$KILL_TRIALS"
   fake_weights weights-9.safetensors 8 5
   for t in $(seq 1 "$trials"); do
     A=$(endpoint); B=$(endpoint)
@@ -130,8 +133,11 @@ digest_of() { printf '%s\n' "$1" | grep -o '"digest":"[^"]*"' | cut -d'"' -f4; }
     start_bg b serve --weights-from "$A" --weights-bind "$B" --poll-interval 0.1
     wait_version "$B" 9
     want=$(rl-relay info --weights-from "$A" | grep -o '"digest":"[^"]*"' | cut -d'"' -f4)
-    # A slow tcp pull (16 chunks, 30 ms each); one of the two sources is killed at a random moment.
-    UCX_TLS=tcp RL_WEIGHTS_TEST_CHUNK_DELAY_MS=30 rl-relay pull --weights-from "$A,$B" --stall-timeout 1 \
+    # A slow pull (16 chunks, 30 ms each), over tcp in odd trials and by mapping the source's
+    # memfd in even ones; one of the two sources is killed at a random moment.
+    tls=tcp
+    [ $((t % 2)) -eq 0 ] && tls=all
+    UCX_TLS=$tls RL_WEIGHTS_TEST_CHUNK_DELAY_MS=30 rl-relay pull --weights-from "$A,$B" --stall-timeout 1 \
       --timeout 60 --out "got-$t.safetensors" > "pull-$t.json" 2>>"$TMP/pull.log" &
     puller=$!
     sleep "0.$((RANDOM % 6))"
@@ -141,6 +147,7 @@ digest_of() { printf '%s\n' "$1" | grep -o '"digest":"[^"]*"' | cut -d'"' -f4; }
     cmp "got-$t.safetensors" weights-9.safetensors
     kill -9 "$PID_a" "$PID_b" 2>/dev/null || true
   done
+  echo "# $trials trials, every pull whole with the newest digest" >&3
 }
 
 @test "the EXAMPLES of rl-relay(1) run" {
