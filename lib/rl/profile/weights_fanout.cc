@@ -1,9 +1,19 @@
-// rl-profile weights, fan-out: seconds to bring N pullers (rollouts) to a new version, all
-// pulling from the trainer against every puller serving what it has (relays), in one process:
-// each puller is a thread with a UCX context, a puller and a source of its own.
+// rl-profile weights, fan-out: wall time from the moment the trainer serves a new version until
+// every one of N rollouts has applied it, verified, for N = 1 and N = 8 (and whatever --pullers
+// names) in the same run, in two layouts:
+//   trainer  every rollout pulls from the trainer. The trainer stands for another host: it
+//            speaks tcp only, so each rollout receives its own copy through the transport.
+//   relays   the layout for many rollouts per host: one relay on the rollouts' host pulls the
+//            version from the trainer once (tcp, as across hosts) and serves it as a sealed
+//            memfd; the rollouts, polling it every 20 ms as rl-rollout does, map it read-only
+//            and check every chunk in place (puller.h). More hosts add relays, not copies.
+// "Applied" means Pull returned the verified bundle and the rollout copied it into fresh memory
+// of its own, as decoding it into a model does. Each rollout is a thread with a UCX context and
+// a puller of its own; the relay and the trainer are threads of their own too.
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <memory>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -18,48 +28,65 @@
 namespace rl::profile {
 namespace {
 
-struct Node {
-  std::unique_ptr<weights::Source> source;
-  std::unique_ptr<weights::Puller> puller;
-  Status status;
-};
+constexpr int kRolloutPollMs = 20;  // rl-rollout's --weights-poll default (weight_sync.h)
 
-// Seconds until all n pullers hold the trainer's version.
-Result<double> UpdateSeconds(const std::string& tls, const weights::Bundle& b, int n, bool relays) {
-  RL_ASSIGN_OR_RETURN(auto tctx, weights::UcxContext::Create(tls));
-  weights::SourceOptions to;
-  to.max_pulls = relays ? 2 : static_cast<uint32_t>(n);  // alone, the trainer serves everyone at once
-  RL_ASSIGN_OR_RETURN(auto trainer, weights::Source::Start(tctx, to));
-  RL_RETURN_IF_ERROR(trainer->Publish(b));
-  std::vector<Node> nodes(n);
-  std::vector<std::string> sources = {trainer->endpoint()};
-  for (auto& node : nodes) {
-    RL_ASSIGN_OR_RETURN(auto ctx, weights::UcxContext::Create(tls));
-    weights::SourceOptions so;
-    so.max_pulls = 2;
-    RL_ASSIGN_OR_RETURN(node.source, weights::Source::Start(ctx, so));
-    RL_ASSIGN_OR_RETURN(node.puller, weights::Puller::Create(ctx, "fanout"));
-    if (relays) sources.push_back(node.source->endpoint());
+// Waits for a version at least 1 at `sources`, looking every kRolloutPollMs, and pulls it.
+Result<weights::Bundle> PollAndPull(weights::Puller* puller, const std::vector<std::string>& sources) {
+  weights::PullOptions po;
+  po.sources = sources;
+  po.min_version = 1;
+  po.request_ms = 2000;
+  po.retry_ms = kRolloutPollMs;
+  while (true) {
+    bool held = false;
+    for (const auto& so : puller->Survey(sources, po.request_ms)) held |= so.status.ok() && so.offer.version >= 1;
+    if (held) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(kRolloutPollMs));
   }
-  std::atomic<bool> go{false};
+  return puller->Pull(po);
+}
+
+// A rollout: pulls and applies (a copy into fresh memory, as decoding into a model does).
+Status PullAndApply(weights::Puller* puller, const std::vector<std::string>& sources) {
+  RL_ASSIGN_OR_RETURN(weights::Bundle got, PollAndPull(puller, sources));
+  std::unique_ptr<char[]> model(new char[got.size()]);
+  std::memcpy(model.get(), got.data(), got.size());
+  return Status::OK();
+}
+
+// Seconds until all n rollouts applied the trainer's version.
+Result<double> UpdateSeconds(const std::string& rollout_tls, const weights::Bundle& b, int n, bool relays) {
+  RL_ASSIGN_OR_RETURN(auto tctx, weights::UcxContext::Create("tcp"));
+  weights::SourceOptions to;
+  to.max_pulls = static_cast<uint32_t>(n) + 1;  // nobody is turned away: this measures the copies
+  RL_ASSIGN_OR_RETURN(auto trainer, weights::Source::Start(tctx, to));
+  RL_ASSIGN_OR_RETURN(auto rctx, weights::UcxContext::Create(rollout_tls));
+  weights::SourceOptions ro;
+  ro.max_pulls = static_cast<uint32_t>(n) + 1;
+  RL_ASSIGN_OR_RETURN(auto relay, weights::Source::Start(rctx, ro));
+  RL_ASSIGN_OR_RETURN(auto relay_puller, weights::Puller::Create(tctx, "fanout-relay"));
+  std::vector<std::unique_ptr<weights::Puller>> pullers(n);
+  for (auto& p : pullers) {
+    RL_ASSIGN_OR_RETURN(auto ctx, weights::UcxContext::Create(relays ? rollout_tls : "tcp"));
+    RL_ASSIGN_OR_RETURN(p, weights::Puller::Create(ctx, "fanout"));
+  }
+  std::vector<std::string> sources = {relays ? relay->endpoint() : trainer->endpoint()};
+  std::vector<Status> status(n + 1);
   std::vector<std::thread> threads;
-  for (auto& node : nodes) {
-    threads.emplace_back([&node, &go, &sources, relays] {
-      while (!go) std::this_thread::yield();
-      weights::PullOptions po;
-      po.sources = sources;
-      po.retry_ms = 2;
-      po.request_ms = 2000;
-      auto got = node.puller->Pull(po);
-      node.status = got.status();
-      if (got.ok() && relays) node.status = node.source->Publish(*got);
+  auto t0 = Clock::now();
+  if (relays) {
+    threads.emplace_back([&] {
+      auto got = PollAndPull(relay_puller.get(), {trainer->endpoint()});
+      status[n] = got.ok() ? relay->Publish(*got) : got.status();
     });
   }
-  auto t0 = Clock::now();
-  go = true;
+  for (int i = 0; i < n; ++i) {
+    threads.emplace_back([&, i] { status[i] = PullAndApply(pullers[i].get(), sources); });
+  }
+  RL_RETURN_IF_ERROR(trainer->Publish(b));
   for (auto& t : threads) t.join();
   double s = std::chrono::duration<double>(Clock::now() - t0).count();
-  for (const auto& node : nodes) RL_RETURN_IF_ERROR(node.status);
+  for (const auto& st : status) RL_RETURN_IF_ERROR(st);
   return s;
 }
 
@@ -83,8 +110,9 @@ Status RunFanout(const WeightsProfileOptions& o, size_t size, std::ostream& out)
   std::memcpy(bytes.data() + 8, header.data(), hn);
   RL_ASSIGN_OR_RETURN(auto b, weights::Bundle::FromString(1, std::move(bytes), o.chunk_size));
   if (!o.json) {
-    out << "\nfan-out of " << size << " bytes over " << tls
-        << " (seconds until every puller has it; ratio to 1 puller)\n  pullers   trainer  ratio    relays  ratio\n";
+    out << "\nfan-out of " << size << " bytes (seconds from publish until every rollout applied it, verified; ratio to "
+        << counts.front() << ")\n  trainer: all pull over tcp from the trainer; relays: one relay per host pulls over tcp,"
+        << " rollouts map it (" << tls << ")\n  pullers   trainer  ratio    relays  ratio\n";
   }
   double base_direct = 0, base_relay = 0;
   for (int n : counts) {

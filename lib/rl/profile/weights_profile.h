@@ -6,8 +6,10 @@
 //              printed with the ratios ours/perftest and ours/memcpy.
 //   ops        ucx_perftest's GB/s for put, get and tagged sends at the chunk size on each
 //              transport: the measurement behind the choice of operation (puller.h).
-//   fanout     seconds to bring N pullers to a new version when all pull from the trainer, and
-//              when every puller that has it serves it on (relays), with the ratio to N = 1.
+//   fanout     seconds from publish until N rollouts applied the new version (verified, copied
+//              into memory of their own as decoding does), all pulling over tcp from the trainer,
+//              and through one relay on the rollouts' host that pulls once and lets them map it;
+//              with the ratio to the first N (weights_fanout.cc).
 // Thread safety: run from one thread.
 #pragma once
 

@@ -1,5 +1,8 @@
 // Puller::PullFrom and the same-host way: map the source's sealed memfd and check it in place.
+#include <atomic>
 #include <cstring>
+#include <thread>
+#include <vector>
 
 #include "rl/core/clock.h"
 #include "rl/core/log.h"
@@ -52,26 +55,73 @@ bool Puller::Accept(const std::string& endpoint, const PullOptions& o, size_t ch
   return true;
 }
 
+namespace {
+
+// Checks every chunk of a mapped bundle on `threads` threads (this one among them), taking
+// chunks in order from a shared counter. The first bad chunk, or Unavailable on *stop.
+Status CheckInParallel(const ChunkTable& table, const char* base, size_t threads, const std::atomic<bool>* stop,
+                       size_t* bad_chunk) {
+  std::atomic<size_t> next{0};
+  std::atomic<size_t> bad{SIZE_MAX};
+  auto work = [&] {
+    for (size_t i; (i = next.fetch_add(1)) < table.chunks();) {
+      if (bad.load() != SIZE_MAX || (stop && stop->load())) return;
+      if (ChunkCrc(base + table.ChunkOffset(i), table.ChunkLength(i)) != table.crcs[i]) {
+        size_t none = SIZE_MAX;
+        bad.compare_exchange_strong(none, i);
+      }
+    }
+  };
+  std::vector<std::thread> helpers;
+  for (size_t k = 1; k < threads; ++k) helpers.emplace_back(work);
+  work();
+  for (auto& h : helpers) h.join();
+  if (stop && stop->load()) return Status::Unavailable("stopped");
+  *bad_chunk = bad.load();
+  return Status::OK();
+}
+
+}  // namespace
+
 Status Puller::PullMapped(const std::string& endpoint, const PullOptions& o, const OpenGrant& g, Target* t,
                           PullReport* r) {
   const ChunkTable& table = t->offer.table;
   RL_ASSIGN_OR_RETURN(std::shared_ptr<SharedBytes> shared,
                       SharedBytes::Open(static_cast<int>(g.pid), static_cast<int>(g.fd), t->offer.version, table.size));
+  if (!o.on_chunk) {
+    // The memfd is sealed: a chunk that fails its CRC will fail again. The source is left.
+    size_t threads = std::min<size_t>(std::max<uint32_t>(o.verify_threads, 1), std::max<size_t>(table.chunks(), 1));
+    size_t bad = SIZE_MAX;
+    RL_RETURN_IF_ERROR(CheckInParallel(table, shared->data(), threads, o.stop, &bad));
+    if (bad != SIZE_MAX) {
+      spdlog::warn("chunk {} of version {} mapped from {} fails its CRC-32C", bad, t->offer.version, endpoint);
+      r->refetched++;
+      return Status::Corruption("chunk " + std::to_string(bad) + " of the source's memory is corrupt");
+    }
+  } else {
+    RL_RETURN_IF_ERROR(CheckWithHook(endpoint, o, g, shared->data(), t, r));
+  }
+  // Checked whole, and sealed: the bundle is the mapping itself.
+  t->mapped = std::move(shared);
+  t->held.assign(table.chunks(), true);
+  t->missing = 0;
+  r->source = endpoint;
+  return Status::OK();
+}
+
+Status Puller::CheckWithHook(const std::string& endpoint, const PullOptions& o, const OpenGrant& g, const char* base,
+                             Target* t, PullReport* r) {
+  const ChunkTable& table = t->offer.table;
   Client& client = ClientFor(endpoint, o.request_ms);
   int64_t last_renew = MonoMillis();
-  std::string scratch;  // the test hook may write, and the mapping is read-only: it gets a copy
+  std::string scratch;  // the hook may write, and the mapping is read-only: it gets a copy
   int bad = 0;
   for (size_t i = 0; i < table.chunks(); ++i) {
-    const char* chunk = shared->data() + table.ChunkOffset(i);
     size_t len = table.ChunkLength(i);
     while (true) {
-      const char* check = chunk;
-      if (o.on_chunk) {
-        scratch.assign(chunk, len);
-        o.on_chunk(i, scratch.data(), len);
-        check = scratch.data();
-      }
-      if (ChunkCrc(check, len) == table.crcs[i]) break;
+      scratch.assign(base + table.ChunkOffset(i), len);
+      o.on_chunk(i, scratch.data(), len);
+      if (ChunkCrc(scratch.data(), len) == table.crcs[i]) break;
       spdlog::warn("chunk {} of version {} from {} fails its CRC-32C; fetching it again", i, t->offer.version,
                    endpoint);
       r->refetched++;
@@ -84,11 +134,6 @@ Status Puller::PullMapped(const std::string& endpoint, const PullOptions& o, con
       RL_RETURN_IF_ERROR(client.Call(kOpClose, EncodeCloseRequest(g.lease, true)).status().WithContext("renew lease"));
     }
   }
-  // Checked whole, and sealed: the bundle is the mapping itself.
-  t->mapped = std::move(shared);
-  t->held.assign(table.chunks(), true);
-  t->missing = 0;
-  r->source = endpoint;
   return Status::OK();
 }
 
