@@ -1,6 +1,6 @@
-// MappedBytes: bundle bytes that live in a UCX memory region. A puller receives a bundle straight
-// into one (private memory: cheap to fill); a source serves UCX-allocated shared memory of its
-// own context as it is and copies anything else into such memory once (source.cc).
+// MappedBytes: bundle bytes that live in a UCX memory region. A puller receives a bundle over tcp
+// straight into one (private memory: cheap to fill); a source copies such bytes once into a
+// sealed memfd (shared_bytes.h) that pullers on its host can map.
 // Thread safety: immutable once the bundle is built.
 #pragma once
 
