@@ -1,9 +1,10 @@
 // rl-profile weights: how fast weight bundles move, against baselines measured in the same run.
 //
 //   bandwidth  for each transport (UCX_TLS value) and bundle size: our pull's GB/s, ucx_perftest's
-//              GB/s for the operation our pull uses on that transport (a child process pair, same
-//              message size as our chunks, same bytes), and a plain memcpy of the same size;
-//              printed with the ratios ours/perftest and ours/memcpy.
+//              GB/s for the operation our pull uses on that transport (a child process pair, one
+//              message of the bundle's size, run right after each of our pulls), and a plain
+//              memcpy of the same size; printed with ours/memcpy and ours/perftest, the median of
+//              the back-to-back pairs' ratios (the load of a shared machine moves between runs).
 //   ops        ucx_perftest's GB/s for put, get and tagged sends at the chunk size on each
 //              transport: the measurement behind the choice of operation (puller.h).
 //   fanout     seconds from publish until N rollouts applied the new version (verified, copied
