@@ -16,11 +16,11 @@ build="${RL_BUILD_DIR:-$here/build}"
 export PATH="$build/tools/rl-queue:$build/tools/rl-rollout:$build/tools/rl-reward:$build/tools/rl-train:$PATH"
 export OMP_WAIT_POLICY=PASSIVE  # roles share the cores: no busy-waiting OpenMP threads
 
-seed=1 steps=400 mode=async sft_steps=2000 target=0.3 extra=() via=ucx
+seed=1 steps=400 mode=async sft_steps=2000 target=0.3 extra=() via=ucx final_eval=2000
 while [ $# -gt 0 ]; do
   case "$1" in
     --short)  # the untrained model gets uniform (all-zero) groups: no dynamic sampling, small steps
-      steps=3; sft_steps=40; target=0.99; extra=(--dynamic-sampling false --prompts-per-step 8) ;;
+      steps=3; sft_steps=40; target=0.99; final_eval=64; extra=(--dynamic-sampling false --prompts-per-step 8) ;;
     --seed) seed="$2"; shift ;;
     --steps) steps="$2"; shift ;;
     --mode) mode="$2"; shift ;;
@@ -75,6 +75,12 @@ pids+=($!)
 rl-train grpo --checkpoint-dir "$run/ckpt" --prompts "$run/prompts.jsonl" --threads 1 --seed "$seed" \
   --mode "$mode" --max-steps "$steps" --eval-every 5 --id 0 "${serve[@]}" "${extra[@]}"
 
+# The per-step evaluations use 256 problems (+-3 points of noise); the verdict uses 2000 (+-1).
+echo "== held-out greedy accuracy of the SFT start and the final weights on $final_eval problems" >&2
+last=$(ls "$run/ckpt"/weights-*.safetensors | sort -V | tail -n 1)
+rl-train eval --weights "$run/ckpt/weights-0.safetensors" --eval-size "$final_eval" --threads 2 > "$run/eval-start.json"
+rl-train eval --weights "$last" --eval-size "$final_eval" --threads 2 > "$run/eval-final.json"
+
 python3 - "$run" <<'PY'
 import json, sys
 run = sys.argv[1]
@@ -86,9 +92,10 @@ for e in steps:
     acc = e.get("accuracy")
     acc = "" if acc is None else format(acc, ".3f")
     print(f"{e['step']:>5} {e['reward']:>7.3f} {acc:>8} {e['samples_per_s']:>10.1f}")
-last = next((e["accuracy"] for e in reversed(steps) if e.get("accuracy") is not None), None)
-if last is not None:
-    print(f"held-out greedy accuracy: {sft['accuracy']:.3f} after SFT -> {last:.3f} after {len(steps)} GRPO steps")
+start, final = (json.load(open(f"{run}/eval-{w}.json")) for w in ("start", "final"))
+print(f"held-out greedy accuracy on {final['problems']} problems: {start['accuracy']:.3f} after SFT -> "
+      f"{final['accuracy']:.3f} after {len(steps)} GRPO steps (version {final['version']}): "
+      f"{100 * (final['accuracy'] - start['accuracy']):+.1f} points")
 def totals(path, event, tokens, seconds):
     try:
         es = [e for e in map(json.loads, open(path)) if e["event"] == event]

@@ -20,6 +20,7 @@ namespace rl::train {
 namespace {
 
 constexpr char kTrainTask[] = "train";
+constexpr int64_t kGetWaitMs = 200;  // longest a get waits for rows before the feeder runs again
 
 double Seconds(std::chrono::steady_clock::time_point since) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
@@ -175,13 +176,16 @@ Status GrpoLoop::CollectAndTrain(std::vector<uint64_t>* consumed, int64_t* sampl
       return Status::Timeout("stopped");
     }
     RL_RETURN_IF_ERROR(feeder_->FeedTo(o_.prompts_per_step * (1 + o_.staleness), o_.prompts_per_step).status());
+    // The get returns as soon as one whole group is ready, and waits briefly: the feeder runs
+    // between gets, and the groups dynamic sampling drops must be replaced at once. (Asking for
+    // every missing row with a long wait left sync mode idle for that wait on each refill.) The
+    // start fraction is enforced below, not by the get.
     queue::GetRequest req;
     req.task = kTrainTask;
     req.count = static_cast<uint32_t>(need - got);
-    int64_t until_start = started ? o_.group_size : (start_groups * o_.group_size - got);
-    req.min = static_cast<uint32_t>(std::clamp<int64_t>(until_start, o_.group_size, need - got));
+    req.min = static_cast<uint32_t>(o_.group_size);
     req.lease_ms = static_cast<int64_t>(o_.lease_s * 1000);
-    req.wait_ms = 1000;
+    req.wait_ms = kGetWaitMs;
     req.groups = true;
     req.has_min_version = true;
     req.min_version = static_cast<int64_t>(version_) - o_.staleness;

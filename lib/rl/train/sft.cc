@@ -75,7 +75,10 @@ Result<SftResult> RunSft(model::Transformer* model, const std::vector<Problem>& 
     p.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     result.steps = step;
     result.seconds = p.seconds;
-    if (step % o.eval_every == 0 || step == o.max_steps) {
+    // Near the target the accuracy climbs several points a step (the jump of the learning curve):
+    // evaluating every step from half the target on stops within a step of crossing it.
+    bool near_target = result.accuracy >= o.target_accuracy / 2;
+    if (step % o.eval_every == 0 || near_target || step == o.max_steps) {
       RL_ASSIGN_OR_RETURN(p.accuracy, GreedyAccuracy(*model, held_out));
       p.evaluated = true;
       result.accuracy = p.accuracy;

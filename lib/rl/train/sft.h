@@ -40,6 +40,7 @@ struct SftResult {
   bool reached = false;  // the target accuracy was reached (else the step limit or a stop)
 };
 
+// Evaluates every eval_every steps, and every step once an evaluation reached half the target.
 // Calls on_step after every step (evaluated: accuracy was measured at this step).
 Result<SftResult> RunSft(model::Transformer* model, const std::vector<Problem>& data, const SftOptions& options,
                          const std::function<void(const SftProgress&)>& on_step,
