@@ -2,7 +2,9 @@
 # The GRPO demo: a 0.6M-parameter transformer learns 3-digit addition. rl-train warm-starts it
 # with SFT until held-out greedy accuracy crosses --target-accuracy, then rl-queue, one
 # rl-rollout, one rl-reward and rl-train run as separate processes until the step budget is
-# spent. The final table shows step, mean reward, held-out greedy accuracy and samples/s.
+# spent (600 steps: about 7 minutes in all on 2 quiet cores). The final table shows step, mean
+# reward, held-out greedy accuracy (256 problems) and samples/s, then the verdict: the SFT start and
+# the final weights evaluated on 2000 held-out problems, and the gain in points.
 # Weight versions go from rl-train to rl-rollout over UCX (the trainer serves each version as soon
 # as its snapshot is in memory); the checkpoint files are the rollout's fallback.
 #
@@ -16,7 +18,7 @@ build="${RL_BUILD_DIR:-$here/build}"
 export PATH="$build/tools/rl-queue:$build/tools/rl-rollout:$build/tools/rl-reward:$build/tools/rl-train:$PATH"
 export OMP_WAIT_POLICY=PASSIVE  # roles share the cores: no busy-waiting OpenMP threads
 
-seed=1 steps=400 mode=async sft_steps=2000 target=0.3 extra=() via=ucx final_eval=2000
+seed=1 steps=600 mode=async sft_steps=2000 target=0.3 extra=() via=ucx final_eval=2000
 while [ $# -gt 0 ]; do
   case "$1" in
     --short)  # the untrained model gets uniform (all-zero) groups: no dynamic sampling, small steps
