@@ -27,6 +27,9 @@ namespace rl::train {
 constexpr char kCursorKey[] = "train.cursor";
 constexpr char kStepKey[] = "train.step";
 constexpr char kVersionKey[] = "train.version";
+// The newest version rl-train has served over UCX, set before any puller can have it: a version
+// served but never checkpointed is known to a restarted trainer, which then does not reuse its number.
+constexpr char kServedKey[] = "train.served";
 
 // {"prompt": ..., "answer": ...} per line; DataError names the line.
 Result<std::vector<Problem>> ReadProblems(const std::string& path);

@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <random>
@@ -51,6 +52,7 @@ class GrpoLoop {
   Status Start();
   Status StartFrom(Checkpoint c);
   Status StartFresh();
+  Status SkipServedVersions();
   Status CollectAndTrain(std::vector<uint64_t>* consumed, int64_t* samples);
   Status TrainOrDrop(const queue::GetReply& reply, std::vector<Group>* pending, std::vector<uint64_t>* consumed);
   Status AfterStep(const StepStats& s, std::vector<uint64_t> consumed, double seconds);
@@ -66,6 +68,7 @@ class GrpoLoop {
   std::unique_ptr<GrpoTrainer> trainer_;
   std::unique_ptr<queue::QueueClient> writer_client_;  // used on the writer thread only
   std::unique_ptr<CheckpointWriter> writer_;           // declared after what its thread uses
+  std::unique_ptr<queue::QueueClient> served_client_;  // used on the publisher's thread only
   std::unique_ptr<WeightPublisher> publisher_;         // null without --weights-bind
   std::string phase_;
   std::vector<std::string> step_groups_;  // the groups this step trained on, for the step event
@@ -90,9 +93,15 @@ Status GrpoLoop::Start() {
   RL_ASSIGN_OR_RETURN(std::optional<Checkpoint> ckpt, LoadNewestCheckpoint(o_.checkpoint_dir));
   // Bound before the model loads, so pullers see a source that is coming (not a dead one).
   if (!o_.publish.bind.empty()) {
-    RL_ASSIGN_OR_RETURN(publisher_, WeightPublisher::Start(o_.publish, &events_));
+    served_client_ = std::make_unique<queue::QueueClient>(ClientFor(o_, ""));
+    WeightPublisherOptions po = o_.publish;
+    po.before_serve = [c = served_client_.get()](uint64_t v) {
+      return c->MetaSet({kServedKey, std::to_string(v), std::nullopt});
+    };
+    RL_ASSIGN_OR_RETURN(publisher_, WeightPublisher::Start(po, &events_));
   }
   RL_RETURN_IF_ERROR(ckpt ? StartFrom(std::move(*ckpt)) : StartFresh());
+  RL_RETURN_IF_ERROR(SkipServedVersions());
   if (publisher_) {
     RL_ASSIGN_OR_RETURN(model::Transformer first, trainer_->policy().Clone());
     publisher_->Offer(version_, std::move(first));
@@ -151,6 +160,27 @@ Status GrpoLoop::StartFresh() {
   RL_ASSIGN_OR_RETURN(trainer_, GrpoTrainer::Create(loaded->model, ref, o_.grpo));
   spdlog::info("starting from {} as version 0", path);
   return Status::OK();
+}
+
+// A version served over UCX and lost with the trainer before its checkpoint was written may be
+// in rollouts and relays, and rows generated with it in the queue. The resumed weights go out
+// under a new number after it: pullers holding the lost version take them (they are newer), and
+// an on-policy bound (version >= current) regenerates the rows the lost version made.
+Status GrpoLoop::SkipServedVersions() {
+  RL_ASSIGN_OR_RETURN(std::optional<std::string> text, client_.MetaGet(kServedKey));
+  uint64_t served = 0;
+  if (!text) return Status::OK();
+  auto [end, ec] = std::from_chars(text->data(), text->data() + text->size(), served);
+  if (ec != std::errc() || end != text->data() + text->size()) {
+    return Status::DataError(std::string("meta ") + kServedKey + " is not a number: '" + *text + "'");
+  }
+  if (served <= version_) return Status::OK();  // what was served is in the checkpoint we resume
+  uint64_t next = served + 1;
+  spdlog::warn("version {} was served but never checkpointed; the resumed weights (version {}) go out as version {}",
+               served, version_, next);
+  events_.Emit("version-skip", {{"resumed_version", version_}, {"served", served}, {"version", next}});
+  version_ = next;
+  return model::SaveModelFile(WeightsPath(o_.checkpoint_dir, version_), trainer_->policy(), version_);
 }
 
 void GrpoLoop::Phase(const char* phase) {

@@ -173,5 +173,31 @@ TEST_F(GrpoLoopTest, TrainsPublishesVersionsAndResumesFromItsCheckpoint) {
   }
 }
 
+// A trainer serving weights over UCX records each version in train.served before it can be
+// pulled. One killed after serving versions it never checkpointed (here: served says 4, the
+// newest checkpoint is step 2) must not give other weights those numbers on its restart.
+TEST_F(GrpoLoopTest, AResumedTrainerNumbersOnPastVersionsItServedButNeverCheckpointed) {
+  std::atomic<bool> stop{false};
+  GrpoLoopOptions first = Loop(2);
+  first.publish.bind = "tcp://127.0.0.1:0";
+  Status s = RunGrpo(first, stop);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  queue::QueueClient c(Options());
+  EXPECT_EQ(c.MetaGet(kServedKey).value(), std::optional<std::string>("2"));
+
+  ASSERT_TRUE(c.MetaSet({kServedKey, "4", std::nullopt}).ok());
+  s = RunGrpo(Loop(3), stop);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_TRUE(std::filesystem::exists(dir_ + "/ckpt/weights-5.safetensors")) << "the resumed weights, renumbered";
+  auto ckpt = LoadNewestCheckpoint(dir_ + "/ckpt");
+  ASSERT_TRUE(ckpt.ok() && ckpt->has_value());
+  EXPECT_EQ((*ckpt)->step, 3);
+  EXPECT_EQ((*ckpt)->version, 6u) << "step 3 trained on from version 5";
+  EXPECT_EQ(c.MetaGet(kVersionKey).value(), std::optional<std::string>("6"));
+  std::ifstream events(dir_ + "/run/events/train-0.jsonl");
+  std::string all((std::istreambuf_iterator<char>(events)), std::istreambuf_iterator<char>());
+  EXPECT_NE(all.find("\"event\":\"version-skip\""), std::string::npos);
+}
+
 }  // namespace
 }  // namespace rl::train

@@ -72,6 +72,9 @@ Status WeightPublisher::Serve(const Job& job) {
   int64_t encoded = MonoMillis();
   RL_ASSIGN_OR_RETURN(weights::Bundle bundle,
                       weights::Bundle::FromString(job.version, std::move(bytes), options_.chunk_size));
+  if (options_.before_serve) {
+    RL_RETURN_IF_ERROR(options_.before_serve(job.version).WithContext("recording the version as served"));
+  }
   RL_RETURN_IF_ERROR(source_->Publish(bundle));
   double encode_s = (encoded - start) / 1000.0, total_s = (MonoMillis() - start) / 1000.0;
   spdlog::debug("serving version {} ({} bytes, digest {}) after {:.3f} s", job.version, bundle.size(),

@@ -7,15 +7,17 @@
 // chunk CRCs and the copy into UCX shared memory never hold up the training loop. When a snapshot
 // still waits as the next one comes, the older is dropped (pullers only ever want the newest).
 //
-// A version served here may never reach the disk: a trainer killed between Offer and the end of
-// its checkpoint write restarts from the step before, and its next version has the number (not
-// the weights) of the lost one. Pullers holding the lost version keep it until the version after.
+// A version served here may never reach the disk (a trainer killed between Offer and the end of
+// its checkpoint write restarts from the step before). So that its number is never reused for
+// other weights, `before_serve` records each version durably (rl-train: the queue's metadata
+// train.served) before it can be pulled, and the restarted trainer numbers on from there.
 //
 // Thread safety: Offer and Wait from one thread (the training loop); the rest is the publisher's.
 #pragma once
 
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -34,6 +36,9 @@ struct WeightPublisherOptions {
   std::string bind;  // ZeroMQ endpoint of the source; empty: no publisher
   uint32_t max_pulls = 4;
   uint32_t chunk_size = weights::kDefaultChunkBytes;
+  // Called on the publisher's thread before a version can be pulled; when it fails the version
+  // is not served (pullers keep the one before, or read checkpoint files). May be empty.
+  std::function<Status(uint64_t version)> before_serve;
 };
 
 class WeightPublisher {
