@@ -13,10 +13,8 @@
 #   --keep   keep the run directories (printed) for rl-profile report --svg
 # Environment: RL_BUILD_DIR (default ./build), RL_RUN_DIR (default a new /tmp directory).
 set -euo pipefail
-here="$(cd "$(dirname "$0")/../.." && pwd)"
-build="${RL_BUILD_DIR:-$here/build}"
-for t in rl-queue rl-rollout rl-reward rl-train rl-watchdog rl-profile; do PATH="$build/tools/$t:$PATH"; done
-export PATH OMP_WAIT_POLICY=PASSIVE
+source "$(dirname "$0")/lib.sh"
+rl_tools
 
 seed=1 steps=40 kills=10 sft_steps=150 keep=0 extra=()
 while [ $# -gt 0 ]; do
@@ -29,10 +27,9 @@ while [ $# -gt 0 ]; do
   esac
   shift
 done
-top="${RL_RUN_DIR:-$(mktemp -d /tmp/rl-fault-drill.XXXXXX)}"
+top="$(run_dir fault-drill)"
 mkdir -p "$top"
 RANDOM=$seed
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 current=""
 cleanup() {
   [ -z "$current" ] || rl-watchdog stop "$current" >/dev/null 2>&1 || true
@@ -127,13 +124,13 @@ for scenario in none role job; do
   current="$run"
   mkdir -p "$run/ckpt"
   cp "$top/sft/weights-0.safetensors" "$run/ckpt/"
-  export RL_QUEUE="tcp://127.0.0.1:$(free_port)"
+  export RL_QUEUE="$(free_endpoint)"
   pipeline "$run" > "$run/pipeline.toml"
   policy=role; [ "$scenario" = job ] && policy=job
   echo "== $scenario: $steps steps, restart policy $policy" >&2
   t0=$(date +%s.%N)
   rl-watchdog run "$run/pipeline.toml" --run-dir "$run" --restart "$policy" \
-    --heartbeat "tcp://127.0.0.1:$(free_port)" --log-level warn 2> "$run/watchdog.log" &
+    --heartbeat "$(free_endpoint)" --log-level warn 2> "$run/watchdog.log" &
   wpid=$!
   [ "$scenario" = none ] || kill_schedule "$run"
   status=0; wait "$wpid" || status=$?

@@ -13,10 +13,8 @@
 #   --weights   how the rollout gets new versions: ucx (default) or checkpoint files only
 # Environment: RL_BUILD_DIR (default ./build), RL_RUN_DIR (default a new /tmp directory).
 set -euo pipefail
-here="$(cd "$(dirname "$0")/../.." && pwd)"
-build="${RL_BUILD_DIR:-$here/build}"
-export PATH="$build/tools/rl-queue:$build/tools/rl-rollout:$build/tools/rl-reward:$build/tools/rl-train:$PATH"
-export OMP_WAIT_POLICY=PASSIVE  # roles share the cores: no busy-waiting OpenMP threads
+source "$(dirname "$0")/lib.sh"
+rl_tools
 
 seed=1 steps=600 mode=async sft_steps=2000 target=0.3 extra=() via=ucx final_eval=2000
 while [ $# -gt 0 ]; do
@@ -31,7 +29,7 @@ while [ $# -gt 0 ]; do
   esac
   shift
 done
-run="${RL_RUN_DIR:-$(mktemp -d /tmp/rl-grpo-demo.XXXXXX)}"
+run="$(run_dir grpo-demo)"
 # A run directory that holds an earlier run would have rl-train resume that run's checkpoints on top
 # of this run's SFT: refuse it rather than mix two runs.
 if [ -n "$(ls -A "$run" 2>/dev/null)" ]; then
@@ -39,10 +37,9 @@ if [ -n "$(ls -A "$run" 2>/dev/null)" ]; then
   exit 73
 fi
 mkdir -p "$run"
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-export RL_QUEUE="tcp://127.0.0.1:$(free_port)" RL_RUN_DIR="$run"
+export RL_QUEUE="$(free_endpoint)" RL_RUN_DIR="$run"
 case "$via" in
-  ucx) weights="tcp://127.0.0.1:$(free_port)"; pull=(--weights-from "$weights"); serve=(--weights-bind "$weights") ;;
+  ucx) weights="$(free_endpoint)"; pull=(--weights-from "$weights"); serve=(--weights-bind "$weights") ;;
   file) pull=(); serve=() ;;
   *) echo "grpo-demo: --weights must be ucx or file, not $via" >&2; exit 64 ;;
 esac

@@ -15,10 +15,8 @@
 # Environment: RL_BUILD_DIR (default ./build), RL_RUN_DIR (default a new /tmp directory).
 # Exit status: 0 when every check holds, 1 otherwise.
 set -euo pipefail
-here="$(cd "$(dirname "$0")/../.." && pwd)"
-build="${RL_BUILD_DIR:-$here/build}"
-export PATH="$build/tools/rl-queue:$build/tools/rl-rollout:$build/tools/rl-reward:$build/tools/rl-train:$PATH"
-export OMP_WAIT_POLICY=PASSIVE
+source "$(dirname "$0")/lib.sh"
+rl_tools
 
 seed=1 steps=45 per_step=16 group=8
 while [ $# -gt 0 ]; do
@@ -29,12 +27,11 @@ while [ $# -gt 0 ]; do
   esac
   shift
 done
-run="${RL_RUN_DIR:-$(mktemp -d /tmp/rl-kill-by-hand.XXXXXX)}"
+run="$(run_dir kill-by-hand)"
 mkdir -p "$run"
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-export RL_QUEUE="tcp://127.0.0.1:$port" RL_RUN_DIR="$run"
+export RL_QUEUE="$(free_endpoint)" RL_RUN_DIR="$run"
 # Weight versions over UCX from the trainer (a restarted trainer binds the same endpoint again).
-weights="tcp://127.0.0.1:$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
+weights="$(free_endpoint)"
 declare -A pid
 cleanup() {
   for p in "${pid[@]}"; do kill "$p" 2>/dev/null || true; done

@@ -18,10 +18,8 @@
 #   (default) 5 trials of each
 # Environment: RL_BUILD_DIR (default ./build), RL_RUN_DIR (default a new /tmp directory).
 set -euo pipefail
-here="$(cd "$(dirname "$0")/../.." && pwd)"
-build="${RL_BUILD_DIR:-$here/build}"
-for t in rl-queue rl-rollout rl-reward rl-train rl-watchdog rl-profile; do PATH="$build/tools/$t:$PATH"; done
-export PATH OMP_WAIT_POLICY=PASSIVE
+source "$(dirname "$0")/lib.sh"
+rl_tools
 
 seed=1 trials=5 bound=60 small=(--dynamic-sampling false --prompts-per-step 16)
 while [ $# -gt 0 ]; do
@@ -35,10 +33,9 @@ while [ $# -gt 0 ]; do
   esac
   shift
 done
-run="${RL_RUN_DIR:-$(mktemp -d /tmp/rl-kill-matrix.XXXXXX)}"
+run="$(run_dir kill-matrix)"
 mkdir -p "$run/ckpt"
 RANDOM=$seed
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 cleanup() { rl-watchdog stop "$run" >/dev/null 2>&1 || true; [ -n "${RL_RUN_DIR:-}" ] || rm -rf "$run"; }
 trap cleanup EXIT
 log="$run/events/watchdog-0.jsonl"
@@ -46,7 +43,7 @@ log="$run/events/watchdog-0.jsonl"
 echo "== data and a random model in $run" >&2
 rl-train make-data --problems 20000 --seed "$((seed + 1000))" > "$run/prompts.jsonl"
 rl-rollout random-model --out "$run/ckpt/weights-0.safetensors" --seed "$seed" 2> /dev/null
-export RL_QUEUE="tcp://127.0.0.1:$(free_port)"
+export RL_QUEUE="$(free_endpoint)"
 cat > "$run/pipeline.toml" <<TOML
 [watchdog]
 heartbeat_interval = 1
@@ -61,7 +58,7 @@ command = "rl-reward run --verifier addition --lease 20 --log-level warn"
 [role.train]
 command = "rl-train grpo --checkpoint-dir $run/ckpt --prompts $run/prompts.jsonl --threads 1 --seed $seed --mode async --max-steps 100000 --eval-every 0 --lease-seconds 10 --log-level warn ${small[*]}"
 TOML
-hb="tcp://127.0.0.1:$(free_port)"
+hb="$(free_endpoint)"
 start_watchdog() {
   rl-watchdog run "$run/pipeline.toml" --run-dir "$run" --heartbeat "$hb" --log-level warn 2>> "$run/watchdog.log" &
   wpid=$!

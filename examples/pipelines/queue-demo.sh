@@ -4,13 +4,12 @@
 # sampling. Every role is a separate process talking to one rl-queue server.
 # Usage: queue-demo.sh [--short]    (RL_BUILD_DIR: where the tools are built; default ./build)
 set -euo pipefail
-here="$(cd "$(dirname "$0")/../.." && pwd)"
-export PATH="${RL_BUILD_DIR:-$here/build}/tools/rl-queue:$PATH"
+source "$(dirname "$0")/lib.sh"
+rl_tools
 prompts=40
 [ "${1:-}" = "--short" ] && prompts=8
 run="$(mktemp -d /tmp/rl-queue-demo.XXXXXX)"
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-export RL_QUEUE="tcp://127.0.0.1:$port"
+export RL_QUEUE="$(free_endpoint)"
 trap 'kill $(jobs -p) 2>/dev/null; wait 2>/dev/null; echo "run directory: $run" >&2' EXIT
 
 rl-queue serve --dir "$run/queue" --bind "$RL_QUEUE" --run-dir "$run" --log-level warn \

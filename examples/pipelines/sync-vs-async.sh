@@ -25,13 +25,16 @@ done
 python3 - "$root" <<'PY'
 import json, sys
 root = sys.argv[1]
-print(f"{'mode':<6} {'steps':>5} {'samples/s':>10} {'s/step':>7} {'heldout':>8}")
+# Held-out greedy accuracy of the SFT start and the final weights, on the demo's final evaluation
+# (2000 problems; fewer in the short form).
+print(f"{'mode':<6} {'steps':>5} {'samples/s':>10} {'s/step':>7} {'wall (s)':>9} {'start':>6} {'final':>6} {'gain':>6}")
 for mode in ("sync", "async"):
     ev = [json.loads(l) for l in open(f"{root}/{mode}/events/train-0.jsonl")]
     steps = [e for e in ev if e["event"] == "step"]
     wall = steps[-1]["ts"] - next(e["ts"] for e in ev if e["event"] == "start")
     samples = sum(e["samples"] for e in steps)
-    acc = next((e["accuracy"] for e in reversed(ev) if e.get("accuracy") is not None), float("nan"))
-    print(f"{mode:<6} {len(steps):>5} {samples / wall:>10.1f} {wall / len(steps):>7.2f} {acc:>8.3f}")
+    start, final = (json.load(open(f"{root}/{mode}/eval-{w}.json"))["accuracy"] for w in ("start", "final"))
+    print(f"{mode:<6} {len(steps):>5} {samples / wall:>10.1f} {wall / len(steps):>7.2f} {wall:>9.0f} "
+          f"{start:>6.3f} {final:>6.3f} {100 * (final - start):>+6.1f}")
 print(f"runs: {root}")
 PY
