@@ -1,27 +1,32 @@
 #!/usr/bin/env bash
-# Fault drill: the GRPO demo pipeline (rl-queue, rl-rollout, rl-reward, rl-train) under
-# rl-watchdog run, three times from the same SFT checkpoint:
+# Fault drill: the GRPO demo's pipeline (rl-queue, rl-rollout, rl-reward, rl-train, weights over
+# UCX, the same SFT warm start to 0.3) under rl-watchdog run, three times from one SFT checkpoint:
 #   none   no faults;
-#   role   the trainer killed (SIGKILL) at a random time within every 10% of the steps, and only
+#   role   the trainer killed (SIGKILL) at a random moment within every 10% of the steps, and only
 #          the trainer restarted (from its last checkpoint) while the other roles keep working;
+#          a spare trainer (rl-watchdog(1), `spares`) is started ahead and takes over at once;
 #   job    the same kills, and every role restarted each time (what frameworks do today).
 # It prints ETTR (rl-profile report), end-to-end time and the time lost per cause for the three,
 # and whether role-based recovery keeps ETTR at or above 0.90 and above the whole-job restart.
 #
-# Usage: fault-drill.sh [--short] [--steps N] [--seed N] [--keep]
-#   --short  a smoke run for CI: 20 small steps, one kill in each half
-#   --keep   keep the run directories (printed) for rl-profile report --svg
+# Usage: fault-drill.sh [--short] [--steps N] [--seed N] [--spares N] [--keep]
+#   --steps   GRPO steps of each scenario (default 200; the demo runs 600): ten kills whatever
+#             the length, so fewer steps is a higher fault rate
+#   --spares  spare trainers for the role scenario (default 1; 0: a restart starts rl-train anew)
+#   --short   a smoke run for CI: 20 small steps from an untrained model, one kill in each half
+#   --keep    keep the run directories (printed) for rl-profile report --svg
 # Environment: RL_BUILD_DIR (default ./build), RL_RUN_DIR (default a new /tmp directory).
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 rl_tools
 
-seed=1 steps=40 kills=10 sft_steps=150 keep=0 extra=()
+seed=1 steps=200 kills=10 spares=1 keep=0 target=0.3 sft_steps=2000 extra=()
 while [ $# -gt 0 ]; do
   case "$1" in
-    --short) steps=20; kills=2; sft_steps=20; extra=(--dynamic-sampling false --prompts-per-step 8) ;;
+    --short) steps=20; kills=2; target=0.99; sft_steps=20; extra=(--dynamic-sampling false --prompts-per-step 8) ;;
     --steps) steps="$2"; shift ;;
     --seed) seed="$2"; shift ;;
+    --spares) spares="$2"; shift ;;
     --keep) keep=1 ;;
     *) echo "fault-drill: unknown argument $1" >&2; exit 64 ;;
   esac
@@ -37,15 +42,11 @@ cleanup() {
 }
 trap cleanup EXIT
 
-echo "== data and SFT warm start ($sft_steps steps) in $top" >&2
-rl-train make-data --problems 20000 --seed "$seed" > "$top/sft.jsonl"
-rl-train make-data --problems 20000 --seed "$((seed + 1000))" > "$top/prompts.jsonl"
-rl-train sft --data "$top/sft.jsonl" --checkpoint-dir "$top/sft" --seed "$seed" --threads 2 \
-  --target-accuracy 0.99 --max-steps "$sft_steps" > /dev/null
+demo_start "$top/sft" "$seed" "$target" "$sft_steps"
 
-# pipeline RUN: the pipeline file of one scenario.
+# pipeline RUN WEIGHTS SPARES: the pipeline file of one scenario: the demo's roles and options.
 pipeline() {
-  local run="$1"
+  local run="$1" weights="$2"
   cat <<TOML
 [watchdog]
 heartbeat_interval = 1
@@ -54,12 +55,13 @@ grace = 5
 [role.queue]
 command = "rl-queue serve --dir $run/queue --bind $RL_QUEUE --log-level warn --declare generate=prompt_ids --declare reward=prompt,response,answer --declare train=prompt_ids,response_ids,logprobs,reward,version"
 [role.rollout]
-command = "rl-rollout run --checkpoint-dir $run/ckpt --threads 1 --seed $seed --temperature 1 --log-level warn"
+command = "rl-rollout run --checkpoint-dir $run/ckpt --weights-from $weights --threads 1 --seed $seed --temperature 1 --max-new-tokens 8 --log-level warn"
 [role.reward]
 command = "rl-reward run --verifier addition --log-level warn"
 [role.train]
-command = "rl-train grpo --checkpoint-dir $run/ckpt --prompts $top/prompts.jsonl --threads 1 --seed $seed --mode async --max-steps $steps --eval-every 5 --lease-seconds 10 --log-level warn ${extra[*]}"
+command = "rl-train grpo --checkpoint-dir $run/ckpt --weights-bind $weights --prompts $top/sft/prompts.jsonl --threads 1 --seed $seed --mode async --max-steps $steps --eval-every 5 --lease-seconds 10 --log-level warn ${extra[*]}"
 stall = 120
+spares = $3
 TOML
 }
 
@@ -123,11 +125,12 @@ for scenario in none role job; do
   run="$top/$scenario"
   current="$run"
   mkdir -p "$run/ckpt"
-  cp "$top/sft/weights-0.safetensors" "$run/ckpt/"
+  cp "$top/sft/ckpt/weights-0.safetensors" "$run/ckpt/"
   export RL_QUEUE="$(free_endpoint)"
-  pipeline "$run" > "$run/pipeline.toml"
-  policy=role; [ "$scenario" = job ] && policy=job
-  echo "== $scenario: $steps steps, restart policy $policy" >&2
+  policy=role n_spares=$spares
+  [ "$scenario" = job ] && policy=job n_spares=0  # a full restart starts every process anew
+  pipeline "$run" "$(free_endpoint)" "$n_spares" > "$run/pipeline.toml"
+  echo "== $scenario: $steps steps, restart policy $policy, $n_spares spare trainer(s)" >&2
   t0=$(date +%s.%N)
   rl-watchdog run "$run/pipeline.toml" --run-dir "$run" --restart "$policy" \
     --heartbeat "$(free_endpoint)" --log-level warn 2> "$run/watchdog.log" &

@@ -50,13 +50,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-echo "== data (seed $seed) in $run" >&2
-rl-train make-data --problems 200000 --seed "$seed" > "$run/sft.jsonl"
-rl-train make-data --problems 200000 --seed "$((seed + 1000))" > "$run/prompts.jsonl"
-
-echo "== SFT warm start until held-out greedy accuracy >= $target (at most $sft_steps steps)" >&2
-rl-train sft --data "$run/sft.jsonl" --checkpoint-dir "$run/ckpt" --seed "$seed" --threads 2 \
-  --target-accuracy "$target" --eval-every 5 --max-steps "$sft_steps" > "$run/sft.json"
+demo_start "$run" "$seed" "$target" "$sft_steps"
 
 echo "== GRPO: rl-queue, rl-rollout, rl-reward, rl-train ($mode, $steps steps, weights over $via)" >&2
 rl-queue serve --dir "$run/queue" --bind "$RL_QUEUE" --id 0 --log-level warn \

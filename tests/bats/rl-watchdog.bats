@@ -43,6 +43,9 @@ beat() {
 
 pid_of() { cut -d' ' -f1 "$TMP/run/watchdog/$1.pid"; }
 
+# gone PID: no such process, or only its zombie is left.
+gone() { ! kill -0 "$1" 2>/dev/null || [ "$(ps -o stat= -p "$1" | cut -c1)" = Z ]; }
+
 # A pipeline of stand-ins: two rollouts and a trainer stepping every 0.3 s.
 stand_in_pipeline() {
   cat > "$TMP/p.toml" <<TOML
@@ -144,6 +147,36 @@ start_watchdog() {
   [ "$(pid_of rollout-1)" = "$r1" ]
   [ "$(pid_of train-0)" = "$t" ]
   kill -0 "$r1" && kill -0 "$t"
+}
+
+@test "run with spares: a killed trainer is replaced by its spare, which was started ahead and held; a new spare follows; spares die with the watchdog" {
+  stand_in_pipeline
+  printf 'spares = 1\n' >> "$TMP/p.toml"
+  start_watchdog
+  log="$TMP/run/events/watchdog-0.jsonl"
+  wait_for "$log" '"event":"spare".*"kind":"train"' 20
+  spare=$(grep '"event":"spare"' "$log" | head -n 1 | grep -o '"pid":[0-9]*' | cut -d: -f2)
+  kill -0 "$spare"
+  # Held: a spare sends no heartbeats and writes no events before it is needed.
+  sleep 1
+  ! grep -q "\"pid\":$spare," "$TMP/run/events/train-0.jsonl"
+  t=$(pid_of train-0) r0=$(pid_of rollout-0)
+  kill -9 "$t"
+  wait_for "$log" '"event":"restart".*"member":"train/0"' 10
+  grep '"event":"restart".*"member":"train/0"' "$log" | grep -q "\"pid\":$spare,.*\"spare\":true"
+  [ "$(pid_of train-0)" = "$spare" ]
+  [ "$(pid_of rollout-0)" = "$r0" ]
+  # The spare became train/0 (RL_ID 0): it heartbeats as such, and a new spare is started.
+  wait_for "$log" "\"event\":\"ready\".*\"member\":\"train/0\".*\"pid\":$spare," 10
+  for i in $(seq 100); do [ "$(grep -c '"event":"spare"' "$log")" -ge 2 ] && break; sleep 0.1; done
+  [ "$(grep -c '"event":"spare"' "$log")" -eq 2 ]
+  next=$(grep '"event":"spare"' "$log" | tail -n 1 | grep -o '"pid":[0-9]*' | cut -d: -f2)
+  kill -0 "$next"
+  # A watchdog killed -9 leaves the roles running, and its spare exits: no one could wake it.
+  kill -9 "$WPID"
+  for i in $(seq 50); do gone "$next" && break; sleep 0.1; done
+  gone "$next"
+  kill -0 "$spare" && kill -0 "$r0"
 }
 
 @test "run: killing the watchdog leaves the roles running, and a new one adopts them" {

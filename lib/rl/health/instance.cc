@@ -37,17 +37,22 @@ bool AdoptFromPidFile(const std::string& run_dir, Instance* inst) {
   return true;
 }
 
+std::map<std::string, std::string> PipelineEnv(const PipelineSpec& p, const std::string& heartbeat,
+                                               const std::string& run_dir) {
+  return {{"RL_HEARTBEAT", heartbeat}, {"RL_HEARTBEAT_INTERVAL", std::to_string(p.interval_s)}, {"RL_RUN_DIR", run_dir}};
+}
+
 Status SpawnInstance(const PipelineSpec& p, const std::string& heartbeat, const std::string& run_dir,
                      Instance* inst) {
   RL_RETURN_IF_ERROR(MakeDirs(run_dir + "/logs"));
-  std::map<std::string, std::string> env = {
-      {"RL_HEARTBEAT", heartbeat},
-      {"RL_HEARTBEAT_INTERVAL", std::to_string(p.interval_s)},
-      {"RL_RUN_DIR", run_dir},
-      {"RL_ID", inst->id},
-  };
+  std::map<std::string, std::string> env = PipelineEnv(p, heartbeat, run_dir);
+  env["RL_ID"] = inst->id;
   std::string log = run_dir + "/logs/" + inst->spec->kind + "-" + inst->id + ".log";
   RL_ASSIGN_OR_RETURN(pid_t pid, SpawnRole(inst->spec->command, env, log));
+  return TakeProcess(run_dir, pid, inst);
+}
+
+Status TakeProcess(const std::string& run_dir, pid_t pid, Instance* inst) {
   inst->pid = pid;
   inst->start_ticks = ProcessStartTicks(pid);
   inst->child = true;

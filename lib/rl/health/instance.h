@@ -6,6 +6,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <map>
 #include <string>
 
 #include "rl/core/status.h"
@@ -36,9 +37,18 @@ void RemovePidFile(const std::string& run_dir, const Instance& inst);
 // Adopts the process of the instance's pid file when it still runs (same pid, same start time).
 bool AdoptFromPidFile(const std::string& run_dir, Instance* inst);
 
+// The environment every process of a pipeline gets (RL_HEARTBEAT, RL_HEARTBEAT_INTERVAL,
+// RL_RUN_DIR); an instance adds its RL_ID.
+std::map<std::string, std::string> PipelineEnv(const PipelineSpec& p, const std::string& heartbeat,
+                                               const std::string& run_dir);
+
 // Starts the instance's command with the pipeline's environment; logs go to
 // <run-dir>/logs/KIND-ID.log.
 Status SpawnInstance(const PipelineSpec& p, const std::string& heartbeat, const std::string& run_dir,
                      Instance* inst);
+
+// Makes `pid` (a child of ours, just started or a spare just activated) the instance's process,
+// with a fresh start, and writes its pid file.
+Status TakeProcess(const std::string& run_dir, pid_t pid, Instance* inst);
 
 }  // namespace rl::health

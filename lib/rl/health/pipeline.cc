@@ -51,6 +51,7 @@ Status RoleKey(const CLI::ConfigItem& item, const std::string& where, RoleSpec* 
   if (k == "count") return Number(item, where, &r->count);
   if (k == "stall") return Number(item, where, &r->stall_s);
   if (k == "ready_timeout") return Number(item, where, &r->ready_s);
+  if (k == "spares") return Number(item, where, &r->spares);
   if (k == "finish") {
     *finish_set = true;
     return Bool(item, where, &r->finish);
@@ -67,6 +68,7 @@ Status Check(const PipelineSpec& p, const std::string& where) {
   for (const RoleSpec& r : p.roles) {
     if (r.command.empty()) return Status::Config(where + ": [role." + r.name + "] has no command");
     if (r.count < 0 || r.count > 1000) return Status::Config(where + ": [role." + r.name + "] count out of range");
+    if (r.spares < 0 || r.spares > 16) return Status::Config(where + ": [role." + r.name + "] spares out of range (0 to 16)");
   }
   return Status::OK();
 }

@@ -9,6 +9,7 @@
 //   command = "rl-train grpo --checkpoint-dir ckpt --prompts p.jsonl"
 //   count = 1
 //   stall = 30                            # seconds without progress in its active phase
+//   spares = 1                            # started ahead: replaces a failed instance at once
 //
 // Each instance gets RL_HEARTBEAT, RL_HEARTBEAT_INTERVAL, RL_RUN_DIR and RL_ID (0 .. count-1)
 // in its environment, so commands need not repeat them.
@@ -31,6 +32,7 @@ struct RoleSpec {
   double stall_s = 0;    // 0: the watchdog's default for the kind
   double ready_s = 60;   // a (re)started instance must heartbeat within this long
   bool finish = false;   // its clean exit ends the pipeline (default: true for kind train)
+  int spares = 0;        // processes started ahead, held before work, to replace a failed instance (spare.h)
 };
 
 struct PipelineSpec {

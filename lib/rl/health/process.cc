@@ -33,7 +33,7 @@ std::vector<std::string> StatFields(pid_t pid) {
 }  // namespace
 
 Result<pid_t> SpawnRole(const std::string& command, const std::map<std::string, std::string>& env,
-                        const std::string& log_path) {
+                        const std::string& log_path, int inherit_fd) {
   int log = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (log < 0) return Status::IOError(ErrnoMessage("open", log_path));
   // exec makes the role the session leader, so its pid is the one its heartbeats carry.
@@ -58,6 +58,7 @@ Result<pid_t> SpawnRole(const std::string& command, const std::map<std::string, 
     ::signal(SIGTERM, SIG_DFL);
     ::signal(SIGPIPE, SIG_DFL);
     for (const auto& [k, v] : env) ::setenv(k.c_str(), v.c_str(), 1);
+    if (inherit_fd >= 0) ::fcntl(inherit_fd, F_SETFD, 0);
     ::execl("/bin/sh", "sh", "-c", exec.c_str(), static_cast<char*>(nullptr));
     ::_exit(127);
   }

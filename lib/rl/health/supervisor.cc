@@ -14,6 +14,7 @@
 #include "rl/core/log.h"
 #include "rl/health/instance.h"
 #include "rl/health/process.h"
+#include "rl/health/spare_pool.h"
 
 namespace rl::health {
 namespace {
@@ -38,6 +39,7 @@ class Supervisor {
   Status RestartRole(Instance* inst);
   void LendSlotTo(Instance* trainer);
   void ReturnLentSlots();
+  void KeepSpares();
   Instance* Find(const std::string& key);
   nlohmann::json Fields(const Instance& inst) const;
   void SaveState();
@@ -48,6 +50,7 @@ class Supervisor {
   RestartPolicy policy_;
   std::unique_ptr<Watcher> watcher_;
   std::vector<Instance> instances_;
+  SparePool spares_;
   int64_t pipeline_step_ = -1;   // the trainer's step, as its heartbeats last said
   pid_t trainer_pid_ = 0;
   uint64_t trainer_steps_ = 0;   // its "steps" counter: steps that process completed
@@ -119,6 +122,7 @@ Status Supervisor::StartAll(const std::atomic<bool>& stop) {
 }
 
 void Supervisor::StopAll(bool graceful) {
+  spares_.StopAll();
   int64_t grace = graceful ? static_cast<int64_t>(o_.pipeline.grace_s * 1000) : 0;
   for (auto it = instances_.rbegin(); it != instances_.rend(); ++it) {
     if (it->pid == 0) continue;
@@ -238,15 +242,38 @@ void Supervisor::ReturnLentSlots() {
   }
 }
 
+// Spares are started once every instance of their role is ready (never competing with a start
+// or a restart for the cores), and replaced the same way after one is used.
+void Supervisor::KeepSpares() {
+  if (spares_.Reap() > 0) spdlog::warn("a spare exited before it was needed; another is started");
+  for (const RoleSpec& r : o_.pipeline.roles) {
+    if (r.spares == 0 || spares_.Count(&r) >= r.spares) continue;
+    bool all_ready = true;
+    for (const auto& inst : instances_) all_ready &= inst.spec != &r || (inst.ready && !inst.lent);
+    if (!all_ready) continue;
+    auto started = spares_.Fill(o_.pipeline, &r, watcher_->endpoint(), o_.run_dir);
+    if (!started.ok()) {
+      spdlog::error("spare of {}: {}", r.name, started.status().ToString());
+      continue;
+    }
+    for (pid_t pid : *started) {
+      events_->Emit("spare", {{"kind", r.kind}, {"pid", pid}});
+      spdlog::info("started a spare of {} (pid {})", r.name, pid);
+    }
+  }
+}
+
 Status Supervisor::RestartRole(Instance* inst) {
   pid_t old = inst->pid;
   if (old != 0) StopProcess(old, 0);  // it failed: no grace
   watcher_->membership().Forget(inst->key);
   if (o_.pipeline.standby && inst->spec->kind == "train") LendSlotTo(inst);
   ++inst->restarts;
-  RL_RETURN_IF_ERROR(SpawnInstance(o_.pipeline, watcher_->endpoint(), o_.run_dir, inst));
+  RL_ASSIGN_OR_RETURN(bool from_spare, spares_.Activate(o_.run_dir, inst));
+  if (!from_spare) RL_RETURN_IF_ERROR(SpawnInstance(o_.pipeline, watcher_->endpoint(), o_.run_dir, inst));
   nlohmann::json f = Fields(*inst);
   f["old_pid"] = old;
+  f["spare"] = from_spare;
   events_->Emit("restart", f);
   spdlog::info("restarted {} (pid {} -> {})", inst->key, old, inst->pid);
   return Status::OK();
@@ -320,6 +347,7 @@ Result<int> Supervisor::Run(const std::atomic<bool>& stop) {
     std::vector<Detection> ds = watcher_->Pump(kPumpMs);
     Observe(ds);
     ReturnLentSlots();
+    KeepSpares();
     for (const Detection& d : ds) {
       Instance* inst = d.event == "failed" ? Find(d.key) : nullptr;
       if (inst == nullptr || !BelongsTo(d.hb.pid, *inst)) continue;
