@@ -53,7 +53,7 @@ small_sft() {
   [ "$output" = "$first" ]
 }
 
-@test "make-data never draws a held-out sum: rl-train's split of the pairs agrees with rl-reward's" {
+@test "make-data never draws a held-out sum: rl-train's training problems miss rl-reward's held-out set" {
   command -v rl-reward >/dev/null || skip "rl-reward is not built"
   rl-reward make-data --count 2000 --heldout | python3 -c '
 import json, sys

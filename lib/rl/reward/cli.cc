@@ -10,7 +10,7 @@
 #include "rl/core/signals.h"
 #include "rl/health/flags.h"
 #include "rl/model/tokenizer.h"
-#include "rl/reward/addition_data.h"
+#include "rl/task/addition.h"
 #include "rl/reward/exec_verifier.h"
 #include "rl/reward/reward_loop.h"
 
@@ -61,7 +61,8 @@ Result<double> ScoreLine(Verifier* verifier, const nlohmann::ordered_json& j) {
 int RunMakeData(const std::string& task, uint64_t count, uint64_t seed, bool heldout) {
   if (task != "addition") return Fail(Status::InvalidArgument("unknown task '" + task + "' (addition)"));
   model::CharTokenizer tok;
-  for (const AdditionExample& e : MakeAdditionData(count, seed, heldout)) {
+  // The held-out set is rl-train's evaluation set (its first `count` problems), whatever the seed.
+  for (const task::Problem& e : heldout ? task::HeldOutSet(count) : task::MakeProblems(count, seed)) {
     std::vector<int64_t> ids = {tok.bos_id()};
     auto enc = tok.Encode(e.prompt);
     if (!enc.ok()) return Fail(enc.status());

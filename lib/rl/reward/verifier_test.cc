@@ -4,7 +4,7 @@
 
 #include <set>
 
-#include "rl/reward/addition_data.h"
+#include "rl/task/addition.h"
 
 namespace rl::reward {
 namespace {
@@ -74,30 +74,31 @@ TEST(MakeVerifierTest, KnowsTheNamesAndChecksTheTolerance) {
   EXPECT_EQ(MakeVerifier("fuzzy", 0).status().code(), Code::kInvalidArgument);
 }
 
-TEST(AdditionDataTest, PromptsArePaddedAndAnswersAreSums) {
-  EXPECT_EQ(AdditionPrompt(37, 480), "037+480=");
-  for (const AdditionExample& e : MakeAdditionData(200, 1, false)) {
+// The demo task (lib/rl/task/addition.h), which rl-reward's make-data and rl-train share.
+TEST(AdditionTaskTest, PromptsArePaddedAndAnswersAreSums) {
+  EXPECT_EQ(task::AdditionPrompt(37, 480), "037+480=");
+  for (const task::Problem& e : task::MakeProblems(200, 1)) {
     ASSERT_EQ(e.prompt.size(), 8u);
     int a = std::stoi(e.prompt.substr(0, 3)), b = std::stoi(e.prompt.substr(4, 3));
-    EXPECT_EQ(e.answer, AdditionAnswer(a + b));
+    EXPECT_EQ(e.answer, task::AdditionAnswer(a + b));
     EXPECT_EQ(e.answer.size(), 4u);
-    EXPECT_FALSE(IsHeldOut(a, b));
+    EXPECT_FALSE(task::IsHeldOut(a, b));
   }
 }
 
-TEST(AdditionDataTest, HeldOutSetIsFixedAndDisjointFromTraining) {
-  auto h1 = MakeAdditionData(100, 0, true), h2 = MakeAdditionData(100, 0, true);
+TEST(AdditionTaskTest, HeldOutSetIsFixedNestedAndDisjointFromTraining) {
+  auto h1 = task::HeldOutSet(100), h2 = task::HeldOutSet(300);
   std::set<std::string> held;
   for (size_t i = 0; i < h1.size(); ++i) {
-    EXPECT_EQ(h1[i].prompt, h2[i].prompt);
+    EXPECT_EQ(h1[i].prompt, h2[i].prompt) << "a larger held-out set starts with the smaller";
     held.insert(h1[i].prompt);
   }
   for (uint64_t seed = 0; seed < 5; ++seed) {
-    for (const AdditionExample& e : MakeAdditionData(2000, seed, false)) EXPECT_EQ(held.count(e.prompt), 0u);
+    for (const task::Problem& e : task::MakeProblems(2000, seed)) EXPECT_EQ(held.count(e.prompt), 0u);
   }
   int n = 0;
   for (int a = 0; a < 1000; ++a) {
-    for (int b = 0; b < 1000; ++b) n += IsHeldOut(a, b);
+    for (int b = 0; b < 1000; ++b) n += task::IsHeldOut(a, b);
   }
   EXPECT_GT(n, 15000);  // about 1 in 50 of 10^6
   EXPECT_LT(n, 25000);

@@ -169,7 +169,9 @@ TEST_F(GrpoLoopTest, TrainsPublishesVersionsAndResumesFromItsCheckpoint) {
   EXPECT_EQ((*ckpt)->consumed.size(), 8u);
   auto stat = c.Stat().value();
   for (const auto& t : stat["tasks"]) {
-    if (t["name"] == "train") EXPECT_EQ(t["consumed"].get<uint64_t>(), 24u) << "3 steps of 2 groups of 4, once each";
+    if (t["name"] == "train") {
+      EXPECT_EQ(t["consumed"].get<uint64_t>(), 24u) << "3 steps of 2 groups of 4, once each";
+    }
   }
 }
 
