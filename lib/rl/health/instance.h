@@ -26,6 +26,7 @@ struct Instance {
   bool lent = false;           // drained to make room for the trainer (warm standby)
   std::string lent_to;         // the key of the trainer that took its slot
   int64_t started_ms = 0;      // monotonic
+  int64_t ready_ms = 0;        // monotonic: when it was first heard from since its start
   int64_t steps_since_start = 0;
   int failed_restarts = 0;     // consecutive
   int restarts = 0;

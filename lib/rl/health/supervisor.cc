@@ -20,6 +20,9 @@ namespace rl::health {
 namespace {
 
 constexpr int64_t kPumpMs = 50;  // how often processes are looked at: exits are seen within this
+// A spare starts once every instance of its role has been ready this long: its start-up (a second
+// of CPU for libtorch) must not compete with a role that is still loading its state.
+constexpr int64_t kSpareAfterReadyMs = 3000;
 
 class Supervisor {
  public:
@@ -140,6 +143,7 @@ void Supervisor::Observe(const std::vector<Detection>& ds) {
     const Member* m = inst.ready || inst.pid == 0 ? nullptr : watcher_->membership().Find(inst.key);
     if (m == nullptr || !BelongsTo(m->last.pid, inst)) continue;
     inst.ready = true;
+    inst.ready_ms = MonoMillis();
     inst.failed_restarts = 0;
     nlohmann::json f = Fields(inst);
     f["seconds"] = (MonoMillis() - inst.started_ms) / 1000.0;
@@ -242,15 +246,17 @@ void Supervisor::ReturnLentSlots() {
   }
 }
 
-// Spares are started once every instance of their role is ready (never competing with a start
-// or a restart for the cores), and replaced the same way after one is used.
+// Spares are started once every instance of their role has been ready for a while (never
+// competing with a start or a restart for the cores), and replaced the same way after one is used.
 void Supervisor::KeepSpares() {
   if (spares_.Reap() > 0) spdlog::warn("a spare exited before it was needed; another is started");
   for (const RoleSpec& r : o_.pipeline.roles) {
     if (r.spares == 0 || spares_.Count(&r) >= r.spares) continue;
-    bool all_ready = true;
-    for (const auto& inst : instances_) all_ready &= inst.spec != &r || (inst.ready && !inst.lent);
-    if (!all_ready) continue;
+    bool settled = true;
+    for (const auto& inst : instances_) {
+      settled &= inst.spec != &r || (inst.ready && !inst.lent && MonoMillis() - inst.ready_ms >= kSpareAfterReadyMs);
+    }
+    if (!settled) continue;
     auto started = spares_.Fill(o_.pipeline, &r, watcher_->endpoint(), o_.run_dir);
     if (!started.ok()) {
       spdlog::error("spare of {}: {}", r.name, started.status().ToString());
