@@ -179,6 +179,26 @@ start_watchdog() {
   kill -0 "$spare" && kill -0 "$r0"
 }
 
+@test "run with spares: a spare that exits at once is started again after a delay that doubles, not at every turn" {
+  # As an instance it runs; as a spare (RL_SPARE_FD set) it exits at once.
+  cat > "$TMP/p.toml" <<'TOML'
+[watchdog]
+heartbeat_interval = 0.2
+grace = 1
+[role.train]
+command = 'test -z "$RL_SPARE_FD" && exec rl-watchdog beat --role train --phase train --step-every 0.3'
+spares = 1
+TOML
+  start_watchdog
+  log="$TMP/run/events/watchdog-0.jsonl"
+  wait_for "$log" '"event":"spare-exit"' 20
+  sleep 8
+  n=$(grep -c '"event":"spare-exit"' "$log")
+  [ "$n" -ge 2 ] && [ "$n" -le 4 ]
+  grep '"event":"spare-exit"' "$log" | grep -o '"retry_s":[0-9.]*' | cut -d: -f2 | head -n 3 | tr '\n' ' ' | grep -qE '^1(\.0)? 2(\.0)? (4(\.0)? )?$'
+  kill -0 "$(pid_of train-0)"
+}
+
 @test "run: killing the watchdog leaves the roles running, and a new one adopts them" {
   stand_in_pipeline
   start_watchdog

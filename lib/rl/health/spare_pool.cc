@@ -37,13 +37,13 @@ Result<std::vector<pid_t>> SparePool::Fill(const PipelineSpec& p, const RoleSpec
   return started;
 }
 
-int SparePool::Reap() {
-  int gone = 0;
+std::vector<const RoleSpec*> SparePool::Reap() {
+  std::vector<const RoleSpec*> gone;
   for (auto it = spares_.begin(); it != spares_.end();) {
     if (ReapChild(it->pid) || ProcessGone(it->pid)) {
       ::close(it->fd);
+      gone.push_back(it->spec);
       it = spares_.erase(it);
-      ++gone;
     } else {
       ++it;
     }

@@ -27,8 +27,8 @@ class SparePool {
   // Starts spares of `spec` until it has spec->spares live ones. Returns the pids started.
   Result<std::vector<pid_t>> Fill(const PipelineSpec& p, const RoleSpec* spec, const std::string& heartbeat,
                                   const std::string& run_dir);
-  // Forgets (and reaps) spares that exited; returns how many.
-  int Reap();
+  // Forgets (and reaps) spares that exited before they were used; returns the role of each.
+  std::vector<const RoleSpec*> Reap();
   // Makes a live spare of inst->spec the instance's process (TakeProcess): false when it has none.
   Result<bool> Activate(const std::string& run_dir, Instance* inst);
   // Closes every spare's pipe (they exit on their own) and makes sure they are gone.

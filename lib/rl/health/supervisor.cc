@@ -23,6 +23,9 @@ constexpr int64_t kPumpMs = 50;  // how often processes are looked at: exits are
 // A spare starts once every instance of its role has been ready this long: its start-up (a second
 // of CPU for libtorch) must not compete with a role that is still loading its state.
 constexpr int64_t kSpareAfterReadyMs = 3000;
+// A spare that exits unused is replaced after a delay that doubles, 1 s to 32 s: a command that
+// cannot start must not be forked every pump.
+constexpr int64_t kSpareBackoffMinMs = 1000, kSpareBackoffMaxMs = 32000;
 
 class Supervisor {
  public:
@@ -54,6 +57,10 @@ class Supervisor {
   std::unique_ptr<Watcher> watcher_;
   std::vector<Instance> instances_;
   SparePool spares_;
+  struct SpareBackoff {
+    int64_t delay_ms = 0, not_before_ms = 0;
+  };
+  std::map<const RoleSpec*, SpareBackoff> spare_backoff_;
   int64_t pipeline_step_ = -1;   // the trainer's step, as its heartbeats last said
   pid_t trainer_pid_ = 0;
   uint64_t trainer_steps_ = 0;   // its "steps" counter: steps that process completed
@@ -249,9 +256,17 @@ void Supervisor::ReturnLentSlots() {
 // Spares are started once every instance of their role has been ready for a while (never
 // competing with a start or a restart for the cores), and replaced the same way after one is used.
 void Supervisor::KeepSpares() {
-  if (spares_.Reap() > 0) spdlog::warn("a spare exited before it was needed; another is started");
+  for (const RoleSpec* r : spares_.Reap()) {
+    SpareBackoff& b = spare_backoff_[r];
+    b.delay_ms = std::clamp(b.delay_ms * 2, kSpareBackoffMinMs, kSpareBackoffMaxMs);
+    b.not_before_ms = MonoMillis() + b.delay_ms;
+    spdlog::warn("a spare of {} exited before it was needed (see its log in {}/logs); another in {} s", r->name,
+                 o_.run_dir, b.delay_ms / 1000);
+    events_->Emit("spare-exit", {{"kind", r->kind}, {"retry_s", b.delay_ms / 1000.0}});
+  }
   for (const RoleSpec& r : o_.pipeline.roles) {
     if (r.spares == 0 || spares_.Count(&r) >= r.spares) continue;
+    if (MonoMillis() < spare_backoff_[&r].not_before_ms) continue;
     bool settled = true;
     for (const auto& inst : instances_) {
       settled &= inst.spec != &r || (inst.ready && !inst.lent && MonoMillis() - inst.ready_ms >= kSpareAfterReadyMs);
