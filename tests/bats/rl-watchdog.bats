@@ -7,6 +7,10 @@
 
 load helper
 
+# Read when the file loads: setup_sealed unsets every RL_* variable of the caller.
+REWARD_SLEEP="${RL_REWARD_SLEEP:-6}"
+[ -z "${RL_WATCHDOG_LONG:-}" ] || REWARD_SLEEP=90
+
 setup() {
   setup_sealed
   export PATH="$RL_BUILD_DIR/tools/rl-watchdog:$PATH"
@@ -279,8 +283,7 @@ TOML
 
 @test "a reward command that sleeps on purpose causes no false detection" {
   command -v rl-reward >/dev/null || skip "rl-reward is not built (RL_BUILD_MODEL=OFF)"
-  sleep_s="${RL_REWARD_SLEEP:-6}"
-  [ -z "${RL_WATCHDOG_LONG:-}" ] || sleep_s=90
+  sleep_s="$REWARD_SLEEP"
   start_queue "$TMP/q" --declare reward=prompt,response,answer --heartbeat "$HB"
   echo '{"prompt":"1+1=","response":"2","answer":"2"}' | rl-queue put > /dev/null
   monitor --stall-train 5 --stall-rollout 5
