@@ -63,10 +63,17 @@ struct Request {
   std::vector<std::string> blobs;
   std::shared_ptr<const void> frame;  // when set, keeps body's bytes alive (the server's zmq frame)
 };
-// With `borrowed`, also notes where each string and bytes value of at least kBorrowBytes lies in
-// `body` (hold is left to the caller).
-Result<PutRequest> DecodePut(std::string_view body, const std::vector<std::string>& blobs,
-                             BorrowedBytes* borrowed = nullptr);
+// A put as the server takes it: rows for PlanPut, new rows not yet given their indices.
+struct PutCommand {
+  std::vector<PutRow> rows;
+  std::string ack_task;
+  uint64_t ack_lease = 0;
+};
+// With `hold` (keeping body's bytes alive), string, bytes and tensor values of at least kLendBytes
+// that lie in body are lent by it (Cell) instead of copied; with null, every value is copied.
+Result<PutCommand> DecodePutCommand(std::string_view body, const std::vector<std::string>& blobs,
+                                    std::shared_ptr<const void> hold);
+Result<PutRequest> DecodePut(std::string_view body, const std::vector<std::string>& blobs);
 Result<GetRequest> DecodeGet(std::string_view body);
 Result<IndexRequest> DecodeIndices(std::string_view body);
 Result<std::string> DecodeMetaGet(std::string_view body);

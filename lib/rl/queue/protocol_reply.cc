@@ -20,7 +20,7 @@ ReplyBody GetReplyFor(const Record& r, const Store& store) {
   for (uint64_t i : r.indices) {
     if (auto view = store.ViewRow(i, r.task)) {
       bytes += 24;  // the row's map, its index
-      for (const auto& [name, v] : view->columns) bytes += 16 + name.size() + ValueBytes(*v);
+      for (const auto& [name, c] : view->columns) bytes += 16 + name.size() + c->MemoryBytes();
       rows.push_back(std::move(*view));
     }
   }
@@ -42,9 +42,9 @@ ReplyBody GetReplyFor(const Record& r, const Store& store) {
     pk.pack_map(static_cast<uint32_t>(row.columns.size() + 1));
     PackString(pk, kIndexField);
     pk.pack_uint64(row.index);
-    for (const auto& [name, v] : row.columns) {
+    for (const auto& [name, c] : row.columns) {
       PackString(pk, name);
-      PackValue(pk, *v, &m.blobs);
+      PackCell(pk, *c, &m.blobs);
     }
   }
   return m;

@@ -15,6 +15,11 @@ std::string GroupKey(const Value& v) {
   return "";
 }
 
+std::string GroupKey(const Cell& c) {
+  if (std::holds_alternative<std::string>(c.value())) return "s:" + std::string(c.bytes());
+  return GroupKey(c.value());
+}
+
 Store::Store() {
   group_col_ = InternColumn(kGroupColumn);
   version_col_ = InternColumn(kVersionColumn);
@@ -31,7 +36,7 @@ uint32_t Store::InternColumn(const std::string& name) {
   return it->second;
 }
 
-const Value* Store::Find(const Row& row, uint32_t col) const {
+const Cell* Store::Find(const Row& row, uint32_t col) const {
   for (const auto& [id, v] : row.cols) {
     if (id == col) return &v;
   }
@@ -130,7 +135,7 @@ void Store::MaybeFree(uint64_t index) {
   if (it == rows_.end() || tasks_.empty()) return;
   Row& row = it->second;
   if ((row.consumed & AllTasksMask()) != AllTasksMask() || !row.leases.empty()) return;
-  for (const auto& [id, v] : row.cols) live_bytes_ -= ValueBytes(v);
+  for (const auto& [id, c] : row.cols) live_bytes_ -= c.MemoryBytes();
   if (!row.group.empty()) {
     auto g = groups_.find(row.group);
     if (g != groups_.end() && --g->second.live == 0) {
@@ -158,7 +163,7 @@ void Store::Regenerate(uint64_t index) {
     }
   }
   row.consumed = 0;
-  for (size_t i = row.origin; i < row.cols.size(); ++i) live_bytes_ -= ValueBytes(row.cols[i].second);
+  for (size_t i = row.origin; i < row.cols.size(); ++i) live_bytes_ -= row.cols[i].second.MemoryBytes();
   row.cols.resize(row.origin);
   Refresh(index, row);
 }
@@ -200,7 +205,7 @@ void Store::ApplyPut(Record& r) {
       uint32_t id = InternColumn(name);
       if (Find(row, id)) continue;  // planned away; a replayed log never has it
       if (id == group_col_ && pr.is_new) row.group = GroupKey(value);
-      live_bytes_ += ValueBytes(value);
+      live_bytes_ += value.MemoryBytes();
       row.cols.emplace_back(id, std::move(value));
     }
     if (pr.is_new) {
@@ -319,7 +324,7 @@ std::optional<RowView> Store::ViewRow(uint64_t index, const std::string& task) c
     if (std::find(cols.begin(), cols.end(), extra) == cols.end()) cols.push_back(extra);
   }
   for (uint32_t c : cols) {
-    if (const Value* v = Find(it->second, c)) view.columns.emplace_back(column_names_[c], v);
+    if (const Cell* v = Find(it->second, c)) view.columns.emplace_back(column_names_[c], v);
   }
   return view;
 }

@@ -32,6 +32,7 @@ constexpr char kLeaseField[] = "lease";  // get prints it beside the columns
 // The key a group column value is known by: "i:<n>" for integers, "s:<text>" for strings, and
 // "" (no group) for anything else, which PlanPut refuses.
 std::string GroupKey(const Value& v);
+std::string GroupKey(const Cell& c);
 
 struct GetRequest {
   std::string task;
@@ -57,7 +58,7 @@ struct TaskStats {
 
 struct RowView {
   uint64_t index;
-  std::vector<std::pair<std::string, const Value*>> columns;
+  std::vector<std::pair<std::string, const Cell*>> columns;
 };
 
 class Store {
@@ -100,11 +101,14 @@ class Store {
 
   // --- snapshots ---------------------------------------------------------------------------
   std::string EncodeSnapshot() const;
+  // The same bytes as a payload that lends the bytes of lent cells (PiecePacker): it may be
+  // written on another thread while the store changes.
+  WalPayload EncodeSnapshotPayload() const;
   Status LoadSnapshot(const char* data, size_t size);
 
  private:
   struct Row {
-    std::vector<std::pair<uint32_t, Value>> cols;  // in the order they were written
+    std::vector<std::pair<uint32_t, Cell>> cols;  // in the order they were written
     uint32_t origin = 0;    // the first `origin` cols came with the row's creation
     uint64_t consumed = 0;  // bit t: task t consumed (or dropped) the row
     std::string group;      // "" when the row has no group
@@ -134,7 +138,7 @@ class Store {
 
   uint32_t ColumnId(const std::string& name) const;  // UINT32_MAX when unknown
   uint32_t InternColumn(const std::string& name);
-  const Value* Find(const Row& row, uint32_t col) const;
+  const Cell* Find(const Row& row, uint32_t col) const;
   bool HasAll(const Row& row, const Task& task) const;
   bool IsLeased(const Row& row, uint32_t task) const;
   bool IsStale(const Row& row, int64_t min_version) const;
@@ -150,6 +154,7 @@ class Store {
   void MaybeFree(uint64_t index);
   void AddLease(uint32_t t, uint64_t lease, int64_t deadline, bool reserved, const std::vector<uint64_t>& idx);
   void Remember(const Record& r);
+  size_t SnapshotEstimate() const;
 
   void ApplyPut(Record& r);
   void ApplyLease(const Record& r);

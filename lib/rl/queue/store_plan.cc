@@ -20,16 +20,16 @@ Status CheckName(const std::string& what, const std::string& name) {
 }  // namespace
 
 bool Store::IsStale(const Row& row, int64_t min_version) const {
-  const Value* v = Find(row, version_col_);
-  auto* version = v ? std::get_if<int64_t>(v) : nullptr;
+  const Cell* v = Find(row, version_col_);
+  auto* version = v ? std::get_if<int64_t>(&v->value()) : nullptr;
   return version != nullptr && *version < min_version;
 }
 
 uint64_t Store::Tokens(const Row& row, uint32_t col) const {
-  const Value* v = Find(row, col);
+  const Cell* v = Find(row, col);
   if (v == nullptr) return 0;
-  if (auto* t = std::get_if<Tensor>(v)) return static_cast<uint64_t>(t->NumElements());
-  if (auto* s = std::get_if<std::string>(v)) return s->size();
+  if (auto* t = std::get_if<Tensor>(&v->value())) return static_cast<uint64_t>(t->NumElements());
+  if (std::holds_alternative<std::string>(v->value())) return v->bytes().size();
   return 1;
 }
 
@@ -59,8 +59,9 @@ Result<Record> Store::PlanPut(std::vector<PutRow> rows, const std::string& ack_t
         return Status::InvalidArgument(where + ": '" + name + "' is reserved, not a column name");
       }
       if (!names.insert(name).second) return Status::InvalidArgument(where + ": column '" + name + "' twice");
-      if (name == kVersionColumn && !std::holds_alternative<int64_t>(value)) {
-        return Status::DataError(where + ": column 'version' must be an integer, not " + ValueTypeName(value));
+      if (name == kVersionColumn && !std::holds_alternative<int64_t>(value.value())) {
+        return Status::DataError(where + ": column 'version' must be an integer, not " +
+                                 ValueTypeName(value.value()));
       }
       if (name == kGroupColumn) {
         if (!pr.is_new) return Status::Conflict(where + ": 'group' is set when a row is created");
@@ -135,10 +136,10 @@ void Store::CollectUnits(const Task& task, uint32_t t, const GetRequest& req, si
     }
     if (uniform_col != UINT32_MAX) {
       // Uniform: every member has the column and all values are equal.
-      const Value* first = Find(rows_.at(members[0]), uniform_col);
+      const Cell* first = Find(rows_.at(members[0]), uniform_col);
       bool uniform = first != nullptr;
       for (uint64_t i : members) {
-        const Value* v = Find(rows_.at(i), uniform_col);
+        const Cell* v = Find(rows_.at(i), uniform_col);
         uniform = uniform && v != nullptr && *v == *first;
       }
       if (uniform) {

@@ -36,6 +36,15 @@ void ForEachPiece(const WalPayload& p, F&& f) {
   for (std::string_view piece : p.pieces) f(piece.data(), piece.size());
 }
 
+}  // namespace
+
+std::vector<std::string_view> PayloadPieces(const WalPayload& p) {
+  if (p.pieces.empty()) return {std::string_view(p.data.get(), p.size)};
+  return p.pieces;
+}
+
+namespace {
+
 uint32_t PayloadCrc(const WalPayload& p) {
   uint32_t crc = 0;
   ForEachPiece(p, [&](const char* d, size_t n) { crc = Crc32c(d, n, crc); });

@@ -36,7 +36,7 @@ constexpr size_t kWalHeaderBytes = 8;
 
 // A record's payload: bytes from malloc(3), freed by the writer once written. Or, when `pieces`
 // is not empty, the payload is the pieces one after another: each lies in `data` or in memory
-// that `hold` keeps alive (a request's frame whose values the record repeats), so large values
+// that `holds` keep alive (the request frames whose values the record repeats), so large values
 // reach the log without being copied into a buffer of their own first. `size` is the total.
 struct WalPayload {
   struct Free {
@@ -45,8 +45,11 @@ struct WalPayload {
   std::unique_ptr<char, Free> data;
   size_t size = 0;
   std::vector<std::string_view> pieces;
-  std::shared_ptr<const void> hold;  // released on the writer thread once written
+  std::vector<std::shared_ptr<const void>> holds;  // released on the writer thread once written
 };
+
+// The payload's bytes as pieces, in order (its data alone when it has no pieces).
+std::vector<std::string_view> PayloadPieces(const WalPayload& p);
 
 class WalWriter {
  public:
