@@ -9,8 +9,9 @@
 // WalWriter writes on a thread of its own, so the server's loop goes on while a record is
 // checksummed, written and synced. It writes with O_DIRECT where the filesystem allows it (whole
 // 4 KiB blocks, the last one padded with zeros until the next write or a clean close; less than
-// 256 KiB of records waits up to 2 ms for more unless a sync or Flush waits on it), else through
-// the page cache. Positions count bytes of log across the logs of a directory
+// 256 KiB of records waits up to 2 ms for more unless a sync or Flush waits on it; records are
+// copied into an 8 MiB aligned buffer and checksummed there), else through the page cache.
+// Positions count bytes of log across the logs of a directory
 // (a new log starts where the one before ended), so "written up to p" compares across logs.
 // Thread safety: every method is for one owning thread; the writer thread is internal.
 #pragma once
@@ -92,6 +93,10 @@ class WalWriter {
   Status WriteBatch(std::vector<WalPayload>& batch);
   Status WriteBuffered(std::vector<WalPayload>& batch, std::vector<uint32_t>& headers);
   Status WriteDirect(std::vector<WalPayload>& batch, std::vector<uint32_t>& headers, bool* refused);
+  void StageChecksummed(const WalPayload& p, uint32_t* header);
+  Status Stage(const char* p, size_t n, bool* refused);
+  Status WriteWholeBlocks(bool* refused);
+  void DropWholeBlocks();
   Status WriteStage(size_t len, bool* refused);
   Status WaitFor(const std::atomic<uint64_t>& pos, uint64_t target);
   void Notify();
