@@ -57,7 +57,7 @@ Result<GetReply> QueueClient::Get(const GetRequest& req) {
 
 Result<GetReplyView> QueueClient::GetView(const GetRequest& req) {
   Message m = EncodeGet(req);
-  RL_ASSIGN_OR_RETURN(Message reply, client_.Call(Op::kGet, std::move(m.body), {}, req.wait_ms));
+  RL_ASSIGN_OR_RETURN(MessageView reply, client_.CallView(Op::kGet, std::move(m.body), {}, req.wait_ms));
   return DecodeGetReplyView(std::move(reply));
 }
 

@@ -111,13 +111,15 @@ struct ReplyBody {
 };
 
 // A get reply read where it lies: each row's columns stay a msgpack map in the reply's body
-// (no value is copied out; a tensor sent in a frame stays an ext object naming its frame).
+// (no value is copied out; a tensor sent in a frame stays an ext object naming its frame, one of
+// `blobs`).
 struct GetReplyView {
   struct Row {
     uint64_t index = 0;
-    const msgpack::object* columns = nullptr;  // a map, "index" included; points into *message
+    const msgpack::object* columns = nullptr;  // a map, "index" included; points into the body
   };
-  std::shared_ptr<const Message> message;
+  std::shared_ptr<const void> hold;  // keeps the body and blobs alive
+  std::vector<std::string_view> blobs;
   msgpack::object_handle doc;
   uint64_t lease = 0;
   int64_t deadline_ms = 0;
@@ -128,6 +130,7 @@ struct GetReplyView {
 // Builds the reply to the request that `r` carried out (also for a retry of it).
 ReplyBody ReplyFor(const Record& r, const Store& store);
 Result<GetReply> DecodeGetReply(const Message& m);
+Result<GetReplyView> DecodeGetReplyView(MessageView m);
 Result<GetReplyView> DecodeGetReplyView(Message m);
 Result<IndexReply> DecodeIndexReply(const Message& m);
 ReplyBody EncodeStatReply(const Store& store, uint64_t log_bytes, uint64_t snapshot_bytes, const std::string& fsync);

@@ -105,9 +105,16 @@ Result<GetReply> DecodeGetReply(const Message& m) {
 }
 
 Result<GetReplyView> DecodeGetReplyView(Message m) {
+  auto held = std::make_shared<const Message>(std::move(m));
+  MessageView v{held->header, held->body, {held->blobs.begin(), held->blobs.end()}, held};
+  return DecodeGetReplyView(std::move(v));
+}
+
+Result<GetReplyView> DecodeGetReplyView(MessageView m) {
   GetReplyView view;
-  view.message = std::make_shared<const Message>(std::move(m));
-  const std::string& body = view.message->body;
+  view.hold = std::move(m.hold);
+  view.blobs = std::move(m.blobs);
+  std::string_view body = m.body;
   RL_ASSIGN_OR_RETURN(view.doc, ParseMsgpack(body.data(), body.size()));
   RL_ASSIGN_OR_RETURN(MapView b, MapView::Of(view.doc.get(), "get reply"));
   RL_ASSIGN_OR_RETURN(view.lease, b.U64("lease", 0));
