@@ -55,10 +55,16 @@ Message EncodePut(const PutRequest& req) {
 
 std::string EncodePutColumn(std::string_view column, const std::vector<std::string>& values) {
   std::string body;
+  EncodePutColumnInto(&body, column, values);
+  return body;
+}
+
+void EncodePutColumnInto(std::string* body, std::string_view column, const std::vector<std::string>& values) {
   size_t bytes = 64;
   for (const auto& v : values) bytes += 16 + column.size() + v.size();
-  body.reserve(bytes);
-  StringSink sink{&body};
+  body->clear();
+  body->reserve(bytes);
+  StringSink sink{body};
   StringPacker pk(sink);
   pk.pack_map(3);
   PackString(pk, "rows");
@@ -73,7 +79,6 @@ std::string EncodePutColumn(std::string_view column, const std::vector<std::stri
   PackString(pk, "");
   PackString(pk, "ack_lease");
   pk.pack_uint64(0);
-  return body;
 }
 
 namespace {

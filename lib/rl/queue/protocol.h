@@ -49,6 +49,8 @@ Message EncodePut(const PutRequest& req);
 // The body EncodePut makes for new rows of one bytes column each, packed straight from `values`
 // (no Value is built, so the bytes are copied once, into the body).
 std::string EncodePutColumn(std::string_view column, const std::vector<std::string>& values);
+// The same into *body, replacing what it held (its capacity is kept: a buffer used again).
+void EncodePutColumnInto(std::string* body, std::string_view column, const std::vector<std::string>& values);
 Message EncodeGet(const GetRequest& req);
 Message EncodeIndices(const IndexRequest& req);
 Message EncodeMetaGet(const std::string& key);

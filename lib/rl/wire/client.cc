@@ -126,26 +126,32 @@ Result<Message> Client::Call(Op op, std::string body, std::vector<std::string> b
 
 Result<Message> Client::CallWithRid(uint64_t rid, Op op, std::string body, std::vector<std::string> blobs,
                                     int64_t server_wait_ms) {
-  RL_ASSIGN_OR_RETURN(MessageView reply, Exchange(rid, op, std::move(body), std::move(blobs), server_wait_ms));
+  auto shared = std::make_shared<const std::string>(std::move(body));
+  RL_ASSIGN_OR_RETURN(MessageView reply, Exchange(rid, op, std::move(shared), std::move(blobs), server_wait_ms));
+  return CopyOf(reply);
+}
+
+Result<Message> Client::CallShared(Op op, std::shared_ptr<const std::string> body, int64_t server_wait_ms) {
+  RL_ASSIGN_OR_RETURN(MessageView reply, Exchange(next_rid_++, op, std::move(body), {}, server_wait_ms));
   return CopyOf(reply);
 }
 
 Result<MessageView> Client::CallView(Op op, std::string body, std::vector<std::string> blobs, int64_t server_wait_ms) {
-  return Exchange(next_rid_++, op, std::move(body), std::move(blobs), server_wait_ms);
+  auto shared = std::make_shared<const std::string>(std::move(body));
+  return Exchange(next_rid_++, op, std::move(shared), std::move(blobs), server_wait_ms);
 }
 
-Result<MessageView> Client::Exchange(uint64_t rid, Op op, std::string body, std::vector<std::string> blobs,
-                                     int64_t server_wait_ms) {
-  Message req;
-  req.header.op = static_cast<uint8_t>(op);
-  req.header.rid = rid;
-  req.header.from = options_.sender;
-  req.body = std::move(body);
-  req.blobs = std::move(blobs);
-
-  Header header = req.header;
-  std::vector<SharedFrame> frames;  // encoded once, for every attempt
-  for (std::string& f : EncodeRequest(std::move(req))) frames.push_back(std::make_shared<const std::string>(std::move(f)));
+Result<MessageView> Client::Exchange(uint64_t rid, Op op, std::shared_ptr<const std::string> body,
+                                     std::vector<std::string> blobs, int64_t server_wait_ms) {
+  Header header;
+  header.op = static_cast<uint8_t>(op);
+  header.rid = rid;
+  header.from = options_.sender;
+  std::vector<SharedFrame> frames;  // encoded once, for every attempt; frames[1] is the header
+  frames.push_back(std::make_shared<const std::string>(kProtocolId));
+  frames.push_back(nullptr);
+  frames.push_back(body->empty() ? std::make_shared<const std::string>(EmptyBody()) : std::move(body));
+  for (std::string& b : blobs) frames.push_back(std::make_shared<const std::string>(std::move(b)));
   int64_t start = MonoMillis();
   int64_t backoff = options_.backoff_min_ms;
   while (true) {
