@@ -122,7 +122,7 @@ void Store::ReleaseRowLease(uint32_t t, uint64_t lease, uint64_t index) {
   auto l = task.leases.find(lease);
   if (l != task.leases.end()) {
     l->second.indices.erase(index);
-    if (l->second.indices.empty()) task.leases.erase(l);
+    if (l->second.indices.empty()) EraseLease(t, l);
   }
   auto r = rows_.find(index);
   if (r == rows_.end()) return;
@@ -170,7 +170,7 @@ void Store::Regenerate(uint64_t index) {
 
 void Store::AddLease(uint32_t t, uint64_t lease, int64_t deadline, bool reserved, const std::vector<uint64_t>& idx) {
   Lease& l = tasks_[t].leases[lease];
-  l.deadline_ms = deadline;
+  SetDeadline(t, lease, l, deadline);
   l.reserved = reserved;
   for (uint64_t i : idx) {
     auto it = rows_.find(i);
@@ -179,8 +179,19 @@ void Store::AddLease(uint32_t t, uint64_t lease, int64_t deadline, bool reserved
     it->second.leases.emplace_back(t, lease);
     l.indices.insert(i);
   }
-  if (l.indices.empty()) tasks_[t].leases.erase(lease);
+  if (l.indices.empty()) EraseLease(t, tasks_[t].leases.find(lease));
   next_lease_ = std::max(next_lease_, lease + 1);
+}
+
+void Store::SetDeadline(uint32_t t, uint64_t id, Lease& l, int64_t deadline) {
+  deadlines_.erase({l.deadline_ms, t, id});
+  l.deadline_ms = deadline;
+  deadlines_.insert({deadline, t, id});
+}
+
+void Store::EraseLease(uint32_t t, std::map<uint64_t, Lease>::iterator it) {
+  deadlines_.erase({it->second.deadline_ms, t, it->first});
+  tasks_[t].leases.erase(it);
 }
 
 // --- apply -----------------------------------------------------------------------------------
@@ -240,7 +251,7 @@ void Store::ApplyLease(const Record& r) {
     auto l = tasks_[t->second].leases.find(r.lease);
     if (l != tasks_[t->second].leases.end()) {
       l->second.reserved = false;
-      l->second.deadline_ms = r.deadline_ms;
+      SetDeadline(t->second, r.lease, l->second, r.deadline_ms);
     }
   } else if (!r.indices.empty()) {
     AddLease(t->second, r.lease, r.deadline_ms, false, r.indices);
@@ -352,11 +363,7 @@ std::vector<TaskStats> Store::Stats() const {
 }
 
 int64_t Store::NextDeadline() const {
-  int64_t next = INT64_MAX;
-  for (const Task& task : tasks_) {
-    for (const auto& [id, lease] : task.leases) next = std::min(next, lease.deadline_ms);
-  }
-  return next;
+  return deadlines_.empty() ? INT64_MAX : std::get<0>(*deadlines_.begin());
 }
 
 }  // namespace rl::queue

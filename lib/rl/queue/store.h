@@ -14,6 +14,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <tuple>
 #include <unordered_map>
 #include <vector>
 
@@ -75,7 +76,8 @@ class Store {
   Result<Record> PlanGet(const GetRequest& req, int64_t now_ms) const;
   Result<Record> PlanAck(const std::string& task, uint64_t lease, const std::vector<uint64_t>& indices) const;
   Result<Record> PlanRelease(const std::string& task, uint64_t lease, const std::vector<uint64_t>& indices) const;
-  // One kRelease record per lease whose deadline is at or before now_ms.
+  // One kRelease record per lease whose deadline is at or before now_ms, earliest first; the
+  // cost is in the leases that expire, not in those that do not.
   std::vector<Record> PlanExpiries(int64_t now_ms) const;
   Result<Record> PlanMetaSet(const std::string& key, const std::string& value,
                              const std::optional<std::string>& if_equals) const;
@@ -95,7 +97,7 @@ class Store {
   uint64_t live_rows() const { return rows_.size(); }
   uint64_t live_bytes() const { return live_bytes_; }
   uint64_t next_index() const { return next_index_; }
-  int64_t NextDeadline() const;  // earliest lease deadline, or INT64_MAX
+  int64_t NextDeadline() const;  // earliest lease deadline, or INT64_MAX (constant time)
   // The last mutation this sender made, for replying to a retry (rows' values are not kept).
   const Record* LastOf(const std::string& sender) const;
 
@@ -153,6 +155,8 @@ class Store {
   void Regenerate(uint64_t index);
   void MaybeFree(uint64_t index);
   void AddLease(uint32_t t, uint64_t lease, int64_t deadline, bool reserved, const std::vector<uint64_t>& idx);
+  void SetDeadline(uint32_t t, uint64_t id, Lease& l, int64_t deadline);
+  void EraseLease(uint32_t t, std::map<uint64_t, Lease>::iterator it);
   void Remember(const Record& r);
   size_t SnapshotEstimate() const;
 
@@ -177,6 +181,7 @@ class Store {
   std::unordered_map<std::string, uint32_t> task_ids_;
   std::map<uint64_t, Row> rows_;
   std::unordered_map<std::string, Group> groups_;
+  std::set<std::tuple<int64_t, uint32_t, uint64_t>> deadlines_;  // (deadline, task, lease) of every lease
   std::map<std::string, std::string> meta_;
   std::unordered_map<std::string, std::pair<uint64_t, Record>> last_;  // sender -> (touch, record)
   uint64_t touch_ = 0;

@@ -291,16 +291,15 @@ Result<Record> Store::PlanRelease(const std::string& task, uint64_t lease, const
 
 std::vector<Record> Store::PlanExpiries(int64_t now_ms) const {
   std::vector<Record> out;
-  for (const Task& task : tasks_) {
-    for (const auto& [id, lease] : task.leases) {
-      if (lease.deadline_ms > now_ms) continue;
-      Record rec;
-      rec.type = RecordType::kRelease;
-      rec.task = task.name;
-      rec.lease = id;
-      rec.indices.assign(lease.indices.begin(), lease.indices.end());
-      out.push_back(std::move(rec));
-    }
+  for (auto it = deadlines_.begin(); it != deadlines_.end() && std::get<0>(*it) <= now_ms; ++it) {
+    const auto& [deadline, t, id] = *it;
+    const Lease& lease = tasks_[t].leases.at(id);
+    Record rec;
+    rec.type = RecordType::kRelease;
+    rec.task = tasks_[t].name;
+    rec.lease = id;
+    rec.indices.assign(lease.indices.begin(), lease.indices.end());
+    out.push_back(std::move(rec));
   }
   return out;
 }

@@ -84,6 +84,39 @@ TEST_F(StoreTest, ExpiredLeaseMakesRowReadyAgain) {
   EXPECT_EQ(StatsOf("t").leased, 0u);
 }
 
+TEST_F(StoreTest, LeasesExpireEarliestFirstAndOnlyWhenDue) {
+  Declare("a", {"x"});
+  Declare("b", {"x"});
+  std::vector<PutRow> rows;
+  for (int64_t i = 0; i < 4; ++i) rows.push_back(NewRow({{"x", i}}));
+  Put(std::move(rows));
+  GetRequest req;
+  req.count = 1;
+  req.task = "a";
+  req.lease_ms = 300;
+  Record a1 = Get(req, 1000);  // due at 1300
+  req.lease_ms = 100;
+  Record a2 = Get(req, 1000);  // due at 1100
+  req.task = "b";
+  req.lease_ms = 200;
+  Record b1 = Get(req, 1000);  // due at 1200
+  Record b2 = Get(req, 1000);  // due at 1200, acked below
+  Ack("b", b2.lease, b2.indices);
+  EXPECT_EQ(store.NextDeadline(), 1100);
+  EXPECT_TRUE(store.PlanExpiries(1099).empty());
+  auto due = store.PlanExpiries(1250);
+  ASSERT_EQ(due.size(), 2u) << "the acked lease is gone, the one due at 1300 is not due";
+  EXPECT_EQ(due[0].lease, a2.lease);
+  EXPECT_EQ(due[0].task, "a");
+  EXPECT_EQ(due[1].lease, b1.lease);
+  EXPECT_EQ(due[1].indices, b1.indices);
+  for (const Record& r : due) store.Apply(r);
+  EXPECT_EQ(store.NextDeadline(), 1300);
+  Ack("a", a1.lease, a1.indices);
+  EXPECT_EQ(store.NextDeadline(), INT64_MAX);
+  EXPECT_TRUE(store.PlanExpiries(INT64_MAX - 1).empty());
+}
+
 TEST_F(StoreTest, TaskConsumesEachRowOnce) {
   Declare("t", {"x"});
   Put({NewRow({{"x", int64_t{1}}})});
