@@ -325,17 +325,24 @@ std::vector<std::string> Store::TaskColumns(const std::string& task) const {
   return out;
 }
 
-std::optional<RowView> Store::ViewRow(uint64_t index, const std::string& task) const {
-  auto it = rows_.find(index);
+RowsView Store::ViewRows(const std::vector<uint64_t>& indices, const std::string& task) const {
+  RowsView view;
   auto t = task_ids_.find(task);
-  if (it == rows_.end() || t == task_ids_.end()) return std::nullopt;
-  RowView view{index, {}};
+  if (t == task_ids_.end()) return view;
   std::vector<uint32_t> cols = tasks_[t->second].cols;
   for (uint32_t extra : {group_col_, version_col_}) {
     if (std::find(cols.begin(), cols.end(), extra) == cols.end()) cols.push_back(extra);
   }
-  for (uint32_t c : cols) {
-    if (const Cell* v = Find(it->second, c)) view.columns.emplace_back(column_names_[c], v);
+  view.rows.reserve(indices.size());
+  view.columns.reserve(indices.size() * cols.size());
+  for (uint64_t index : indices) {
+    auto it = rows_.find(index);
+    if (it == rows_.end()) continue;
+    size_t begin = view.columns.size();
+    for (uint32_t c : cols) {
+      if (const Cell* v = Find(it->second, c)) view.columns.push_back({column_names_[c], v});
+    }
+    view.rows.push_back({index, begin, view.columns.size()});
   }
   return view;
 }

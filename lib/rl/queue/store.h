@@ -16,6 +16,7 @@
 #include <string>
 #include <tuple>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "rl/core/status.h"
@@ -57,9 +58,18 @@ struct TaskStats {
   uint64_t ready = 0, ready_groups = 0, leased = 0, consumed = 0, dropped = 0;
 };
 
-struct RowView {
-  uint64_t index;
-  std::vector<std::pair<std::string, const Cell*>> columns;
+// Live rows' columns for a task, in the store: valid until the store next changes.
+struct RowsView {
+  struct Column {
+    std::string_view name;
+    const Cell* cell;
+  };
+  struct Row {
+    uint64_t index;
+    size_t begin, end;  // its columns: columns[begin, end)
+  };
+  std::vector<Row> rows;
+  std::vector<Column> columns;
 };
 
 class Store {
@@ -90,8 +100,9 @@ class Store {
   // --- queries -----------------------------------------------------------------------------
   bool HasTask(const std::string& task) const { return task_ids_.count(task) > 0; }
   std::vector<std::string> TaskColumns(const std::string& task) const;
-  // The task's columns (plus group and version when present) of a live row.
-  std::optional<RowView> ViewRow(uint64_t index, const std::string& task) const;
+  // The task's columns (plus group and version when present) of each of `indices` that is live,
+  // in that order; nothing when the task is unknown.
+  RowsView ViewRows(const std::vector<uint64_t>& indices, const std::string& task) const;
   std::optional<std::string> Meta(const std::string& key) const;
   std::vector<TaskStats> Stats() const;
   uint64_t live_rows() const { return rows_.size(); }
@@ -174,6 +185,9 @@ class Store {
   void CollectUnits(const Task& task, uint32_t t, const GetRequest& req, size_t want_rows,
                     std::vector<Unit>* units, Record* rec) const;
   Status CheckAckable(uint32_t t, uint64_t lease, uint64_t index, const char** why) const;
+  Status CheckPutColumns(const PutRow& pr, size_t n, std::unordered_set<std::string>* new_groups) const;
+  Status CheckAddTo(const PutRow& pr, std::unordered_set<uint64_t>* seen, uint32_t ack_t, const std::string& ack_task,
+                    uint64_t ack_lease) const;
 
   std::vector<std::string> column_names_;
   std::unordered_map<std::string, uint32_t> column_ids_;

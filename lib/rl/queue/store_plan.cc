@@ -10,6 +10,7 @@ namespace {
 constexpr size_t kMaxRowsPerRequest = 1000000;
 constexpr size_t kMaxNameBytes = 256;
 constexpr uint32_t kMaxCount = 1000000;
+constexpr size_t kFewColumns = 16;
 
 Status CheckName(const std::string& what, const std::string& name) {
   if (name.empty()) return Status::InvalidArgument(what + " name is empty");
@@ -46,57 +47,73 @@ Result<Record> Store::PlanPut(std::vector<PutRow> rows, const std::string& ack_t
   rec.type = RecordType::kPut;
   rec.task = ack_task;
   rec.lease = ack_lease;
+  rec.indices.reserve(rows.size());
   uint64_t next = next_index_;
   std::unordered_set<std::string> new_groups;
   std::unordered_set<uint64_t> seen;
   for (size_t n = 0; n < rows.size(); ++n) {
     PutRow& pr = rows[n];
-    std::string where = "row " + std::to_string(n);
-    std::unordered_set<std::string> names;
-    for (const auto& [name, value] : pr.columns) {
-      RL_RETURN_IF_ERROR(CheckName(where + ": column", name));
-      if (name == kIndexField || name == kLeaseField) {
-        return Status::InvalidArgument(where + ": '" + name + "' is reserved, not a column name");
-      }
-      if (!names.insert(name).second) return Status::InvalidArgument(where + ": column '" + name + "' twice");
-      if (name == kVersionColumn && !std::holds_alternative<int64_t>(value.value())) {
-        return Status::DataError(where + ": column 'version' must be an integer, not " +
-                                 ValueTypeName(value.value()));
-      }
-      if (name == kGroupColumn) {
-        if (!pr.is_new) return Status::Conflict(where + ": 'group' is set when a row is created");
-        std::string key = GroupKey(value);
-        if (key.empty()) return Status::DataError(where + ": column 'group' must be an integer or a string");
-        if (groups_.count(key)) return Status::Conflict(where + ": group " + key.substr(2) + " already exists");
-        new_groups.insert(key);
-      }
-    }
+    RL_RETURN_IF_ERROR(CheckPutColumns(pr, n, &new_groups));
     if (pr.is_new) {
-      if (!ack_task.empty()) return Status::InvalidArgument(where + ": a new row cannot be acked in its own put");
+      if (!ack_task.empty()) {
+        return Status::InvalidArgument("row " + std::to_string(n) + ": a new row cannot be acked in its own put");
+      }
       pr.index = next++;
     } else {
-      where = "row " + std::to_string(pr.index);
-      auto it = rows_.find(pr.index);
-      if (it == rows_.end()) {
-        return Status::NotFound(where + " does not exist (never put, or consumed by every task and freed)");
-      }
-      if (!seen.insert(pr.index).second) return Status::InvalidArgument(where + " named twice in one put");
-      for (const auto& [name, value] : pr.columns) {
-        uint32_t id = ColumnId(name);
-        if (id != UINT32_MAX && Find(it->second, id)) {
-          return Status::Conflict(where + " already has column '" + name + "'");
-        }
-      }
-      if (ack_t != UINT32_MAX) {
-        const char* why = nullptr;
-        RL_RETURN_IF_ERROR(CheckAckable(ack_t, ack_lease, pr.index, &why));
-        if (why) return Status::Conflict(where + ": cannot ack for task '" + ack_task + "': " + why);
-      }
+      RL_RETURN_IF_ERROR(CheckAddTo(pr, &seen, ack_t, ack_task, ack_lease));
     }
     rec.indices.push_back(pr.index);
   }
   rec.rows = std::move(rows);
   return rec;
+}
+
+// The columns of row n of a put: names valid and each once, version an integer, a group new.
+// Messages are built only for an error (this runs for every row put).
+Status Store::CheckPutColumns(const PutRow& pr, size_t n, std::unordered_set<std::string>* new_groups) const {
+  auto where = [n] { return "row " + std::to_string(n); };
+  std::unordered_set<std::string_view> names;  // for rows of many columns; a few are compared in turn
+  bool many = pr.columns.size() > kFewColumns;
+  for (size_t k = 0; k < pr.columns.size(); ++k) {
+    const auto& [name, value] = pr.columns[k];
+    if (name.empty() || name.size() > kMaxNameBytes) RL_RETURN_IF_ERROR(CheckName(where() + ": column", name));
+    if (name == kIndexField || name == kLeaseField) {
+      return Status::InvalidArgument(where() + ": '" + name + "' is reserved, not a column name");
+    }
+    bool twice = many ? !names.insert(name).second : false;
+    for (size_t j = 0; !many && j < k; ++j) twice = twice || pr.columns[j].first == name;
+    if (twice) return Status::InvalidArgument(where() + ": column '" + name + "' twice");
+    if (name == kVersionColumn && !std::holds_alternative<int64_t>(value.value())) {
+      return Status::DataError(where() + ": column 'version' must be an integer, not " + ValueTypeName(value.value()));
+    }
+    if (name == kGroupColumn) {
+      if (!pr.is_new) return Status::Conflict(where() + ": 'group' is set when a row is created");
+      std::string key = GroupKey(value);
+      if (key.empty()) return Status::DataError(where() + ": column 'group' must be an integer or a string");
+      if (groups_.count(key)) return Status::Conflict(where() + ": group " + key.substr(2) + " already exists");
+      new_groups->insert(key);
+    }
+  }
+  return Status::OK();
+}
+
+// A put's columns for an existing row: the row is live, has none of them, and can be acked when asked.
+Status Store::CheckAddTo(const PutRow& pr, std::unordered_set<uint64_t>* seen, uint32_t ack_t,
+                         const std::string& ack_task, uint64_t ack_lease) const {
+  auto where = [&] { return "row " + std::to_string(pr.index); };
+  auto it = rows_.find(pr.index);
+  if (it == rows_.end()) return Status::NotFound(where() + " does not exist (never put, or consumed by every task and freed)");
+  if (!seen->insert(pr.index).second) return Status::InvalidArgument(where() + " named twice in one put");
+  for (const auto& [name, value] : pr.columns) {
+    uint32_t id = ColumnId(name);
+    if (id != UINT32_MAX && Find(it->second, id)) return Status::Conflict(where() + " already has column '" + name + "'");
+  }
+  if (ack_t != UINT32_MAX) {
+    const char* why = nullptr;
+    RL_RETURN_IF_ERROR(CheckAckable(ack_t, ack_lease, pr.index, &why));
+    if (why) return Status::Conflict(where() + ": cannot ack for task '" + ack_task + "': " + why);
+  }
+  return Status::OK();
 }
 
 Result<std::optional<Record>> Store::PlanDeclare(const std::string& task, const std::vector<std::string>& columns) const {

@@ -274,7 +274,7 @@ TEST_F(StoreTest, BalancedRoundSplitsTokensEvenlyAcrossParts) {
   EXPECT_EQ(second.lease, first.reserved[0].lease);
   auto tokens = [&](const std::vector<uint64_t>& idx) {
     int64_t sum = 0;
-    for (uint64_t i : idx) sum += std::get<Tensor>(store.ViewRow(i, "train")->columns[0].second->value()).NumElements();
+    for (uint64_t i : idx) sum += std::get<Tensor>(store.ViewRows({i}, "train").columns[0].cell->value()).NumElements();
     return sum;
   };
   EXPECT_EQ(tokens(first.indices), 22);
