@@ -125,15 +125,19 @@ uint64_t WalWriter::Append(const std::string& payload) {
   return Append(std::move(p));
 }
 
+// A writer waiting a little for more small records is not woken for each one that comes, only
+// once they are enough to write.
 void WalWriter::Submit() {
   if (appending_.empty()) return;
+  bool wake;
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (auto& p : appending_) queue_.push_back(std::move(p));
     submitted_ = appended_;
+    wake = !coalescing_ || submitted_ - written_.load() >= kCoalesceBytes;
   }
   appending_.clear();
-  wake_.notify_one();
+  if (wake) wake_.notify_one();
 }
 
 void WalWriter::RequestSync() {
@@ -195,7 +199,11 @@ void WalWriter::Loop() {
         return stop_ || !direct_ || sync_target_ > synced_.load() || write_target_ > written_.load() ||
                submitted_ - written_.load() >= kCoalesceBytes;
       };
-      if (!urgent()) wake_.wait_for(lock, kCoalesceWait, urgent);
+      if (!urgent()) {
+        coalescing_ = true;
+        wake_.wait_for(lock, kCoalesceWait, urgent);
+        coalescing_ = false;
+      }
       if (queue_.empty() && sync_target_ <= synced_.load()) return;  // stop_, nothing left
       batch.swap(queue_);
       end = submitted_;

@@ -115,6 +115,7 @@ class WalWriter {
   uint64_t sync_target_;           // sync once written up to here
   uint64_t write_target_ = 0;      // Flush waits for this: write without coalescing
   bool stop_ = false;
+  bool coalescing_ = false;        // the writer waits a little for more records
   Status error_;
   std::atomic<uint64_t> written_, synced_;
 
