@@ -65,13 +65,8 @@ uint64_t Store::AllTasksMask() const {
 
 void Store::SetReady(uint32_t t, uint64_t index, const Row& row, bool ready) {
   Task& task = tasks_[t];
-  bool was = task.ready.count(index) > 0;
-  if (was == ready) return;
-  if (ready) {
-    task.ready.insert(index);
-  } else {
-    task.ready.erase(index);
-  }
+  bool changed = ready ? task.ready.insert(index).second : task.ready.erase(index) > 0;
+  if (!changed) return;
   if (!row.group.empty()) {
     task.group_counts[row.group].ready += ready ? 1 : -1;
     UpdateGroupReady(task, row.group);
@@ -212,6 +207,7 @@ void Store::Apply(Record&& r) {
 void Store::ApplyPut(Record& r) {
   for (PutRow& pr : r.rows) {
     Row& row = rows_[pr.index];
+    row.cols.reserve(row.cols.size() + pr.columns.size());
     for (auto& [name, value] : pr.columns) {
       uint32_t id = InternColumn(name);
       if (Find(row, id)) continue;  // planned away; a replayed log never has it
