@@ -103,19 +103,18 @@ Result<PutRow> DecodePutRow(const msgpack::object& o, size_t i, const std::vecto
   PutRow row;
   row.is_new = true;
   row.columns.reserve(rv->size());
-  for (const auto& kv : *rv) {
-    auto name = AsString(kv.key, where + " column name");
-    if (!name.ok()) return InvalidField(name.status());
-    if (*name == kIndexField) {
-      auto index = AsU64(kv.val, where + " index");
-      if (!index.ok()) return InvalidField(index.status());
-      row.index = *index;
+  for (const auto& kv : *rv) {  // messages are made only for errors: this runs for every value put
+    if (kv.key.type != msgpack::type::STR) return InvalidField(AsString(kv.key, where + " column name").status());
+    std::string name(kv.key.via.str.ptr, kv.key.via.str.size);
+    if (name == kIndexField) {
+      if (kv.val.type != msgpack::type::POSITIVE_INTEGER) return InvalidField(AsU64(kv.val, where + " index").status());
+      row.index = kv.val.via.u64;
       row.is_new = false;
       continue;
     }
     auto c = DecodeCell(kv.val, blobs, body, hold);
-    if (!c.ok()) return Status::DataError(where + " column '" + *name + "': " + c.status().message());
-    row.columns.emplace_back(std::move(*name), std::move(*c));
+    if (!c.ok()) return Status::DataError(where + " column '" + name + "': " + c.status().message());
+    row.columns.emplace_back(std::move(name), std::move(*c));
   }
   return row;
 }

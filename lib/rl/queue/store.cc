@@ -31,9 +31,11 @@ uint32_t Store::ColumnId(const std::string& name) const {
 }
 
 uint32_t Store::InternColumn(const std::string& name) {
-  auto [it, added] = column_ids_.emplace(name, static_cast<uint32_t>(column_names_.size()));
-  if (added) column_names_.push_back(name);
-  return it->second;
+  auto it = column_ids_.find(name);  // emplace would build a node for every value applied
+  if (it != column_ids_.end()) return it->second;
+  column_ids_.emplace(name, static_cast<uint32_t>(column_names_.size()));
+  column_names_.push_back(name);
+  return column_names_.size() - 1;
 }
 
 const Cell* Store::Find(const Row& row, uint32_t col) const {

@@ -193,7 +193,7 @@ class Store {
   std::unordered_map<std::string, uint32_t> column_ids_;
   std::vector<Task> tasks_;
   std::unordered_map<std::string, uint32_t> task_ids_;
-  std::map<uint64_t, Row> rows_;
+  std::unordered_map<uint64_t, Row> rows_;  // a get or an ack looks up each of its rows a few times
   std::unordered_map<std::string, Group> groups_;
   std::set<std::tuple<int64_t, uint32_t, uint64_t>> deadlines_;  // (deadline, task, lease) of every lease
   std::map<std::string, std::string> meta_;

@@ -133,13 +133,14 @@ Result<std::optional<Record>> Store::PlanDeclare(const std::string& task, const 
 }
 
 // Walks the task's ready rows (or ready groups) in index order and picks units for a get, setting
-// aside rows that are stale or in a uniform group.
+// aside rows that are stale or in a uniform group. With `units` null, the rows picked are appended
+// to rec->indices instead (a get that is not balanced needs no units).
 void Store::CollectUnits(const Task& task, uint32_t t, const GetRequest& req, size_t want_rows,
                          std::vector<Unit>* units, Record* rec) const {
   uint32_t balance_col = req.balance.empty() ? UINT32_MAX : ColumnId(req.balance);
   uint32_t uniform_col = req.drop_uniform.empty() ? UINT32_MAX : ColumnId(req.drop_uniform);
   size_t taken = 0;
-  auto consider = [&](std::vector<uint64_t> members) {
+  auto consider = [&](const std::vector<uint64_t>& members) {
     bool stale = false, any_leased_elsewhere = false;
     for (uint64_t i : members) {
       const Row& row = rows_.at(i);
@@ -168,10 +169,14 @@ void Store::CollectUnits(const Task& task, uint32_t t, const GetRequest& req, si
       rec->full = true;  // the next group does not fit: this get is as full as it can be
       return;
     }
+    taken += members.size();
+    if (units == nullptr) {
+      rec->indices.insert(rec->indices.end(), members.begin(), members.end());
+      return;
+    }
     Unit u;
     for (uint64_t i : members) u.tokens += balance_col == UINT32_MAX ? 1 : Tokens(rows_.at(i), balance_col);
-    taken += members.size();
-    u.indices = std::move(members);
+    u.indices = members;
     units->push_back(std::move(u));
   };
   if (req.groups) {
@@ -181,12 +186,14 @@ void Store::CollectUnits(const Task& task, uint32_t t, const GetRequest& req, si
       for (uint64_t i : groups_.at(key).members) {
         if (task.ready.count(i)) members.push_back(i);
       }
-      consider(std::move(members));
+      consider(members);
     }
   } else {
+    std::vector<uint64_t> one(1);  // a row alone is a unit: one vector for them all
     for (uint64_t i : task.ready) {
       if (taken >= want_rows) break;
-      consider({i});
+      one[0] = i;
+      consider(one);
     }
   }
   (void)t;
@@ -217,13 +224,13 @@ Result<Record> Store::PlanGet(const GetRequest& req, int64_t now_ms) const {
   }
   size_t want = size_t{req.count} * (balanced ? req.parts : 1);
   std::vector<Unit> units;
-  CollectUnits(task, it->second, req, want, &units, &rec);
   rec.lease = next_lease_;
-  if (!balanced) {
-    for (const Unit& u : units) rec.indices.insert(rec.indices.end(), u.indices.begin(), u.indices.end());
+  if (!balanced) {  // the rows taken go straight to rec.indices
+    CollectUnits(task, it->second, req, want, nullptr, &rec);
     if (rec.indices.empty()) rec.lease = 0;  // no lease was made
     return rec;
   }
+  CollectUnits(task, it->second, req, want, &units, &rec);
   // Longest-processing-time first: the largest unit goes to the part with the fewest tokens.
   std::sort(units.begin(), units.end(), [](const Unit& a, const Unit& b) { return a.tokens > b.tokens; });
   std::vector<uint64_t> load(req.parts, 0);
@@ -272,9 +279,13 @@ Result<Record> Store::PlanAck(const std::string& task, uint64_t lease, const std
   rec.type = RecordType::kAck;
   rec.task = task;
   rec.lease = lease;
+  // A row named twice is acked once; the set is built only when some row is.
+  std::vector<uint64_t> sorted = indices;
+  std::sort(sorted.begin(), sorted.end());
+  bool twice = std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end();
   std::unordered_set<uint64_t> seen;
   for (uint64_t i : indices) {
-    if (!seen.insert(i).second) continue;
+    if (twice && !seen.insert(i).second) continue;
     const char* why = nullptr;
     RL_RETURN_IF_ERROR(CheckAckable(it->second, lease, i, &why));
     (why ? rec.rejected : rec.indices).push_back(i);

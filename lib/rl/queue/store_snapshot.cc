@@ -1,5 +1,7 @@
 // Store snapshots: the whole state as one msgpack map (man/rl-queue.1, "SNAPSHOT FORMAT").
 // Derived state (ready sets, group counters) is not stored: it is rebuilt on load.
+#include <algorithm>
+
 #include "rl/queue/store.h"
 
 namespace rl::queue {
@@ -48,9 +50,14 @@ WalPayload Store::EncodeSnapshotPayload() const {
     pk.pack_uint64(t.consumed);
     pk.pack_uint64(t.dropped);
   }
-  PackString(pk, "rows");  // [index, origin, consumed mask, {columns}]
+  PackString(pk, "rows");  // [index, origin, consumed mask, {columns}], in index order
+  std::vector<uint64_t> order;
+  order.reserve(rows_.size());
+  for (const auto& entry : rows_) order.push_back(entry.first);
+  std::sort(order.begin(), order.end());
   pk.pack_array(static_cast<uint32_t>(rows_.size()));
-  for (const auto& [index, row] : rows_) {
+  for (uint64_t index : order) {
+    const Row& row = rows_.at(index);
     pk.pack_array(4);
     pk.pack_uint64(index);
     pk.pack_uint32(row.origin);
