@@ -26,6 +26,22 @@ TEST(Crc32cTest, HardwareAndTableAgreeOnEveryLengthAndAlignment) {
   }
 }
 
+TEST(Crc32cTest, HardwareAndTableAgreeOnLongInputsSummedInStripes) {
+  std::string s;
+  uint32_t x = 12345;
+  for (int i = 0; i < 40000; ++i) {
+    x = x * 1103515245u + 12345u;
+    s.push_back(static_cast<char>(x >> 24));
+  }
+  for (size_t len : {6143u, 6144u, 6145u, 12288u, 13001u, 39990u}) {
+    for (size_t start : {0u, 3u, 8u}) {
+      EXPECT_EQ(Crc32c(s.data() + start, len, 77), Crc32cPortable(s.data() + start, len, 77)) << start << " " << len;
+    }
+  }
+  std::string zeros(20000, '\0');
+  EXPECT_EQ(Crc32c(zeros.data(), zeros.size()), Crc32cPortable(zeros.data(), zeros.size()));
+}
+
 TEST(Crc32cTest, SeedContinuesAComputation) {
   std::string s = "hello, write-ahead log";
   uint32_t whole = Crc32c(s.data(), s.size());

@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -41,6 +42,7 @@ class QueueClient {
 
  private:
   Client client_;
+  std::shared_ptr<std::string> put_body_;  // PutColumn's buffer, used again once the socket let go
 };
 
 // A msgpack document as JSON (tensors and bytes as json_value.h writes them).

@@ -44,12 +44,16 @@ const char* FsyncPolicyName(FsyncPolicy p) {
 
 namespace {
 
-// The snapshot file's header, before `payload`.
-std::string SnapshotHeader(uint64_t log_number, const std::string& payload) {
+// The snapshot file's header, before the payload `pieces`.
+std::string SnapshotHeader(uint64_t log_number, const std::vector<std::string_view>& pieces) {
   std::string out(kSnapMagic, 4);
   uint32_t version = 1;
-  uint64_t length = payload.size();
-  uint32_t crc = Crc32c(payload.data(), payload.size());
+  uint64_t length = 0;
+  uint32_t crc = 0;
+  for (std::string_view p : pieces) {
+    crc = Crc32c(p.data(), p.size(), crc);
+    length += p.size();
+  }
   out.append(reinterpret_cast<const char*>(&version), 4);
   out.append(reinterpret_cast<const char*>(&log_number), 8);
   out.append(reinterpret_cast<const char*>(&length), 8);
@@ -121,7 +125,7 @@ Status WriteFileDirect(const std::string& path, const std::vector<std::string_vi
 }  // namespace
 
 std::string EncodeSnapshotFile(uint64_t log_number, const std::string& payload) {
-  return SnapshotHeader(log_number, payload) + payload;
+  return SnapshotHeader(log_number, {payload}) + payload;
 }
 
 Result<std::string> DecodeSnapshotFile(const std::string& bytes, uint64_t* log_number) {
@@ -218,8 +222,8 @@ Status DurableStore::Recover(RecoveryReport* report) {
   return FsyncDir(dir_);
 }
 
-uint64_t DurableStore::Commit(Record& r, const BorrowedBytes* borrowed) {
-  uint64_t end = wal_->Append(EncodeRecordPayload(r, borrowed));
+uint64_t DurableStore::Commit(Record& r) {
+  uint64_t end = wal_->Append(EncodeRecordPayload(r));
   store_.Apply(std::move(r));
   return end;
 }
@@ -267,23 +271,25 @@ Status DurableStore::StartSnapshot(bool sync_log) {
   uint64_t next = log_number_ + 1;
   RL_ASSIGN_OR_RETURN(auto next_wal, WalWriter::Open(LogPath(next), 0, wal_->appended(), notify_fd_));
   RL_RETURN_IF_ERROR(FsyncDir(dir_));
-  std::string payload = store_.EncodeSnapshot();
+  WalPayload payload = store_.EncodeSnapshotPayload();
   wal_ = std::move(next_wal);
   log_number_ = next;
-  spdlog::info("snapshot of {} rows ({} bytes) before log {}", store_.live_rows(), payload.size(), next);
+  spdlog::info("snapshot of {} rows ({} bytes) before log {}", store_.live_rows(), payload.size, next);
   snapshot_thread_ = std::thread([this, next, p = std::move(payload)]() mutable { WriteSnapshot(next, std::move(p)); });
   return Status::OK();
 }
 
-void DurableStore::WriteSnapshot(uint64_t next, std::string payload) {
-  std::string header = SnapshotHeader(next, payload);
+void DurableStore::WriteSnapshot(uint64_t next, WalPayload payload) {
+  std::vector<std::string_view> pieces = PayloadPieces(payload);
+  std::string header = SnapshotHeader(next, pieces);
+  pieces.insert(pieces.begin(), header);
   std::string path = SnapshotPath(next), tmp = path + ".tmp";
-  snapshot_status_ = WriteFileDirect(tmp, {header, payload});
+  snapshot_status_ = WriteFileDirect(tmp, pieces);
   if (snapshot_status_.ok() && ::rename(tmp.c_str(), path.c_str()) != 0) {
     snapshot_status_ = Status::IOError(ErrnoMessage("rename", tmp));
   }
   if (snapshot_status_.ok()) snapshot_status_ = FsyncDir(dir_);
-  snapshot_file_bytes_ = header.size() + payload.size();
+  snapshot_file_bytes_ = header.size() + payload.size;
   if (snapshot_status_.ok()) {
     std::error_code ec;
     for (uint64_t n : NumberedFiles(dir_, "wal-", ".log")) {

@@ -45,9 +45,8 @@ class DurableStore {
 
   const Store& store() const { return store_; }
   // Queues r for the log and applies it; r.rows is left empty (the values move into the store).
-  // Values listed in `borrowed` (may be null) go to the log from where it says they lie.
-  // Returns the log position after r.
-  uint64_t Commit(Record& r, const BorrowedBytes* borrowed = nullptr);
+  // The bytes of lent cells go to the log from where they lie. Returns the log position after r.
+  uint64_t Commit(Record& r);
   void Submit() { wal_->Submit(); }
   void RequestSync() { wal_->Submit(), wal_->RequestSync(); }
   uint64_t appended() const { return wal_->appended(); }
@@ -76,7 +75,7 @@ class DurableStore {
   // Joins a background snapshot; with `wait`, also one that has not finished.
   Status ReapSnapshot(bool wait);
   // The background snapshot: writes snapshot-`next`, then removes the logs and snapshots before it.
-  void WriteSnapshot(uint64_t next, std::string payload);
+  void WriteSnapshot(uint64_t next, WalPayload payload);
   std::string LogPath(uint64_t n) const;
   std::string SnapshotPath(uint64_t n) const;
 

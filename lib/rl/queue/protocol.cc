@@ -55,10 +55,16 @@ Message EncodePut(const PutRequest& req) {
 
 std::string EncodePutColumn(std::string_view column, const std::vector<std::string>& values) {
   std::string body;
+  EncodePutColumnInto(&body, column, values);
+  return body;
+}
+
+void EncodePutColumnInto(std::string* body, std::string_view column, const std::vector<std::string>& values) {
   size_t bytes = 64;
   for (const auto& v : values) bytes += 16 + column.size() + v.size();
-  body.reserve(bytes);
-  StringSink sink{&body};
+  body->clear();
+  body->reserve(bytes);
+  StringSink sink{body};
   StringPacker pk(sink);
   pk.pack_map(3);
   PackString(pk, "rows");
@@ -73,64 +79,80 @@ std::string EncodePutColumn(std::string_view column, const std::vector<std::stri
   PackString(pk, "");
   PackString(pk, "ack_lease");
   pk.pack_uint64(0);
-  return body;
 }
 
 namespace {
 
-// Notes where v's bytes came from, when it is a string or bytes value large enough to borrow.
-void NoteSource(const msgpack::object& o, const Value& v, BorrowedBytes* borrowed) {
-  const std::string* raw = nullptr;
-  if (o.type == msgpack::type::BIN) {
-    raw = &std::get<Bytes>(v).data;
-  } else if (o.type == msgpack::type::STR) {
-    raw = &std::get<std::string>(v);
+// One column value of a put; with a hold, lent when it is large and lies in `body`.
+Result<Cell> DecodeCell(const msgpack::object& o, const std::vector<std::string>& blobs, std::string_view body,
+                        const std::shared_ptr<const void>& hold) {
+  std::string_view bytes;
+  RL_ASSIGN_OR_RETURN(Value shell, UnpackValueShell(o, &blobs, &bytes));
+  bool in_body = !bytes.empty() && std::less_equal<const char*>()(body.data(), bytes.data()) &&
+                 std::less_equal<const char*>()(bytes.data() + bytes.size(), body.data() + body.size());
+  if (hold && in_body && bytes.size() >= kLendBytes) return Cell::Lend(std::move(shell), bytes, hold);
+  FillValueBytes(shell, bytes);
+  return Cell(std::move(shell));
+}
+
+Result<PutRow> DecodePutRow(const msgpack::object& o, size_t i, const std::vector<std::string>& blobs,
+                            std::string_view body, const std::shared_ptr<const void>& hold) {
+  std::string where = "row " + std::to_string(i);
+  auto rv = MapView::Of(o, where);
+  if (!rv.ok()) return InvalidField(rv.status());
+  PutRow row;
+  row.is_new = true;
+  row.columns.reserve(rv->size());
+  for (const auto& kv : *rv) {  // messages are made only for errors: this runs for every value put
+    if (kv.key.type != msgpack::type::STR) return InvalidField(AsString(kv.key, where + " column name").status());
+    std::string name(kv.key.via.str.ptr, kv.key.via.str.size);
+    if (name == kIndexField) {
+      if (kv.val.type != msgpack::type::POSITIVE_INTEGER) return InvalidField(AsU64(kv.val, where + " index").status());
+      row.index = kv.val.via.u64;
+      row.is_new = false;
+      continue;
+    }
+    auto c = DecodeCell(kv.val, blobs, body, hold);
+    if (!c.ok()) return Status::DataError(where + " column '" + name + "': " + c.status().message());
+    row.columns.emplace_back(std::move(name), std::move(*c));
   }
-  if (raw == nullptr || raw->size() < kBorrowBytes) return;
-  const char* src = o.type == msgpack::type::BIN ? o.via.bin.ptr : o.via.str.ptr;
-  borrowed->sources.emplace_back(raw->data(), std::string_view(src, raw->size()));
+  return row;
 }
 
 }  // namespace
 
-Result<PutRequest> DecodePut(std::string_view m, const std::vector<std::string>& blobs, BorrowedBytes* borrowed) {
+Result<PutCommand> DecodePutCommand(std::string_view m, const std::vector<std::string>& blobs,
+                                    std::shared_ptr<const void> hold) {
   RL_ASSIGN_OR_RETURN(msgpack::object_handle oh, Parse(m));
   RL_ASSIGN_OR_RETURN(MapView body, MapView::Of(oh.get(), "put body"));
-  PutRequest req;
+  PutCommand put;
   auto ack = body.Str("ack_task", "");
   if (!ack.ok()) return InvalidField(ack.status());
-  req.ack_task = *ack;
+  put.ack_task = *ack;
   auto lease = body.U64("ack_lease", 0);
   if (!lease.ok()) return InvalidField(lease.status());
-  req.ack_lease = *lease;
+  put.ack_lease = *lease;
   const msgpack::object* rows = body.Find("rows");
   if (rows == nullptr || rows->type != msgpack::type::ARRAY) return Status::InvalidArgument("put needs an array 'rows'");
-  req.rows.reserve(rows->via.array.size);
+  put.rows.reserve(rows->via.array.size);
   for (uint32_t i = 0; i < rows->via.array.size; ++i) {
-    std::string where = "row " + std::to_string(i);
-    auto rv = MapView::Of(rows->via.array.ptr[i], where);
-    if (!rv.ok()) return InvalidField(rv.status());
-    ClientRow row;
-    for (const auto& kv : *rv) {
-      auto name = AsString(kv.key, where + " column name");
-      if (!name.ok()) return InvalidField(name.status());
-      if (*name == kIndexField) {
-        auto index = AsU64(kv.val, where + " index");
-        if (!index.ok()) return InvalidField(index.status());
-        row.index = *index;
-        continue;
-      }
-      auto v = UnpackValue(kv.val, &blobs);
-      if (!v.ok()) return Status::DataError(where + " column '" + *name + "': " + v.status().message());
-      row.columns.emplace_back(std::move(*name), std::move(*v));
-      // The value's bytes stay where they are as it moves on (a string this large is on the heap).
-      if (borrowed) NoteSource(kv.val, row.columns.back().second, borrowed);
-    }
-    req.rows.push_back(std::move(row));
+    RL_ASSIGN_OR_RETURN(PutRow row, DecodePutRow(rows->via.array.ptr[i], i, blobs, m, hold));
+    put.rows.push_back(std::move(row));
   }
-  if (borrowed) {
-    std::sort(borrowed->sources.begin(), borrowed->sources.end(),
-              [](const auto& a, const auto& b) { return std::less<const char*>()(a.first, b.first); });
+  return put;
+}
+
+Result<PutRequest> DecodePut(std::string_view m, const std::vector<std::string>& blobs) {
+  RL_ASSIGN_OR_RETURN(PutCommand put, DecodePutCommand(m, blobs, nullptr));
+  PutRequest req;
+  req.ack_task = std::move(put.ack_task);
+  req.ack_lease = put.ack_lease;
+  req.rows.reserve(put.rows.size());
+  for (PutRow& pr : put.rows) {
+    ClientRow row;
+    if (!pr.is_new) row.index = pr.index;
+    for (auto& [name, c] : pr.columns) row.columns.emplace_back(std::move(name), c.TakeValue());
+    req.rows.push_back(std::move(row));
   }
   return req;
 }

@@ -49,6 +49,8 @@ Message EncodePut(const PutRequest& req);
 // The body EncodePut makes for new rows of one bytes column each, packed straight from `values`
 // (no Value is built, so the bytes are copied once, into the body).
 std::string EncodePutColumn(std::string_view column, const std::vector<std::string>& values);
+// The same into *body, replacing what it held (its capacity is kept: a buffer used again).
+void EncodePutColumnInto(std::string* body, std::string_view column, const std::vector<std::string>& values);
 Message EncodeGet(const GetRequest& req);
 Message EncodeIndices(const IndexRequest& req);
 Message EncodeMetaGet(const std::string& key);
@@ -63,10 +65,17 @@ struct Request {
   std::vector<std::string> blobs;
   std::shared_ptr<const void> frame;  // when set, keeps body's bytes alive (the server's zmq frame)
 };
-// With `borrowed`, also notes where each string and bytes value of at least kBorrowBytes lies in
-// `body` (hold is left to the caller).
-Result<PutRequest> DecodePut(std::string_view body, const std::vector<std::string>& blobs,
-                             BorrowedBytes* borrowed = nullptr);
+// A put as the server takes it: rows for PlanPut, new rows not yet given their indices.
+struct PutCommand {
+  std::vector<PutRow> rows;
+  std::string ack_task;
+  uint64_t ack_lease = 0;
+};
+// With `hold` (keeping body's bytes alive), string, bytes and tensor values of at least kLendBytes
+// that lie in body are lent by it (Cell) instead of copied; with null, every value is copied.
+Result<PutCommand> DecodePutCommand(std::string_view body, const std::vector<std::string>& blobs,
+                                    std::shared_ptr<const void> hold);
+Result<PutRequest> DecodePut(std::string_view body, const std::vector<std::string>& blobs);
 Result<GetRequest> DecodeGet(std::string_view body);
 Result<IndexRequest> DecodeIndices(std::string_view body);
 Result<std::string> DecodeMetaGet(std::string_view body);
@@ -104,13 +113,15 @@ struct ReplyBody {
 };
 
 // A get reply read where it lies: each row's columns stay a msgpack map in the reply's body
-// (no value is copied out; a tensor sent in a frame stays an ext object naming its frame).
+// (no value is copied out; a tensor sent in a frame stays an ext object naming its frame, one of
+// `blobs`).
 struct GetReplyView {
   struct Row {
     uint64_t index = 0;
-    const msgpack::object* columns = nullptr;  // a map, "index" included; points into *message
+    const msgpack::object* columns = nullptr;  // a map, "index" included; points into the body
   };
-  std::shared_ptr<const Message> message;
+  std::shared_ptr<const void> hold;  // keeps the body and blobs alive
+  std::vector<std::string_view> blobs;
   msgpack::object_handle doc;
   uint64_t lease = 0;
   int64_t deadline_ms = 0;
@@ -121,6 +132,7 @@ struct GetReplyView {
 // Builds the reply to the request that `r` carried out (also for a retry of it).
 ReplyBody ReplyFor(const Record& r, const Store& store);
 Result<GetReply> DecodeGetReply(const Message& m);
+Result<GetReplyView> DecodeGetReplyView(MessageView m);
 Result<GetReplyView> DecodeGetReplyView(Message m);
 Result<IndexReply> DecodeIndexReply(const Message& m);
 ReplyBody EncodeStatReply(const Store& store, uint64_t log_bytes, uint64_t snapshot_bytes, const std::string& fsync);

@@ -15,15 +15,9 @@ void PackIndexReply(Packer& pk, const char* done_name, const std::vector<uint64_
 }
 
 ReplyBody GetReplyFor(const Record& r, const Store& store) {
-  std::vector<RowView> rows;
-  size_t bytes = 128;
-  for (uint64_t i : r.indices) {
-    if (auto view = store.ViewRow(i, r.task)) {
-      bytes += 24;  // the row's map, its index
-      for (const auto& [name, v] : view->columns) bytes += 16 + name.size() + ValueBytes(*v);
-      rows.push_back(std::move(*view));
-    }
-  }
+  RowsView view = store.ViewRows(r.indices, r.task);
+  size_t bytes = 128 + 24 * view.rows.size();  // and per row: its map, its index
+  for (const auto& [name, c] : view.columns) bytes += 16 + name.size() + c->MemoryBytes();
   ReplyBody m;
   m.body = msgpack::sbuffer(bytes);  // one allocation, one copy of each value
   Packer pk(m.body);
@@ -37,14 +31,14 @@ ReplyBody GetReplyFor(const Record& r, const Store& store) {
   PackString(pk, "regenerated");
   pk.pack_uint64(r.regenerated.size());
   PackString(pk, "rows");
-  pk.pack_array(static_cast<uint32_t>(rows.size()));
-  for (const RowView& row : rows) {
-    pk.pack_map(static_cast<uint32_t>(row.columns.size() + 1));
+  pk.pack_array(static_cast<uint32_t>(view.rows.size()));
+  for (const RowsView::Row& row : view.rows) {
+    pk.pack_map(static_cast<uint32_t>(row.end - row.begin + 1));
     PackString(pk, kIndexField);
     pk.pack_uint64(row.index);
-    for (const auto& [name, v] : row.columns) {
-      PackString(pk, name);
-      PackValue(pk, *v, &m.blobs);
+    for (size_t i = row.begin; i < row.end; ++i) {
+      PackString(pk, view.columns[i].name);
+      PackCell(pk, *view.columns[i].cell, &m.blobs);
     }
   }
   return m;
@@ -105,9 +99,16 @@ Result<GetReply> DecodeGetReply(const Message& m) {
 }
 
 Result<GetReplyView> DecodeGetReplyView(Message m) {
+  auto held = std::make_shared<const Message>(std::move(m));
+  MessageView v{held->header, held->body, {held->blobs.begin(), held->blobs.end()}, held};
+  return DecodeGetReplyView(std::move(v));
+}
+
+Result<GetReplyView> DecodeGetReplyView(MessageView m) {
   GetReplyView view;
-  view.message = std::make_shared<const Message>(std::move(m));
-  const std::string& body = view.message->body;
+  view.hold = std::move(m.hold);
+  view.blobs = std::move(m.blobs);
+  std::string_view body = m.body;
   RL_ASSIGN_OR_RETURN(view.doc, ParseMsgpack(body.data(), body.size()));
   RL_ASSIGN_OR_RETURN(MapView b, MapView::Of(view.doc.get(), "get reply"));
   RL_ASSIGN_OR_RETURN(view.lease, b.U64("lease", 0));

@@ -15,17 +15,9 @@ void PackStringList(Packer& pk, const std::vector<std::string>& v) {
   for (const auto& s : v) PackString(pk, s);
 }
 
-void PackColumns(Packer& pk, const std::vector<std::pair<std::string, Value>>& cols) {
-  pk.pack_map(static_cast<uint32_t>(cols.size()));
-  for (const auto& [name, value] : cols) {
-    PackString(pk, name);
-    PackValue(pk, value, nullptr);
-  }
-}
-
-Result<std::vector<std::pair<std::string, Value>>> UnpackColumns(const msgpack::object& o) {
+Result<std::vector<std::pair<std::string, Cell>>> UnpackColumns(const msgpack::object& o) {
   RL_ASSIGN_OR_RETURN(MapView m, MapView::Of(o, "columns"));
-  std::vector<std::pair<std::string, Value>> cols;
+  std::vector<std::pair<std::string, Cell>> cols;
   cols.reserve(m.size());
   for (const auto& kv : m) {
     RL_ASSIGN_OR_RETURN(std::string name, AsString(kv.key, "column name"));
@@ -42,16 +34,19 @@ std::string EncodeRecord(const Record& r) {
 
 namespace {
 
-size_t EstimateBytes(const Record& r, size_t borrowed) {
+// The bytes r packs to, about; with `lent_out`, leaving out the bytes of lent cells.
+size_t EstimateBytes(const Record& r, bool lent_out) {
   size_t estimate = 512 + 8 * (r.indices.size() + r.dropped.size() + r.regenerated.size());
   for (const auto& row : r.rows) {
     estimate += 16;  // msgpack headers: the row's array, index, flag and map
-    for (const auto& [name, v] : row.columns) estimate += 16 + name.size() + ValueBytes(v);
+    for (const auto& [name, c] : row.columns) {
+      estimate += 16 + name.size() + (lent_out && c.lent() ? 32 : c.MemoryBytes());
+    }
   }
-  return estimate - std::min(estimate - 512, borrowed);
+  return estimate;
 }
 
-// Packs r; each column value goes through pack_value(pk, value).
+// Packs r; each column value goes through pack_value(pk, cell).
 template <typename PackValueFn>
 void PackRecord(Packer& pk, const Record& r, PackValueFn&& pack_value) {
   pk.pack_map(17);
@@ -106,67 +101,49 @@ void PackRecord(Packer& pk, const Record& r, PackValueFn&& pack_value) {
   pk.pack_uint8(1);
 }
 
-// The bytes of a string or bytes value (null for other types).
-const std::string* RawBytes(const Value& v) {
-  if (const auto* b = std::get_if<Bytes>(&v)) return &b->data;
-  return std::get_if<std::string>(&v);
-}
-
-// Where the bytes of `v` lie in the borrowed frame, or null.
-const std::string_view* Borrowed(const BorrowedBytes& b, const Value& v) {
-  const std::string* raw = RawBytes(v);
-  if (raw == nullptr || raw->size() < kBorrowBytes) return nullptr;
-  auto it = std::lower_bound(b.sources.begin(), b.sources.end(), raw->data(),
-                             [](const auto& e, const char* p) { return std::less<const char*>()(e.first, p); });
-  if (it == b.sources.end() || it->first != raw->data() || it->second.size() != raw->size()) return nullptr;
-  return &it->second;
-}
-
 }  // namespace
 
 msgpack::sbuffer EncodeRecordBuffer(const Record& r) {
-  msgpack::sbuffer buf(EstimateBytes(r, 0));  // one allocation instead of doubling through large puts
+  msgpack::sbuffer buf(EstimateBytes(r, false));  // one allocation instead of doubling through large puts
   Packer pk(buf);
-  PackRecord(pk, r, [](Packer& p, const Value& v) { PackValue(p, v, nullptr); });
+  PackRecord(pk, r, [](Packer& p, const Cell& c) { PackCell(p, c, nullptr); });
   return buf;
 }
 
-WalPayload EncodeRecordPayload(const Record& r, const BorrowedBytes* borrowed) {
+WalPayload EncodeRecordPayload(const Record& r) {
+  PiecePacker pp(EstimateBytes(r, true));
+  PackRecord(pp.packer(), r, [&](Packer&, const Cell& c) { pp.Pack(c); });
+  return std::move(pp).Finish();
+}
+
+// A lent cell's bytes become a piece of the payload between two pieces of the packed rest.
+void PiecePacker::Pack(const Cell& c) {
+  if (!c.lent()) return PackCell(pk_, c, nullptr);
+  auto size = static_cast<uint32_t>(c.bytes().size());
+  if (const auto* t = std::get_if<Tensor>(&c.value())) {
+    PackTensorHead(pk_, t->dtype, t->shape, size);
+  } else {
+    std::holds_alternative<Bytes>(c.value()) ? pk_.pack_bin(size) : pk_.pack_str(size);
+  }
+  cuts_.emplace_back(buf_.size(), c.bytes());
+  if (holds_.empty() || holds_.back() != c.hold()) holds_.push_back(c.hold());
+  lent_ += size;
+}
+
+WalPayload PiecePacker::Finish() && {
   WalPayload out;
-  if (borrowed == nullptr || borrowed->sources.empty()) {
-    msgpack::sbuffer buf = EncodeRecordBuffer(r);
-    out.size = buf.size();
-    out.data.reset(buf.release());
-    return out;
-  }
-  size_t lent = 0;
-  for (const auto& row : r.rows) {
-    for (const auto& col : row.columns) {
-      if (const std::string_view* src = Borrowed(*borrowed, col.second)) lent += src->size();
-    }
-  }
-  msgpack::sbuffer buf(EstimateBytes(r, lent));
-  Packer pk(buf);
-  std::vector<std::pair<size_t, std::string_view>> cuts;  // a borrowed piece goes after buf[0, first)
-  PackRecord(pk, r, [&](Packer& p, const Value& v) {
-    const std::string_view* src = Borrowed(*borrowed, v);
-    if (src == nullptr) return PackValue(p, v, nullptr);
-    std::holds_alternative<Bytes>(v) ? p.pack_bin(static_cast<uint32_t>(src->size()))
-                                     : p.pack_str(static_cast<uint32_t>(src->size()));
-    cuts.emplace_back(buf.size(), *src);
-  });
-  out.size = buf.size() + lent;
-  out.data.reset(buf.release());
+  size_t owned = buf_.size();
+  out.size = owned + lent_;
+  out.data.reset(buf_.release());
+  if (cuts_.empty()) return out;
   size_t from = 0;
-  for (const auto& [at, piece] : cuts) {
+  for (const auto& [at, bytes] : cuts_) {
     if (at > from) out.pieces.emplace_back(out.data.get() + from, at - from);
-    out.pieces.push_back(piece);
+    out.pieces.push_back(bytes);
     from = at;
   }
-  size_t owned = out.size - lent;
   if (owned > from) out.pieces.emplace_back(out.data.get() + from, owned - from);
-  if (cuts.empty()) out.pieces.clear();  // nothing borrowed: data holds it all
-  else out.hold = borrowed->hold;
+  out.holds = std::move(holds_);
   return out;
 }
 

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "rl/core/status.h"
+#include "rl/queue/cell.h"
 #include "rl/queue/wal.h"
 #include "rl/wire/msgpack_io.h"
 #include "rl/wire/value.h"
@@ -32,7 +33,7 @@ enum class RecordType : uint8_t {
 struct PutRow {
   uint64_t index = 0;
   bool is_new = false;
-  std::vector<std::pair<std::string, Value>> columns;
+  std::vector<std::pair<std::string, Cell>> columns;
 };
 
 // A further lease made by the same request: the other parts of a token-balanced round, held
@@ -66,25 +67,34 @@ struct Record {
 std::string EncodeRecord(const Record& r);
 // The same in a buffer sized for it up front (the log takes its bytes without a copy).
 msgpack::sbuffer EncodeRecordBuffer(const Record& r);
-
-// Where the bytes of a record's large string and bytes values lie already, outside the record:
-// in the request frame they were decoded from (DecodePut). Each entry maps a value's data() to
-// the same bytes in that frame; `hold` keeps the frame alive. Sorted by the first member.
-struct BorrowedBytes {
-  std::vector<std::pair<const char*, std::string_view>> sources;
-  std::shared_ptr<const void> hold;
-};
-// Values of at least this many bytes are borrowed rather than copied.
-constexpr size_t kBorrowBytes = 1024;
-// The same bytes as EncodeRecordBuffer, as a log payload whose values listed in `borrowed`
-// (may be null) are pieces of their frame instead of copies.
-WalPayload EncodeRecordPayload(const Record& r, const BorrowedBytes* borrowed);
+// The same bytes as a log payload in which the bytes of lent cells (Cell) are pieces of their
+// buffers, not copies; the payload keeps those buffers alive until it is written.
+WalPayload EncodeRecordPayload(const Record& r);
 Result<Record> DecodeRecord(const char* data, size_t size);
+
+// Packs msgpack into one buffer, except the bytes of lent cells, which stay where they lie: the
+// result is a payload of pieces (the packed parts and those bytes, in order) holding the cells'
+// buffers. For a log record or a snapshot of large values, without copying them.
+// The bytes packed are the same as with PackCell throughout.
+class PiecePacker {
+ public:
+  // `reserve`: the bytes expected, lent bytes not counted (one allocation when it is enough).
+  explicit PiecePacker(size_t reserve) : buf_(reserve), pk_(buf_) {}
+  Packer& packer() { return pk_; }
+  void Pack(const Cell& c);
+  WalPayload Finish() &&;
+
+ private:
+  msgpack::sbuffer buf_;
+  Packer pk_;
+  std::vector<std::pair<size_t, std::string_view>> cuts_;  // lent bytes go after buf_[0, first)
+  std::vector<std::shared_ptr<const void>> holds_;
+  size_t lent_ = 0;
+};
 
 // Pieces shared with the snapshot writer.
 void PackU64List(Packer& pk, const std::vector<uint64_t>& v);
 void PackStringList(Packer& pk, const std::vector<std::string>& v);
-void PackColumns(Packer& pk, const std::vector<std::pair<std::string, Value>>& cols);
-Result<std::vector<std::pair<std::string, Value>>> UnpackColumns(const msgpack::object& o);
+Result<std::vector<std::pair<std::string, Cell>>> UnpackColumns(const msgpack::object& o);
 
 }  // namespace rl::queue

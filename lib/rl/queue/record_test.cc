@@ -11,24 +11,23 @@
 namespace rl::queue {
 namespace {
 
-// A put of new rows decoded the way the server decodes one, with the sources of its values.
+// A put of new rows decoded the way the server decodes one: large values lent by the body.
 struct DecodedPut {
   std::shared_ptr<std::string> body;
-  BorrowedBytes borrowed;
   Record record;
 };
 
-DecodedPut DecodeRows(const std::vector<std::string>& values) {
+DecodedPut DecodeRows(const std::vector<std::string>& values, bool lend = true) {
   DecodedPut d;
   d.body = std::make_shared<std::string>(EncodePutColumn("payload", values));
-  auto put = DecodePut(*d.body, {}, &d.borrowed);
+  auto put = DecodePutCommand(*d.body, {}, lend ? d.body : nullptr);
   EXPECT_TRUE(put.ok()) << put.status().ToString();
-  d.borrowed.hold = d.body;
   d.record.type = RecordType::kPut;
   d.record.sender = "s";
   d.record.rid = 7;
   for (size_t i = 0; i < put->rows.size(); ++i) {
-    d.record.rows.push_back({i, true, std::move(put->rows[i].columns)});
+    put->rows[i].index = i;
+    d.record.rows.push_back(std::move(put->rows[i]));
     d.record.indices.push_back(i);
   }
   return d;
@@ -41,23 +40,66 @@ std::string Joined(const WalPayload& p) {
   return out;
 }
 
-TEST(RecordTest, PayloadWithBorrowedValuesHasTheBytesOfTheCopiedOne) {
-  DecodedPut d = DecodeRows({std::string(5000, 'a'), "small", std::string(kBorrowBytes, 'c'), ""});
-  EXPECT_EQ(d.borrowed.sources.size(), 2u);
-  WalPayload p = EncodeRecordPayload(d.record, &d.borrowed);
+size_t LentCells(const Record& r) {
+  size_t n = 0;
+  for (const auto& row : r.rows) {
+    for (const auto& [name, c] : row.columns) n += c.lent() ? 1 : 0;
+  }
+  return n;
+}
+
+TEST(RecordTest, PayloadWithLentValuesHasTheBytesOfTheCopiedOne) {
+  DecodedPut d = DecodeRows({std::string(5000, 'a'), "small", std::string(kLendBytes, 'c'), ""});
+  EXPECT_EQ(LentCells(d.record), 2u);
+  WalPayload p = EncodeRecordPayload(d.record);
   EXPECT_FALSE(p.pieces.empty());
-  EXPECT_EQ(p.hold, d.borrowed.hold);
+  ASSERT_EQ(p.holds.size(), 1u);
+  EXPECT_EQ(p.holds[0], d.body);
   std::string bytes = Joined(p);
   EXPECT_EQ(bytes.size(), p.size);
   EXPECT_EQ(bytes, EncodeRecord(d.record));
 }
 
-TEST(RecordTest, ValuesNotFromTheFrameAreCopied) {
-  DecodedPut d = DecodeRows({std::string(5000, 'a')});
-  std::get<Bytes>(d.record.rows[0].columns[0].second).data = std::string(5000, 'z');  // elsewhere now
-  WalPayload p = EncodeRecordPayload(d.record, &d.borrowed);
+TEST(RecordTest, ValuesDecodedWithoutAHoldAreCopied) {
+  DecodedPut d = DecodeRows({std::string(5000, 'a')}, false);
+  EXPECT_EQ(LentCells(d.record), 0u);
+  WalPayload p = EncodeRecordPayload(d.record);
   EXPECT_TRUE(p.pieces.empty());
+  EXPECT_TRUE(p.holds.empty());
   EXPECT_EQ(Joined(p), EncodeRecord(d.record));
+}
+
+TEST(RecordTest, ARecordWithLentValuesDecodesToEqualOwnedValues) {
+  DecodedPut d = DecodeRows({std::string(3000, 'x'), "y"});
+  std::string bytes = Joined(EncodeRecordPayload(d.record));
+  auto back = DecodeRecord(bytes.data(), bytes.size());
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  ASSERT_EQ(back->rows.size(), 2u);
+  EXPECT_EQ(LentCells(*back), 0u);
+  EXPECT_EQ(back->rows[0].columns[0].second, d.record.rows[0].columns[0].second);
+  EXPECT_EQ(back->rows[0].columns[0].second.ToValue(), Value(Bytes{std::string(3000, 'x')}));
+}
+
+TEST(CellTest, ALentCellIsEqualToAndPacksLikeItsValue) {
+  auto hold = std::make_shared<std::string>(std::string(2048, 'q'));
+  Tensor t{DType::kI32, {512}, *hold};
+  const Value values[] = {Value(std::string(*hold)), Value(Bytes{*hold}), Value(t)};
+  const Value shells[] = {Value(std::string()), Value(Bytes{}), Value(Tensor{DType::kI32, {512}, {}})};
+  for (size_t i = 0; i < 3; ++i) {
+    Cell lent = Cell::Lend(shells[i], *hold, hold);
+    Cell owned(values[i]);
+    EXPECT_TRUE(lent.lent());
+    EXPECT_EQ(lent, owned);
+    EXPECT_EQ(lent.MemoryBytes(), ValueBytes(values[i]));
+    EXPECT_EQ(lent.ToValue(), values[i]);
+    msgpack::sbuffer a, b;
+    Packer pa(a), pb(b);
+    PackCell(pa, lent, nullptr);
+    PackValue(pb, values[i], nullptr);
+    EXPECT_EQ(std::string(a.data(), a.size()), std::string(b.data(), b.size()));
+  }
+  EXPECT_NE(Cell::Lend(Value(Bytes{}), *hold, hold), Cell(Value(std::string(*hold))));
+  EXPECT_NE(Cell::Lend(Value(Tensor{DType::kI32, {2, 256}, {}}), *hold, hold), Cell(Value(t)));
 }
 
 TEST(WalTest, RecordsOfPiecesReadBackWhole) {
@@ -69,7 +111,7 @@ TEST(WalTest, RecordsOfPiecesReadBackWhole) {
     auto w = WalWriter::Open(path, 0);
     ASSERT_TRUE(w.ok()) << w.status().ToString();
     (*w)->Append("first");
-    (*w)->Append(EncodeRecordPayload(d.record, &d.borrowed));
+    (*w)->Append(EncodeRecordPayload(d.record));
     (*w)->Append("last");
     ASSERT_TRUE((*w)->Sync().ok());
   }

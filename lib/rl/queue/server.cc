@@ -98,10 +98,10 @@ void Server::Reply(const std::string& routing, const Header& h, const Status& s,
   pending_.push_back(std::move(o));
 }
 
-void Server::Commit(Record r, const std::string& routing, const Header& h, const BorrowedBytes* borrowed) {
+void Server::Commit(Record r, const std::string& routing, const Header& h) {
   r.sender = h.from;
   r.rid = h.rid;
-  ds_->Commit(r, borrowed);
+  ds_->Commit(r);
   changed_ = true;
   Reply(routing, h, Status::OK(), ReplyFor(r, ds_->store()));
 }
@@ -128,7 +128,7 @@ void Server::HandleFrames(std::vector<zmq::message_t>& parts) {
                            std::to_string(options_.max_message)));
     return;
   }
-  // The body frame is kept whole: a put's log record takes its large values from it.
+  // The body frame is kept whole: a put's large values stay in it, for the store and the log.
   auto body = std::make_shared<zmq::message_t>(std::move(parts[3]));
   Request req{std::move(*header), view(*body), {}, body};
   for (size_t i = 4; i < parts.size(); ++i) req.blobs.emplace_back(view(parts[i]));
@@ -182,30 +182,19 @@ void Server::Dispatch(const std::string& routing, const Request& req) {
 }
 
 Status Server::HandlePut(const std::string& routing, const Request& req) {
-  BorrowedBytes borrowed;
-  RL_ASSIGN_OR_RETURN(PutRequest put, DecodePut(req.body, req.blobs, req.frame ? &borrowed : nullptr));
-  borrowed.hold = req.frame;
+  RL_ASSIGN_OR_RETURN(PutCommand put, DecodePutCommand(req.body, req.blobs, req.frame));
   // Several tensors may name one frame; the log stores each in full, so the limit applies to
   // the values as stored, not only to the message (a log record must stay below 1 GiB).
   size_t stored = 0;
   for (const auto& r : put.rows) {
-    for (const auto& [name, v] : r.columns) stored += name.size() + ValueBytes(v);
+    for (const auto& [name, c] : r.columns) stored += name.size() + c.MemoryBytes();
   }
   if (stored > options_.max_message) {
     return Status::TooLarge("put of " + std::to_string(stored) + " bytes of values is above --max-message " +
                             std::to_string(options_.max_message));
   }
-  std::vector<PutRow> rows;
-  rows.reserve(put.rows.size());
-  for (auto& r : put.rows) {
-    PutRow pr;
-    pr.is_new = !r.index.has_value();
-    pr.index = r.index.value_or(0);
-    pr.columns = std::move(r.columns);
-    rows.push_back(std::move(pr));
-  }
-  RL_ASSIGN_OR_RETURN(Record rec, ds_->store().PlanPut(std::move(rows), put.ack_task, put.ack_lease));
-  Commit(std::move(rec), routing, req.header, &borrowed);
+  RL_ASSIGN_OR_RETURN(Record rec, ds_->store().PlanPut(std::move(put.rows), put.ack_task, put.ack_lease));
+  Commit(std::move(rec), routing, req.header);
   return Status::OK();
 }
 

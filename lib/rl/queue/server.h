@@ -68,7 +68,7 @@ class Server {
   bool TryServe(Waiter& w, bool final_attempt);
   void ServeWaiters(bool expire_only);
   void ExpireLeases();
-  void Commit(Record r, const std::string& routing, const Header& h, const BorrowedBytes* borrowed = nullptr);
+  void Commit(Record r, const std::string& routing, const Header& h);
   void Reply(const std::string& routing, const Header& h, const Status& s, ReplyBody body = ReplyBody());
   Status SendPending(bool force_sync);
   int PollTimeoutMs() const;

@@ -15,6 +15,11 @@ std::string GroupKey(const Value& v) {
   return "";
 }
 
+std::string GroupKey(const Cell& c) {
+  if (std::holds_alternative<std::string>(c.value())) return "s:" + std::string(c.bytes());
+  return GroupKey(c.value());
+}
+
 Store::Store() {
   group_col_ = InternColumn(kGroupColumn);
   version_col_ = InternColumn(kVersionColumn);
@@ -26,12 +31,14 @@ uint32_t Store::ColumnId(const std::string& name) const {
 }
 
 uint32_t Store::InternColumn(const std::string& name) {
-  auto [it, added] = column_ids_.emplace(name, static_cast<uint32_t>(column_names_.size()));
-  if (added) column_names_.push_back(name);
-  return it->second;
+  auto it = column_ids_.find(name);  // emplace would build a node for every value applied
+  if (it != column_ids_.end()) return it->second;
+  column_ids_.emplace(name, static_cast<uint32_t>(column_names_.size()));
+  column_names_.push_back(name);
+  return column_names_.size() - 1;
 }
 
-const Value* Store::Find(const Row& row, uint32_t col) const {
+const Cell* Store::Find(const Row& row, uint32_t col) const {
   for (const auto& [id, v] : row.cols) {
     if (id == col) return &v;
   }
@@ -60,13 +67,8 @@ uint64_t Store::AllTasksMask() const {
 
 void Store::SetReady(uint32_t t, uint64_t index, const Row& row, bool ready) {
   Task& task = tasks_[t];
-  bool was = task.ready.count(index) > 0;
-  if (was == ready) return;
-  if (ready) {
-    task.ready.insert(index);
-  } else {
-    task.ready.erase(index);
-  }
+  bool changed = ready ? task.ready.insert(index).second : task.ready.erase(index) > 0;
+  if (!changed) return;
   if (!row.group.empty()) {
     task.group_counts[row.group].ready += ready ? 1 : -1;
     UpdateGroupReady(task, row.group);
@@ -117,7 +119,7 @@ void Store::ReleaseRowLease(uint32_t t, uint64_t lease, uint64_t index) {
   auto l = task.leases.find(lease);
   if (l != task.leases.end()) {
     l->second.indices.erase(index);
-    if (l->second.indices.empty()) task.leases.erase(l);
+    if (l->second.indices.empty()) EraseLease(t, l);
   }
   auto r = rows_.find(index);
   if (r == rows_.end()) return;
@@ -130,7 +132,7 @@ void Store::MaybeFree(uint64_t index) {
   if (it == rows_.end() || tasks_.empty()) return;
   Row& row = it->second;
   if ((row.consumed & AllTasksMask()) != AllTasksMask() || !row.leases.empty()) return;
-  for (const auto& [id, v] : row.cols) live_bytes_ -= ValueBytes(v);
+  for (const auto& [id, c] : row.cols) live_bytes_ -= c.MemoryBytes();
   if (!row.group.empty()) {
     auto g = groups_.find(row.group);
     if (g != groups_.end() && --g->second.live == 0) {
@@ -158,14 +160,14 @@ void Store::Regenerate(uint64_t index) {
     }
   }
   row.consumed = 0;
-  for (size_t i = row.origin; i < row.cols.size(); ++i) live_bytes_ -= ValueBytes(row.cols[i].second);
+  for (size_t i = row.origin; i < row.cols.size(); ++i) live_bytes_ -= row.cols[i].second.MemoryBytes();
   row.cols.resize(row.origin);
   Refresh(index, row);
 }
 
 void Store::AddLease(uint32_t t, uint64_t lease, int64_t deadline, bool reserved, const std::vector<uint64_t>& idx) {
   Lease& l = tasks_[t].leases[lease];
-  l.deadline_ms = deadline;
+  SetDeadline(t, lease, l, deadline);
   l.reserved = reserved;
   for (uint64_t i : idx) {
     auto it = rows_.find(i);
@@ -174,8 +176,19 @@ void Store::AddLease(uint32_t t, uint64_t lease, int64_t deadline, bool reserved
     it->second.leases.emplace_back(t, lease);
     l.indices.insert(i);
   }
-  if (l.indices.empty()) tasks_[t].leases.erase(lease);
+  if (l.indices.empty()) EraseLease(t, tasks_[t].leases.find(lease));
   next_lease_ = std::max(next_lease_, lease + 1);
+}
+
+void Store::SetDeadline(uint32_t t, uint64_t id, Lease& l, int64_t deadline) {
+  deadlines_.erase({l.deadline_ms, t, id});
+  l.deadline_ms = deadline;
+  deadlines_.insert({deadline, t, id});
+}
+
+void Store::EraseLease(uint32_t t, std::map<uint64_t, Lease>::iterator it) {
+  deadlines_.erase({it->second.deadline_ms, t, it->first});
+  tasks_[t].leases.erase(it);
 }
 
 // --- apply -----------------------------------------------------------------------------------
@@ -196,11 +209,12 @@ void Store::Apply(Record&& r) {
 void Store::ApplyPut(Record& r) {
   for (PutRow& pr : r.rows) {
     Row& row = rows_[pr.index];
+    row.cols.reserve(row.cols.size() + pr.columns.size());
     for (auto& [name, value] : pr.columns) {
       uint32_t id = InternColumn(name);
       if (Find(row, id)) continue;  // planned away; a replayed log never has it
       if (id == group_col_ && pr.is_new) row.group = GroupKey(value);
-      live_bytes_ += ValueBytes(value);
+      live_bytes_ += value.MemoryBytes();
       row.cols.emplace_back(id, std::move(value));
     }
     if (pr.is_new) {
@@ -235,7 +249,7 @@ void Store::ApplyLease(const Record& r) {
     auto l = tasks_[t->second].leases.find(r.lease);
     if (l != tasks_[t->second].leases.end()) {
       l->second.reserved = false;
-      l->second.deadline_ms = r.deadline_ms;
+      SetDeadline(t->second, r.lease, l->second, r.deadline_ms);
     }
   } else if (!r.indices.empty()) {
     AddLease(t->second, r.lease, r.deadline_ms, false, r.indices);
@@ -309,17 +323,24 @@ std::vector<std::string> Store::TaskColumns(const std::string& task) const {
   return out;
 }
 
-std::optional<RowView> Store::ViewRow(uint64_t index, const std::string& task) const {
-  auto it = rows_.find(index);
+RowsView Store::ViewRows(const std::vector<uint64_t>& indices, const std::string& task) const {
+  RowsView view;
   auto t = task_ids_.find(task);
-  if (it == rows_.end() || t == task_ids_.end()) return std::nullopt;
-  RowView view{index, {}};
+  if (t == task_ids_.end()) return view;
   std::vector<uint32_t> cols = tasks_[t->second].cols;
   for (uint32_t extra : {group_col_, version_col_}) {
     if (std::find(cols.begin(), cols.end(), extra) == cols.end()) cols.push_back(extra);
   }
-  for (uint32_t c : cols) {
-    if (const Value* v = Find(it->second, c)) view.columns.emplace_back(column_names_[c], v);
+  view.rows.reserve(indices.size());
+  view.columns.reserve(indices.size() * cols.size());
+  for (uint64_t index : indices) {
+    auto it = rows_.find(index);
+    if (it == rows_.end()) continue;
+    size_t begin = view.columns.size();
+    for (uint32_t c : cols) {
+      if (const Cell* v = Find(it->second, c)) view.columns.push_back({column_names_[c], v});
+    }
+    view.rows.push_back({index, begin, view.columns.size()});
   }
   return view;
 }
@@ -347,11 +368,7 @@ std::vector<TaskStats> Store::Stats() const {
 }
 
 int64_t Store::NextDeadline() const {
-  int64_t next = INT64_MAX;
-  for (const Task& task : tasks_) {
-    for (const auto& [id, lease] : task.leases) next = std::min(next, lease.deadline_ms);
-  }
-  return next;
+  return deadlines_.empty() ? INT64_MAX : std::get<0>(*deadlines_.begin());
 }
 
 }  // namespace rl::queue

@@ -14,7 +14,9 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <tuple>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "rl/core/status.h"
@@ -32,6 +34,7 @@ constexpr char kLeaseField[] = "lease";  // get prints it beside the columns
 // The key a group column value is known by: "i:<n>" for integers, "s:<text>" for strings, and
 // "" (no group) for anything else, which PlanPut refuses.
 std::string GroupKey(const Value& v);
+std::string GroupKey(const Cell& c);
 
 struct GetRequest {
   std::string task;
@@ -55,9 +58,18 @@ struct TaskStats {
   uint64_t ready = 0, ready_groups = 0, leased = 0, consumed = 0, dropped = 0;
 };
 
-struct RowView {
-  uint64_t index;
-  std::vector<std::pair<std::string, const Value*>> columns;
+// Live rows' columns for a task, in the store: valid until the store next changes.
+struct RowsView {
+  struct Column {
+    std::string_view name;
+    const Cell* cell;
+  };
+  struct Row {
+    uint64_t index;
+    size_t begin, end;  // its columns: columns[begin, end)
+  };
+  std::vector<Row> rows;
+  std::vector<Column> columns;
 };
 
 class Store {
@@ -74,7 +86,8 @@ class Store {
   Result<Record> PlanGet(const GetRequest& req, int64_t now_ms) const;
   Result<Record> PlanAck(const std::string& task, uint64_t lease, const std::vector<uint64_t>& indices) const;
   Result<Record> PlanRelease(const std::string& task, uint64_t lease, const std::vector<uint64_t>& indices) const;
-  // One kRelease record per lease whose deadline is at or before now_ms.
+  // One kRelease record per lease whose deadline is at or before now_ms, earliest first; the
+  // cost is in the leases that expire, not in those that do not.
   std::vector<Record> PlanExpiries(int64_t now_ms) const;
   Result<Record> PlanMetaSet(const std::string& key, const std::string& value,
                              const std::optional<std::string>& if_equals) const;
@@ -87,24 +100,28 @@ class Store {
   // --- queries -----------------------------------------------------------------------------
   bool HasTask(const std::string& task) const { return task_ids_.count(task) > 0; }
   std::vector<std::string> TaskColumns(const std::string& task) const;
-  // The task's columns (plus group and version when present) of a live row.
-  std::optional<RowView> ViewRow(uint64_t index, const std::string& task) const;
+  // The task's columns (plus group and version when present) of each of `indices` that is live,
+  // in that order; nothing when the task is unknown.
+  RowsView ViewRows(const std::vector<uint64_t>& indices, const std::string& task) const;
   std::optional<std::string> Meta(const std::string& key) const;
   std::vector<TaskStats> Stats() const;
   uint64_t live_rows() const { return rows_.size(); }
   uint64_t live_bytes() const { return live_bytes_; }
   uint64_t next_index() const { return next_index_; }
-  int64_t NextDeadline() const;  // earliest lease deadline, or INT64_MAX
+  int64_t NextDeadline() const;  // earliest lease deadline, or INT64_MAX (constant time)
   // The last mutation this sender made, for replying to a retry (rows' values are not kept).
   const Record* LastOf(const std::string& sender) const;
 
   // --- snapshots ---------------------------------------------------------------------------
   std::string EncodeSnapshot() const;
+  // The same bytes as a payload that lends the bytes of lent cells (PiecePacker): it may be
+  // written on another thread while the store changes.
+  WalPayload EncodeSnapshotPayload() const;
   Status LoadSnapshot(const char* data, size_t size);
 
  private:
   struct Row {
-    std::vector<std::pair<uint32_t, Value>> cols;  // in the order they were written
+    std::vector<std::pair<uint32_t, Cell>> cols;  // in the order they were written
     uint32_t origin = 0;    // the first `origin` cols came with the row's creation
     uint64_t consumed = 0;  // bit t: task t consumed (or dropped) the row
     std::string group;      // "" when the row has no group
@@ -134,7 +151,7 @@ class Store {
 
   uint32_t ColumnId(const std::string& name) const;  // UINT32_MAX when unknown
   uint32_t InternColumn(const std::string& name);
-  const Value* Find(const Row& row, uint32_t col) const;
+  const Cell* Find(const Row& row, uint32_t col) const;
   bool HasAll(const Row& row, const Task& task) const;
   bool IsLeased(const Row& row, uint32_t task) const;
   bool IsStale(const Row& row, int64_t min_version) const;
@@ -149,7 +166,10 @@ class Store {
   void Regenerate(uint64_t index);
   void MaybeFree(uint64_t index);
   void AddLease(uint32_t t, uint64_t lease, int64_t deadline, bool reserved, const std::vector<uint64_t>& idx);
+  void SetDeadline(uint32_t t, uint64_t id, Lease& l, int64_t deadline);
+  void EraseLease(uint32_t t, std::map<uint64_t, Lease>::iterator it);
   void Remember(const Record& r);
+  size_t SnapshotEstimate() const;
 
   void ApplyPut(Record& r);
   void ApplyLease(const Record& r);
@@ -165,13 +185,17 @@ class Store {
   void CollectUnits(const Task& task, uint32_t t, const GetRequest& req, size_t want_rows,
                     std::vector<Unit>* units, Record* rec) const;
   Status CheckAckable(uint32_t t, uint64_t lease, uint64_t index, const char** why) const;
+  Status CheckPutColumns(const PutRow& pr, size_t n, std::unordered_set<std::string>* new_groups) const;
+  Status CheckAddTo(const PutRow& pr, std::unordered_set<uint64_t>* seen, uint32_t ack_t, const std::string& ack_task,
+                    uint64_t ack_lease) const;
 
   std::vector<std::string> column_names_;
   std::unordered_map<std::string, uint32_t> column_ids_;
   std::vector<Task> tasks_;
   std::unordered_map<std::string, uint32_t> task_ids_;
-  std::map<uint64_t, Row> rows_;
+  std::unordered_map<uint64_t, Row> rows_;  // a get or an ack looks up each of its rows a few times
   std::unordered_map<std::string, Group> groups_;
+  std::set<std::tuple<int64_t, uint32_t, uint64_t>> deadlines_;  // (deadline, task, lease) of every lease
   std::map<std::string, std::string> meta_;
   std::unordered_map<std::string, std::pair<uint64_t, Record>> last_;  // sender -> (touch, record)
   uint64_t touch_ = 0;

@@ -10,6 +10,7 @@ namespace {
 constexpr size_t kMaxRowsPerRequest = 1000000;
 constexpr size_t kMaxNameBytes = 256;
 constexpr uint32_t kMaxCount = 1000000;
+constexpr size_t kFewColumns = 16;
 
 Status CheckName(const std::string& what, const std::string& name) {
   if (name.empty()) return Status::InvalidArgument(what + " name is empty");
@@ -20,16 +21,16 @@ Status CheckName(const std::string& what, const std::string& name) {
 }  // namespace
 
 bool Store::IsStale(const Row& row, int64_t min_version) const {
-  const Value* v = Find(row, version_col_);
-  auto* version = v ? std::get_if<int64_t>(v) : nullptr;
+  const Cell* v = Find(row, version_col_);
+  auto* version = v ? std::get_if<int64_t>(&v->value()) : nullptr;
   return version != nullptr && *version < min_version;
 }
 
 uint64_t Store::Tokens(const Row& row, uint32_t col) const {
-  const Value* v = Find(row, col);
+  const Cell* v = Find(row, col);
   if (v == nullptr) return 0;
-  if (auto* t = std::get_if<Tensor>(v)) return static_cast<uint64_t>(t->NumElements());
-  if (auto* s = std::get_if<std::string>(v)) return s->size();
+  if (auto* t = std::get_if<Tensor>(&v->value())) return static_cast<uint64_t>(t->NumElements());
+  if (std::holds_alternative<std::string>(v->value())) return v->bytes().size();
   return 1;
 }
 
@@ -46,56 +47,73 @@ Result<Record> Store::PlanPut(std::vector<PutRow> rows, const std::string& ack_t
   rec.type = RecordType::kPut;
   rec.task = ack_task;
   rec.lease = ack_lease;
+  rec.indices.reserve(rows.size());
   uint64_t next = next_index_;
   std::unordered_set<std::string> new_groups;
   std::unordered_set<uint64_t> seen;
   for (size_t n = 0; n < rows.size(); ++n) {
     PutRow& pr = rows[n];
-    std::string where = "row " + std::to_string(n);
-    std::unordered_set<std::string> names;
-    for (const auto& [name, value] : pr.columns) {
-      RL_RETURN_IF_ERROR(CheckName(where + ": column", name));
-      if (name == kIndexField || name == kLeaseField) {
-        return Status::InvalidArgument(where + ": '" + name + "' is reserved, not a column name");
-      }
-      if (!names.insert(name).second) return Status::InvalidArgument(where + ": column '" + name + "' twice");
-      if (name == kVersionColumn && !std::holds_alternative<int64_t>(value)) {
-        return Status::DataError(where + ": column 'version' must be an integer, not " + ValueTypeName(value));
-      }
-      if (name == kGroupColumn) {
-        if (!pr.is_new) return Status::Conflict(where + ": 'group' is set when a row is created");
-        std::string key = GroupKey(value);
-        if (key.empty()) return Status::DataError(where + ": column 'group' must be an integer or a string");
-        if (groups_.count(key)) return Status::Conflict(where + ": group " + key.substr(2) + " already exists");
-        new_groups.insert(key);
-      }
-    }
+    RL_RETURN_IF_ERROR(CheckPutColumns(pr, n, &new_groups));
     if (pr.is_new) {
-      if (!ack_task.empty()) return Status::InvalidArgument(where + ": a new row cannot be acked in its own put");
+      if (!ack_task.empty()) {
+        return Status::InvalidArgument("row " + std::to_string(n) + ": a new row cannot be acked in its own put");
+      }
       pr.index = next++;
     } else {
-      where = "row " + std::to_string(pr.index);
-      auto it = rows_.find(pr.index);
-      if (it == rows_.end()) {
-        return Status::NotFound(where + " does not exist (never put, or consumed by every task and freed)");
-      }
-      if (!seen.insert(pr.index).second) return Status::InvalidArgument(where + " named twice in one put");
-      for (const auto& [name, value] : pr.columns) {
-        uint32_t id = ColumnId(name);
-        if (id != UINT32_MAX && Find(it->second, id)) {
-          return Status::Conflict(where + " already has column '" + name + "'");
-        }
-      }
-      if (ack_t != UINT32_MAX) {
-        const char* why = nullptr;
-        RL_RETURN_IF_ERROR(CheckAckable(ack_t, ack_lease, pr.index, &why));
-        if (why) return Status::Conflict(where + ": cannot ack for task '" + ack_task + "': " + why);
-      }
+      RL_RETURN_IF_ERROR(CheckAddTo(pr, &seen, ack_t, ack_task, ack_lease));
     }
     rec.indices.push_back(pr.index);
   }
   rec.rows = std::move(rows);
   return rec;
+}
+
+// The columns of row n of a put: names valid and each once, version an integer, a group new.
+// Messages are built only for an error (this runs for every row put).
+Status Store::CheckPutColumns(const PutRow& pr, size_t n, std::unordered_set<std::string>* new_groups) const {
+  auto where = [n] { return "row " + std::to_string(n); };
+  std::unordered_set<std::string_view> names;  // for rows of many columns; a few are compared in turn
+  bool many = pr.columns.size() > kFewColumns;
+  for (size_t k = 0; k < pr.columns.size(); ++k) {
+    const auto& [name, value] = pr.columns[k];
+    if (name.empty() || name.size() > kMaxNameBytes) RL_RETURN_IF_ERROR(CheckName(where() + ": column", name));
+    if (name == kIndexField || name == kLeaseField) {
+      return Status::InvalidArgument(where() + ": '" + name + "' is reserved, not a column name");
+    }
+    bool twice = many ? !names.insert(name).second : false;
+    for (size_t j = 0; !many && j < k; ++j) twice = twice || pr.columns[j].first == name;
+    if (twice) return Status::InvalidArgument(where() + ": column '" + name + "' twice");
+    if (name == kVersionColumn && !std::holds_alternative<int64_t>(value.value())) {
+      return Status::DataError(where() + ": column 'version' must be an integer, not " + ValueTypeName(value.value()));
+    }
+    if (name == kGroupColumn) {
+      if (!pr.is_new) return Status::Conflict(where() + ": 'group' is set when a row is created");
+      std::string key = GroupKey(value);
+      if (key.empty()) return Status::DataError(where() + ": column 'group' must be an integer or a string");
+      if (groups_.count(key)) return Status::Conflict(where() + ": group " + key.substr(2) + " already exists");
+      new_groups->insert(key);
+    }
+  }
+  return Status::OK();
+}
+
+// A put's columns for an existing row: the row is live, has none of them, and can be acked when asked.
+Status Store::CheckAddTo(const PutRow& pr, std::unordered_set<uint64_t>* seen, uint32_t ack_t,
+                         const std::string& ack_task, uint64_t ack_lease) const {
+  auto where = [&] { return "row " + std::to_string(pr.index); };
+  auto it = rows_.find(pr.index);
+  if (it == rows_.end()) return Status::NotFound(where() + " does not exist (never put, or consumed by every task and freed)");
+  if (!seen->insert(pr.index).second) return Status::InvalidArgument(where() + " named twice in one put");
+  for (const auto& [name, value] : pr.columns) {
+    uint32_t id = ColumnId(name);
+    if (id != UINT32_MAX && Find(it->second, id)) return Status::Conflict(where() + " already has column '" + name + "'");
+  }
+  if (ack_t != UINT32_MAX) {
+    const char* why = nullptr;
+    RL_RETURN_IF_ERROR(CheckAckable(ack_t, ack_lease, pr.index, &why));
+    if (why) return Status::Conflict(where() + ": cannot ack for task '" + ack_task + "': " + why);
+  }
+  return Status::OK();
 }
 
 Result<std::optional<Record>> Store::PlanDeclare(const std::string& task, const std::vector<std::string>& columns) const {
@@ -115,13 +133,14 @@ Result<std::optional<Record>> Store::PlanDeclare(const std::string& task, const 
 }
 
 // Walks the task's ready rows (or ready groups) in index order and picks units for a get, setting
-// aside rows that are stale or in a uniform group.
+// aside rows that are stale or in a uniform group. With `units` null, the rows picked are appended
+// to rec->indices instead (a get that is not balanced needs no units).
 void Store::CollectUnits(const Task& task, uint32_t t, const GetRequest& req, size_t want_rows,
                          std::vector<Unit>* units, Record* rec) const {
   uint32_t balance_col = req.balance.empty() ? UINT32_MAX : ColumnId(req.balance);
   uint32_t uniform_col = req.drop_uniform.empty() ? UINT32_MAX : ColumnId(req.drop_uniform);
   size_t taken = 0;
-  auto consider = [&](std::vector<uint64_t> members) {
+  auto consider = [&](const std::vector<uint64_t>& members) {
     bool stale = false, any_leased_elsewhere = false;
     for (uint64_t i : members) {
       const Row& row = rows_.at(i);
@@ -135,10 +154,10 @@ void Store::CollectUnits(const Task& task, uint32_t t, const GetRequest& req, si
     }
     if (uniform_col != UINT32_MAX) {
       // Uniform: every member has the column and all values are equal.
-      const Value* first = Find(rows_.at(members[0]), uniform_col);
+      const Cell* first = Find(rows_.at(members[0]), uniform_col);
       bool uniform = first != nullptr;
       for (uint64_t i : members) {
-        const Value* v = Find(rows_.at(i), uniform_col);
+        const Cell* v = Find(rows_.at(i), uniform_col);
         uniform = uniform && v != nullptr && *v == *first;
       }
       if (uniform) {
@@ -150,10 +169,14 @@ void Store::CollectUnits(const Task& task, uint32_t t, const GetRequest& req, si
       rec->full = true;  // the next group does not fit: this get is as full as it can be
       return;
     }
+    taken += members.size();
+    if (units == nullptr) {
+      rec->indices.insert(rec->indices.end(), members.begin(), members.end());
+      return;
+    }
     Unit u;
     for (uint64_t i : members) u.tokens += balance_col == UINT32_MAX ? 1 : Tokens(rows_.at(i), balance_col);
-    taken += members.size();
-    u.indices = std::move(members);
+    u.indices = members;
     units->push_back(std::move(u));
   };
   if (req.groups) {
@@ -163,12 +186,14 @@ void Store::CollectUnits(const Task& task, uint32_t t, const GetRequest& req, si
       for (uint64_t i : groups_.at(key).members) {
         if (task.ready.count(i)) members.push_back(i);
       }
-      consider(std::move(members));
+      consider(members);
     }
   } else {
+    std::vector<uint64_t> one(1);  // a row alone is a unit: one vector for them all
     for (uint64_t i : task.ready) {
       if (taken >= want_rows) break;
-      consider({i});
+      one[0] = i;
+      consider(one);
     }
   }
   (void)t;
@@ -199,13 +224,13 @@ Result<Record> Store::PlanGet(const GetRequest& req, int64_t now_ms) const {
   }
   size_t want = size_t{req.count} * (balanced ? req.parts : 1);
   std::vector<Unit> units;
-  CollectUnits(task, it->second, req, want, &units, &rec);
   rec.lease = next_lease_;
-  if (!balanced) {
-    for (const Unit& u : units) rec.indices.insert(rec.indices.end(), u.indices.begin(), u.indices.end());
+  if (!balanced) {  // the rows taken go straight to rec.indices
+    CollectUnits(task, it->second, req, want, nullptr, &rec);
     if (rec.indices.empty()) rec.lease = 0;  // no lease was made
     return rec;
   }
+  CollectUnits(task, it->second, req, want, &units, &rec);
   // Longest-processing-time first: the largest unit goes to the part with the fewest tokens.
   std::sort(units.begin(), units.end(), [](const Unit& a, const Unit& b) { return a.tokens > b.tokens; });
   std::vector<uint64_t> load(req.parts, 0);
@@ -254,9 +279,13 @@ Result<Record> Store::PlanAck(const std::string& task, uint64_t lease, const std
   rec.type = RecordType::kAck;
   rec.task = task;
   rec.lease = lease;
+  // A row named twice is acked once; the set is built only when some row is.
+  std::vector<uint64_t> sorted = indices;
+  std::sort(sorted.begin(), sorted.end());
+  bool twice = std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end();
   std::unordered_set<uint64_t> seen;
   for (uint64_t i : indices) {
-    if (!seen.insert(i).second) continue;
+    if (twice && !seen.insert(i).second) continue;
     const char* why = nullptr;
     RL_RETURN_IF_ERROR(CheckAckable(it->second, lease, i, &why));
     (why ? rec.rejected : rec.indices).push_back(i);
@@ -290,16 +319,15 @@ Result<Record> Store::PlanRelease(const std::string& task, uint64_t lease, const
 
 std::vector<Record> Store::PlanExpiries(int64_t now_ms) const {
   std::vector<Record> out;
-  for (const Task& task : tasks_) {
-    for (const auto& [id, lease] : task.leases) {
-      if (lease.deadline_ms > now_ms) continue;
-      Record rec;
-      rec.type = RecordType::kRelease;
-      rec.task = task.name;
-      rec.lease = id;
-      rec.indices.assign(lease.indices.begin(), lease.indices.end());
-      out.push_back(std::move(rec));
-    }
+  for (auto it = deadlines_.begin(); it != deadlines_.end() && std::get<0>(*it) <= now_ms; ++it) {
+    const auto& [deadline, t, id] = *it;
+    const Lease& lease = tasks_[t].leases.at(id);
+    Record rec;
+    rec.type = RecordType::kRelease;
+    rec.task = tasks_[t].name;
+    rec.lease = id;
+    rec.indices.assign(lease.indices.begin(), lease.indices.end());
+    out.push_back(std::move(rec));
   }
   return out;
 }

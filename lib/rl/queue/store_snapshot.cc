@@ -1,12 +1,40 @@
 // Store snapshots: the whole state as one msgpack map (man/rl-queue.1, "SNAPSHOT FORMAT").
 // Derived state (ready sets, group counters) is not stored: it is rebuilt on load.
+#include <algorithm>
+
 #include "rl/queue/store.h"
 
 namespace rl::queue {
 
+// About the bytes the snapshot packs to, leaving out the bytes of lent cells.
+size_t Store::SnapshotEstimate() const {
+  size_t bytes = 1024;
+  for (const auto& [index, row] : rows_) {
+    bytes += 32;
+    for (const auto& [id, c] : row.cols) bytes += 16 + column_names_[id].size() + (c.lent() ? 48 : c.MemoryBytes());
+  }
+  for (const auto& [key, g] : groups_) bytes += 16 + key.size() + 9 * g.members.size();
+  for (const Task& t : tasks_) {
+    for (const auto& [id, lease] : t.leases) bytes += 48 + t.name.size() + 9 * lease.indices.size();
+  }
+  for (const auto& [k, v] : meta_) bytes += 16 + k.size() + v.size();
+  for (const auto& [sender, entry] : last_) bytes += 256 + sender.size() + 9 * entry.second.indices.size();
+  return bytes;
+}
+
 std::string Store::EncodeSnapshot() const {
-  msgpack::sbuffer buf;
-  Packer pk(buf);
+  WalPayload p = EncodeSnapshotPayload();
+  if (p.pieces.empty()) return std::string(p.data.get(), p.size);
+  std::string out;
+  out.reserve(p.size);
+  for (std::string_view piece : p.pieces) out.append(piece);
+  return out;
+}
+
+// The bytes of lent cells stay where they lie: the loop copies none of the stored values.
+WalPayload Store::EncodeSnapshotPayload() const {
+  PiecePacker pp(SnapshotEstimate());
+  Packer& pk = pp.packer();
   pk.pack_map(8);
   PackString(pk, "next_index");
   pk.pack_uint64(next_index_);
@@ -22,17 +50,22 @@ std::string Store::EncodeSnapshot() const {
     pk.pack_uint64(t.consumed);
     pk.pack_uint64(t.dropped);
   }
-  PackString(pk, "rows");  // [index, origin, consumed mask, {columns}]
+  PackString(pk, "rows");  // [index, origin, consumed mask, {columns}], in index order
+  std::vector<uint64_t> order;
+  order.reserve(rows_.size());
+  for (const auto& entry : rows_) order.push_back(entry.first);
+  std::sort(order.begin(), order.end());
   pk.pack_array(static_cast<uint32_t>(rows_.size()));
-  for (const auto& [index, row] : rows_) {
+  for (uint64_t index : order) {
+    const Row& row = rows_.at(index);
     pk.pack_array(4);
     pk.pack_uint64(index);
     pk.pack_uint32(row.origin);
     pk.pack_uint64(row.consumed);
     pk.pack_map(static_cast<uint32_t>(row.cols.size()));
-    for (const auto& [id, v] : row.cols) {
+    for (const auto& [id, c] : row.cols) {
       PackString(pk, column_names_[id]);
-      PackValue(pk, v, nullptr);
+      pp.Pack(c);
     }
   }
   PackString(pk, "groups");  // [key, [members]]
@@ -71,7 +104,7 @@ std::string Store::EncodeSnapshot() const {
     pk.pack_bin(static_cast<uint32_t>(rec.size()));
     pk.pack_bin_body(rec.data(), static_cast<uint32_t>(rec.size()));
   }
-  return std::string(buf.data(), buf.size());
+  return std::move(pp).Finish();
 }
 
 namespace {
@@ -141,7 +174,7 @@ Status Store::LoadSnapshot(const char* data, size_t size) {
     for (auto& [name, v] : cols) {
       uint32_t id = InternColumn(name);
       if (id == group_col_) row.group = GroupKey(v);
-      live_bytes_ += ValueBytes(v);
+      live_bytes_ += v.MemoryBytes();
       row.cols.emplace_back(id, std::move(v));
     }
     if (!row.group.empty()) {

@@ -8,14 +8,14 @@ namespace {
 PutRow NewRow(std::vector<std::pair<std::string, Value>> cols) {
   PutRow r;
   r.is_new = true;
-  r.columns = std::move(cols);
+  r.columns.assign(cols.begin(), cols.end());
   return r;
 }
 
 PutRow AddTo(uint64_t index, std::vector<std::pair<std::string, Value>> cols) {
   PutRow r;
   r.index = index;
-  r.columns = std::move(cols);
+  r.columns.assign(cols.begin(), cols.end());
   return r;
 }
 
@@ -82,6 +82,39 @@ TEST_F(StoreTest, ExpiredLeaseMakesRowReadyAgain) {
   store.Apply(expired[0]);
   EXPECT_EQ(StatsOf("t").ready, 2u);
   EXPECT_EQ(StatsOf("t").leased, 0u);
+}
+
+TEST_F(StoreTest, LeasesExpireEarliestFirstAndOnlyWhenDue) {
+  Declare("a", {"x"});
+  Declare("b", {"x"});
+  std::vector<PutRow> rows;
+  for (int64_t i = 0; i < 4; ++i) rows.push_back(NewRow({{"x", i}}));
+  Put(std::move(rows));
+  GetRequest req;
+  req.count = 1;
+  req.task = "a";
+  req.lease_ms = 300;
+  Record a1 = Get(req, 1000);  // due at 1300
+  req.lease_ms = 100;
+  Record a2 = Get(req, 1000);  // due at 1100
+  req.task = "b";
+  req.lease_ms = 200;
+  Record b1 = Get(req, 1000);  // due at 1200
+  Record b2 = Get(req, 1000);  // due at 1200, acked below
+  Ack("b", b2.lease, b2.indices);
+  EXPECT_EQ(store.NextDeadline(), 1100);
+  EXPECT_TRUE(store.PlanExpiries(1099).empty());
+  auto due = store.PlanExpiries(1250);
+  ASSERT_EQ(due.size(), 2u) << "the acked lease is gone, the one due at 1300 is not due";
+  EXPECT_EQ(due[0].lease, a2.lease);
+  EXPECT_EQ(due[0].task, "a");
+  EXPECT_EQ(due[1].lease, b1.lease);
+  EXPECT_EQ(due[1].indices, b1.indices);
+  for (const Record& r : due) store.Apply(r);
+  EXPECT_EQ(store.NextDeadline(), 1300);
+  Ack("a", a1.lease, a1.indices);
+  EXPECT_EQ(store.NextDeadline(), INT64_MAX);
+  EXPECT_TRUE(store.PlanExpiries(INT64_MAX - 1).empty());
 }
 
 TEST_F(StoreTest, TaskConsumesEachRowOnce) {
@@ -241,7 +274,7 @@ TEST_F(StoreTest, BalancedRoundSplitsTokensEvenlyAcrossParts) {
   EXPECT_EQ(second.lease, first.reserved[0].lease);
   auto tokens = [&](const std::vector<uint64_t>& idx) {
     int64_t sum = 0;
-    for (uint64_t i : idx) sum += std::get<Tensor>(*store.ViewRow(i, "train")->columns[0].second).NumElements();
+    for (uint64_t i : idx) sum += std::get<Tensor>(store.ViewRows({i}, "train").columns[0].cell->value()).NumElements();
     return sum;
   };
   EXPECT_EQ(tokens(first.indices), 22);
@@ -279,6 +312,35 @@ TEST_F(StoreTest, SnapshotRoundTripKeepsEverything) {
   auto stats = loaded.Stats();
   EXPECT_EQ(stats[0].leased, 2u);
   EXPECT_EQ(loaded.NextDeadline(), lease.deadline_ms);
+}
+
+TEST_F(StoreTest, ASnapshotLendsTheBytesOfLentValuesAndKeepsThemAlive) {
+  Declare("t", {"p"});
+  auto frame = std::make_shared<std::string>(std::string(3000, 'a') + std::string(2000, 'b'));
+  std::string_view a(frame->data(), 3000), b(frame->data() + 3000, 2000);
+  Put({NewRow({{"p", int64_t{1}}}), NewRow({}), NewRow({{"p", int64_t{3}}})});
+  PutRow lent = NewRow({});
+  lent.columns.emplace_back("p", Cell::Lend(Bytes{}, a, frame));
+  lent.columns.emplace_back("q", Cell::Lend(std::string(), b, frame));
+  Put({std::move(lent)});
+  std::string whole = store.EncodeSnapshot();
+  WalPayload p = store.EncodeSnapshotPayload();
+  ASSERT_EQ(p.holds.size(), 1u);
+  EXPECT_EQ(p.holds[0], frame);
+  std::string joined;
+  for (std::string_view piece : PayloadPieces(p)) joined.append(piece);
+  EXPECT_EQ(joined, whole);
+  Store loaded;
+  ASSERT_TRUE(loaded.LoadSnapshot(whole.data(), whole.size()).ok());
+  EXPECT_EQ(loaded.EncodeSnapshot(), whole) << "owned values after a load pack the same bytes";
+  EXPECT_EQ(loaded.live_bytes(), store.live_bytes());
+  GetRequest req;
+  req.task = "t";
+  req.count = 10;
+  Record got = Get(req);
+  Ack("t", got.lease, got.indices);
+  EXPECT_EQ(store.live_rows(), 1u) << "only the row without p is left";
+  EXPECT_EQ(frame.use_count(), 2) << "the payload still holds the frame";
 }
 
 TEST_F(StoreTest, MetaCompareAndSet) {

@@ -9,8 +9,9 @@
 // WalWriter writes on a thread of its own, so the server's loop goes on while a record is
 // checksummed, written and synced. It writes with O_DIRECT where the filesystem allows it (whole
 // 4 KiB blocks, the last one padded with zeros until the next write or a clean close; less than
-// 256 KiB of records waits up to 2 ms for more unless a sync or Flush waits on it), else through
-// the page cache. Positions count bytes of log across the logs of a directory
+// 256 KiB of records waits up to 2 ms for more unless a sync or Flush waits on it; records are
+// copied into an 8 MiB aligned buffer and checksummed there), else through the page cache.
+// Positions count bytes of log across the logs of a directory
 // (a new log starts where the one before ended), so "written up to p" compares across logs.
 // Thread safety: every method is for one owning thread; the writer thread is internal.
 #pragma once
@@ -36,7 +37,7 @@ constexpr size_t kWalHeaderBytes = 8;
 
 // A record's payload: bytes from malloc(3), freed by the writer once written. Or, when `pieces`
 // is not empty, the payload is the pieces one after another: each lies in `data` or in memory
-// that `hold` keeps alive (a request's frame whose values the record repeats), so large values
+// that `holds` keep alive (the request frames whose values the record repeats), so large values
 // reach the log without being copied into a buffer of their own first. `size` is the total.
 struct WalPayload {
   struct Free {
@@ -45,8 +46,11 @@ struct WalPayload {
   std::unique_ptr<char, Free> data;
   size_t size = 0;
   std::vector<std::string_view> pieces;
-  std::shared_ptr<const void> hold;  // released on the writer thread once written
+  std::vector<std::shared_ptr<const void>> holds;  // released on the writer thread once written
 };
+
+// The payload's bytes as pieces, in order (its data alone when it has no pieces).
+std::vector<std::string_view> PayloadPieces(const WalPayload& p);
 
 class WalWriter {
  public:
@@ -89,6 +93,10 @@ class WalWriter {
   Status WriteBatch(std::vector<WalPayload>& batch);
   Status WriteBuffered(std::vector<WalPayload>& batch, std::vector<uint32_t>& headers);
   Status WriteDirect(std::vector<WalPayload>& batch, std::vector<uint32_t>& headers, bool* refused);
+  void StageChecksummed(const WalPayload& p, uint32_t* header);
+  Status Stage(const char* p, size_t n, bool* refused);
+  Status WriteWholeBlocks(bool* refused);
+  void DropWholeBlocks();
   Status WriteStage(size_t len, bool* refused);
   Status WaitFor(const std::atomic<uint64_t>& pos, uint64_t target);
   void Notify();
@@ -107,6 +115,7 @@ class WalWriter {
   uint64_t sync_target_;           // sync once written up to here
   uint64_t write_target_ = 0;      // Flush waits for this: write without coalescing
   bool stop_ = false;
+  bool coalescing_ = false;        // the writer waits a little for more records
   Status error_;
   std::atomic<uint64_t> written_, synced_;
 

@@ -54,9 +54,30 @@ constexpr size_t kZeroCopyBytes = 64 * 1024;  // below this a copy costs less th
 
 void ReleaseFrame(void*, void* hint) { delete static_cast<SharedFrame*>(hint); }
 
+// The reply in `parts` (its frames), viewed in place.
+Result<MessageView> ViewReply(std::vector<zmq::message_t> parts) {
+  if (parts.size() < 3) return Status::Protocol("a message has " + std::to_string(parts.size()) + " frames, needs 3");
+  auto held = std::make_shared<const std::vector<zmq::message_t>>(std::move(parts));
+  auto view = [](const zmq::message_t& m) { return std::string_view(m.data<char>(), m.size()); };
+  MessageView m;
+  RL_ASSIGN_OR_RETURN(m.header, DecodeReplyHeader(view((*held)[0]), view((*held)[1])));
+  m.body = view((*held)[2]);
+  for (size_t i = 3; i < held->size(); ++i) m.blobs.push_back(view((*held)[i]));
+  m.hold = std::move(held);
+  return m;
+}
+
+Message CopyOf(const MessageView& v) {
+  Message m;
+  m.header = v.header;
+  m.body.assign(v.body);
+  m.blobs.assign(v.blobs.begin(), v.blobs.end());
+  return m;
+}
+
 }  // namespace
 
-Result<Message> Client::Attempt(const std::vector<SharedFrame>& frames, uint64_t rid, int64_t timeout_ms) {
+Result<MessageView> Client::Attempt(const std::vector<SharedFrame>& frames, uint64_t rid, int64_t timeout_ms) {
   try {
     for (size_t i = 0; i < frames.size(); ++i) {
       auto flags = (i + 1 < frames.size() ? zmq::send_flags::sndmore : zmq::send_flags::none) |
@@ -79,15 +100,15 @@ Result<Message> Client::Attempt(const std::vector<SharedFrame>& frames, uint64_t
       zmq::pollitem_t item{static_cast<void*>(*socket_), 0, ZMQ_POLLIN, 0};
       zmq::poll(&item, 1, std::chrono::milliseconds(left));
       if (!(item.revents & ZMQ_POLLIN)) continue;
-      std::vector<std::string> reply;
+      std::vector<zmq::message_t> reply;
       bool more = true;
       while (more) {
         zmq::message_t part;
         if (!socket_->recv(part, zmq::recv_flags::none)) break;
-        reply.emplace_back(static_cast<const char*>(part.data()), part.size());
         more = part.more();
+        reply.push_back(std::move(part));
       }
-      auto decoded = DecodeReply(std::move(reply));
+      auto decoded = ViewReply(std::move(reply));
       if (!decoded.ok()) return decoded.status();
       // A late reply to an earlier attempt is skipped; rid 0 with an error is the server saying
       // it could not read our header, which no retry will change.
@@ -105,16 +126,32 @@ Result<Message> Client::Call(Op op, std::string body, std::vector<std::string> b
 
 Result<Message> Client::CallWithRid(uint64_t rid, Op op, std::string body, std::vector<std::string> blobs,
                                     int64_t server_wait_ms) {
-  Message req;
-  req.header.op = static_cast<uint8_t>(op);
-  req.header.rid = rid;
-  req.header.from = options_.sender;
-  req.body = std::move(body);
-  req.blobs = std::move(blobs);
+  auto shared = std::make_shared<const std::string>(std::move(body));
+  RL_ASSIGN_OR_RETURN(MessageView reply, Exchange(rid, op, std::move(shared), std::move(blobs), server_wait_ms));
+  return CopyOf(reply);
+}
 
-  Header header = req.header;
-  std::vector<SharedFrame> frames;  // encoded once, for every attempt
-  for (std::string& f : EncodeRequest(std::move(req))) frames.push_back(std::make_shared<const std::string>(std::move(f)));
+Result<Message> Client::CallShared(Op op, std::shared_ptr<const std::string> body, int64_t server_wait_ms) {
+  RL_ASSIGN_OR_RETURN(MessageView reply, Exchange(next_rid_++, op, std::move(body), {}, server_wait_ms));
+  return CopyOf(reply);
+}
+
+Result<MessageView> Client::CallView(Op op, std::string body, std::vector<std::string> blobs, int64_t server_wait_ms) {
+  auto shared = std::make_shared<const std::string>(std::move(body));
+  return Exchange(next_rid_++, op, std::move(shared), std::move(blobs), server_wait_ms);
+}
+
+Result<MessageView> Client::Exchange(uint64_t rid, Op op, std::shared_ptr<const std::string> body,
+                                     std::vector<std::string> blobs, int64_t server_wait_ms) {
+  Header header;
+  header.op = static_cast<uint8_t>(op);
+  header.rid = rid;
+  header.from = options_.sender;
+  std::vector<SharedFrame> frames;  // encoded once, for every attempt; frames[1] is the header
+  frames.push_back(std::make_shared<const std::string>(kProtocolId));
+  frames.push_back(nullptr);
+  frames.push_back(body->empty() ? std::make_shared<const std::string>(EmptyBody()) : std::move(body));
+  for (std::string& b : blobs) frames.push_back(std::make_shared<const std::string>(std::move(b)));
   int64_t start = MonoMillis();
   int64_t backoff = options_.backoff_min_ms;
   while (true) {

@@ -48,6 +48,13 @@ class Client {
   // write it may or may not have made before it died happen exactly once.
   Result<Message> CallWithRid(uint64_t rid, Op op, std::string body, std::vector<std::string> blobs = {},
                               int64_t server_wait_ms = 0);
+  // Call with a body the caller may use again once no one else holds it (use_count() == 1):
+  // a large body is sent from it without a copy, and the socket holds it until sent.
+  Result<Message> CallShared(Op op, std::shared_ptr<const std::string> body, int64_t server_wait_ms = 0);
+  // Call, with the reply read where it arrived: its body and blobs view the received frames
+  // (no copy of them; a large get reply is megabytes).
+  Result<MessageView> CallView(Op op, std::string body, std::vector<std::string> blobs = {},
+                               int64_t server_wait_ms = 0);
 
   const std::string& sender() const { return options_.sender; }
   const std::string& endpoint() const { return options_.endpoint; }
@@ -55,10 +62,13 @@ class Client {
 
  private:
   void Reconnect();
+  // Sends the request, retrying with the same rid, until a reply with an OK status comes.
+  Result<MessageView> Exchange(uint64_t rid, Op op, std::shared_ptr<const std::string> body,
+                               std::vector<std::string> blobs, int64_t server_wait_ms);
   // One attempt: send the frames and wait up to timeout_ms for the reply with `rid`. Large frames
   // are sent from their strings without a copy; the socket holds a reference until it is done.
-  Result<Message> Attempt(const std::vector<std::shared_ptr<const std::string>>& frames, uint64_t rid,
-                          int64_t timeout_ms);
+  Result<MessageView> Attempt(const std::vector<std::shared_ptr<const std::string>>& frames, uint64_t rid,
+                              int64_t timeout_ms);
 
   ClientOptions options_;
   std::unique_ptr<zmq::socket_t> socket_;

@@ -86,6 +86,9 @@ std::string EncodeReplyHeader(const Header& h) { return PackHeader(h, true); }
 Result<Header> DecodeRequestHeader(std::string_view id_frame, std::string_view header_frame) {
   return DecodeHeader(id_frame, header_frame, false);
 }
+Result<Header> DecodeReplyHeader(std::string_view id_frame, std::string_view header_frame) {
+  return DecodeHeader(id_frame, header_frame, true);
+}
 
 std::vector<std::string> EncodeRequest(Message&& m) {
   std::vector<std::string> frames;

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -50,6 +51,14 @@ struct Message {
   std::vector<std::string> blobs;  // frames after the body
 };
 
+// A message read where it arrived: body and blobs view frames that `hold` keeps alive.
+struct MessageView {
+  Header header;
+  std::string_view body;
+  std::vector<std::string_view> blobs;
+  std::shared_ptr<const void> hold;
+};
+
 // Frames of a request or a reply (the routing frame of a ROUTER socket is not included).
 std::vector<std::string> EncodeRequest(const Message& m);
 std::vector<std::string> EncodeReply(const Message& m);
@@ -67,6 +76,8 @@ Result<Message> DecodeRequest(std::vector<std::string>&& frames);
 // The first two frames of a request alone (a server that decodes the body where it lies).
 Result<Header> DecodeRequestHeader(std::string_view id_frame, std::string_view header_frame);
 Result<Message> DecodeReply(std::vector<std::string>&& frames);
+// The first two frames of a reply alone (a client that reads the body where it lies).
+Result<Header> DecodeReplyHeader(std::string_view id_frame, std::string_view header_frame);
 
 // The empty msgpack map, the body of requests and replies that carry nothing.
 const std::string& EmptyBody();

@@ -7,15 +7,17 @@ namespace {
 
 constexpr size_t kMaxTensorDims = 8;
 
-std::string TensorExtHeader(const Tensor& t) {
+std::string TensorExtHeader(DType dtype, const std::vector<int64_t>& shape) {
   std::string h;
-  h.push_back(static_cast<char>(t.dtype));
-  h.push_back(static_cast<char>(t.shape.size()));
-  for (int64_t d : t.shape) h.append(reinterpret_cast<const char*>(&d), 8);
+  h.push_back(static_cast<char>(dtype));
+  h.push_back(static_cast<char>(shape.size()));
+  for (int64_t d : shape) h.append(reinterpret_cast<const char*>(&d), 8);
   return h;
 }
 
-Result<Tensor> DecodeTensorExt(const msgpack::object_ext& ext, const std::vector<std::string>* frames) {
+// The tensor's dtype and shape; *data points at its bytes, in the ext or in a frame.
+Result<Tensor> DecodeTensorExt(const msgpack::object_ext& ext, const std::vector<std::string>* frames,
+                               std::string_view* data) {
   const char* p = ext.data();
   size_t n = ext.size;
   if (n < 2) return Status::Protocol("tensor ext shorter than its header");
@@ -30,7 +32,7 @@ Result<Tensor> DecodeTensorExt(const msgpack::object_ext& ext, const std::vector
   t.shape.resize(ndim);
   if (ndim) std::memcpy(t.shape.data(), p + 2, 8 * size_t{ndim});
   if (ext.type() == kExtTensorInline) {
-    t.data.assign(p + head, n - head);
+    *data = std::string_view(p + head, n - head);
   } else {
     if (n != head + 4) return Status::Protocol("tensor frame reference is not 4 bytes");
     uint32_t frame;
@@ -38,9 +40,9 @@ Result<Tensor> DecodeTensorExt(const msgpack::object_ext& ext, const std::vector
     if (frames == nullptr || frame >= frames->size()) {
       return Status::Protocol("tensor refers to frame " + std::to_string(frame) + " which is absent");
     }
-    t.data = (*frames)[frame];
+    *data = (*frames)[frame];
   }
-  Status s = t.Validate();
+  Status s = t.ValidateFor(data->size());
   if (!s.ok()) return Status::Protocol(s.message());
   return t;
 }
@@ -69,6 +71,29 @@ void PackStringTo(P& pk, std::string_view s) {
 }
 
 template <typename P>
+void PackTensorHeadTo(P& pk, DType dtype, const std::vector<int64_t>& shape, size_t data_bytes) {
+  std::string head = TensorExtHeader(dtype, shape);
+  pk.pack_ext(head.size() + data_bytes, kExtTensorInline);
+  pk.pack_ext_body(head.data(), static_cast<uint32_t>(head.size()));
+}
+
+template <typename P>
+void PackTensorTo(P& pk, DType dtype, const std::vector<int64_t>& shape, std::string_view data,
+                  std::vector<std::string>* frames) {
+  std::string head = TensorExtHeader(dtype, shape);
+  if (frames != nullptr && data.size() >= kFrameTensorBytes) {
+    uint32_t frame = static_cast<uint32_t>(frames->size());
+    frames->emplace_back(data);
+    head.append(reinterpret_cast<const char*>(&frame), 4);
+    pk.pack_ext(head.size(), kExtTensorFrame);
+    pk.pack_ext_body(head.data(), static_cast<uint32_t>(head.size()));
+    return;
+  }
+  PackTensorHeadTo(pk, dtype, shape, data.size());
+  pk.pack_ext_body(data.data(), static_cast<uint32_t>(data.size()));
+}
+
+template <typename P>
 void PackValueTo(P& pk, const Value& v, std::vector<std::string>* frames) {
   switch (v.index()) {
     case 0: pk.pack_nil(); return;
@@ -85,21 +110,19 @@ void PackValueTo(P& pk, const Value& v, std::vector<std::string>* frames) {
     default: break;
   }
   const Tensor& t = std::get<Tensor>(v);
-  std::string head = TensorExtHeader(t);
-  if (frames != nullptr && t.data.size() >= kFrameTensorBytes) {
-    uint32_t frame = static_cast<uint32_t>(frames->size());
-    frames->push_back(t.data);
-    head.append(reinterpret_cast<const char*>(&frame), 4);
-    pk.pack_ext(head.size(), kExtTensorFrame);
-    pk.pack_ext_body(head.data(), static_cast<uint32_t>(head.size()));
-    return;
-  }
-  pk.pack_ext(head.size() + t.data.size(), kExtTensorInline);
-  pk.pack_ext_body(head.data(), static_cast<uint32_t>(head.size()));
-  pk.pack_ext_body(t.data.data(), static_cast<uint32_t>(t.data.size()));
+  PackTensorTo(pk, t.dtype, t.shape, t.data, frames);
 }
 
 }  // namespace
+
+void PackTensorHead(Packer& pk, DType dtype, const std::vector<int64_t>& shape, size_t data_bytes) {
+  PackTensorHeadTo(pk, dtype, shape, data_bytes);
+}
+
+void PackTensor(Packer& pk, DType dtype, const std::vector<int64_t>& shape, std::string_view data,
+                std::vector<std::string>* frames) {
+  PackTensorTo(pk, dtype, shape, data, frames);
+}
 
 void PackFloat64(Packer& pk, double d) { PackFloat64To(pk, d); }
 void PackString(Packer& pk, std::string_view s) { PackStringTo(pk, s); }
@@ -108,6 +131,25 @@ void PackValue(Packer& pk, const Value& v, std::vector<std::string>* frames) { P
 void PackValue(StringPacker& pk, const Value& v, std::vector<std::string>* frames) { PackValueTo(pk, v, frames); }
 
 Result<Value> UnpackValue(const msgpack::object& o, const std::vector<std::string>* frames) {
+  std::string_view bytes;
+  RL_ASSIGN_OR_RETURN(Value v, UnpackValueShell(o, frames, &bytes));
+  FillValueBytes(v, bytes);
+  return v;
+}
+
+void FillValueBytes(Value& shell, std::string_view bytes) {
+  if (auto* s = std::get_if<std::string>(&shell)) {
+    s->assign(bytes);
+  } else if (auto* b = std::get_if<Bytes>(&shell)) {
+    b->data.assign(bytes);
+  } else if (auto* t = std::get_if<Tensor>(&shell)) {
+    t->data.assign(bytes);
+  }
+}
+
+Result<Value> UnpackValueShell(const msgpack::object& o, const std::vector<std::string>* frames,
+                               std::string_view* bytes) {
+  *bytes = std::string_view();
   switch (o.type) {
     case msgpack::type::NIL: return Value{};
     case msgpack::type::BOOLEAN: return Value{o.via.boolean};
@@ -117,13 +159,17 @@ Result<Value> UnpackValue(const msgpack::object& o, const std::vector<std::strin
     case msgpack::type::NEGATIVE_INTEGER: return Value{o.via.i64};
     case msgpack::type::FLOAT32:
     case msgpack::type::FLOAT64: return Value{o.via.f64};
-    case msgpack::type::STR: return Value{std::string(o.via.str.ptr, o.via.str.size)};
-    case msgpack::type::BIN: return Value{Bytes{std::string(o.via.bin.ptr, o.via.bin.size)}};
+    case msgpack::type::STR:
+      *bytes = std::string_view(o.via.str.ptr, o.via.str.size);
+      return Value{std::string()};
+    case msgpack::type::BIN:
+      *bytes = std::string_view(o.via.bin.ptr, o.via.bin.size);
+      return Value{Bytes{}};
     case msgpack::type::EXT: {
       if (o.via.ext.type() != kExtTensorInline && o.via.ext.type() != kExtTensorFrame) {
         return Status::DataError("unknown ext type " + std::to_string(o.via.ext.type()));
       }
-      RL_ASSIGN_OR_RETURN(Tensor t, DecodeTensorExt(o.via.ext, frames));
+      RL_ASSIGN_OR_RETURN(Tensor t, DecodeTensorExt(o.via.ext, frames, bytes));
       return Value{std::move(t)};
     }
     default: return Status::DataError("arrays and maps are not column values");

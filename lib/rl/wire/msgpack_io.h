@@ -42,8 +42,21 @@ void PackString(StringPacker& pk, std::string_view s);
 // Always float 64, even for whole numbers.
 void PackFloat64(Packer& pk, double d);
 
+// Packs a tensor whose bytes lie anywhere, as PackValue packs a Tensor value.
+void PackTensor(Packer& pk, DType dtype, const std::vector<int64_t>& shape, std::string_view data,
+                std::vector<std::string>* frames);
+// Packs an inline tensor up to its data, which must follow: `data_bytes` raw bytes.
+void PackTensorHead(Packer& pk, DType dtype, const std::vector<int64_t>& shape, size_t data_bytes);
+
 // Decodes one value. `frames` resolves ext type 2 (null: type 2 is an error).
 Result<Value> UnpackValue(const msgpack::object& o, const std::vector<std::string>* frames);
+// The same, checked the same way, without copying bytes: a string, bytes or tensor value comes
+// back with empty data and *bytes views its bytes where they lie (in o's document or in a
+// frame); for any other value *bytes is empty.
+Result<Value> UnpackValueShell(const msgpack::object& o, const std::vector<std::string>* frames,
+                               std::string_view* bytes);
+// Gives a string, bytes or tensor value `bytes` as its data (a copy); other values stay as they are.
+void FillValueBytes(Value& shell, std::string_view bytes);
 
 // Parses a whole msgpack document with limits on sizes and depth.
 // The objects reference `data`: it must outlive the handle.

@@ -39,7 +39,7 @@ int64_t Tensor::NumElements() const {
   return n;
 }
 
-Status Tensor::Validate() const {
+Status Tensor::ValidateFor(size_t bytes) const {
   if (static_cast<int>(dtype) >= kDTypeCount) return Status::DataError("bad tensor dtype");
   if (shape.size() > 8) return Status::DataError("tensor has more than 8 dimensions");
   uint64_t n = 1;
@@ -48,9 +48,9 @@ Status Tensor::Validate() const {
     n *= static_cast<uint64_t>(d);
     if (n > (uint64_t{1} << 40)) return Status::DataError("tensor too large");
   }
-  if (n * DTypeSize(dtype) != data.size()) {
+  if (n * DTypeSize(dtype) != bytes) {
     return Status::DataError("tensor of shape with " + std::to_string(n) + " " + DTypeName(dtype) +
-                             " elements has " + std::to_string(data.size()) + " bytes");
+                             " elements has " + std::to_string(bytes) + " bytes");
   }
   return Status::OK();
 }

@@ -30,7 +30,9 @@ struct Tensor {
 
   int64_t NumElements() const;
   // OK when the shape is non-negative and the data length matches it.
-  Status Validate() const;
+  Status Validate() const { return ValidateFor(data.size()); }
+  // The same for data of `bytes` bytes held elsewhere.
+  Status ValidateFor(size_t bytes) const;
   bool operator==(const Tensor& o) const { return dtype == o.dtype && shape == o.shape && data == o.data; }
 
   static Tensor FromI64(const std::vector<int64_t>& v);

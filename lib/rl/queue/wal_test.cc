@@ -1,0 +1,99 @@
+#include "rl/queue/wal.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace rl::queue {
+namespace {
+
+std::string TempLog(const std::string& name) {
+  std::string path = ::testing::TempDir() + "/rl-wal-" + name + "-" + std::to_string(::getpid()) + ".log";
+  std::filesystem::remove(path);
+  return path;
+}
+
+std::string Pattern(size_t n, uint32_t seed) {
+  std::string s(n, '\0');
+  for (size_t i = 0; i < n; ++i) {
+    seed = seed * 1103515245u + 12345u;
+    s[i] = static_cast<char>(seed >> 24);
+  }
+  return s;
+}
+
+// A payload made of `parts` pieces of one string, the way a put's lent values reach the log.
+WalPayload InPieces(std::shared_ptr<std::string> bytes, size_t parts) {
+  WalPayload p;
+  p.size = bytes->size();
+  size_t step = (bytes->size() + parts - 1) / parts;
+  for (size_t at = 0; at < bytes->size(); at += step) {
+    p.pieces.emplace_back(bytes->data() + at, std::min(step, bytes->size() - at));
+  }
+  p.holds.push_back(std::move(bytes));
+  return p;
+}
+
+std::vector<std::string> ReadAll(const std::string& path, WalScan* scan) {
+  std::vector<std::string> got;
+  Status s = ReadWal(path, [&](const char* p, size_t n) {
+    got.emplace_back(p, n);
+    return Status::OK();
+  }, scan);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  return got;
+}
+
+TEST(WalTest, RecordsOfEverySizeAroundTheStageReadBackInOrder) {
+  std::string path = TempLog("sizes");
+  std::vector<std::string> want;
+  {
+    auto w = WalWriter::Open(path, 0);
+    ASSERT_TRUE(w.ok()) << w.status().ToString();
+    // Small ones, one just under and one over the 8 MiB stage, a 4 MiB one after a partial stage.
+    for (size_t n : {1u, 4089u, 4096u, 70000u, (8u << 20) - 100u, (9u << 20) + 7u, 3u, 4u << 20, 5000u}) {
+      want.push_back(Pattern(n, static_cast<uint32_t>(n)));
+      if (n > 100000) {
+        (*w)->Append(InPieces(std::make_shared<std::string>(want.back()), 5));
+      } else {
+        (*w)->Append(want.back());
+      }
+      if (want.size() % 3 == 0) (*w)->Submit();  // batches of several records
+    }
+    ASSERT_TRUE((*w)->Sync().ok());
+  }
+  WalScan scan;
+  EXPECT_EQ(ReadAll(path, &scan), want);
+  EXPECT_TRUE(scan.tail_error.empty()) << scan.tail_error;
+  EXPECT_EQ(scan.good_bytes, scan.file_bytes) << "a clean close cuts the padding";
+  std::filesystem::remove(path);
+}
+
+TEST(WalTest, AReopenedLogGoesOnAfterItsLastRecord) {
+  std::string path = TempLog("reopen");
+  std::vector<std::string> want = {Pattern(5000, 1), Pattern(123, 2)};
+  {
+    auto w = WalWriter::Open(path, 0);
+    ASSERT_TRUE(w.ok());
+    for (const auto& r : want) (*w)->Append(r);
+  }
+  uint64_t size = std::filesystem::file_size(path);
+  {
+    auto w = WalWriter::Open(path, size, size);
+    ASSERT_TRUE(w.ok());
+    want.push_back(Pattern(3u << 20, 3));
+    EXPECT_EQ((*w)->Append(InPieces(std::make_shared<std::string>(want.back()), 2)),
+              size + kWalHeaderBytes + want.back().size());
+    ASSERT_TRUE((*w)->Flush().ok());
+  }
+  WalScan scan;
+  EXPECT_EQ(ReadAll(path, &scan), want);
+  EXPECT_TRUE(scan.tail_error.empty()) << scan.tail_error;
+  std::filesystem::remove(path);
+}
+
+}  // namespace
+}  // namespace rl::queue
