@@ -1,6 +1,8 @@
 // Puller::PullTagged: the way over tcp. Receives are posted for a window of chunks, then the
 // source is asked (protocol.h "send") to send exactly those, each under its own tag. Every
 // receive is completed, cancelled, or set aside with its worker before PullTagged returns.
+// The worker and the target memory are kept from one pull to the next (puller.h).
+#include <algorithm>
 #include <memory>
 #include <vector>
 
@@ -23,15 +25,18 @@ bool AnyBusy(const Puller::Slot* slots, size_t n) {
 
 Status Puller::PullTagged(const std::string& endpoint, const PullOptions& o, const OpenGrant& g, Target* t,
                           PullReport* r) {
-  // A worker of its own: receives a stalled source never completes cannot be cancelled once
-  // matched, and are buried with it (see Stuck).
-  RL_ASSIGN_OR_RETURN(std::unique_ptr<UcxWorker> worker, UcxWorker::Create(context_));
-  if (!t->memory) {
-    RL_ASSIGN_OR_RETURN(t->memory, UcxMemory::AllocatePrivate(context_, t->offer.table.size));
+  // Receives a stalled source never completes cannot be cancelled once matched: they are
+  // buried with the worker (see Stuck), and the next pull gets a new one.
+  if (!worker_) {
+    RL_ASSIGN_OR_RETURN(worker_, UcxWorker::Create(context_));
   }
+  if (!t->memory) {
+    RL_ASSIGN_OR_RETURN(t->memory, TargetMemory(t->offer.table.size));
+  }
+  UcxWorker* worker = worker_.get();
   size_t n = std::max<uint32_t>(o.inflight, 1);
   std::unique_ptr<Slot[]> slots(new Slot[n]);
-  Status s = ReceiveChunks(endpoint, o, g, worker.get(), slots.get(), n, t, r);
+  Status s = ReceiveChunks(endpoint, o, g, worker, slots.get(), n, t, r);
   for (size_t i = 0; i < n; ++i) {
     if (slots[i].busy && !slots[i].done.done && slots[i].request) ucp_request_cancel(worker->get(), slots[i].request);
   }
@@ -39,10 +44,26 @@ Status Puller::PullTagged(const std::string& endpoint, const PullOptions& o, con
   while (AnyBusy(slots.get(), n) && MonoMillis() < deadline) worker->Progress();
   if (AnyBusy(slots.get(), n)) {
     spdlog::warn("{}: receives still matched to a stalled send; setting them aside with their worker", endpoint);
-    stuck_.push_back(Stuck{std::move(worker), std::move(slots), t->memory});
+    stuck_.push_back(Stuck{std::move(worker_), std::move(slots), t->memory});
     t->other_writers = true;
   }
   return s;
+}
+
+Result<std::shared_ptr<UcxMemory>> Puller::TargetMemory(size_t size) {
+  auto idle = [](const std::shared_ptr<UcxMemory>& m) { return m.use_count() == 1; };
+  for (const auto& m : pool_) {
+    if (idle(m) && m->size() == size) return m;
+  }
+  RL_ASSIGN_OR_RETURN(std::shared_ptr<UcxMemory> fresh, UcxMemory::AllocatePrivate(context_, size));
+  // Room for it: a free place, else the place of an idle buffer of another size.
+  if (pool_.size() < kPooledBuffers) {
+    pool_.push_back(fresh);
+  } else {
+    auto it = std::find_if(pool_.begin(), pool_.end(), idle);
+    if (it != pool_.end()) *it = fresh;
+  }
+  return fresh;
 }
 
 
