@@ -52,26 +52,37 @@ double MemcpyGBps(size_t size, int runs) {
   return Median(gbps);
 }
 
-// Our pulls of one bundle over `tls`, in this process: a source and a puller with contexts of
-// their own. `after` runs after each pull (the baseline, measured back to back with it).
-Result<std::vector<double>> PullGBps(const std::string& tls, const Bundle& b, int runs,
+// Our pulls of `b` over `tls`, in this process: a source and a puller with contexts of their
+// own. Each pull fetches a version published just before it, as in training, where every pull
+// is of a version the source has just written. The first pull is a warm-up, as ucx_perftest's
+// -w is: the puller sets up its worker, its endpoint and its buffer; its GB/s goes to *first and
+// is not counted. `after` runs right after each counted pull (the baseline, back to back with it).
+Result<std::vector<double>> PullGBps(const std::string& tls, const Bundle& b, int runs, double* first,
                                      const std::function<void()>& after) {
   RL_ASSIGN_OR_RETURN(auto sctx, weights::UcxContext::Create(tls));
   RL_ASSIGN_OR_RETURN(auto pctx, weights::UcxContext::Create(tls));
   weights::SourceOptions so;
   RL_ASSIGN_OR_RETURN(auto source, weights::Source::Start(sctx, so));
-  RL_RETURN_IF_ERROR(source->Publish(b));
   RL_ASSIGN_OR_RETURN(auto puller, weights::Puller::Create(pctx, "rl-profile"));
   weights::PullOptions po;
   po.sources = {source->endpoint()};
   std::vector<double> gbps;
-  for (int r = 0; r < runs; ++r) {
+  for (int r = 0; r <= runs; ++r) {
+    Bundle version = b;
+    version.version = static_cast<uint64_t>(r) + 1;
+    RL_RETURN_IF_ERROR(source->Publish(version));
+    po.min_version = version.version;
     weights::PullReport report;
     {
       RL_ASSIGN_OR_RETURN(Bundle got, puller->Pull(po, &report));
       if (got.digest() != b.digest()) return Status::Internal("pulled bundle has another digest");
     }
-    gbps.push_back(b.size() / report.seconds / 1e9);
+    double v = b.size() / report.seconds / 1e9;
+    if (r == 0) {
+      *first = v;
+      continue;
+    }
+    gbps.push_back(v);
     after();
   }
   return gbps;
@@ -132,9 +143,10 @@ Status RunWeightsProfile(const WeightsProfileOptions& o, std::ostream& out) {
     }
   }
 
-  if (!o.json) out << "\nbandwidth (GB/s, medians; perftest runs the same operation on one message of the bundle's size "
-                      "right after each pull; pull/perftest is the median of those pairs' ratios)\n"
-                      "  transport      bytes      pull  perftest    memcpy  pull/perftest  pull/memcpy\n";
+  if (!o.json) out << "\nbandwidth (GB/s, medians; each pull fetches a version published just before it, after a "
+                      "warm-up pull (first); perftest runs the same operation on one message of the bundle's size right "
+                      "after each pull; pull/perftest is the median of those pairs' ratios)\n"
+                      "  transport      bytes     first      pull  perftest    memcpy  pull/perftest  pull/memcpy\n";
   for (size_t size : sizes) {
     RL_ASSIGN_OR_RETURN(Bundle b, MakeBundle(1, size, o.chunk_size));
     double mem = MemcpyGBps(size, o.runs);
@@ -143,7 +155,8 @@ Status RunWeightsProfile(const WeightsProfileOptions& o, std::ostream& out) {
       // ratio of a pair is worth more than the ratio of two medians taken minutes apart.
       std::vector<double> perfs, ratios;
       Status perf_status;
-      RL_ASSIGN_OR_RETURN(std::vector<double> pulls, PullGBps(tls, b, o.runs, [&] {
+      double first = 0;
+      RL_ASSIGN_OR_RETURN(std::vector<double> pulls, PullGBps(tls, b, o.runs, &first, [&] {
                             auto perf = PerftestGBps(tls, PerftestOf(tls), size, 1);
                             if (!perf.ok()) perf_status = perf.status();
                             perfs.push_back(perf.ok() ? *perf : 0);
@@ -154,14 +167,14 @@ Status RunWeightsProfile(const WeightsProfileOptions& o, std::ostream& out) {
       if (!perf_status.ok()) spdlog::warn("ucx_perftest over {}: {}", tls, perf_status.message());
       double pull = Median(pulls), p = Median(perfs), ratio = Median(ratios);
       if (o.json) {
-        out << nlohmann::json{{"figure", "bandwidth"}, {"transport", tls}, {"bytes", size}, {"pull_gbps", pull},
-                              {"perftest", PerftestOf(tls)}, {"perftest_gbps", p}, {"memcpy_gbps", mem},
+        out << nlohmann::json{{"figure", "bandwidth"}, {"transport", tls}, {"bytes", size}, {"first_pull_gbps", first},
+                              {"pull_gbps", pull}, {"perftest", PerftestOf(tls)}, {"perftest_gbps", p}, {"memcpy_gbps", mem},
                               {"pull_over_perftest", ratio}, {"pull_over_memcpy", pull / mem}}.dump()
             << "\n";
       } else {
         char line[160];
-        std::snprintf(line, sizeof(line), "  %-9s %10zu %9.2f %9.2f %9.2f %14.2f %12.2f\n", tls.c_str(), size, pull, p,
-                      mem, ratio, pull / mem);
+        std::snprintf(line, sizeof(line), "  %-9s %10zu %9.2f %9.2f %9.2f %9.2f %14.2f %12.2f\n", tls.c_str(), size, first,
+                      pull, p, mem, ratio, pull / mem);
         out << line;
       }
       out.flush();

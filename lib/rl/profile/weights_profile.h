@@ -5,6 +5,8 @@
 //              message of the bundle's size, run right after each of our pulls), and a plain
 //              memcpy of the same size; printed with ours/memcpy and ours/perftest, the median of
 //              the back-to-back pairs' ratios (the load of a shared machine moves between runs).
+//              Every pull fetches a version published just before it, as in training; a warm-up
+//              pull comes first (perftest warms up too) and is printed apart, not counted.
 //   ops        ucx_perftest's GB/s for put, get and tagged sends at the chunk size on each
 //              transport: the measurement behind the choice of operation (puller.h).
 //   fanout     seconds from publish until N rollouts applied the new version (verified, copied
