@@ -88,6 +88,8 @@ struct SourceOffer {
   Offer offer;
 };
 
+class TaggedReceive;  // pull_tagged.cc
+
 class Puller {
  public:
   // A receive in flight (pull_tagged.cc). UCX writes into it until the receive completes.
@@ -115,6 +117,7 @@ class Puller {
     size_t missing = 0;
     bool other_writers = false;  // a receive into memory was set aside (Stuck): check again at the end
   };
+  friend class TaggedReceive;
   Puller(std::shared_ptr<UcxContext> c, std::string id) : context_(std::move(c)), id_(std::move(id)) {}
   Client& ClientFor(const std::string& endpoint, int request_ms);
   // Reads the missing chunks of *t from one source; OK when none is missing any more.
@@ -127,10 +130,6 @@ class Puller {
   // The mapped way with the test hook: each chunk copied out for it, then checked, in order.
   Status CheckWithHook(const std::string& endpoint, const PullOptions& o, const OpenGrant& g, const char* base,
                        Target* t, PullReport* r);
-  Status ReceiveChunks(const std::string& endpoint, const PullOptions& o, const OpenGrant& g, UcxWorker* worker,
-                       Slot* slots, size_t n, Target* t, PullReport* r);
-  // Checks a chunk that arrived: marks it held, or queues it again and counts it as bad.
-  bool Accept(const std::string& endpoint, const PullOptions& o, size_t chunk, Target* t, PullReport* r);
   // Checks the digest and the frame (and every chunk again when other_writers): the last gate
   // before a bundle is used.
   Result<Bundle> Finish(Target* t);
