@@ -16,6 +16,8 @@ namespace {
 constexpr int kCloseWaitMs = 5000;
 }  // namespace
 
+const char* const kTcpSegment = "1M";
+
 Status UcxStatus(ucs_status_t s, const std::string& what) {
   std::string m = what + ": " + ucs_status_string(s);
   switch (s) {
@@ -42,6 +44,11 @@ Result<std::shared_ptr<UcxContext>> UcxContext::Create(const std::string& tls) {
       ucp_config_release(config);
       return Status::InvalidArgument("UCX_TLS=" + tls + ": " + ucs_status_string(s));
     }
+  }
+  s = ucp_config_modify(config, "RX_SEG_SIZE", kTcpSegment);
+  if (s != UCS_OK) {
+    ucp_config_release(config);
+    return UcxStatus(s, std::string("set UCX_TCP_RX_SEG_SIZE=") + kTcpSegment);
   }
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED | UCP_PARAM_FIELD_NAME;

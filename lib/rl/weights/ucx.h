@@ -24,6 +24,14 @@
 
 namespace rl::weights {
 
+// UCX_TCP_RX_SEG_SIZE of every context, whatever the environment says. Endpoints in error mode
+// PEER get no zero-copy rendezvous over tcp in UCX 1.13: a chunk arrives as active messages of
+// up to this size, each received into a UCX buffer and copied out (perftest -e does the same).
+// At UCX's default of 64 KiB a 100 MB pull cost 113 ms of CPU, at 1 MiB 63 ms. It must be the
+// same in every process: a receiver whose segments are smaller than a sender's aborts
+// (tcp_ep.c: "Assertion hdr->length <= rx_seg_size").
+extern const char* const kTcpSegment;
+
 // "what: <UCX's text for s>" as a Status: Unavailable for peer and connection failures, Timeout
 // for timeouts, Internal otherwise.
 Status UcxStatus(ucs_status_t s, const std::string& what);
