@@ -45,7 +45,8 @@ Result<std::shared_ptr<UcxContext>> UcxContext::Create(const std::string& tls) {
       return Status::InvalidArgument("UCX_TLS=" + tls + ": " + ucs_status_string(s));
     }
   }
-  s = ucp_config_modify(config, "RX_SEG_SIZE", kTcpSegment);
+  // RX_SEG_SIZE is a field of tcp's configuration only (UCX warns about keys no transport uses).
+  s = TlsAllows(tls, {"all", "tcp"}) ? ucp_config_modify(config, "RX_SEG_SIZE", kTcpSegment) : UCS_OK;
   if (s != UCS_OK) {
     ucp_config_release(config);
     return UcxStatus(s, std::string("set UCX_TCP_RX_SEG_SIZE=") + kTcpSegment);
@@ -63,14 +64,16 @@ Result<std::shared_ptr<UcxContext>> UcxContext::Create(const std::string& tls) {
   return c;
 }
 
-bool UcxContext::shm_allowed() const {
-  std::string tls = tls_;
+bool UcxContext::shm_allowed() const { return TlsAllows(tls_, {"all", "sm", "shm", "posix", "sysv", "cma"}); }
+
+bool UcxContext::TlsAllows(const std::string& override_tls, std::initializer_list<const char*> names) {
+  std::string tls = override_tls;
   if (tls.empty()) {
     const char* env = std::getenv("UCX_TLS");
     tls = env ? env : "all";
   }
-  if (!tls.empty() && tls[0] == '^') return true;  // an exclusion list: assume shm stays
-  for (const char* t : {"all", "sm", "shm", "posix", "sysv", "cma"}) {
+  if (!tls.empty() && tls[0] == '^') return true;  // an exclusion list: assume they stay
+  for (const char* t : names) {
     size_t at = 0;
     while ((at = tls.find(t, at)) != std::string::npos) {
       size_t end = at + std::strlen(t);

@@ -17,6 +17,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <string>
 
@@ -50,6 +51,8 @@ class UcxContext {
 
  private:
   UcxContext() = default;
+  // True when the transports (override_tls, else UCX_TLS, else all) name one of `names`.
+  static bool TlsAllows(const std::string& override_tls, std::initializer_list<const char*> names);
   ucp_context_h context_ = nullptr;
   std::string tls_;
 };
