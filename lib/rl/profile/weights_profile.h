@@ -12,7 +12,9 @@
 //   fanout     seconds from publish until N rollouts applied the new version (verified, copied
 //              into memory of their own as decoding does), all pulling over tcp from the trainer,
 //              and through one relay on the rollouts' host that pulls once and lets them map it;
-//              with the ratio to the first N (weights_fanout.cc).
+//              with the ratio to the first N; the second version a fleet serves, and the first
+//              beside it (weights_fanout.cc).
+//   bandwidth also runs perftest with -e (error mode PEER, as our sources use) over tcp.
 // Thread safety: run from one thread.
 #pragma once
 
@@ -38,9 +40,11 @@ struct WeightsProfileOptions {
 Subcommand AddWeightsProfile(CommandLine& cl, WeightsProfileOptions* options);
 Status RunWeightsProfile(const WeightsProfileOptions& options, std::ostream& out);
 
-// One ucx_perftest measurement: a server and a client process on 127.0.0.1 with UCX_TLS=tls.
-// Returns GB/s (10^9 bytes) of its "overall" bandwidth.
-Result<double> PerftestGBps(const std::string& tls, const std::string& test, size_t message_bytes, size_t iterations);
+// One ucx_perftest measurement: a server and a client process on 127.0.0.1 with UCX_TLS=tls,
+// warmed up twice (-w 2), with UCX's defaults; peer_failure adds -e (endpoints in error mode
+// PEER, as our sources' are). Returns GB/s (10^9 bytes) of its "overall" bandwidth.
+Result<double> PerftestGBps(const std::string& tls, const std::string& test, size_t message_bytes, size_t iterations,
+                            bool peer_failure = false);
 
 // "100M" -> 104857600 (K, M, G: powers of 1024).
 Result<size_t> ParseBytes(const std::string& s);
