@@ -80,7 +80,7 @@ Status Puller::PullTagged(const std::string& endpoint, const PullOptions& o, con
     RL_ASSIGN_OR_RETURN(t->memory, TargetMemory(t->offer.table.size));
   }
   UcxWorker* worker = worker_.get();
-  size_t n = std::max<uint32_t>(o.inflight, 1);
+  size_t n = o.inflight > 0 ? o.inflight : std::max<size_t>(t->missing, 1);
   std::unique_ptr<Slot[]> slots(new Slot[n]);
   Status s;
   {
@@ -106,6 +106,7 @@ Result<std::shared_ptr<UcxMemory>> Puller::TargetMemory(size_t size) {
   for (const auto& m : pool_) {
     if (idle(m) && m->size() == size) return m;
   }
+  spdlog::debug("receiving into a new buffer of {} bytes ({} pooled)", size, pool_.size());
   RL_ASSIGN_OR_RETURN(std::shared_ptr<UcxMemory> fresh, UcxMemory::AllocatePrivate(context_, size));
   // Room for it: a free place, else the place of an idle buffer of another size.
   if (pool_.size() < kPooledBuffers) {

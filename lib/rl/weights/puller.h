@@ -59,7 +59,9 @@ namespace rl::weights {
 struct PullOptions {
   std::vector<std::string> sources;  // ZeroMQ endpoints of sources
   uint64_t min_version = 0;          // wait for a version at least this new
-  uint32_t inflight = 4;             // tagged receives in flight at once
+  // Tagged receives in flight at once; 0: every missing chunk, asked for in one request (a
+  // 100 MB pull over tcp took 32 ms so against 43 ms with 4 in flight, refilled as they came).
+  uint32_t inflight = 0;
   uint32_t verify_threads = 2;       // threads that check a mapped bundle (1 when on_chunk is set)
   int stall_ms = 5000;               // no chunk for this long: leave the source
   int request_ms = 1000;             // one info/open/close request, before the source counts as gone

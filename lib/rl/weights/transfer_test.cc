@@ -108,6 +108,7 @@ TEST_P(TransferTest, SourceDiesMidPullAndThePullerFinishesFromAnother) {
   std::string a_ep = a->endpoint(), b_ep = b->endpoint();
   auto p = MakePuller();
   PullOptions o = Options({a_ep, b_ep});
+  o.inflight = 2;  // chunks still to ask for when the source dies (by default all are asked for at once)
   int arrived = 0;
   o.on_chunk = [&](size_t, char*, size_t) {
     if (++arrived != 4) return;
@@ -146,6 +147,7 @@ TEST_P(TransferTest, TrainerDiesWhileBeingPulledAndThePullerTakesItsRestartedVer
   std::string ep = a->endpoint();
   auto p = MakePuller();
   PullOptions o = Options({ep});
+  o.inflight = 2;  // chunks still to ask for when the trainer dies
   int arrived = 0;
   o.on_chunk = [&](size_t, char*, size_t) {
     if (++arrived != 3) return;
