@@ -113,7 +113,11 @@ UcxWorker::~UcxWorker() {
 
 unsigned UcxWorker::Progress() {
   unsigned total = 0;
-  while (unsigned n = ucp_worker_progress(worker_)) total += n;
+  auto until = Clock::now() + std::chrono::milliseconds(kProgressMs);
+  while (unsigned n = ucp_worker_progress(worker_)) {
+    total += n;
+    if (Clock::now() >= until) break;
+  }
   return total;
 }
 

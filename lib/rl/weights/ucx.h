@@ -68,8 +68,11 @@ class UcxWorker {
   const std::shared_ptr<UcxContext>& context() const { return context_; }
   // The worker's address, to be sent to peers that connect to it.
   const std::string& address() const { return address_; }
-  // Runs UCX's progress engine until it has nothing more to do; the number of events handled.
+  // Runs UCX's progress engine until it has nothing more to do, or for about kProgressMs while
+  // events keep coming (a stream of data could otherwise hold the caller for the whole transfer,
+  // away from its lease renewals and requests); the number of events handled.
   unsigned Progress();
+  static constexpr int kProgressMs = 2;
   // Sleeps until UCX has an event or timeout_ms passes (at once when an event is pending).
   void Wait(int timeout_ms);
   // The worker's event fd, to poll next to other fds: after Arm() returned true, readable means
