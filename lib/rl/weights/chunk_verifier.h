@@ -1,7 +1,9 @@
 // ChunkVerifier: checks received chunks against their CRC-32C on a thread of its own, so the
 // thread that receives them goes back to UCX at once. Over tcp the receiving thread copies
 // every byte out of UCX's buffers; the CRC pass over a 100 MB bundle was a quarter of its time
-// besides (perf, 4 MiB chunks), while the sending side had time to spare.
+// besides (perf, 4 MiB chunks), while the sending side had time to spare. Chunks that land in
+// order get their CRC as they land (chunk_landing.h); this checks the others: pieces out of
+// order, and chunks a test hook may have changed.
 //
 // Submit a chunk once it has arrived and nothing will write to it until its result is taken;
 // Take returns the results in the order the checks finished.

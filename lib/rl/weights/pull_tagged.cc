@@ -1,10 +1,13 @@
 // Puller::PullTagged: the way over tcp. Receives are posted for a window of chunks, then the
 // source is asked (protocol.h "send") to send exactly those, each under its own tag. Every
 // receive is completed, cancelled, or set aside with its worker before PullTagged returns.
-// The worker and the target memory are kept from one pull to the next (puller.h); chunks are
-// checked on another thread while the next ones arrive (chunk_verifier.h).
+// The worker and the target memory are kept from one pull to the next (puller.h). A chunk lands
+// through a ChunkLanding, which takes its CRC piece by piece as it is copied in; one whose
+// pieces came out of order is checked on another thread while the next ones arrive
+// (chunk_verifier.h).
 #include <algorithm>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "rl/core/clock.h"
@@ -51,8 +54,10 @@ class TaggedReceive {
   Status PostWindow();
   // Hands completed receives to the verifier; *any_busy when receives remain in flight.
   Status Reap(bool* any_busy);
-  // Marks checked chunks held; a bad one is queued again, and too many leave the source.
+  // Marks the verifier's checked chunks held (Checked).
   Status TakeResults();
+  // A chunk's check: held when ok; otherwise queued again, and too many bad ones leave the source.
+  Status Checked(size_t chunk, bool ok);
 
   const std::string& endpoint_;
   const PullOptions& o_;
@@ -169,13 +174,24 @@ Status TaggedReceive::PostWindow() {
     slot.busy = true;
     queue_.pop_back();
     ucp_request_param_t p{};
-    p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_MEMH;
+    p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
     p.cb.recv = &UcxOnRecvComplete;
     p.user_data = &slot.done;
-    p.memh = t_->memory->memh();
-    ucs_status_ptr_t ret = ucp_tag_recv_nbx(worker_->get(), t_->memory->data() + table.ChunkOffset(slot.chunk),
-                                            table.ChunkLength(slot.chunk), ChunkTag(g_.lease, slot.chunk),
-                                            ~ucp_tag_t{0}, &p);
+    char* dst = t_->memory->data() + table.ChunkOffset(slot.chunk);
+    size_t length = table.ChunkLength(slot.chunk);
+    void* buffer = dst;
+    if (ucp_datatype_t dt = LandingDatatype(); dt != 0) {
+      slot.landing.dst = dst;
+      slot.landing.length = length;
+      buffer = &slot.landing;
+      p.op_attr_mask |= UCP_OP_ATTR_FIELD_DATATYPE;
+      p.datatype = dt;
+    } else {
+      p.op_attr_mask |= UCP_OP_ATTR_FIELD_MEMH;
+      p.memh = t_->memory->memh();
+    }
+    ucs_status_ptr_t ret =
+        ucp_tag_recv_nbx(worker_->get(), buffer, length, ChunkTag(g_.lease, slot.chunk), ~ucp_tag_t{0}, &p);
     if (ret != nullptr && !UCS_PTR_IS_ERR(ret)) slot.request = ret;
     UcxTrack(ret, &slot.done);
     req.chunks.push_back(slot.chunk);
@@ -201,31 +217,41 @@ Status TaggedReceive::Reap(bool* any_busy) {
       queue_.push_back(slot.chunk);
       return UcxStatus(slot.done.status, "receive of chunk " + std::to_string(slot.chunk));
     }
+    const ChunkTable& table = t_->offer.table;
+    std::optional<uint32_t> crc = slot.landing.Crc();
     if (o_.on_chunk) {
-      const ChunkTable& table = t_->offer.table;
+      // The hook may change the bytes: they are checked in place after it.
       o_.on_chunk(slot.chunk, t_->memory->data() + table.ChunkOffset(slot.chunk), table.ChunkLength(slot.chunk));
+      crc.reset();
     }
-    verifier_.Submit(slot.chunk);
+    if (crc) {
+      RL_RETURN_IF_ERROR(Checked(slot.chunk, *crc == table.crcs[slot.chunk]));
+    } else {
+      verifier_.Submit(slot.chunk);
+    }
   }
   return Status::OK();
 }
 
 Status TaggedReceive::TakeResults() {
-  for (const ChunkVerifier::Result& v : verifier_.Take()) {
-    if (!v.ok) {
-      spdlog::warn("chunk {} of version {} from {} fails its CRC-32C; fetching it again", v.chunk, t_->offer.version,
-                   endpoint_);
-      r_->refetched++;
-      queue_.push_back(v.chunk);
-      if (++bad_ > o_.max_bad_chunks) return Status::Corruption(std::to_string(bad_) + " corrupt chunks from this source");
-      continue;
-    }
-    if (!t_->held[v.chunk]) {
-      t_->held[v.chunk] = true;
-      t_->missing--;
-    }
-    r_->source = endpoint_;
+  for (const ChunkVerifier::Result& v : verifier_.Take()) RL_RETURN_IF_ERROR(Checked(v.chunk, v.ok));
+  return Status::OK();
+}
+
+Status TaggedReceive::Checked(size_t chunk, bool ok) {
+  if (!ok) {
+    spdlog::warn("chunk {} of version {} from {} fails its CRC-32C; fetching it again", chunk, t_->offer.version,
+                 endpoint_);
+    r_->refetched++;
+    queue_.push_back(chunk);
+    if (++bad_ > o_.max_bad_chunks) return Status::Corruption(std::to_string(bad_) + " corrupt chunks from this source");
+    return Status::OK();
   }
+  if (!t_->held[chunk]) {
+    t_->held[chunk] = true;
+    t_->missing--;
+  }
+  r_->source = endpoint_;
   return Status::OK();
 }
 

@@ -32,7 +32,8 @@
 //     zero-copy tag_bw (no -e); perftest -e takes ~45 ms with UCX's 64 KiB segments and ~20 ms
 //     with our 1 MiB ones, as one message without a CRC: without the CRC our pull takes ~33 ms
 //     in 4 MiB chunks, ~25 ms as one chunk. 1 GB: 0.8-1.0 of perftest.
-// Each chunk is checked once, as it arrives, on a thread of its own (chunk_verifier.h). The whole table is checked against the digest at
+// Each chunk is checked once, as it arrives: piece by piece as UCX copies it in (tcp,
+// chunk_landing.h), else in place on a thread of its own (chunk_verifier.h). The whole table is checked against the digest at
 // the end; the chunks are checked again only when something besides this puller could have
 // written to them since (a receive set aside with a stalled source, see Stuck).
 //
@@ -56,6 +57,7 @@
 #include <vector>
 
 #include "rl/weights/bundle.h"
+#include "rl/weights/chunk_landing.h"
 #include "rl/weights/protocol.h"
 #include "rl/weights/shared_bytes.h"
 #include "rl/weights/ucx.h"
@@ -107,6 +109,7 @@ class Puller {
     bool busy = false;
     void* request = nullptr;  // valid while busy and not done
     UcxCompletion done;
+    ChunkLanding landing;     // UCX's buffer for the receive (chunk_landing.h)
   };
   ~Puller();
   // The bundle is received into private memory registered with `context` (see the pool above).
