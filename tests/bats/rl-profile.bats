@@ -23,6 +23,14 @@ man_examples() {
   [[ "$output" == *"[env RL_QUEUE_FSYNC]"* ]]
 }
 
+@test "weights --help shows its own options, and --runs without the queue's rows/s" {
+  run rl-profile weights --help
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"--sizes"*"--transports"*"--pullers"* ]]
+  [[ "$output" == *"--runs"*"runs of each figure; the median run's is printed"* ]]
+  [[ "$output" != *"rows/s"* ]]
+}
+
 @test "exits 64 on an unknown option" {
   run rl-profile queue --no-such-option
   [ "$status" -eq 64 ]
@@ -73,6 +81,7 @@ PY
   [[ "$output" == *'"system":"rl-queue","op":"e2e"'* ]]
   [[ "$output" == *"bench "*"4000"* ]]
   [[ "$output" == *"exit 64"* ]]
+  [ "$(grep -c '"figure":"fanout"' weights.jsonl)" -eq 2 ]
   if has_decode; then [[ "$output" == *"kv-cache "*"no-cache "*"train "* ]]; fi
 }
 

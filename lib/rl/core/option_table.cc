@@ -101,7 +101,8 @@ std::vector<OptionSpec> CoreOptionTable() {
        {"rl-profile queue"}},
       {"--redis", "", "compare against redis-server streams: auto (when on PATH), off, or its path",
        {"rl-profile queue"}},
-      {"--runs", "", "runs of each system, alternating; rows/s is the median run's (0: 3, or 1 with --rows)",
+      {"--runs", "",
+       "runs of each figure; the median run's is printed (queue: the systems alternate; 0: 3, or 1 with --rows)",
        {"rl-profile queue"}},
   };
 }

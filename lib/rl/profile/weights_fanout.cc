@@ -9,7 +9,9 @@
 //            and check every chunk in place (puller.h). More hosts add relays, not copies.
 // "Applied" means Pull returned the verified bundle and the rollout copied it into fresh memory
 // of its own, as decoding it into a model does. Each rollout is a thread with a UCX context and
-// a puller of its own; the relay and the trainer are threads of their own too.
+// a puller of its own; the relay and the trainer are threads of their own too. A fleet serves
+// two versions: the figure is the second, as every training step after the first sees it; the
+// first (pullers, workers and endpoints set up meanwhile) is printed beside it.
 #include <algorithm>
 #include <atomic>
 #include <cstring>
@@ -30,16 +32,17 @@ namespace {
 
 constexpr int kRolloutPollMs = 20;  // rl-rollout's --weights-poll default (weight_sync.h)
 
-// Waits for a version at least 1 at `sources`, looking every kRolloutPollMs, and pulls it.
-Result<weights::Bundle> PollAndPull(weights::Puller* puller, const std::vector<std::string>& sources) {
+// Waits for a version at least `version` at `sources`, looking every kRolloutPollMs, and pulls it.
+Result<weights::Bundle> PollAndPull(weights::Puller* puller, const std::vector<std::string>& sources,
+                                    uint64_t version) {
   weights::PullOptions po;
   po.sources = sources;
-  po.min_version = 1;
+  po.min_version = version;
   po.request_ms = 2000;
   po.retry_ms = kRolloutPollMs;
   while (true) {
     bool held = false;
-    for (const auto& so : puller->Survey(sources, po.request_ms)) held |= so.status.ok() && so.offer.version >= 1;
+    for (const auto& so : puller->Survey(sources, po.request_ms)) held |= so.status.ok() && so.offer.version >= version;
     if (held) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(kRolloutPollMs));
   }
@@ -47,47 +50,112 @@ Result<weights::Bundle> PollAndPull(weights::Puller* puller, const std::vector<s
 }
 
 // A rollout: pulls and applies (a copy into fresh memory, as decoding into a model does).
-Status PullAndApply(weights::Puller* puller, const std::vector<std::string>& sources) {
-  RL_ASSIGN_OR_RETURN(weights::Bundle got, PollAndPull(puller, sources));
+Status PullAndApply(weights::Puller* puller, const std::vector<std::string>& sources, uint64_t version) {
+  RL_ASSIGN_OR_RETURN(weights::Bundle got, PollAndPull(puller, sources, version));
   std::unique_ptr<char[]> model(new char[got.size()]);
   std::memcpy(model.get(), got.data(), got.size());
   return Status::OK();
 }
 
-// Seconds until all n rollouts applied the trainer's version.
-Result<double> UpdateSeconds(const std::string& rollout_tls, const weights::Bundle& b, int n, bool relays) {
+// The trainer, with relays one relay, and the rollouts: each a thread with a UCX context and a
+// puller (or source) of its own, kept from one version to the next as in a training run.
+struct Fleet {
+  bool relays = false;
+  std::unique_ptr<weights::Source> trainer, relay;
+  std::unique_ptr<weights::Puller> relay_puller;
+  std::vector<std::unique_ptr<weights::Puller>> rollouts;
+};
+
+Result<std::unique_ptr<Fleet>> MakeFleet(const std::string& rollout_tls, int n, bool relays) {
+  auto f = std::make_unique<Fleet>();
+  f->relays = relays;
   RL_ASSIGN_OR_RETURN(auto tctx, weights::UcxContext::Create("tcp"));
   weights::SourceOptions to;
   to.max_pulls = static_cast<uint32_t>(n) + 1;  // nobody is turned away: this measures the copies
-  RL_ASSIGN_OR_RETURN(auto trainer, weights::Source::Start(tctx, to));
+  RL_ASSIGN_OR_RETURN(f->trainer, weights::Source::Start(tctx, to));
   RL_ASSIGN_OR_RETURN(auto rctx, weights::UcxContext::Create(rollout_tls));
-  weights::SourceOptions ro;
-  ro.max_pulls = static_cast<uint32_t>(n) + 1;
-  RL_ASSIGN_OR_RETURN(auto relay, weights::Source::Start(rctx, ro));
-  RL_ASSIGN_OR_RETURN(auto relay_puller, weights::Puller::Create(tctx, "fanout-relay"));
-  std::vector<std::unique_ptr<weights::Puller>> pullers(n);
-  for (auto& p : pullers) {
+  RL_ASSIGN_OR_RETURN(f->relay, weights::Source::Start(rctx, to));
+  RL_ASSIGN_OR_RETURN(f->relay_puller, weights::Puller::Create(tctx, "fanout-relay"));
+  f->rollouts.resize(n);
+  for (auto& p : f->rollouts) {
     RL_ASSIGN_OR_RETURN(auto ctx, weights::UcxContext::Create(relays ? rollout_tls : "tcp"));
     RL_ASSIGN_OR_RETURN(p, weights::Puller::Create(ctx, "fanout"));
   }
-  std::vector<std::string> sources = {relays ? relay->endpoint() : trainer->endpoint()};
+  return f;
+}
+
+// Seconds from the trainer's publish of `b` until every rollout applied it.
+Result<double> Update(Fleet* f, const weights::Bundle& b) {
+  int n = static_cast<int>(f->rollouts.size());
+  std::vector<std::string> sources = {f->relays ? f->relay->endpoint() : f->trainer->endpoint()};
   std::vector<Status> status(n + 1);
   std::vector<std::thread> threads;
   auto t0 = Clock::now();
-  if (relays) {
+  if (f->relays) {
     threads.emplace_back([&] {
-      auto got = PollAndPull(relay_puller.get(), {trainer->endpoint()});
-      status[n] = got.ok() ? relay->Publish(*got) : got.status();
+      auto got = PollAndPull(f->relay_puller.get(), {f->trainer->endpoint()}, b.version);
+      status[n] = got.ok() ? f->relay->Publish(*got) : got.status();
     });
   }
   for (int i = 0; i < n; ++i) {
-    threads.emplace_back([&, i] { status[i] = PullAndApply(pullers[i].get(), sources); });
+    threads.emplace_back([&, i] { status[i] = PullAndApply(f->rollouts[i].get(), sources, b.version); });
   }
-  RL_RETURN_IF_ERROR(trainer->Publish(b));
+  RL_RETURN_IF_ERROR(f->trainer->Publish(b));
   for (auto& t : threads) t.join();
   double s = std::chrono::duration<double>(Clock::now() - t0).count();
   for (const auto& st : status) RL_RETURN_IF_ERROR(st);
   return s;
+}
+
+// The update of a second version, after a first (its seconds in *first) set the fleet up.
+Result<double> UpdateSeconds(const std::string& rollout_tls, const weights::Bundle& b, int n, bool relays,
+                             double* first) {
+  RL_ASSIGN_OR_RETURN(std::unique_ptr<Fleet> f, MakeFleet(rollout_tls, n, relays));
+  weights::Bundle next = b;
+  next.version = b.version + 1;
+  RL_ASSIGN_OR_RETURN(*first, Update(f.get(), b));
+  return Update(f.get(), next);
+}
+
+}  // namespace
+
+namespace {
+
+double MedianOf(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// A safetensors frame around `size` bytes.
+Result<weights::Bundle> FanoutBundle(size_t size, uint32_t chunk_size) {
+  std::string header = "{\"__metadata__\":{}}  ";
+  std::string bytes(std::max<size_t>(size, 64), '\1');
+  uint64_t hn = header.size() + 2;
+  while ((8 + hn) % 8) hn++;
+  header.resize(hn, ' ');
+  std::memcpy(bytes.data(), &hn, 8);
+  std::memcpy(bytes.data() + 8, header.data(), hn);
+  return weights::Bundle::FromString(1, std::move(bytes), chunk_size);
+}
+
+// Medians over `runs` of the update seconds of n rollouts, each layout in a fleet of its own.
+struct FanoutFigures {
+  double trainer = 0, relays = 0;              // the second version
+  double trainer_first = 0, relays_first = 0;  // the first (fleet set up meanwhile)
+};
+
+Result<FanoutFigures> MeasureFanout(const std::string& tls, const weights::Bundle& b, int n, int runs) {
+  std::vector<double> direct, relay, direct1, relay1;
+  for (int r = 0; r < runs; ++r) {
+    double first = 0;
+    RL_ASSIGN_OR_RETURN(double d, UpdateSeconds(tls, b, n, false, &first));
+    direct.push_back(d);
+    direct1.push_back(first);
+    RL_ASSIGN_OR_RETURN(double rl, UpdateSeconds(tls, b, n, true, &first));
+    relay.push_back(rl);
+    relay1.push_back(first);
+  }
+  return FanoutFigures{MedianOf(direct), MedianOf(relay), MedianOf(direct1), MedianOf(relay1)};
 }
 
 }  // namespace
@@ -101,40 +169,29 @@ Status RunFanout(const WeightsProfileOptions& o, size_t size, std::ostream& out)
   }
   if (counts.empty()) return Status::OK();
   std::string tls = weights::SplitEndpoints(o.transports).back();
-  std::string header = "{\"__metadata__\":{}}  ";
-  std::string bytes(size, '\1');
-  uint64_t hn = header.size() + 2;
-  while ((8 + hn) % 8) hn++;
-  header.resize(hn, ' ');
-  std::memcpy(bytes.data(), &hn, 8);
-  std::memcpy(bytes.data() + 8, header.data(), hn);
-  RL_ASSIGN_OR_RETURN(auto b, weights::Bundle::FromString(1, std::move(bytes), o.chunk_size));
+  RL_ASSIGN_OR_RETURN(weights::Bundle b, FanoutBundle(size, o.chunk_size));
   if (!o.json) {
-    out << "\nfan-out of " << size << " bytes (seconds from publish until every rollout applied it, verified; ratio to "
-        << counts.front() << ")\n  trainer: all pull over tcp from the trainer; relays: one relay per host pulls over tcp,"
-        << " rollouts map it (" << tls << ")\n  pullers   trainer  ratio    relays  ratio\n";
+    out << "\nfan-out of " << size << " bytes (seconds from publish until every rollout applied a version, verified; "
+        << "medians; ratio to " << counts.front() << ")\n  trainer: all pull over tcp from the trainer; relays: one relay "
+        << "per host pulls over tcp, rollouts map it (" << tls << ")\n  the next version, as every training step; "
+        << "first: the first version, while pullers and endpoints are set up\n"
+        << "  pullers   trainer  ratio    relays  ratio  trainer-first  relays-first\n";
   }
-  double base_direct = 0, base_relay = 0;
+  FanoutFigures base;
   for (int n : counts) {
-    std::vector<double> direct, relay;
-    for (int r = 0; r < o.runs; ++r) {
-      RL_ASSIGN_OR_RETURN(double d, UpdateSeconds(tls, b, n, false));
-      RL_ASSIGN_OR_RETURN(double rl, UpdateSeconds(tls, b, n, true));
-      direct.push_back(d);
-      relay.push_back(rl);
-    }
-    std::sort(direct.begin(), direct.end());
-    std::sort(relay.begin(), relay.end());
-    double d = direct[direct.size() / 2], rl = relay[relay.size() / 2];
-    if (base_direct == 0) base_direct = d, base_relay = rl;
+    RL_ASSIGN_OR_RETURN(FanoutFigures f, MeasureFanout(tls, b, n, o.runs));
+    if (base.trainer == 0) base = f;
     if (o.json) {
-      out << nlohmann::json{{"figure", "fanout"}, {"transport", tls}, {"bytes", size}, {"pullers", n},
-                            {"trainer_s", d}, {"trainer_ratio", d / base_direct}, {"relays_s", rl},
-                            {"relays_ratio", rl / base_relay}}.dump()
+      out << nlohmann::json{{"figure", "fanout"},      {"transport", tls},
+                            {"bytes", size},           {"pullers", n},
+                            {"trainer_s", f.trainer},  {"trainer_ratio", f.trainer / base.trainer},
+                            {"relays_s", f.relays},    {"relays_ratio", f.relays / base.relays},
+                            {"trainer_first_s", f.trainer_first}, {"relays_first_s", f.relays_first}}.dump()
           << "\n";
     } else {
-      char line[128];
-      std::snprintf(line, sizeof(line), "  %7d %9.3f %6.2f %9.3f %6.2f\n", n, d, d / base_direct, rl, rl / base_relay);
+      char line[160];
+      std::snprintf(line, sizeof(line), "  %7d %9.3f %6.2f %9.3f %6.2f %14.3f %13.3f\n", n, f.trainer,
+                    f.trainer / base.trainer, f.relays, f.relays / base.relays, f.trainer_first, f.relays_first);
       out << line;
     }
     out.flush();

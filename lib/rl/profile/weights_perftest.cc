@@ -47,17 +47,24 @@ int Reap(pid_t pid) {
 
 }  // namespace
 
-Result<double> PerftestGBps(const std::string& tls, const std::string& test, size_t message_bytes, size_t iterations) {
+Result<double> PerftestGBps(const std::string& tls, const std::string& test, size_t message_bytes, size_t iterations,
+                            bool peer_failure) {
   std::string exe = FindOnPath("ucx_perftest");
   if (exe.empty()) return Status::NotFound("ucx_perftest is not on PATH (Debian package ucx-utils)");
   for (int attempt = 0; attempt < 3; ++attempt) {
     RL_ASSIGN_OR_RETURN(int port, FreeTcpPort());
-    pid_t server = Start({exe, "-p", std::to_string(port)}, tls, nullptr);
+    std::vector<std::string> server_args = {exe, "-p", std::to_string(port)};
+    std::vector<std::string> client_args = {exe,  "127.0.0.1", "-p", std::to_string(port), "-t", test, "-s",
+                                            std::to_string(message_bytes), "-n", std::to_string(iterations),
+                                            "-w", "2", "-f"};
+    if (peer_failure) {
+      server_args.push_back("-e");
+      client_args.push_back("-e");
+    }
+    pid_t server = Start(server_args, tls, nullptr);
     std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the server's listen; a miss is retried
     int fd = -1;
-    pid_t client = Start({exe, "127.0.0.1", "-p", std::to_string(port), "-t", test, "-s", std::to_string(message_bytes),
-                          "-n", std::to_string(iterations), "-w", "2", "-f"},
-                         tls, &fd);
+    pid_t client = Start(client_args, tls, &fd);
     std::string text;
     char buf[4096];
     ssize_t n;

@@ -52,26 +52,37 @@ double MemcpyGBps(size_t size, int runs) {
   return Median(gbps);
 }
 
-// Our pulls of one bundle over `tls`, in this process: a source and a puller with contexts of
-// their own. `after` runs after each pull (the baseline, measured back to back with it).
-Result<std::vector<double>> PullGBps(const std::string& tls, const Bundle& b, int runs,
+// Our pulls of `b` over `tls`, in this process: a source and a puller with contexts of their
+// own. Each pull fetches a version published just before it, as in training, where every pull
+// is of a version the source has just written. The first pull is a warm-up, as ucx_perftest's
+// -w is: the puller sets up its worker, its endpoint and its buffer; its GB/s goes to *first and
+// is not counted. `after` runs right after each counted pull (the baseline, back to back with it).
+Result<std::vector<double>> PullGBps(const std::string& tls, const Bundle& b, int runs, double* first,
                                      const std::function<void()>& after) {
   RL_ASSIGN_OR_RETURN(auto sctx, weights::UcxContext::Create(tls));
   RL_ASSIGN_OR_RETURN(auto pctx, weights::UcxContext::Create(tls));
   weights::SourceOptions so;
   RL_ASSIGN_OR_RETURN(auto source, weights::Source::Start(sctx, so));
-  RL_RETURN_IF_ERROR(source->Publish(b));
   RL_ASSIGN_OR_RETURN(auto puller, weights::Puller::Create(pctx, "rl-profile"));
   weights::PullOptions po;
   po.sources = {source->endpoint()};
   std::vector<double> gbps;
-  for (int r = 0; r < runs; ++r) {
+  for (int r = 0; r <= runs; ++r) {
+    Bundle version = b;
+    version.version = static_cast<uint64_t>(r) + 1;
+    RL_RETURN_IF_ERROR(source->Publish(version));
+    po.min_version = version.version;
     weights::PullReport report;
     {
       RL_ASSIGN_OR_RETURN(Bundle got, puller->Pull(po, &report));
       if (got.digest() != b.digest()) return Status::Internal("pulled bundle has another digest");
     }
-    gbps.push_back(b.size() / report.seconds / 1e9);
+    double v = b.size() / report.seconds / 1e9;
+    if (r == 0) {
+      *first = v;
+      continue;
+    }
+    gbps.push_back(v);
     after();
   }
   return gbps;
@@ -79,6 +90,84 @@ Result<std::vector<double>> PullGBps(const std::string& tls, const Bundle& b, in
 
 // The operation our pull uses on a transport, as a ucx_perftest test name (puller.h).
 std::string PerftestOf(const std::string& tls) { return tls == "tcp" ? "tag_bw" : "ucp_get"; }
+
+// The median of the ratios of pairs a[i] / b[i] (pairs whose b is 0, a failed run, are left out).
+double MedianRatio(const std::vector<double>& a, const std::vector<double>& b) {
+  std::vector<double> r;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
+    if (b[i] > 0) r.push_back(a[i] / b[i]);
+  }
+  return Median(r);
+}
+
+// One line of the bandwidth table: our pulls of `b` over `tls`, each followed at once by
+// ucx_perftest without and with -e. Pairs measured back to back: on a shared machine the load
+// moves between runs, and the ratio of a pair is worth more than that of two distant medians.
+Status RunBandwidth(const WeightsProfileOptions& o, const Bundle& b, const std::string& tls, double mem,
+                    std::ostream& out) {
+  std::vector<double> perfs, perfs_e;
+  Status perf_status;
+  auto perftest = [&](bool e, std::vector<double>* into) {
+    auto perf = PerftestGBps(tls, PerftestOf(tls), b.size(), 1, e);
+    if (!perf.ok()) perf_status = perf.status();
+    into->push_back(perf.ok() ? *perf : 0);
+  };
+  double first = 0;
+  // UCX 1.13's shared-memory transports have no error mode PEER (ucx.h): -e over tcp only.
+  auto context = weights::UcxContext::Create(tls);
+  bool with_e = context.ok() && !(*context)->shm_allowed();
+  RL_ASSIGN_OR_RETURN(std::vector<double> pulls, PullGBps(tls, b, o.runs, &first, [&] {
+                        perftest(false, &perfs);
+                        if (with_e) perftest(true, &perfs_e);
+                      }));
+  if (!perf_status.ok()) spdlog::warn("ucx_perftest over {}: {}", tls, perf_status.message());
+  double pull = Median(pulls), p = Median(perfs), pe = Median(perfs_e);
+  double ratio = MedianRatio(pulls, perfs), ratio_e = MedianRatio(pulls, perfs_e);
+  if (o.json) {
+    nlohmann::json j = {{"figure", "bandwidth"},    {"transport", tls},  {"bytes", b.size()},
+                        {"first_pull_gbps", first}, {"pull_gbps", pull}, {"perftest", PerftestOf(tls)},
+                        {"perftest_gbps", p},       {"memcpy_gbps", mem}, {"pull_over_perftest", ratio},
+                        {"pull_over_memcpy", pull / mem}};
+    if (with_e) j.update({{"perftest_e_gbps", pe}, {"pull_over_perftest_e", ratio_e}});
+    out << j.dump() << "\n";
+  } else {
+    char e[2][32] = {"-", "-"};
+    if (with_e) {
+      std::snprintf(e[0], sizeof(e[0]), "%.2f", pe);
+      std::snprintf(e[1], sizeof(e[1]), "%.2f", ratio_e);
+    }
+    char line[192];
+    std::snprintf(line, sizeof(line), "  %-9s %10llu %9.2f %9.2f %9.2f %11s %9.2f %14.2f %16s %12.2f\n", tls.c_str(),
+                  static_cast<unsigned long long>(b.size()), first, pull, p, e[0], mem, ratio, e[1], pull / mem);
+    out << line;
+  }
+  out.flush();
+  return Status::OK();
+}
+
+// The ops table: ucx_perftest's put, get and tagged sends at our chunk size, the measurement
+// behind the choice of operation (puller.h).
+void RunOps(const WeightsProfileOptions& o, const std::vector<std::string>& transports, std::ostream& out) {
+  if (!o.json) out << "ops at " << o.chunk_size << "-byte messages (ucx_perftest, GB/s)\n  transport       put       get       tag\n";
+  for (const auto& tls : transports) {
+    double v[3] = {0, 0, 0};
+    const char* tests[3] = {"ucp_put_bw", "ucp_get", "tag_bw"};
+    for (int i = 0; i < 3; ++i) {
+      auto r = PerftestGBps(tls, tests[i], o.chunk_size, 64);
+      v[i] = r.ok() ? *r : -1;
+      if (!r.ok()) spdlog::warn("ucx_perftest {} over {}: {}", tests[i], tls, r.status().message());
+    }
+    if (o.json) {
+      out << nlohmann::json{{"figure", "ops"}, {"transport", tls}, {"bytes", o.chunk_size}, {"put_gbps", v[0]},
+                            {"get_gbps", v[1]}, {"tag_gbps", v[2]}}.dump()
+          << "\n";
+    } else {
+      char line[128];
+      std::snprintf(line, sizeof(line), "  %-9s %9.2f %9.2f %9.2f\n", tls.c_str(), v[0], v[1], v[2]);
+      out << line;
+    }
+  }
+}
 
 }  // namespace
 
@@ -111,61 +200,19 @@ Status RunWeightsProfile(const WeightsProfileOptions& o, std::ostream& out) {
   std::vector<std::string> transports = weights::SplitEndpoints(o.transports);
   if (sizes.empty() || transports.empty()) return Status::InvalidArgument("--sizes and --transports need values");
 
-  // Which operation: ucx_perftest's put, get and tagged sends at our chunk size.
-  if (!o.json) out << "ops at " << o.chunk_size << "-byte messages (ucx_perftest, GB/s)\n  transport       put       get       tag\n";
-  for (const auto& tls : transports) {
-    double v[3] = {0, 0, 0};
-    const char* tests[3] = {"ucp_put_bw", "ucp_get", "tag_bw"};
-    for (int i = 0; i < 3; ++i) {
-      auto r = PerftestGBps(tls, tests[i], o.chunk_size, 64);
-      v[i] = r.ok() ? *r : -1;
-      if (!r.ok()) spdlog::warn("ucx_perftest {} over {}: {}", tests[i], tls, r.status().message());
-    }
-    if (o.json) {
-      out << nlohmann::json{{"figure", "ops"}, {"transport", tls}, {"bytes", o.chunk_size}, {"put_gbps", v[0]},
-                            {"get_gbps", v[1]}, {"tag_gbps", v[2]}}.dump()
-          << "\n";
-    } else {
-      char line[128];
-      std::snprintf(line, sizeof(line), "  %-9s %9.2f %9.2f %9.2f\n", tls.c_str(), v[0], v[1], v[2]);
-      out << line;
-    }
-  }
+  RunOps(o, transports, out);
 
-  if (!o.json) out << "\nbandwidth (GB/s, medians; perftest runs the same operation on one message of the bundle's size "
-                      "right after each pull; pull/perftest is the median of those pairs' ratios)\n"
-                      "  transport      bytes      pull  perftest    memcpy  pull/perftest  pull/memcpy\n";
+  if (!o.json) {
+    out << "\nbandwidth (GB/s, medians; each pull fetches a version published just before it, after a warm-up pull "
+           "(first); perftest runs the same operation on one message of the bundle's size right after each pull, "
+           "without and with -e (error mode PEER, as our sources use); the ratios are medians of those pairs' ratios)\n"
+           "  transport      bytes     first      pull  perftest  perftest-e    memcpy  pull/perftest  pull/perftest-e  "
+           "pull/memcpy\n";
+  }
   for (size_t size : sizes) {
     RL_ASSIGN_OR_RETURN(Bundle b, MakeBundle(1, size, o.chunk_size));
     double mem = MemcpyGBps(size, o.runs);
-    for (const auto& tls : transports) {
-      // Pairs measured back to back: on a shared machine the load moves between runs, and the
-      // ratio of a pair is worth more than the ratio of two medians taken minutes apart.
-      std::vector<double> perfs, ratios;
-      Status perf_status;
-      RL_ASSIGN_OR_RETURN(std::vector<double> pulls, PullGBps(tls, b, o.runs, [&] {
-                            auto perf = PerftestGBps(tls, PerftestOf(tls), size, 1);
-                            if (!perf.ok()) perf_status = perf.status();
-                            perfs.push_back(perf.ok() ? *perf : 0);
-                          }));
-      for (size_t i = 0; i < pulls.size(); ++i) {
-        if (perfs[i] > 0) ratios.push_back(pulls[i] / perfs[i]);
-      }
-      if (!perf_status.ok()) spdlog::warn("ucx_perftest over {}: {}", tls, perf_status.message());
-      double pull = Median(pulls), p = Median(perfs), ratio = Median(ratios);
-      if (o.json) {
-        out << nlohmann::json{{"figure", "bandwidth"}, {"transport", tls}, {"bytes", size}, {"pull_gbps", pull},
-                              {"perftest", PerftestOf(tls)}, {"perftest_gbps", p}, {"memcpy_gbps", mem},
-                              {"pull_over_perftest", ratio}, {"pull_over_memcpy", pull / mem}}.dump()
-            << "\n";
-      } else {
-        char line[160];
-        std::snprintf(line, sizeof(line), "  %-9s %10zu %9.2f %9.2f %9.2f %14.2f %12.2f\n", tls.c_str(), size, pull, p,
-                      mem, ratio, pull / mem);
-        out << line;
-      }
-      out.flush();
-    }
+    for (const auto& tls : transports) RL_RETURN_IF_ERROR(RunBandwidth(o, b, tls, mem, out));
   }
   return RunFanout(o, sizes.size() > 1 ? sizes[1] : sizes[0], out);
 }

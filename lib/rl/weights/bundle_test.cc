@@ -32,6 +32,18 @@ TEST(ChunkCrcTest, SameValueAsCrc32cAtEverySizeAndAlignment) {
   }
 }
 
+TEST(ChunkCrcTest, ExtendingTheCrcOfAPrefixGivesTheCrcOfTheWhole) {
+  std::string bytes = FakeWeights(300000, 9);
+  uint32_t whole = Crc32c(bytes.data(), bytes.size());
+  for (size_t cut : {0, 1, 8, 24576, 24577, 73728, 100001, 299999, 300000}) {
+    EXPECT_EQ(ChunkCrc(bytes.data() + cut, bytes.size() - cut, ChunkCrc(bytes.data(), cut)), whole) << cut;
+  }
+  // Three pieces, as a chunk arrives.
+  uint32_t crc = ChunkCrc(bytes.data(), 65536);
+  crc = ChunkCrc(bytes.data() + 65536, 131072, crc);
+  EXPECT_EQ(ChunkCrc(bytes.data() + 196608, bytes.size() - 196608, crc), whole);
+}
+
 TEST(SharedBytesTest, SealedCopyIsReadOnlyAndOpensOnlyAsItsVersion) {
   std::string bytes = FakeWeights(100000, 8);
   auto sealed = SharedBytes::Seal(7, bytes.data(), bytes.size());

@@ -45,9 +45,9 @@ uint32_t ShiftLane(const ShiftTable& s, uint32_t c) {
   return s.t[0][c & 0xff] ^ s.t[1][(c >> 8) & 0xff] ^ s.t[2][(c >> 16) & 0xff] ^ s.t[3][c >> 24];
 }
 
-__attribute__((target("sse4.2"))) uint32_t Crc3(const uint8_t* p, size_t size) {
+__attribute__((target("sse4.2"))) uint32_t Crc3(const uint8_t* p, size_t size, uint32_t crc) {
   const ShiftTable& shift = Shift();
-  uint64_t c = 0xffffffffu;
+  uint64_t c = ~crc;
   for (; size >= 3 * kLane; p += 3 * kLane, size -= 3 * kLane) {
     uint64_t c0 = c, c1 = 0, c2 = 0;
     for (size_t i = 0; i < kLane; i += 8) {
@@ -69,12 +69,12 @@ __attribute__((target("sse4.2"))) uint32_t Crc3(const uint8_t* p, size_t size) {
 
 }  // namespace
 
-uint32_t ChunkCrc(const void* data, size_t size) {
+uint32_t ChunkCrc(const void* data, size_t size, uint32_t crc) {
 #if defined(__x86_64__)
   static const bool hardware = __builtin_cpu_supports("sse4.2");
-  if (hardware && size >= 3 * kLane) return Crc3(static_cast<const uint8_t*>(data), size);
+  if (hardware && size >= 3 * kLane) return Crc3(static_cast<const uint8_t*>(data), size, crc);
 #endif
-  return Crc32c(data, size);
+  return Crc32c(data, size, crc);
 }
 
 }  // namespace rl::weights

@@ -16,6 +16,8 @@
 
 namespace rl::weights {
 
-uint32_t ChunkCrc(const void* data, size_t size);
+// `crc` is the CRC of bytes that came before these: ChunkCrc(b, n, ChunkCrc(a, m)) is the CRC
+// of a followed by b (as rl::Crc32c's seed).
+uint32_t ChunkCrc(const void* data, size_t size, uint32_t crc = 0);
 
 }  // namespace rl::weights

@@ -36,25 +36,6 @@ Status Puller::PullFrom(const std::string& endpoint, const PullOptions& o, Targe
   return s;
 }
 
-bool Puller::Accept(const std::string& endpoint, const PullOptions& o, size_t chunk, Target* t, PullReport* r) {
-  const ChunkTable& table = t->offer.table;
-  char* data = t->memory->data() + table.ChunkOffset(chunk);
-  size_t len = table.ChunkLength(chunk);
-  if (o.on_chunk) o.on_chunk(chunk, data, len);
-  if (ChunkCrc(data, len) != table.crcs[chunk]) {
-    spdlog::warn("chunk {} of version {} from {} fails its CRC-32C; fetching it again", chunk, t->offer.version,
-                 endpoint);
-    r->refetched++;
-    return false;
-  }
-  if (!t->held[chunk]) {
-    t->held[chunk] = true;
-    t->missing--;
-  }
-  r->source = endpoint;
-  return true;
-}
-
 namespace {
 
 // Checks every chunk of a mapped bundle on `threads` threads (this one among them), taking

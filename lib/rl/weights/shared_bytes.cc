@@ -24,11 +24,14 @@ SharedBytes::~SharedBytes() {
   if (fd_ >= 0) ::close(fd_);
 }
 
-Status SharedBytes::Map(size_t size) {
+Status SharedBytes::Map(size_t size, bool populate) {
   size_t len = size == 0 ? 1 : size;
-  // Not populated: a reader's faults map 16 pages each (fault-around), and populating the page
-  // tables of 100 MB up front took longer (10-40 ms) than the whole CRC pass over them (~20 ms).
-  void* p = ::mmap(nullptr, len, PROT_READ, MAP_SHARED, fd_, 0);
+  // A puller's mapping is not populated: its faults map 16 pages each (fault-around) on the
+  // threads that check it, and populating the page tables of 100 MB up front took longer
+  // (10-40 ms) than the whole CRC pass over them (~20 ms). The source's is, once per version
+  // when it is published: otherwise the first tagged send of every version faulted each page
+  // in on the sending thread, in the middle of a pull.
+  void* p = ::mmap(nullptr, len, PROT_READ, MAP_SHARED | (populate ? MAP_POPULATE : 0), fd_, 0);
   if (p == MAP_FAILED) return Errno("map " + std::to_string(size) + " bytes of weights");
   data_ = static_cast<const char*>(p);
   size_ = size;
@@ -52,7 +55,7 @@ Result<std::shared_ptr<SharedBytes>> SharedBytes::Seal(uint64_t version, const c
     off += static_cast<size_t>(n);
   }
   if (::fcntl(b->fd_, F_ADD_SEALS, kSeals) != 0) return Errno("seal the weights memfd");
-  RL_RETURN_IF_ERROR(b->Map(size));
+  RL_RETURN_IF_ERROR(b->Map(size, true));
   return b;
 }
 
@@ -74,7 +77,7 @@ Result<std::shared_ptr<SharedBytes>> SharedBytes::Open(int pid, int fd, uint64_t
   }
   int seals = ::fcntl(b->fd_, F_GET_SEALS);
   if (seals < 0 || (seals & kSeals) != kSeals) return Status::Protocol(path + " is not sealed against writes");
-  RL_RETURN_IF_ERROR(b->Map(size));
+  RL_RETURN_IF_ERROR(b->Map(size, false));
   return b;
 }
 

@@ -38,8 +38,8 @@ class SharedBytes : public BundleBytes {
 
  private:
   SharedBytes() = default;
-  // Maps fd_ read-only.
-  Status Map(size_t size);
+  // Maps fd_ read-only; with populate, its page tables are filled at once.
+  Status Map(size_t size, bool populate);
   int fd_ = -1;
   const char* data_ = nullptr;
   size_t size_ = 0;

@@ -45,6 +45,7 @@ void Source::Stop() {
   stop_ = true;
   if (thread_.joinable()) thread_.join();
   leases_.clear();
+  peers_.clear();
   active_ = 0;
 }
 
@@ -226,7 +227,7 @@ Result<Message> Source::Close(const Message& req) {
   if (c.renew) {
     it->second.deadline_ms = MonoMillis() + options_.lease_ms;
   } else {
-    leases_.erase(it);
+    EndLease(it);
   }
   active_ = static_cast<uint32_t>(leases_.size());
   return Message{Header{}, EmptyBody(), {}};
@@ -240,6 +241,10 @@ void Source::OnSendComplete(void* request, ucs_status_t, void* user_data) {
   } else {
     op->done = true;
   }
+}
+
+bool Source::Lease::sending() const {
+  return std::any_of(sends.begin(), sends.end(), [](const SendOp* op) { return !op->done; });
 }
 
 Source::Lease::~Lease() {
@@ -259,8 +264,8 @@ Result<Message> Source::Send(const Message& req) {
   if (it == leases_.end()) return Status::NotFound("lease " + std::to_string(r.lease) + " is not held");
   Lease& lease = it->second;
   if (!lease.ep) {
-    // Error mode PEER: a puller that dies makes these sends fail, never the source.
-    RL_ASSIGN_OR_RETURN(lease.ep, UcxEndpoint::Connect(worker_.get(), r.address, true));
+    RL_ASSIGN_OR_RETURN(lease.ep, EndpointTo(r.address));
+    lease.peer = r.address;
   }
   RL_RETURN_IF_ERROR(lease.ep->failure());
   const ChunkTable& table = lease.served->bundle.table;
@@ -297,12 +302,44 @@ void Source::ExpireLeases() {
     if (failed) spdlog::debug("lease {}: {}", it->first, it->second.ep->failure().message());
     if (it->second.deadline_ms <= now || failed) {
       spdlog::debug("lease {} on version {} expired", it->first, it->second.served->bundle.version);
-      it = leases_.erase(it);
+      it = EndLease(it);
     } else {
       ++it;
     }
   }
+  for (auto it = peers_.begin(); it != peers_.end();) {
+    it = it->second.ep->failure().ok() ? std::next(it) : peers_.erase(it);
+  }
   active_ = static_cast<uint32_t>(leases_.size());
+}
+
+std::map<uint64_t, Source::Lease>::iterator Source::EndLease(std::map<uint64_t, Lease>::iterator it) {
+  const Lease& lease = it->second;
+  auto peer = peers_.find(lease.peer);
+  if (lease.ep && (lease.sending() || !lease.ep->failure().ok()) && peer != peers_.end() && peer->second.ep == lease.ep) {
+    peers_.erase(peer);  // the last reference may be the lease's: its destructor closes the endpoint
+  }
+  return leases_.erase(it);
+}
+
+Result<std::shared_ptr<UcxEndpoint>> Source::EndpointTo(const std::string& address) {
+  int64_t now = MonoMillis();
+  auto it = peers_.find(address);
+  if (it != peers_.end() && it->second.ep->failure().ok()) {
+    it->second.used_ms = now;
+    return it->second.ep;
+  }
+  if (it != peers_.end()) peers_.erase(it);
+  if (peers_.size() >= kMaxPeers) {
+    peers_.erase(std::min_element(peers_.begin(), peers_.end(), [](const auto& a, const auto& b) {
+      return a.second.used_ms < b.second.used_ms;
+    }));
+  }
+  // Error mode PEER: a puller that dies makes the sends to it fail, never the source.
+  RL_ASSIGN_OR_RETURN(std::unique_ptr<UcxEndpoint> ep, UcxEndpoint::Connect(worker_.get(), address, true));
+  std::shared_ptr<UcxEndpoint> shared = std::move(ep);
+  peers_[address] = Peer{shared, now};
+  return shared;
 }
 
 }  // namespace rl::weights

@@ -7,6 +7,9 @@
 // (transports that emulate gets in software need the source's progress), sleeping on both the
 // socket and the worker's event fd when there is nothing to do. At most max_pulls leases are held
 // at once; a puller that is refused tries another source, so pulls spread over sources.
+// The endpoint to a puller's worker is kept for its next lease (a rollout pulls every version
+// from the same sources; connecting cost ms a pull), unless a lease ended with sends in flight:
+// closing the endpoint is what cancels them.
 //
 // Thread safety: Publish, current, active and the test hooks may be called from any thread.
 #pragma once
@@ -74,16 +77,19 @@ class Source {
     std::shared_ptr<Served> pin;  // the memory being sent stays mapped until the send completes
   };
   static void OnSendComplete(void* request, ucs_status_t status, void* user_data);
-  // The endpoint closes first (cancelling its sends), then the sends are freed or orphaned.
+  // The endpoint goes first (closed, cancelling its sends, when this lease held the last
+  // reference), then the sends are freed or orphaned.
   struct Lease {
     std::shared_ptr<Served> served;
     int64_t deadline_ms = 0;
     std::vector<SendOp*> sends;
-    std::unique_ptr<UcxEndpoint> ep;  // to the puller, made on its first send request
+    std::shared_ptr<UcxEndpoint> ep;  // to the puller, from peers_ or made on its first send request
+    std::string peer;                 // the puller's worker address
     Lease() = default;
     Lease(const Lease&) = delete;
     Lease& operator=(const Lease&) = delete;
     ~Lease();
+    bool sending() const;  // a send not completed yet
   };
   Source(std::shared_ptr<UcxContext> c, SourceOptions o) : context_(std::move(c)), options_(std::move(o)) {}
 
@@ -95,6 +101,10 @@ class Source {
   Result<Message> Send(const Message& req);
   Offer OfferOf(const Served& s) const;
   void ExpireLeases();
+  // Ends a lease. Its endpoint stays in peers_ for the puller's next lease only when no send of
+  // this one is in flight and the endpoint has not failed.
+  std::map<uint64_t, Lease>::iterator EndLease(std::map<uint64_t, Lease>::iterator it);
+  Result<std::shared_ptr<UcxEndpoint>> EndpointTo(const std::string& address);
 
   std::shared_ptr<UcxContext> context_;
   SourceOptions options_;
@@ -111,6 +121,15 @@ class Source {
   mutable std::mutex mu_;
   std::shared_ptr<Served> current_;  // guarded by mu_
 
+  // Endpoints to pullers' workers by address, kept across leases (the thread's own); at most
+  // kMaxPeers, the least recently used dropped first. Declared before leases_, which may hold
+  // the same endpoints, so the leases go first.
+  static constexpr size_t kMaxPeers = 64;
+  struct Peer {
+    std::shared_ptr<UcxEndpoint> ep;
+    int64_t used_ms = 0;
+  };
+  std::map<std::string, Peer> peers_;
   std::map<uint64_t, Lease> leases_;  // the thread's own
   uint64_t next_lease_ = 1;
 };

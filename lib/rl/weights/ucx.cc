@@ -16,6 +16,8 @@ namespace {
 constexpr int kCloseWaitMs = 5000;
 }  // namespace
 
+const char* const kTcpSegment = "1M";
+
 Status UcxStatus(ucs_status_t s, const std::string& what) {
   std::string m = what + ": " + ucs_status_string(s);
   switch (s) {
@@ -43,6 +45,12 @@ Result<std::shared_ptr<UcxContext>> UcxContext::Create(const std::string& tls) {
       return Status::InvalidArgument("UCX_TLS=" + tls + ": " + ucs_status_string(s));
     }
   }
+  // RX_SEG_SIZE is a field of tcp's configuration only (UCX warns about keys no transport uses).
+  s = TlsAllows(tls, {"all", "tcp"}) ? ucp_config_modify(config, "RX_SEG_SIZE", kTcpSegment) : UCS_OK;
+  if (s != UCS_OK) {
+    ucp_config_release(config);
+    return UcxStatus(s, std::string("set UCX_TCP_RX_SEG_SIZE=") + kTcpSegment);
+  }
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED | UCP_PARAM_FIELD_NAME;
   params.features = UCP_FEATURE_RMA | UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP;
@@ -56,14 +64,16 @@ Result<std::shared_ptr<UcxContext>> UcxContext::Create(const std::string& tls) {
   return c;
 }
 
-bool UcxContext::shm_allowed() const {
-  std::string tls = tls_;
+bool UcxContext::shm_allowed() const { return TlsAllows(tls_, {"all", "sm", "shm", "posix", "sysv", "cma"}); }
+
+bool UcxContext::TlsAllows(const std::string& override_tls, std::initializer_list<const char*> names) {
+  std::string tls = override_tls;
   if (tls.empty()) {
     const char* env = std::getenv("UCX_TLS");
     tls = env ? env : "all";
   }
-  if (!tls.empty() && tls[0] == '^') return true;  // an exclusion list: assume shm stays
-  for (const char* t : {"all", "sm", "shm", "posix", "sysv", "cma"}) {
+  if (!tls.empty() && tls[0] == '^') return true;  // an exclusion list: assume they stay
+  for (const char* t : names) {
     size_t at = 0;
     while ((at = tls.find(t, at)) != std::string::npos) {
       size_t end = at + std::strlen(t);
@@ -103,7 +113,11 @@ UcxWorker::~UcxWorker() {
 
 unsigned UcxWorker::Progress() {
   unsigned total = 0;
-  while (unsigned n = ucp_worker_progress(worker_)) total += n;
+  auto until = Clock::now() + std::chrono::milliseconds(kProgressMs);
+  while (unsigned n = ucp_worker_progress(worker_)) {
+    total += n;
+    if (Clock::now() >= until) break;
+  }
   return total;
 }
 

@@ -17,12 +17,21 @@
 
 #include <atomic>
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <string>
 
 #include "rl/core/status.h"
 
 namespace rl::weights {
+
+// UCX_TCP_RX_SEG_SIZE of every context, whatever the environment says. Endpoints in error mode
+// PEER get no zero-copy rendezvous over tcp in UCX 1.13: a chunk arrives as active messages of
+// up to this size, each received into a UCX buffer and copied out (perftest -e does the same).
+// At UCX's default of 64 KiB a 100 MB pull cost 113 ms of CPU, at 1 MiB 63 ms. It must be the
+// same in every process: a receiver whose segments are smaller than a sender's aborts
+// (tcp_ep.c: "Assertion hdr->length <= rx_seg_size").
+extern const char* const kTcpSegment;
 
 // "what: <UCX's text for s>" as a Status: Unavailable for peer and connection failures, Timeout
 // for timeouts, Internal otherwise.
@@ -42,6 +51,8 @@ class UcxContext {
 
  private:
   UcxContext() = default;
+  // True when the transports (override_tls, else UCX_TLS, else all) name one of `names`.
+  static bool TlsAllows(const std::string& override_tls, std::initializer_list<const char*> names);
   ucp_context_h context_ = nullptr;
   std::string tls_;
 };
@@ -57,8 +68,11 @@ class UcxWorker {
   const std::shared_ptr<UcxContext>& context() const { return context_; }
   // The worker's address, to be sent to peers that connect to it.
   const std::string& address() const { return address_; }
-  // Runs UCX's progress engine until it has nothing more to do; the number of events handled.
+  // Runs UCX's progress engine until it has nothing more to do, or for about kProgressMs while
+  // events keep coming (a stream of data could otherwise hold the caller for the whole transfer,
+  // away from its lease renewals and requests); the number of events handled.
   unsigned Progress();
+  static constexpr int kProgressMs = 2;
   // Sleeps until UCX has an event or timeout_ms passes (at once when an event is pending).
   void Wait(int timeout_ms);
   // The worker's event fd, to poll next to other fds: after Arm() returned true, readable means
