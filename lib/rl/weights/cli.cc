@@ -172,6 +172,10 @@ void ApplyTestHooksFromEnv(PullOptions* o) {
   if (!corrupt && !delay) return;
   long chunk = corrupt ? std::atol(corrupt) : -1;
   int delay_ms = delay ? std::atoi(delay) : 0;
+  // A slow pull must be slow on the wire: asked for one chunk at a time, the source sends the next
+  // only after the delay. (With every chunk asked for at once they all land first, and a source
+  // killed "mid-pull" has already sent everything.)
+  if (delay_ms > 0) o->inflight = 1;
   auto done = std::make_shared<bool>(false);
   o->on_chunk = [chunk, delay_ms, done](size_t i, char* data, size_t n) {
     if (static_cast<long>(i) == chunk && !*done && n > 0) {

@@ -41,7 +41,9 @@ class TransferTest : public ::testing::TestWithParam<std::string> {
     }
     EXPECT_TRUE(s.ok()) << s.status().ToString();
     if (!s.ok()) return nullptr;
-    if (b) EXPECT_TRUE((*s)->Publish(*b).ok());
+    if (b) {
+      EXPECT_TRUE((*s)->Publish(*b).ok());
+    }
     return std::move(*s);
   }
   std::unique_ptr<Puller> MakePuller() {
@@ -122,7 +124,9 @@ TEST_P(TransferTest, SourceDiesMidPullAndThePullerFinishesFromAnother) {
   EXPECT_TRUE(a == nullptr || b == nullptr);
   // Over tcp the survivor sent the rest. A shared-memory mapping outlives its source, so there
   // the copy may finish from the dead source's pages (still checked chunk by chunk).
-  if (GetParam() == "tcp") EXPECT_EQ(r.source, a ? a_ep : b_ep);
+  if (GetParam() == "tcp") {
+    EXPECT_EQ(r.source, a ? a_ep : b_ep);
+  }
 }
 
 TEST_P(TransferTest, BusySourceSendsThePullerToAnother) {
@@ -216,7 +220,9 @@ TEST_P(TransferTest, ABundleItsCallerDroppedTakesTheNextVersion) {
   ASSERT_TRUE(got.ok()) << got.status().ToString();
   ExpectSame(*got, v2);
   // Over tcp the bytes land in the buffer v1 no longer needs; a mapping is the source's memfd.
-  if (GetParam() == "tcp") EXPECT_EQ(got->data(), first);
+  if (GetParam() == "tcp") {
+    EXPECT_EQ(got->data(), first);
+  }
 }
 
 TEST_P(TransferTest, ABundleItsCallerHoldsIsNeverWrittenByLaterPulls) {
