@@ -201,6 +201,32 @@ PY
   [ "$status" -eq 65 ]
 }
 
+@test "a restarted consumer gives back its predecessor's leases at once with nack --holder" {
+  start_queue "$TMP/q" --declare t=x
+  seq 1 20 | sed 's/.*/{"x":&}/' | rl-queue put >/dev/null
+  # Two consumers take 5 rows each under a 60 s lease; one of them is gone (its leases stay).
+  rl-queue get --task t --count 5 --holder work/1 >/dev/null
+  rl-queue get --task t --count 5 --holder work/2 > "$TMP/held2"
+  run rl-queue stat --json
+  [[ "$output" == *'"leased":10'* ]]
+  # Its replacement, under the same holder, gives back exactly its 5 rows, not work/2's.
+  run rl-queue nack --task t --holder work/1
+  [ "$status" -eq 0 ]
+  [ "$(count_lines '"released":true')" -eq 5 ]
+  run rl-queue get --task t --count 20
+  [ "$(printf '%s
+' "$output" | grep -c index)" -eq 15 ]
+  run bash -c "rl-queue ack --task t --lease-id 2 < '$TMP/held2'"
+  [ "$status" -eq 0 ]
+  # Nothing left to give back; a holder with indices or a lease is a usage error.
+  run rl-queue nack --task t --holder work/1
+  [ "$status" -eq 0 ]
+  [ "$(count_lines '"released"')" -eq 0 ]
+  run rl-queue nack --task t --holder work/1 3
+  [ "$status" -eq 64 ]
+  [[ "$output" == *"no --lease-id, no indices"* ]]
+}
+
 @test "whole groups with --repeat, and dynamic sampling drops uniform groups" {
   start_queue "$TMP/q" --declare gen=prompt --declare train=prompt,reward
   printf '%s\n' '{"prompt":"a"}' '{"prompt":"b"}' | rl-queue put --repeat 3 >/dev/null

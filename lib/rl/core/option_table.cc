@@ -88,6 +88,8 @@ std::vector<OptionSpec> CoreOptionTable() {
        {"rl-queue get"}},
       {"--parts", "", "number of concurrent consumers a balanced round is split across", {"rl-queue get"}},
       {"--lease-id", "", "lease the rows were handed out under (0: any)", {"rl-queue ack", "rl-queue nack"}},
+      {"--holder", "", "who holds the leases, KIND/ID: get names it; nack gives back all its leases of the task",
+       {"rl-queue get", "rl-queue nack"}},
       {"--if-equals", "", "set only when the current value equals this (compare-and-set)",
        {"rl-queue meta"}},
       {"--json", "", "print JSON lines instead of a table", {"rl-queue stat", "rl-profile"}},

@@ -88,18 +88,21 @@ int QueueMain(int argc, char** argv) {
   cl.Bind(get, "--drop-uniform", &gr.drop_uniform);
   cl.Bind(get, "--balance", &gr.balance);
   cl.Bind(get, "--parts", &gr.parts)->check(CLI::Range(1, 64));
+  cl.Bind(get, "--holder", &gr.holder);
 
-  std::string task;
+  std::string task, holder;
   uint64_t lease_id = 0;
   std::vector<std::string> indices;
   CLI::App* ack = cl.Sub("ack", "consume rows for a task: indices as arguments or on stdin");
-  CLI::App* nack = cl.Sub("nack", "give leased rows back: indices as arguments or on stdin (none: the whole lease)");
+  CLI::App* nack = cl.Sub("nack", "give leased rows back: indices as arguments or on stdin (none: the whole lease), "
+                                   "or every lease of --holder");
   for (CLI::App* sub : {ack, nack}) {
     BindClient(cl, sub, &c);
     cl.Require(cl.Bind(sub, "--task", &task));
     cl.Bind(sub, "--lease-id", &lease_id);
     sub->add_option("indices", indices, "row indices");
   }
+  cl.Bind(nack, "--holder", &holder);
 
   bool json = false;
   CLI::App* stat = cl.Sub("stat", "per task: ready, leased, consumed, dropped; log and snapshot sizes");
@@ -144,6 +147,7 @@ int QueueMain(int argc, char** argv) {
     gr.regenerate_stale = on_stale == "regenerate";
     return RunGet(c, gr, std::cout);
   }
+  if (nack->parsed() && !holder.empty()) return RunReleaseHolder(c, task, holder, lease_id, indices, std::cout);
   if (ack->parsed() || nack->parsed()) return RunAckOrNack(c, ack->parsed(), task, lease_id, indices, std::cin, std::cout);
   if (stat->parsed()) return RunStat(c, json, std::cout);
   if (meta->parsed()) return RunMeta(c, meta_args, if_equals, ie->count() > 0, std::cout);

@@ -29,6 +29,9 @@ int QueueMain(int argc, char** argv);
 int RunServe(ServerOptions options, const std::string& run_dir, const std::string& id);
 int RunPut(const ClientFlags& c, const PutFlags& f, std::istream& in, std::ostream& out);
 int RunGet(const ClientFlags& c, GetRequest req, std::ostream& out);
+// nack --holder: gives back every lease the holder has on the task; prints the rows released.
+int RunReleaseHolder(const ClientFlags& c, const std::string& task, const std::string& holder, uint64_t lease,
+                     const std::vector<std::string>& indices, std::ostream& out);
 int RunAckOrNack(const ClientFlags& c, bool ack, const std::string& task, uint64_t lease,
                  std::vector<std::string> indices, std::istream& in, std::ostream& out);
 int RunStat(const ClientFlags& c, bool json, std::ostream& out);

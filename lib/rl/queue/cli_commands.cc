@@ -86,6 +86,19 @@ int RunAckOrNack(const ClientFlags& c, bool ack, const std::string& task, uint64
   return kExitOk;
 }
 
+int RunReleaseHolder(const ClientFlags& c, const std::string& task, const std::string& holder, uint64_t lease,
+                     const std::vector<std::string>& indices, std::ostream& out) {
+  if (lease != 0 || !indices.empty()) {
+    return Fail(Status::InvalidArgument("nack --holder gives back all the holder's leases: no --lease-id, no indices"));
+  }
+  QueueClient client(c.ToOptions());
+  auto reply = client.ReleaseHolder(task, holder);
+  if (!reply.ok()) return Fail(reply.status());
+  for (uint64_t i : reply->done) out << "{\"index\":" << i << ",\"released\":true}\n";
+  spdlog::info("{} rows of task '{}' released from {}", reply->done.size(), task, holder);
+  return kExitOk;
+}
+
 int RunStat(const ClientFlags& c, bool json, std::ostream& out) {
   QueueClient client(c.ToOptions());
   auto stat = client.Stat();

@@ -1,5 +1,6 @@
 #include "rl/queue/client.h"
 
+#include "rl/core/log.h"
 #include "rl/wire/json_value.h"
 
 namespace rl::queue {
@@ -66,14 +67,22 @@ Result<GetReplyView> QueueClient::GetView(const GetRequest& req) {
 }
 
 Result<IndexReply> QueueClient::Ack(const std::string& task, uint64_t lease, const std::vector<uint64_t>& indices) {
-  Message m = EncodeIndices({task, lease, indices});
+  Message m = EncodeIndices({task, lease, indices, ""});
   RL_ASSIGN_OR_RETURN(Message reply, client_.Call(Op::kAck, std::move(m.body)));
   return DecodeIndexReply(reply);
 }
 
 Result<IndexReply> QueueClient::Nack(const std::string& task, uint64_t lease, const std::vector<uint64_t>& indices) {
-  Message m = EncodeIndices({task, lease, indices});
+  Message m = EncodeIndices({task, lease, indices, ""});
   RL_ASSIGN_OR_RETURN(Message reply, client_.Call(Op::kNack, std::move(m.body)));
+  return DecodeIndexReply(reply);
+}
+
+Result<IndexReply> QueueClient::ReleaseHolder(const std::string& task, const std::string& holder) {
+  IndexRequest r;
+  r.task = task;
+  r.holder = holder;
+  RL_ASSIGN_OR_RETURN(Message reply, client_.Call(Op::kNack, EncodeIndices(r).body));
   return DecodeIndexReply(reply);
 }
 
@@ -102,5 +111,15 @@ Result<nlohmann::json> QueueClient::Stat() {
 }
 
 Status QueueClient::Ping() { return client_.Call(Op::kPing, EmptyBody()).status(); }
+
+Status ReleaseEarlierLeases(QueueClient& client, const std::string& task, const std::string& holder, EventLog* events) {
+  if (holder.empty()) return Status::OK();
+  auto r = client.ReleaseHolder(task, holder);
+  if (!r.ok()) return r.status().code() == Code::kNotFound ? Status::OK() : r.status();
+  if (r->done.empty()) return Status::OK();
+  spdlog::info("gave back {} rows of task '{}' an earlier {} had leased", r->done.size(), task, holder);
+  if (events) events->Emit("released", {{"task", task}, {"rows", r->done.size()}, {"holder", holder}});
+  return Status::OK();
+}
 
 }  // namespace rl::queue

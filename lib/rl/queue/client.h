@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "rl/core/event_log.h"
 #include "rl/queue/protocol.h"
 #include "rl/wire/client.h"
 
@@ -32,6 +33,9 @@ class QueueClient {
   Result<GetReplyView> GetView(const GetRequest& req);
   Result<IndexReply> Ack(const std::string& task, uint64_t lease, const std::vector<uint64_t>& indices);
   Result<IndexReply> Nack(const std::string& task, uint64_t lease, const std::vector<uint64_t>& indices);
+  // Gives back every lease `holder` holds for `task`: what a restarted consumer does with the
+  // leases of the process it replaces (GetRequest::holder).
+  Result<IndexReply> ReleaseHolder(const std::string& task, const std::string& holder);
   Result<std::optional<std::string>> MetaGet(const std::string& key);
   Status MetaSet(const MetaRequest& req);
   Status Declare(const std::string& task, const std::vector<std::string>& columns);
@@ -47,5 +51,12 @@ class QueueClient {
 
 // A msgpack document as JSON (tensors and bytes as json_value.h writes them).
 nlohmann::json MsgpackToJson(const msgpack::object& o);
+
+// Gives back the leases an earlier process of `holder` left on `task` when it died, so the role
+// restarted in its place takes those rows at once instead of after their lease: the feeder
+// upstream counts leased rows as in flight and would hold back meanwhile. A task the queue does
+// not know yet holds none. Logs and emits a "released" event (events may be null) when rows
+// came back. REQUIRES: no live process holds leases under the same holder.
+Status ReleaseEarlierLeases(QueueClient& client, const std::string& task, const std::string& holder, EventLog* events);
 
 }  // namespace rl::queue

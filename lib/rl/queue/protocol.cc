@@ -161,9 +161,13 @@ Message EncodeGet(const GetRequest& req) {
   Message m;
   msgpack::sbuffer buf;
   Packer pk(buf);
-  pk.pack_map(12);
+  pk.pack_map(req.holder.empty() ? 12 : 13);
   PackString(pk, "task");
   PackString(pk, req.task);
+  if (!req.holder.empty()) {
+    PackString(pk, "holder");
+    PackString(pk, req.holder);
+  }
   PackString(pk, "columns");
   PackStringList(pk, req.columns);
   PackString(pk, "count");
@@ -217,6 +221,8 @@ Result<GetRequest> DecodeGet(std::string_view m) {
     req.regenerate_stale = stale == "regenerate";
     RL_ASSIGN_OR_RETURN(req.drop_uniform, b.Str("drop_uniform", ""));
     RL_ASSIGN_OR_RETURN(req.balance, b.Str("balance", ""));
+    RL_ASSIGN_OR_RETURN(req.holder, b.Str("holder", ""));
+    if (req.holder.size() > kMaxHolderBytes) return Status::InvalidArgument("holder is over 256 bytes");
     if (req.wait_ms < 0 || req.wait_ms > 3600 * 1000) return Status::InvalidArgument("wait must be 0 to 3600 s");
     return req;
   };
@@ -229,13 +235,17 @@ Message EncodeIndices(const IndexRequest& req) {
   Message m;
   msgpack::sbuffer buf;
   Packer pk(buf);
-  pk.pack_map(3);
+  pk.pack_map(req.holder.empty() ? 3 : 4);
   PackString(pk, "task");
   PackString(pk, req.task);
   PackString(pk, "lease");
   pk.pack_uint64(req.lease);
   PackString(pk, "indices");
   PackU64List(pk, req.indices);
+  if (!req.holder.empty()) {
+    PackString(pk, "holder");
+    PackString(pk, req.holder);
+  }
   m.body = Done(buf);
   return m;
 }
@@ -248,6 +258,11 @@ Result<IndexRequest> DecodeIndices(std::string_view m) {
     RL_ASSIGN_OR_RETURN(req.task, b.Str("task"));
     RL_ASSIGN_OR_RETURN(req.lease, b.U64("lease", 0));
     RL_ASSIGN_OR_RETURN(req.indices, b.U64List("indices"));
+    RL_ASSIGN_OR_RETURN(req.holder, b.Str("holder", ""));
+    if (req.holder.size() > kMaxHolderBytes) return Status::InvalidArgument("holder is over 256 bytes");
+    if (!req.holder.empty() && (req.lease != 0 || !req.indices.empty())) {
+      return Status::InvalidArgument("a nack by holder names no lease and no indices");
+    }
     return req;
   };
   auto req = decode();

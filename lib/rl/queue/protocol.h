@@ -32,7 +32,10 @@ struct IndexRequest {  // ack and nack
   std::string task;
   uint64_t lease = 0;
   std::vector<uint64_t> indices;
+  std::string holder;  // nack only: give back every lease of this holder (lease 0, no indices)
 };
+
+constexpr size_t kMaxHolderBytes = 256;
 
 struct MetaRequest {
   std::string key, value;

@@ -49,7 +49,7 @@ size_t EstimateBytes(const Record& r, bool lent_out) {
 // Packs r; each column value goes through pack_value(pk, cell).
 template <typename PackValueFn>
 void PackRecord(Packer& pk, const Record& r, PackValueFn&& pack_value) {
-  pk.pack_map(17);
+  pk.pack_map(18);
   PackString(pk, "t");
   pk.pack_uint8(static_cast<uint8_t>(r.type));
   PackString(pk, "from");
@@ -79,6 +79,8 @@ void PackRecord(Packer& pk, const Record& r, PackValueFn&& pack_value) {
   }
   PackString(pk, "takeover");
   r.takeover ? pk.pack_true() : pk.pack_false();
+  PackString(pk, "holder");
+  PackString(pk, r.holder);
   PackString(pk, "rows");
   pk.pack_array(static_cast<uint32_t>(r.rows.size()));
   for (const auto& row : r.rows) {
@@ -209,6 +211,7 @@ Result<Record> DecodeRecordObject(const msgpack::object& o) {
   RL_ASSIGN_OR_RETURN(r.rejected, m.U64List("rejected"));
   RL_ASSIGN_OR_RETURN(r.reserved, UnpackReserved(m.Find("reserved")));
   RL_ASSIGN_OR_RETURN(r.takeover, m.Bool("takeover", false));
+  RL_ASSIGN_OR_RETURN(r.holder, m.Str("holder", ""));
   RL_ASSIGN_OR_RETURN(r.rows, UnpackRows(m.Find("rows")));
   RL_ASSIGN_OR_RETURN(r.columns, m.StrList("columns"));
   RL_ASSIGN_OR_RETURN(r.key, m.Str("key", ""));

@@ -57,6 +57,7 @@ struct Record {
   std::vector<uint64_t> rejected;     // kAck/kRelease: rows refused (kept for the reply only)
   std::vector<ReservedLease> reserved;  // kLease: further parts of a balanced round
   bool takeover = false;          // kLease: the lease already exists (a reserved part claimed)
+  std::string holder;             // kLease: who takes it (GetRequest::holder); "" when not named
   std::vector<PutRow> rows;       // kPut
   std::vector<std::string> columns;  // kDeclare
   std::string key, value;         // kMetaSet

@@ -264,8 +264,10 @@ void Server::ServeWaiters(bool expire_only) {
 Status Server::HandleIndices(const std::string& routing, const Request& req) {
   RL_ASSIGN_OR_RETURN(IndexRequest r, DecodeIndices(req.body));
   bool ack = static_cast<Op>(req.header.op) == Op::kAck;
-  auto rec = ack ? ds_->store().PlanAck(r.task, r.lease, r.indices)
-                 : ds_->store().PlanRelease(r.task, r.lease, r.indices);
+  if (ack && !r.holder.empty()) return Status::InvalidArgument("ack takes no holder (only nack does)");
+  auto rec = ack                  ? ds_->store().PlanAck(r.task, r.lease, r.indices)
+             : r.holder.empty() ? ds_->store().PlanRelease(r.task, r.lease, r.indices)
+                                : ds_->store().PlanReleaseHolder(r.task, r.holder);
   if (!rec.ok()) return rec.status();
   Commit(std::move(*rec), routing, req.header);
   return Status::OK();

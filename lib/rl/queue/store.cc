@@ -165,10 +165,12 @@ void Store::Regenerate(uint64_t index) {
   Refresh(index, row);
 }
 
-void Store::AddLease(uint32_t t, uint64_t lease, int64_t deadline, bool reserved, const std::vector<uint64_t>& idx) {
+void Store::AddLease(uint32_t t, uint64_t lease, int64_t deadline, bool reserved, const std::string& holder,
+                     const std::vector<uint64_t>& idx) {
   Lease& l = tasks_[t].leases[lease];
   SetDeadline(t, lease, l, deadline);
   l.reserved = reserved;
+  l.holder = holder;
   for (uint64_t i : idx) {
     auto it = rows_.find(i);
     if (it == rows_.end() || IsLeased(it->second, t)) continue;
@@ -249,12 +251,14 @@ void Store::ApplyLease(const Record& r) {
     auto l = tasks_[t->second].leases.find(r.lease);
     if (l != tasks_[t->second].leases.end()) {
       l->second.reserved = false;
+      l->second.holder = r.holder;
       SetDeadline(t->second, r.lease, l->second, r.deadline_ms);
     }
   } else if (!r.indices.empty()) {
-    AddLease(t->second, r.lease, r.deadline_ms, false, r.indices);
+    AddLease(t->second, r.lease, r.deadline_ms, false, r.holder, r.indices);
   }
-  for (const auto& res : r.reserved) AddLease(t->second, res.lease, r.deadline_ms, true, res.indices);
+  // A reserved part has no holder until a get claims it.
+  for (const auto& res : r.reserved) AddLease(t->second, res.lease, r.deadline_ms, true, "", res.indices);
 }
 
 void Store::ApplyAck(const Record& r) {

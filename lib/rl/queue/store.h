@@ -50,6 +50,9 @@ struct GetRequest {
   std::string drop_uniform;       // drop groups whose values of this column are all equal
   std::string balance;            // token-balance a round of `parts` batches by this column's length
   uint32_t parts = 1;
+  // Who takes the lease, "kind/id" (e.g. "train/0"): a restarted consumer gives back every lease
+  // its dead predecessor held (PlanRelease with a holder) instead of waiting for them to expire.
+  std::string holder;
 };
 
 struct TaskStats {
@@ -86,6 +89,8 @@ class Store {
   Result<Record> PlanGet(const GetRequest& req, int64_t now_ms) const;
   Result<Record> PlanAck(const std::string& task, uint64_t lease, const std::vector<uint64_t>& indices) const;
   Result<Record> PlanRelease(const std::string& task, uint64_t lease, const std::vector<uint64_t>& indices) const;
+  // Every row that leases of `holder` hold for `task` (none is not an error).
+  Result<Record> PlanReleaseHolder(const std::string& task, const std::string& holder) const;
   // One kRelease record per lease whose deadline is at or before now_ms, earliest first; the
   // cost is in the leases that expire, not in those that do not.
   std::vector<Record> PlanExpiries(int64_t now_ms) const;
@@ -133,6 +138,7 @@ class Store {
   struct Lease {
     int64_t deadline_ms = 0;
     bool reserved = false;  // a part of a balanced round not yet claimed
+    std::string holder;     // GetRequest::holder of the get that took it; "" when not named
     std::set<uint64_t> indices;
   };
   struct Task {
@@ -165,7 +171,8 @@ class Store {
   void ReleaseRowLease(uint32_t t, uint64_t lease, uint64_t index);
   void Regenerate(uint64_t index);
   void MaybeFree(uint64_t index);
-  void AddLease(uint32_t t, uint64_t lease, int64_t deadline, bool reserved, const std::vector<uint64_t>& idx);
+  void AddLease(uint32_t t, uint64_t lease, int64_t deadline, bool reserved, const std::string& holder,
+                const std::vector<uint64_t>& idx);
   void SetDeadline(uint32_t t, uint64_t id, Lease& l, int64_t deadline);
   void EraseLease(uint32_t t, std::map<uint64_t, Lease>::iterator it);
   void Remember(const Record& r);

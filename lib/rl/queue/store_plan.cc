@@ -211,6 +211,7 @@ Result<Record> Store::PlanGet(const GetRequest& req, int64_t now_ms) const {
   rec.type = RecordType::kLease;
   rec.task = req.task;
   rec.deadline_ms = now_ms + req.lease_ms;
+  rec.holder = req.holder;
   bool balanced = !req.balance.empty() && req.parts > 1;
   if (balanced) {
     for (const auto& [id, lease] : task.leases) {
@@ -313,6 +314,21 @@ Result<Record> Store::PlanRelease(const std::string& task, uint64_t lease, const
       for (const auto& [task_id, l] : row->second.leases) held = held || (task_id == it->second && (lease == 0 || l == lease));
     }
     (held ? rec.indices : rec.rejected).push_back(i);
+  }
+  return rec;
+}
+
+// One kRelease record with lease 0: a row is held by at most one lease of a task, so releasing
+// its rows from "any lease" releases exactly the holder's leases (and logs in the old format).
+Result<Record> Store::PlanReleaseHolder(const std::string& task, const std::string& holder) const {
+  if (holder.empty()) return Status::InvalidArgument("a release by holder needs a holder");
+  auto it = task_ids_.find(task);
+  if (it == task_ids_.end()) return Status::NotFound("unknown task '" + task + "'");
+  Record rec;
+  rec.type = RecordType::kRelease;
+  rec.task = task;
+  for (const auto& [id, lease] : tasks_[it->second].leases) {
+    if (lease.holder == holder) rec.indices.insert(rec.indices.end(), lease.indices.begin(), lease.indices.end());
   }
   return rec;
 }

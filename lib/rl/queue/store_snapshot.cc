@@ -15,7 +15,7 @@ size_t Store::SnapshotEstimate() const {
   }
   for (const auto& [key, g] : groups_) bytes += 16 + key.size() + 9 * g.members.size();
   for (const Task& t : tasks_) {
-    for (const auto& [id, lease] : t.leases) bytes += 48 + t.name.size() + 9 * lease.indices.size();
+    for (const auto& [id, lease] : t.leases) bytes += 48 + t.name.size() + lease.holder.size() + 9 * lease.indices.size();
   }
   for (const auto& [k, v] : meta_) bytes += 16 + k.size() + v.size();
   for (const auto& [sender, entry] : last_) bytes += 256 + sender.size() + 9 * entry.second.indices.size();
@@ -75,18 +75,19 @@ WalPayload Store::EncodeSnapshotPayload() const {
     PackString(pk, key);
     PackU64List(pk, g.members);
   }
-  PackString(pk, "leases");  // [task, lease, deadline, reserved, [indices]]
+  PackString(pk, "leases");  // [task, lease, deadline, reserved, [indices], holder]
   size_t n = 0;
   for (const Task& t : tasks_) n += t.leases.size();
   pk.pack_array(static_cast<uint32_t>(n));
   for (const Task& t : tasks_) {
     for (const auto& [id, lease] : t.leases) {
-      pk.pack_array(5);
+      pk.pack_array(6);
       PackString(pk, t.name);
       pk.pack_uint64(id);
       pk.pack_int64(lease.deadline_ms);
       lease.reserved ? pk.pack_true() : pk.pack_false();
       PackU64List(pk, std::vector<uint64_t>(lease.indices.begin(), lease.indices.end()));
+      PackString(pk, lease.holder);
     }
   }
   PackString(pk, "meta");
@@ -194,7 +195,10 @@ Status Store::LoadSnapshot(const char* data, size_t size) {
   }
   RL_ASSIGN_OR_RETURN(auto leases, ArrayField(m, "leases"));
   for (uint32_t i = 0; i < leases->size; ++i) {
-    RL_ASSIGN_OR_RETURN(const msgpack::object* f, Tuple(leases->ptr[i], 5, "lease"));
+    // Snapshots written before leases had holders have five fields.
+    const msgpack::object& entry = leases->ptr[i];
+    bool has_holder = entry.type == msgpack::type::ARRAY && entry.via.array.size == 6;
+    RL_ASSIGN_OR_RETURN(const msgpack::object* f, Tuple(entry, has_holder ? 6 : 5, "lease"));
     RL_ASSIGN_OR_RETURN(std::string task, AsString(f[0], "lease task"));
     RL_ASSIGN_OR_RETURN(uint64_t id, AsU64(f[1], "lease id"));
     RL_ASSIGN_OR_RETURN(int64_t deadline, AsI64(f[2], "lease deadline"));
@@ -202,7 +206,11 @@ Status Store::LoadSnapshot(const char* data, size_t size) {
     RL_ASSIGN_OR_RETURN(auto indices, U64Array(f[4]));
     auto t = task_ids_.find(task);
     if (t == task_ids_.end()) return Status::Corruption("lease of an unknown task");
-    AddLease(t->second, id, deadline, f[3].via.boolean, indices);
+    std::string holder;
+    if (has_holder) {
+      RL_ASSIGN_OR_RETURN(holder, AsString(f[5], "lease holder"));
+    }
+    AddLease(t->second, id, deadline, f[3].via.boolean, holder, indices);
   }
   for (auto& [index, row] : rows_) Refresh(index, row);
   const msgpack::object* meta = m.Find("meta");

@@ -147,6 +147,65 @@ TEST_F(StoreTest, AckUnderAnotherConsumersLeaseIsRejected) {
   EXPECT_EQ(ok.indices, second.indices);
 }
 
+TEST_F(StoreTest, ReleaseByHolderGivesBackOnlyThatHoldersLeases) {
+  Declare("t", {"x"});
+  Declare("u", {"x"});
+  Put({NewRow({{"x", int64_t{1}}}), NewRow({{"x", int64_t{2}}}), NewRow({{"x", int64_t{3}}})});
+  GetRequest req;
+  req.task = "t";
+  req.holder = "train/0";
+  Record a = Get(req);  // two leases of train/0 and one of train/1 on t, one of train/0 on u
+  Record b = Get(req);
+  req.holder = "train/1";
+  Record c = Get(req);
+  req.task = "u";
+  req.holder = "train/0";
+  Get(req);
+  ASSERT_EQ(StatsOf("t").leased, 3u);
+
+  auto rel = store.PlanReleaseHolder("t", "train/0");
+  ASSERT_TRUE(rel.ok()) << rel.status().ToString();
+  std::vector<uint64_t> want = {a.indices[0], b.indices[0]};
+  EXPECT_EQ(rel->indices, want);
+  store.Apply(*rel);
+  EXPECT_EQ(StatsOf("t").ready, 2u);
+  EXPECT_EQ(StatsOf("t").leased, 1u);  // train/1's
+  EXPECT_EQ(StatsOf("u").leased, 1u);  // another task's lease is not touched
+  // The released rows go to the next get, and a late ack of the dead holder's is refused for
+  // them; the other holder's ack still stands.
+  req.task = "t";
+  req.holder = "train/0";
+  req.count = 2;
+  EXPECT_EQ(Get(req).indices.size(), 2u);
+  EXPECT_EQ(Ack("t", a.lease, a.indices).rejected, a.indices);
+  EXPECT_EQ(Ack("t", c.lease, c.indices).indices, c.indices);
+
+  auto none = store.PlanReleaseHolder("t", "rollout/9");
+  ASSERT_TRUE(none.ok());
+  EXPECT_TRUE(none->indices.empty());
+  EXPECT_EQ(store.PlanReleaseHolder("nope", "train/0").status().code(), Code::kNotFound);
+  EXPECT_EQ(store.PlanReleaseHolder("t", "").status().code(), Code::kInvalidArgument);
+}
+
+TEST_F(StoreTest, LeaseHolderSurvivesSnapshotAndLog) {
+  Declare("t", {"x"});
+  Put({NewRow({{"x", int64_t{1}}})});
+  GetRequest req;
+  req.task = "t";
+  req.holder = "reward/2";
+  Record lease = Get(req);
+  EXPECT_EQ(lease.holder, "reward/2");
+  auto decoded = DecodeRecord(EncodeRecord(lease).data(), EncodeRecord(lease).size());
+  ASSERT_TRUE(decoded.ok());
+  EXPECT_EQ(decoded->holder, "reward/2");
+  std::string snap = store.EncodeSnapshot();
+  Store loaded;
+  ASSERT_TRUE(loaded.LoadSnapshot(snap.data(), snap.size()).ok());
+  auto rel = loaded.PlanReleaseHolder("t", "reward/2");
+  ASSERT_TRUE(rel.ok());
+  EXPECT_EQ(rel->indices, lease.indices);
+}
+
 TEST_F(StoreTest, RowsConsumedByEveryTaskAreFreed) {
   Declare("a", {"x"});
   Declare("b", {"x"});

@@ -167,6 +167,7 @@ int RewardMain(int argc, char** argv) {
   lo.client.give_up_s = timeout_s;
   lo.client.sender = NewSenderId("rl-reward");
   lo.lease_ms = static_cast<int64_t>(lease_s * 1000);
+  lo.holder = "reward/" + id;
   lo.wait_ms = static_cast<int64_t>(wait_s * 1000);
   lo.progress_ms = static_cast<int64_t>(progress_s * 1000);
   auto beat = heartbeat.Start("reward", id, {{"queue", connect}});

@@ -36,6 +36,7 @@ class Loop {
       : o_(o), verifier_(v), client_(o.client), stats_(stats) {}
 
   Status Run(const std::atomic<bool>& stop) {
+    RL_RETURN_IF_ERROR(queue_.ReleaseEarlierLeases(kRewardTask, o_.holder, o_.events));
     Phase("waiting-for-data");
     while (!stop.load() && (o_.max_rows == 0 || stats_->rows < o_.max_rows)) {
       queue::GetRequest g;
@@ -45,6 +46,7 @@ class Loop {
       g.min = 1;
       g.lease_ms = o_.lease_ms;
       g.wait_ms = o_.wait_ms;
+      g.holder = o_.holder;
       RL_ASSIGN_OR_RETURN(queue::GetReply got, queue_.Get(g));
       if (!got.rows.empty()) RL_RETURN_IF_ERROR(Batch(got));
       Progress(false);

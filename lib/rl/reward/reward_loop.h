@@ -22,6 +22,7 @@ struct RewardLoopOptions {
   ClientOptions client;
   uint32_t count = 256;        // rows per get
   int64_t lease_ms = 60000;
+  std::string holder;          // names this role's leases ("reward/ID"); must be unique among live ones
   int64_t wait_ms = 5000;      // how long one get may wait for rows
   int64_t progress_ms = 10000; // between progress lines on stderr; 0: none
   uint64_t max_rows = 0;       // stop after this many rows scored (0: until *stop)

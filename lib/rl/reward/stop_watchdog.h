@@ -94,6 +94,10 @@ class WatchedQueue {
     StopWatchdog::Call c(watchdog_);
     return client_->Nack(task, lease, rows);
   }
+  Status ReleaseEarlierLeases(const std::string& task, const std::string& holder, EventLog* events) {
+    StopWatchdog::Call c(watchdog_);
+    return queue::ReleaseEarlierLeases(*client_, task, holder, events);
+  }
 
  private:
   queue::QueueClient* client_;

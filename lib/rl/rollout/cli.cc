@@ -180,6 +180,7 @@ int RolloutMain(int argc, char** argv) {
   o.client.give_up_s = timeout_s;
   o.client.sender = NewSenderId("rl-rollout");
   o.lease_ms = static_cast<int64_t>(lease_s * 1000);
+  o.holder = "rollout/" + id;
   o.wait_ms = static_cast<int64_t>(wait_s * 1000);
   o.progress_ms = static_cast<int64_t>(progress_s * 1000);
   auto beat = heartbeat.Start("rollout", id, {{"queue", connect}});

@@ -52,6 +52,7 @@ class Loop {
       : o_(o), policy_(policy), client_(o.client), stats_(stats) {}
 
   Status Run(const std::atomic<bool>& stop) {
+    RL_RETURN_IF_ERROR(queue_.ReleaseEarlierLeases(kGenerateTask, o_.holder, o_.events));
     RL_RETURN_IF_ERROR(WaitForWeights(stop));
     while (!stop.load() && (o_.max_batches == 0 || stats_->batches < o_.max_batches)) {
       RL_RETURN_IF_ERROR(Refresh());
@@ -64,6 +65,7 @@ class Loop {
       g.groups = true;
       g.lease_ms = o_.lease_ms;
       g.wait_ms = o_.wait_ms;
+      g.holder = o_.holder;
       RL_ASSIGN_OR_RETURN(queue::GetReply got, queue_.Get(g));
       if (!got.rows.empty() && stop.load()) {
         auto n = queue_.Nack(kGenerateTask, got.lease, {});

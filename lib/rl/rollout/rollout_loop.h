@@ -36,6 +36,7 @@ struct RolloutOptions {
   model::GenerateOptions generate;     // eos_id is set from the tokenizer; max_new_tokens 0: context
   uint32_t count = 256;                // rows per get (whole groups)
   int64_t lease_ms = 120000;
+  std::string holder;                  // names this role's leases ("rollout/ID"); unique among live ones
   int64_t wait_ms = 5000;              // how long one get may wait for rows
   int64_t progress_ms = 10000;         // between progress lines on stderr; 0: none
   uint64_t max_batches = 0;            // stop after this many batches (0: until *stop)

@@ -101,6 +101,8 @@ Status GrpoLoop::Start() {
     RL_ASSIGN_OR_RETURN(publisher_, WeightPublisher::Start(po, &events_));
   }
   RL_RETURN_IF_ERROR(ckpt ? StartFrom(std::move(*ckpt)) : StartFresh());
+  // Rows a dead trainer had leased and not trained on (its checkpoint's rows are acked by now).
+  RL_RETURN_IF_ERROR(queue::ReleaseEarlierLeases(client_, kTrainTask, "train/" + o_.id, &events_));
   RL_RETURN_IF_ERROR(SkipServedVersions());
   if (publisher_) {
     RL_ASSIGN_OR_RETURN(model::Transformer first, trainer_->policy().Clone());
@@ -221,6 +223,7 @@ Status GrpoLoop::CollectAndTrain(std::vector<uint64_t>* consumed, int64_t* sampl
     req.min = static_cast<uint32_t>(o_.group_size);
     req.lease_ms = static_cast<int64_t>(o_.lease_s * 1000);
     req.wait_ms = kGetWaitMs;
+    req.holder = "train/" + o_.id;
     req.groups = true;
     req.has_min_version = true;
     req.min_version = static_cast<int64_t>(version_) - o_.staleness;
