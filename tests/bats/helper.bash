@@ -49,3 +49,13 @@ wait_for_queue() {
 
 # Lines of $output that match a pattern.
 count_lines() { printf '%s\n' "$output" | grep -c -- "$1" || true; }
+
+# wait_for FILE REGEX [SECONDS]: until a line of FILE matches the extended regex (default 60 s);
+# on a timeout, says so and prints the file.
+wait_for() {
+  local deadline=$(( $(date +%s) + ${3:-60} ))
+  until grep -qE -- "$2" "$1" 2>/dev/null; do
+    [ "$(date +%s)" -lt "$deadline" ] || { echo "no line matching '$2' in $1 within ${3:-60} s:" >&2; cat "$1" >&2; return 1; }
+    sleep 0.05
+  done
+}

@@ -116,3 +116,21 @@ print("\n".join(sorted({r["prompt"] for r in rows})))' > "$TMP/train"
   grep -q '"event":"start"' "$TMP/run/events/train-0.jsonl"
   grep -q '"phase":"waiting-for-data"' "$TMP/run/events/train-0.jsonl"
 }
+
+@test "grpo started in a dead trainer's place takes back at once the train rows it held" {
+  small_sft
+  start_queue "$TMP/q" "${TASKS[@]}"
+  # One group of train rows, leased for 10 minutes by a trainer with id 0 that then died.
+  for _ in 1 2 3 4; do
+    echo '{"prompt_ids":[1,2],"response_ids":[3],"logprobs":[-0.5],"reward":1.0,"version":0,"group":"g1"}'
+  done | rl-queue put >/dev/null
+  rl-queue get --task train --count 4 --holder train/0 --lease 600 >/dev/null
+  run rl-queue stat --json
+  [[ "$output" == *'"leased":4'* ]]
+  rl-train grpo --checkpoint-dir "$TMP/ckpt" --prompts "$TMP/problems.jsonl" --group-size 4 \
+    --prompts-per-step 3 --eval-size 8 --run-dir "$TMP/run" 2>"$TMP/train.log" &
+  PIDS+=($!)
+  wait_for "$TMP/run/events/train-0.jsonl" '"event":"released"' 30
+  grep '"event":"released"' "$TMP/run/events/train-0.jsonl" | grep -F '"rows":4' | grep -qF '"holder":"train/0"'
+  grep -q "gave back 4 rows of task 'train' an earlier train/0 had leased" "$TMP/train.log"
+}

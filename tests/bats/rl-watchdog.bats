@@ -22,15 +22,6 @@ teardown() {
   teardown_sealed
 }
 
-# wait_for FILE REGEX SECONDS: until a line of FILE matches.
-wait_for() {
-  local deadline=$(( $(date +%s) + $3 ))
-  until grep -qE -- "$2" "$1" 2>/dev/null; do
-    [ "$(date +%s)" -lt "$deadline" ] || { echo "no '$2' in $1 after $3 s:"; cat "$1"; return 1; }
-    sleep 0.05
-  done
-}
-
 # monitor [options]: rl-watchdog monitor on $HB in the background, JSON lines to $TMP/mon.
 monitor() {
   rl-watchdog monitor --heartbeat "$HB" --json "$@" > "$TMP/mon" 2> "$TMP/mon.err" &

@@ -47,16 +47,6 @@ rollout() {
   start "$name" rl-rollout run --max-new-tokens 5 --wait 0.3 --lease 10 --progress-interval 0 --run-dir run "$@"
 }
 
-# wait_for FILE PATTERN [SECONDS]: until a line of FILE matches the extended regex.
-wait_for() {
-  for _ in $(seq 1 $((${3:-60} * 10))); do
-    grep -qE "$2" "$1" 2>/dev/null && return 0
-    sleep 0.1
-  done
-  echo "no line matching $2 in $1 within ${3:-60} s" >&2
-  return 1
-}
-
 # The rollout's "weights" events must name versions the trainer (or a relay) served, with the
 # digest it served them under: a partial or corrupt version would have another digest.
 check_weights_events() {
