@@ -1,5 +1,6 @@
 #include "rl/health/process.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -78,11 +79,30 @@ int64_t ProcessSession(pid_t pid) {
   return std::stoll(f[3]);  // field 6
 }
 
+namespace {
+
+// Threads of `pid` still listed by the kernel (/proc/PID/task); 0 when it is gone.
+int ThreadCount(pid_t pid) {
+  DIR* d = ::opendir(("/proc/" + std::to_string(pid) + "/task").c_str());
+  if (d == nullptr) return 0;
+  int n = 0;
+  while (const dirent* e = ::readdir(d)) n += e->d_name[0] != '.';
+  ::closedir(d);
+  return n;
+}
+
+}  // namespace
+
 bool ProcessGone(pid_t pid) {
   if (pid <= 0) return true;
   if (::kill(pid, 0) != 0 && errno == ESRCH) return true;
   std::vector<std::string> f = StatFields(pid);
-  return f.empty() || f[0] == "Z" || f[0] == "X";
+  if (f.empty()) return true;
+  if (f[0] != "Z" && f[0] != "X") return false;
+  // The main thread can be a zombie while the other threads are still exiting, and they hold
+  // the process's files until the last one is done: rl-queue's directory lock, a bound port. A
+  // queue restarted in that window exited 69 (directory locked) in the kill matrix.
+  return ThreadCount(pid) <= 1;
 }
 
 std::optional<int> ReapChild(pid_t pid) {

@@ -29,7 +29,8 @@ int64_t ProcessStartTicks(pid_t pid);
 // The session of `pid` (/proc/PID/stat field 6), or -1. A role started by SpawnRole leads its own
 // session, so every process of that role has the role's first pid as its session.
 int64_t ProcessSession(pid_t pid);
-// True when `pid` no longer runs: no such process, or a zombie waiting to be reaped.
+// True when `pid` no longer runs: no such process, or a zombie waiting to be reaped whose other
+// threads are gone too (so it holds no files, locks or ports any more).
 bool ProcessGone(pid_t pid);
 // Reaps `pid` if it is an exited child of ours: its wait status; nullopt while it runs or when it
 // is not our child.
