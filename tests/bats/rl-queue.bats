@@ -209,6 +209,9 @@ PY
   rl-queue get --task t --count 5 --holder work/2 > "$TMP/held2"
   run rl-queue stat --json
   [[ "$output" == *'"leased":10'* ]]
+  [[ "$output" == *'"holders":{"work/1":5,"work/2":5}'* ]]
+  run rl-queue stat
+  [[ "$output" == *"leases of t: work/1 5 work/2 5"* ]]
   # Its replacement, under the same holder, gives back exactly its 5 rows, not work/2's.
   run rl-queue nack --task t --holder work/1
   [ "$status" -eq 0 ]

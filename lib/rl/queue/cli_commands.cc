@@ -122,6 +122,14 @@ int RunStat(const ClientFlags& c, bool json, std::ostream& out) {
         << std::setw(8) << n("ready_groups") << std::setw(10) << n("leased") << std::setw(12) << n("consumed")
         << std::setw(10) << n("dropped") << "  " << cols << "\n";
   }
+  // Who holds the leased rows: a consumer that died shows here until its lease ends or its
+  // successor gives them back.
+  for (const auto& t : j["tasks"]) {
+    if (!t.contains("holders") || !t["holders"].is_object() || t["holders"].empty()) continue;
+    out << "leases of " << t["name"].get<std::string>() << ":";
+    for (const auto& [holder, rows] : t["holders"].items()) out << " " << holder << " " << rows;
+    out << "\n";
+  }
   return kExitOk;
 }
 

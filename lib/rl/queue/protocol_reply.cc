@@ -164,7 +164,7 @@ ReplyBody EncodeStatReply(const Store& store, uint64_t log_bytes, uint64_t snaps
   auto stats = store.Stats();
   pk.pack_array(static_cast<uint32_t>(stats.size()));
   for (const auto& s : stats) {
-    pk.pack_map(7);
+    pk.pack_map(8);
     PackString(pk, "name");
     PackString(pk, s.name);
     PackString(pk, "columns");
@@ -179,6 +179,12 @@ ReplyBody EncodeStatReply(const Store& store, uint64_t log_bytes, uint64_t snaps
     pk.pack_uint64(s.consumed);
     PackString(pk, "dropped");
     pk.pack_uint64(s.dropped);
+    PackString(pk, "holders");
+    pk.pack_map(static_cast<uint32_t>(s.holders.size()));
+    for (const auto& [holder, rows] : s.holders) {
+      PackString(pk, holder);
+      pk.pack_uint64(rows);
+    }
   }
   return m;
 }

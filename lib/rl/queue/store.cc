@@ -363,7 +363,10 @@ std::vector<TaskStats> Store::Stats() const {
     for (uint32_t c : task.cols) s.columns.push_back(column_names_[c]);
     s.ready = task.ready.size();
     s.ready_groups = task.ready_groups.size();
-    for (const auto& [id, lease] : task.leases) s.leased += lease.indices.size();
+    for (const auto& [id, lease] : task.leases) {
+      s.leased += lease.indices.size();
+      if (!lease.holder.empty()) s.holders[lease.holder] += lease.indices.size();
+    }
     s.consumed = task.consumed;
     s.dropped = task.dropped;
     out.push_back(std::move(s));

@@ -59,6 +59,7 @@ struct TaskStats {
   std::string name;
   std::vector<std::string> columns;
   uint64_t ready = 0, ready_groups = 0, leased = 0, consumed = 0, dropped = 0;
+  std::map<std::string, uint64_t> holders;  // rows leased under each named holder
 };
 
 // Live rows' columns for a task, in the store: valid until the store next changes.

@@ -162,6 +162,8 @@ TEST_F(StoreTest, ReleaseByHolderGivesBackOnlyThatHoldersLeases) {
   req.holder = "train/0";
   Get(req);
   ASSERT_EQ(StatsOf("t").leased, 3u);
+  std::map<std::string, uint64_t> held = {{"train/0", 2}, {"train/1", 1}};
+  EXPECT_EQ(StatsOf("t").holders, held);
 
   auto rel = store.PlanReleaseHolder("t", "train/0");
   ASSERT_TRUE(rel.ok()) << rel.status().ToString();
