@@ -228,6 +228,26 @@ PY
   run rl-queue nack --task t --holder work/1 3
   [ "$status" -eq 64 ]
   [[ "$output" == *"no --lease-id, no indices"* ]]
+  run rl-queue nack --task t --holder ""
+  [ "$status" -eq 64 ]
+}
+
+@test "nack --holder also answers the holder's parked get, which would otherwise lease rows to it again" {
+  start_queue "$TMP/q" --declare t=x
+  # A consumer waiting for rows when it died: its get stays parked in the server.
+  rl-queue get --task t --count 5 --holder work/1 --wait 30 > "$TMP/parked" 2>&1 &
+  local parked=$!
+  PIDS+=("$parked")
+  sleep 0.5
+  rl-queue nack --task t --holder work/1 >/dev/null
+  seq 1 5 | sed 's/.*/{"x":&}/' | rl-queue put >/dev/null
+  # The parked get is refused (65, and says why) instead of taking the new rows.
+  local status=0
+  wait "$parked" || status=$?
+  [ "$status" -eq 65 ]
+  grep -q "were given back by a newer process" "$TMP/parked"
+  run rl-queue stat --json
+  [[ "$output" == *'"ready":5'* ]]
 }
 
 @test "whole groups with --repeat, and dynamic sampling drops uniform groups" {

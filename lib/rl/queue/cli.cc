@@ -102,7 +102,7 @@ int QueueMain(int argc, char** argv) {
     cl.Bind(sub, "--lease-id", &lease_id);
     sub->add_option("indices", indices, "row indices");
   }
-  cl.Bind(nack, "--holder", &holder);
+  CLI::Option* nack_holder = cl.Bind(nack, "--holder", &holder);
 
   bool json = false;
   CLI::App* stat = cl.Sub("stat", "per task: ready, leased, consumed, dropped; log and snapshot sizes");
@@ -147,7 +147,7 @@ int QueueMain(int argc, char** argv) {
     gr.regenerate_stale = on_stale == "regenerate";
     return RunGet(c, gr, std::cout);
   }
-  if (nack->parsed() && !holder.empty()) return RunReleaseHolder(c, task, holder, lease_id, indices, std::cout);
+  if (nack->parsed() && nack_holder->count() > 0) return RunReleaseHolder(c, task, holder, lease_id, indices, std::cout);
   if (ack->parsed() || nack->parsed()) return RunAckOrNack(c, ack->parsed(), task, lease_id, indices, std::cin, std::cout);
   if (stat->parsed()) return RunStat(c, json, std::cout);
   if (meta->parsed()) return RunMeta(c, meta_args, if_equals, ie->count() > 0, std::cout);

@@ -88,6 +88,7 @@ int RunAckOrNack(const ClientFlags& c, bool ack, const std::string& task, uint64
 
 int RunReleaseHolder(const ClientFlags& c, const std::string& task, const std::string& holder, uint64_t lease,
                      const std::vector<std::string>& indices, std::ostream& out) {
+  if (holder.empty()) return Fail(Status::InvalidArgument("nack --holder needs a holder, KIND/ID"));
   if (lease != 0 || !indices.empty()) {
     return Fail(Status::InvalidArgument("nack --holder gives back all the holder's leases: no --lease-id, no indices"));
   }

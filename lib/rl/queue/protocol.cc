@@ -157,6 +157,17 @@ Result<PutRequest> DecodePut(std::string_view m, const std::vector<std::string>&
   return req;
 }
 
+namespace {
+
+Status CheckHolder(const std::string& holder) {
+  if (holder.size() > kMaxHolderBytes) {
+    return Status::InvalidArgument("holder is over " + std::to_string(kMaxHolderBytes) + " bytes");
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
 Message EncodeGet(const GetRequest& req) {
   Message m;
   msgpack::sbuffer buf;
@@ -222,7 +233,7 @@ Result<GetRequest> DecodeGet(std::string_view m) {
     RL_ASSIGN_OR_RETURN(req.drop_uniform, b.Str("drop_uniform", ""));
     RL_ASSIGN_OR_RETURN(req.balance, b.Str("balance", ""));
     RL_ASSIGN_OR_RETURN(req.holder, b.Str("holder", ""));
-    if (req.holder.size() > kMaxHolderBytes) return Status::InvalidArgument("holder is over 256 bytes");
+    RL_RETURN_IF_ERROR(CheckHolder(req.holder));
     if (req.wait_ms < 0 || req.wait_ms > 3600 * 1000) return Status::InvalidArgument("wait must be 0 to 3600 s");
     return req;
   };
@@ -259,7 +270,7 @@ Result<IndexRequest> DecodeIndices(std::string_view m) {
     RL_ASSIGN_OR_RETURN(req.lease, b.U64("lease", 0));
     RL_ASSIGN_OR_RETURN(req.indices, b.U64List("indices"));
     RL_ASSIGN_OR_RETURN(req.holder, b.Str("holder", ""));
-    if (req.holder.size() > kMaxHolderBytes) return Status::InvalidArgument("holder is over 256 bytes");
+    RL_RETURN_IF_ERROR(CheckHolder(req.holder));
     if (!req.holder.empty() && (req.lease != 0 || !req.indices.empty())) {
       return Status::InvalidArgument("a nack by holder names no lease and no indices");
     }

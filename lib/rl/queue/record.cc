@@ -49,7 +49,7 @@ size_t EstimateBytes(const Record& r, bool lent_out) {
 // Packs r; each column value goes through pack_value(pk, cell).
 template <typename PackValueFn>
 void PackRecord(Packer& pk, const Record& r, PackValueFn&& pack_value) {
-  pk.pack_map(18);
+  pk.pack_map(r.holder.empty() ? 17 : 18);  // "holder" only when set: older readers fail on nothing
   PackString(pk, "t");
   pk.pack_uint8(static_cast<uint8_t>(r.type));
   PackString(pk, "from");
@@ -79,8 +79,10 @@ void PackRecord(Packer& pk, const Record& r, PackValueFn&& pack_value) {
   }
   PackString(pk, "takeover");
   r.takeover ? pk.pack_true() : pk.pack_false();
-  PackString(pk, "holder");
-  PackString(pk, r.holder);
+  if (!r.holder.empty()) {
+    PackString(pk, "holder");
+    PackString(pk, r.holder);
+  }
   PackString(pk, "rows");
   pk.pack_array(static_cast<uint32_t>(r.rows.size()));
   for (const auto& row : r.rows) {

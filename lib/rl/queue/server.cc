@@ -269,8 +269,23 @@ Status Server::HandleIndices(const std::string& routing, const Request& req) {
              : r.holder.empty() ? ds_->store().PlanRelease(r.task, r.lease, r.indices)
                                 : ds_->store().PlanReleaseHolder(r.task, r.holder);
   if (!rec.ok()) return rec.status();
+  if (!r.holder.empty()) DropWaitersOf(r.task, r.holder);
   Commit(std::move(*rec), routing, req.header);
   return Status::OK();
+}
+
+// A get the dead process left parked would otherwise still be served, after the release, and
+// lease rows again to a holder nobody is behind. (ZeroMQ does not tell the server that a peer
+// went away.) Should its sender be alive after all, it hears why.
+void Server::DropWaitersOf(const std::string& task, const std::string& holder) {
+  for (auto it = waiters_.begin(); it != waiters_.end();) {
+    if (it->req.task == task && it->req.holder == holder) {
+      Reply(it->routing, it->header, Status::Conflict("the leases of " + holder + " were given back by a newer process"));
+      it = waiters_.erase(it);
+    } else {
+      ++it;
+    }
+  }
 }
 
 Status Server::HandleMeta(const std::string& routing, const Request& req) {

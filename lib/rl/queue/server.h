@@ -67,6 +67,7 @@ class Server {
   // Tries to serve a get; returns false when it should wait longer.
   bool TryServe(Waiter& w, bool final_attempt);
   void ServeWaiters(bool expire_only);
+  void DropWaitersOf(const std::string& task, const std::string& holder);
   void ExpireLeases();
   void Commit(Record r, const std::string& routing, const Header& h);
   void Reply(const std::string& routing, const Header& h, const Status& s, ReplyBody body = ReplyBody());

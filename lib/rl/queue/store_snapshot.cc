@@ -81,13 +81,14 @@ WalPayload Store::EncodeSnapshotPayload() const {
   pk.pack_array(static_cast<uint32_t>(n));
   for (const Task& t : tasks_) {
     for (const auto& [id, lease] : t.leases) {
-      pk.pack_array(6);
+      // Five fields when there is no holder: what servers before holders read.
+      pk.pack_array(lease.holder.empty() ? 5 : 6);
       PackString(pk, t.name);
       pk.pack_uint64(id);
       pk.pack_int64(lease.deadline_ms);
       lease.reserved ? pk.pack_true() : pk.pack_false();
       PackU64List(pk, std::vector<uint64_t>(lease.indices.begin(), lease.indices.end()));
-      PackString(pk, lease.holder);
+      if (!lease.holder.empty()) PackString(pk, lease.holder);
     }
   }
   PackString(pk, "meta");
