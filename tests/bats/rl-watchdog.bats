@@ -117,7 +117,7 @@ start_watchdog() {
   beat train checkpoint --progress-every 0 --heartbeat-interval 0.2 --id 2
   sleep 4
   [ "$(grep -c '"event":"joined"' "$TMP/mon")" -eq 3 ]
-  ! grep -E '"event":"(suspect|failed)"' "$TMP/mon"
+  ! grep -E '"event":"(suspect|failed)"' "$TMP/mon" || false
 }
 
 @test "monitor: a rollout holding work without progress is probed, then failed when the probe finds it idle" {
@@ -154,7 +154,7 @@ start_watchdog() {
   kill -0 "$spare"
   # Held: a spare sends no heartbeats and writes no events before it is needed.
   sleep 1
-  ! grep -q "\"pid\":$spare," "$TMP/run/events/train-0.jsonl"
+  ! grep -q "\"pid\":$spare," "$TMP/run/events/train-0.jsonl" || false
   t=$(pid_of train-0) r0=$(pid_of rollout-0)
   kill -9 "$t"
   wait_for "$log" '"event":"restart".*"member":"train/0"' 10
@@ -221,7 +221,7 @@ TOML
   kill -9 "$(pid_of rollout-1)"
   wait_for "$log" '"event":"restart".*"member":"rollout/1"' 10
   grep -q '"action":"restart-role".*"reason":"restart rollout/1 only"' "$log"
-  ! grep -q '"event":"restart-job"' "$log"
+  ! grep -q '"event":"restart-job"' "$log" || false
   [ "$(pid_of rollout-0) $(pid_of train-0)" = "$(echo "$before" | cut -d' ' -f1,3)" ]
 }
 
@@ -287,7 +287,7 @@ TOML
   sleep "$((sleep_s + 2))"
   cat "$TMP/mon"
   grep -q '"event":"joined".*"member":"reward/0"' "$TMP/mon"
-  ! grep -E '"event":"(suspect|failed)"' "$TMP/mon"
+  ! grep -E '"event":"(suspect|failed)"' "$TMP/mon" || false
   grep -q '"event":"batch"' "$TMP/run/events/reward-0.jsonl"
 }
 
@@ -328,8 +328,8 @@ TOML
   wait_for "$log" "\"event\":\"ready\".*\"member\":\"rollout/0\".*\"pid\":$r0_new," 10
   [ "$(pid_of rollout-1)" = "$r1" ]
   sleep 1
-  ! grep -q '"event":"failure".*"member":"rollout/0"' "$log"
-  ! grep -q '"event":"restart-job"' "$log"
+  ! grep -q '"event":"failure".*"member":"rollout/0"' "$log" || false
+  ! grep -q '"event":"restart-job"' "$log" || false
 }
 
 @test "run with standby and a single rollout: the rollout comes back as soon as the trainer heartbeats, since the trainer cannot step without it" {
@@ -353,5 +353,5 @@ TOML
   wait_for "$log" '"event":"standby".*"member":"rollout/0"' 20
   wait_for "$log" '"event":"standby-return".*"reason":"rollout/0 is back: train/0 heartbeats and has no other rollout"' 20
   [ "$(pid_of rollout-0)" != "$r0" ]
-  ! grep -q '"event":"restart-job"' "$log"
+  ! grep -q '"event":"restart-job"' "$log" || false
 }

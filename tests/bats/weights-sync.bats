@@ -81,8 +81,8 @@ EOF
   for v in 0 1 2 3; do
     grep -E '"event":"weights"' "$ev" | grep -F "\"version\":$v," | grep -F '"via":"ucx"' | grep -qF "\"from\":\"$T\""
   done
-  ! grep -F '"event":"weights"' "$ev" | grep -qF '"via":"file"'
-  ! grep -q "weights over UCX failed" rollout.log
+  ! grep -F '"event":"weights"' "$ev" | grep -qF '"via":"file"' || false
+  ! grep -q "weights over UCX failed" rollout.log || false
   run check_weights_events "$ev" run/events/train-0.jsonl
   echo "$output"
   [ "$status" -eq 0 ]
@@ -122,7 +122,7 @@ EOF
   run check_weights_events run/events/rollout-r1.jsonl run/events/train-0.jsonl run/events/rl-relay-1.jsonl
   echo "$output"
   [ "$status" -eq 0 ]
-  ! grep -q '"event":"weights-bad"' run/events/rollout-r1.jsonl
+  ! grep -q '"event":"weights-bad"' run/events/rollout-r1.jsonl || false
   kill -0 "$PID_rollout"
 }
 
@@ -146,8 +146,8 @@ EOF
   run check_weights_events run/events/rollout-r1.jsonl run/events/train-0.jsonl
   echo "$output"
   [ "$status" -eq 0 ]
-  ! grep -q '"event":"weights-bad"' run/events/rollout-r1.jsonl
-  ! grep -q "weights over UCX failed" rollout.log
+  ! grep -q '"event":"weights-bad"' run/events/rollout-r1.jsonl || false
+  ! grep -q "weights over UCX failed" rollout.log || false
 }
 
 @test "with its weight source dead the rollout reads the checkpoint files, and says why once" {
