@@ -32,6 +32,7 @@ void ChunkLanding::Start() {
   crc = 0;
   in_order = true;
   overrun = false;
+  started = true;
 }
 
 ucs_status_t ChunkLanding::Put(size_t offset, const void* src, size_t n) {
@@ -50,7 +51,7 @@ ucs_status_t ChunkLanding::Put(size_t offset, const void* src, size_t n) {
 }
 
 std::optional<uint32_t> ChunkLanding::Crc() const {
-  if (!in_order || overrun || next != length) return std::nullopt;
+  if (!started || !in_order || overrun || next != length) return std::nullopt;
   return crc;
 }
 

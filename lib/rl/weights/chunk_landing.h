@@ -28,12 +28,14 @@ struct ChunkLanding {
   uint32_t crc = 0;
   bool in_order = true;
   bool overrun = false;  // a piece fell outside [0, length): nothing was copied of it
+  bool started = false;  // UCX landed the chunk through this (not so when it went contiguous)
 
   // What UCX calls through the datatype: Start before the first piece, Put for each piece
   // (copies it to dst + offset and extends the CRC; an error for a piece outside the chunk).
   void Start();
   ucs_status_t Put(size_t offset, const void* src, size_t length);
-  // The CRC-32C of the whole chunk when every byte arrived in order, else nullopt.
+  // The CRC-32C of the whole chunk when every byte arrived in order through Put, else nullopt
+  // (the chunk must then be summed where it lies).
   std::optional<uint32_t> Crc() const;
 };
 

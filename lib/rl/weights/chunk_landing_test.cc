@@ -60,5 +60,12 @@ TEST(ChunkLandingTest, APieceOutsideTheChunkIsRefusedAndNothingIsWritten) {
   EXPECT_EQ(f.dst, std::string(f.dst.size(), '\0'));
 }
 
+TEST(ChunkLandingTest, AChunkThatDidNotLandThroughItHasNoCrc) {
+  // A receive that went contiguous (no generic datatype) never calls Start: its CRC must be
+  // taken from the bytes, not read as 0 from a landing nothing went through.
+  ChunkLanding landing;
+  EXPECT_FALSE(landing.Crc().has_value());
+}
+
 }  // namespace
 }  // namespace rl::weights

@@ -14,7 +14,8 @@ int RelayMain(int argc, char** argv);
 
 // Test hooks read from the environment, for the command-line tests of every tool that pulls:
 //   RL_WEIGHTS_TEST_CORRUPT_CHUNK=N    flips a bit of chunk N the first time it arrives
-//   RL_WEIGHTS_TEST_CHUNK_DELAY_MS=M   sleeps M ms after each chunk (a slow pull to kill sources in)
+//   RL_WEIGHTS_TEST_CHUNK_DELAY_MS=M   sleeps M ms after each chunk, one chunk asked for at a time
+//                                      (a slow pull to kill sources in)
 void ApplyTestHooksFromEnv(PullOptions* options);
 
 // "a,b,,c" -> {"a", "b", "c"}

@@ -85,7 +85,10 @@ Status Puller::PullTagged(const std::string& endpoint, const PullOptions& o, con
     RL_ASSIGN_OR_RETURN(t->memory, TargetMemory(t->offer.table.size));
   }
   UcxWorker* worker = worker_.get();
-  size_t n = o.inflight > 0 ? o.inflight : std::max<size_t>(t->missing, 1);
+  // All missing chunks at once, up to a bound that keeps a send request well under the
+  // source's 1 MiB message limit (a 1 GB bundle of 4 KiB chunks is 262144 of them).
+  constexpr size_t kMaxInflight = 4096;
+  size_t n = o.inflight > 0 ? o.inflight : std::clamp<size_t>(t->missing, 1, kMaxInflight);
   std::unique_ptr<Slot[]> slots(new Slot[n]);
   Status s;
   {

@@ -72,18 +72,19 @@ bool UcxContext::TlsAllows(const std::string& override_tls, std::initializer_lis
     const char* env = std::getenv("UCX_TLS");
     tls = env ? env : "all";
   }
-  if (!tls.empty() && tls[0] == '^') return true;  // an exclusion list: assume they stay
+  bool exclude = !tls.empty() && tls[0] == '^';  // "^tcp": everything but what is listed
+  if (exclude) tls.erase(0, 1);
   for (const char* t : names) {
     size_t at = 0;
     while ((at = tls.find(t, at)) != std::string::npos) {
       size_t end = at + std::strlen(t);
       bool starts = at == 0 || tls[at - 1] == ',';
       bool ends = end == tls.size() || tls[end] == ',';
-      if (starts && ends) return true;
+      if (starts && ends) return !exclude;
       at = end;
     }
   }
-  return false;
+  return exclude;
 }
 
 UcxContext::~UcxContext() {
