@@ -41,6 +41,7 @@ std::vector<const RoleSpec*> SparePool::Reap() {
   std::vector<const RoleSpec*> gone;
   for (auto it = spares_.begin(); it != spares_.end();) {
     if (ReapChild(it->pid) || ProcessGone(it->pid)) {
+      ReapChild(it->pid);  // gone but not reaped when its last thread ended after the first try
       ::close(it->fd);
       gone.push_back(it->spec);
       it = spares_.erase(it);

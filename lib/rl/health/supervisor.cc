@@ -256,10 +256,14 @@ void Supervisor::ReturnLentSlots() {
 // Spares are started once every instance of their role has been ready for a while (never
 // competing with a start or a restart for the cores), and replaced the same way after one is used.
 void Supervisor::KeepSpares() {
-  for (const RoleSpec* r : spares_.Reap()) {
+  auto back_off = [this](const RoleSpec* r) -> const SpareBackoff& {
     SpareBackoff& b = spare_backoff_[r];
     b.delay_ms = std::clamp(b.delay_ms * 2, kSpareBackoffMinMs, kSpareBackoffMaxMs);
     b.not_before_ms = MonoMillis() + b.delay_ms;
+    return b;
+  };
+  for (const RoleSpec* r : spares_.Reap()) {
+    const SpareBackoff& b = back_off(r);
     spdlog::warn("a spare of {} exited before it was needed (see its log in {}/logs); another in {} s", r->name,
                  o_.run_dir, b.delay_ms / 1000);
     events_->Emit("spare-exit", {{"kind", r->kind}, {"retry_s", b.delay_ms / 1000.0}});
@@ -274,7 +278,8 @@ void Supervisor::KeepSpares() {
     if (!settled) continue;
     auto started = spares_.Fill(o_.pipeline, &r, watcher_->endpoint(), o_.run_dir);
     if (!started.ok()) {
-      spdlog::error("spare of {}: {}", r.name, started.status().ToString());
+      spdlog::error("spare of {}: {}; trying again in {} s", r.name, started.status().ToString(),
+                    back_off(&r).delay_ms / 1000);
       continue;
     }
     for (pid_t pid : *started) {
@@ -291,6 +296,7 @@ Status Supervisor::RestartRole(Instance* inst) {
   if (o_.pipeline.standby && inst->spec->kind == "train") LendSlotTo(inst);
   ++inst->restarts;
   RL_ASSIGN_OR_RETURN(bool from_spare, spares_.Activate(o_.run_dir, inst));
+  if (from_spare) spare_backoff_.erase(inst->spec);  // a spare that served: the next one starts without delay
   if (!from_spare) RL_RETURN_IF_ERROR(SpawnInstance(o_.pipeline, watcher_->endpoint(), o_.run_dir, inst));
   nlohmann::json f = Fields(*inst);
   f["old_pid"] = old;

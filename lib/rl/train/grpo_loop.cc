@@ -79,6 +79,7 @@ class GrpoLoop {
   uint64_t version_ = 0;
   double best_accuracy_ = 0, last_accuracy_ = -1, reward_ema_ = -1, best_reward_ema_ = 0;
   int64_t start_step_ = 0;
+  int64_t accuracy_step_ = -1;  // the step last_accuracy_ was measured at
   std::chrono::steady_clock::time_point started_;
 };
 
@@ -113,15 +114,19 @@ Status GrpoLoop::Start() {
                                                [this](const Checkpoint& c, const Status& s) { OnWritten(c, s); });
   RL_RETURN_IF_ERROR(client_.MetaSet({kStepKey, std::to_string(step_), std::nullopt}));
   RL_RETURN_IF_ERROR(client_.MetaSet({kVersionKey, std::to_string(version_), std::nullopt}));
-  // A resumed trainer takes the accuracy its checkpoint measured: evaluating again would hold up
-  // the restart (about 0.1 s of the ~0.3 s a spare trainer needs to resume).
+  // A resumed trainer takes the accuracy its checkpoint holds (measured at accuracy_step_, on a
+  // held-out set of the same size): evaluating again would hold up the restart (about 0.1 s of
+  // the ~0.3 s a spare trainer needs to resume). It says which step measured it.
   if (last_accuracy_ < 0) {
     RL_ASSIGN_OR_RETURN(last_accuracy_, GreedyAccuracy(trainer_->policy(), held_out_));
+    accuracy_step_ = step_;
   }
   best_accuracy_ = std::max(best_accuracy_, last_accuracy_);
-  spdlog::info("step {} version {}: held-out greedy accuracy {:.3f}", step_, version_, last_accuracy_);
+  spdlog::info("step {} version {}: held-out greedy accuracy {:.3f} (measured at step {})", step_, version_,
+               last_accuracy_, accuracy_step_);
   events_.SetStep(step_);
-  events_.Emit("start", {{"version", version_}, {"accuracy", last_accuracy_}, {"staleness", o_.staleness},
+  events_.Emit("start", {{"version", version_}, {"accuracy", last_accuracy_}, {"accuracy_step", accuracy_step_},
+                         {"staleness", o_.staleness},
                          {"start_fraction", o_.start_fraction}, {"lr", o_.grpo.lr}});
   return Status::OK();
 }
@@ -132,7 +137,11 @@ Status GrpoLoop::StartFrom(Checkpoint c) {
   version_ = c.version;
   std::istringstream(c.rng) >> rng_;
   best_accuracy_ = c.extra.value("best_accuracy", 0.0);
-  last_accuracy_ = c.extra.value("accuracy", -1.0);
+  // Only an accuracy measured on a held-out set of this size is comparable.
+  if (c.extra.value("eval_size", int64_t{-1}) == o_.eval_size) {
+    last_accuracy_ = c.extra.value("accuracy", -1.0);
+    accuracy_step_ = c.extra.value("accuracy_step", c.step);
+  }
   best_reward_ema_ = c.extra.value("best_reward_ema", 0.0);
   reward_ema_ = c.extra.value("reward_ema", -1.0);
   std::optional<model::Transformer> ref;
@@ -272,7 +281,10 @@ void GrpoLoop::Evaluate(StepStats* s, nlohmann::json* fields) {
   bool eval = o_.eval_every > 0 && step_ % o_.eval_every == 0;
   if (eval) {
     auto acc = GreedyAccuracy(trainer_->policy(), held_out_);
-    if (acc.ok()) last_accuracy_ = *acc;
+    if (acc.ok()) {
+      last_accuracy_ = *acc;
+      accuracy_step_ = step_;
+    }
     (*fields)["accuracy"] = last_accuracy_;
   }
   std::string why;
@@ -323,7 +335,8 @@ Status GrpoLoop::AfterStep(const StepStats& s0, std::vector<uint64_t> consumed, 
   rng << rng_;
   c.rng = rng.str();
   c.consumed = std::move(consumed);
-  c.extra = {{"best_accuracy", best_accuracy_}, {"accuracy", last_accuracy_}, {"reward_ema", reward_ema_},
+  c.extra = {{"best_accuracy", best_accuracy_}, {"accuracy", last_accuracy_}, {"accuracy_step", accuracy_step_},
+             {"eval_size", o_.eval_size}, {"reward_ema", reward_ema_},
              {"best_reward_ema", best_reward_ema_}};
   RL_ASSIGN_OR_RETURN(model::Transformer snapshot, trainer_->policy().Clone());
   c.model = std::move(snapshot);
