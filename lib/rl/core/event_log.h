@@ -1,4 +1,4 @@
-// EventLog: appends JSON lines to <run-dir>/events/<role>-<id>.jsonl (DESIGN.md "Event log").
+// EventLog: appends JSON lines to <run-dir>/events/<role>-<id>.jsonl (docs/design.md "Event log").
 // Each line has ts (Unix seconds), role, id, event, step, phase, then the caller's fields.
 // A line is written with one write(2) on an O_APPEND descriptor, so a kill -9 leaves whole lines
 // (a line is at most PIPE_BUF-independent: the kernel appends it in one piece on local files).

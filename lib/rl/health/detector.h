@@ -1,6 +1,6 @@
 // Membership: the watchdog's table of roles, built from heartbeats only (soft state: a restarted
 // watchdog rebuilds it within a few intervals), and the role- and phase-aware detection rules of
-// DESIGN.md "Control plane":
+// docs/design.md "Control plane":
 //
 //   heartbeat loss   no heartbeat for `missed` intervals -> suspect; a probe (answer now) that
 //                    gets no answer within one more interval -> failed. A process on this host

@@ -1,4 +1,4 @@
-// RestartPolicy: what rl-watchdog run does about a failed role (DESIGN.md "Control plane").
+// RestartPolicy: what rl-watchdog run does about a failed role (docs/design.md "Control plane").
 // Restart only the failed role, unless one of these says the fault is likely to come back, in
 // which case restart the whole job from the last checkpoint:
 //   - the failure is in the first step after the role's (re)start (no trainer step completed

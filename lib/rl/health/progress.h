@@ -1,4 +1,4 @@
-// Progress counters of this process, read by its heartbeat (DESIGN.md "Control plane").
+// Progress counters of this process, read by its heartbeat (docs/design.md "Control plane").
 //
 // A role's work loop bumps them where work is finished (a batch of tokens generated, rows scored,
 // a micro-batch trained); the heartbeat thread only reads them. So a loop blocked in an active

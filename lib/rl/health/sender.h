@@ -1,4 +1,4 @@
-// HeartbeatSender: the heartbeat thread of a role (DESIGN.md "Control plane").
+// HeartbeatSender: the heartbeat thread of a role (docs/design.md "Control plane").
 //
 // Every interval it sends a Heartbeat to rl-watchdog over its own DEALER socket: role, id, pid,
 // host, the phase and step of the process's EventLog (EventLog::Current), the weight version and

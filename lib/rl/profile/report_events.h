@@ -1,4 +1,4 @@
-// The event logs of a run (<run-dir>/events/*.jsonl, DESIGN.md "Event log"), loaded for
+// The event logs of a run (<run-dir>/events/*.jsonl, docs/design.md "Event log"), loaded for
 // rl-profile report: one lane per file (a role instance), lines in time order.
 // Thread safety: plain values and reentrant functions.
 #pragma once

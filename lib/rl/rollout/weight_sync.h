@@ -1,4 +1,4 @@
-// WeightSync: how rl-rollout gets new weight versions over UCX (DESIGN.md "Weights": a rollout
+// WeightSync: how rl-rollout gets new weight versions over UCX (docs/design.md "Weights": a rollout
 // keeps generating with version v while v+1 arrives into host memory, and switches at a batch
 // boundary).
 //

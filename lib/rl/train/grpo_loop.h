@@ -1,4 +1,4 @@
-// The GRPO learning loop of rl-train, against rl-queue (DESIGN.md "How data flows").
+// The GRPO learning loop of rl-train, against rl-queue (docs/design.md "How data flows").
 //
 // Each step: feed prompts so that (1 + staleness) steps' worth of groups are in flight; take whole
 // groups from task `train` (version >= current - staleness, uniform-reward groups dropped when
@@ -7,7 +7,7 @@
 // in memory (served at once over UCX with a publisher: weight_publisher.h), written in the
 // background as ckpt-<step> and published as weights-<version>, after
 // which the batch's rows are acked and the metadata train.step / train.version set.
-// Modes (DESIGN.md "Training modes"): sync k=0 f=1; semi-sync k=1 f=0.5; async k=1 f=0.
+// Modes (docs/design.md "Training modes"): sync k=0 f=1; semi-sync k=1 f=0.5; async k=1 f=0.
 // On start it resumes from the newest complete checkpoint (acking the rows it holds the update
 // of), else from --weights or <checkpoint-dir>/weights-0.safetensors (the SFT result).
 // Thread safety: RunGrpo runs on the calling thread plus one checkpoint writer thread (and the

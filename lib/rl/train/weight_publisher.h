@@ -1,4 +1,4 @@
-// WeightPublisher: rl-train as a weight source (DESIGN.md "Weights"). Each new version's snapshot
+// WeightPublisher: rl-train as a weight source (docs/design.md "Weights"). Each new version's snapshot
 // is encoded once (the same safetensors bytes as weights-<v>.safetensors) and served as the
 // newest version by an in-process Source (rl/weights/source.h), so rollouts and relays can pull
 // it over UCX as soon as the step's snapshot is in memory, before the checkpoint is on disk.

@@ -1,6 +1,6 @@
 // Bundle: one weight version in memory, the unit that sources serve and pullers fetch.
 //
-// The bytes are a safetensors file (DESIGN.md "Weights": a checkpoint file and a bundle are the
+// The bytes are a safetensors file (docs/design.md "Weights": a checkpoint file and a bundle are the
 // same bytes). With them travel the version number and a content hash:
 //   chunk i   = bytes [i * chunk_size, min(size, (i + 1) * chunk_size))
 //   crc[i]    = CRC-32C of chunk i                          (hardware CRC, ~10 GB/s)
