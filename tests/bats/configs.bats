@@ -44,6 +44,11 @@ short_pipeline_env() {
   HB="tcp://127.0.0.1:$(free_port)"
 }
 
+# consumed TASK: rows of TASK the queue at $RL_QUEUE has consumed.
+consumed() {
+  rl-queue stat --json | python3 -c 'import json,sys; print(sum(t["consumed"] for t in json.load(sys.stdin)["tasks"] if t["name"] == sys.argv[1]))' "$1"
+}
+
 # step_events RUN: the trainer's step numbers, one a line.
 step_events() { grep -h '"event":"step"' "$1/events/train-0.jsonl" | grep -o '"step":[0-9]*' | cut -d: -f2; }
 
@@ -146,8 +151,8 @@ step_events() { grep -h '"event":"step"' "$1/events/train-0.jsonl" | grep -o '"s
   rpid=$!
   PIDS+=("$rpid")
   echo '{"prompt":"001+002=","response":"0004","answer":"0003"}' | rl-queue put > /dev/null
-  for _ in $(seq 1 100); do rl-queue stat --json | grep -q '"name":"reward"[^}]*"consumed":1' && break; sleep 0.1; done
-  rl-queue stat --json | grep -q '"name":"reward"[^}]*"consumed":1'
+  for _ in $(seq 1 100); do [ "$(consumed reward)" = 1 ] && break; sleep 0.1; done
+  [ "$(consumed reward)" = 1 ]
   kill -TERM "$rpid"
   wait "$rpid"
 }
@@ -165,9 +170,9 @@ step_events() { grep -h '"event":"step"' "$1/events/train-0.jsonl" | grep -o '"s
   rpid=$!
   PIDS+=("$rpid")
   echo '{"prompt_ids":[1,4,5,13,6,7,14]}' | rl-queue put --repeat 2 > /dev/null
-  for _ in $(seq 1 200); do rl-queue stat --json | grep -q '"name":"generate"[^}]*"consumed":2' && break; sleep 0.1; done
+  for _ in $(seq 1 200); do [ "$(consumed generate)" = 2 ] && break; sleep 0.1; done
   cat "$TMP/rollout.log"
-  rl-queue stat --json | grep -q '"name":"generate"[^}]*"consumed":2'
+  [ "$(consumed generate)" = 2 ]
   kill -TERM "$rpid"
   wait "$rpid"
 }
