@@ -112,6 +112,7 @@ step_events() { grep -h '"event":"step"' "$1/events/train-0.jsonl" | grep -o '"s
   kill -9 "$(cut -d' ' -f1 "$TMP/run/watchdog/train-0.pid")"
   status=0; wait "$wpid" || status=$?
   cat "$TMP/wd.err"
+  grep -E '"event":"(failure|restart|spare|finished)"' "$TMP/run/events/watchdog-0.jsonl"
   [ "$status" -eq 0 ]
   grep '"event":"restart"' "$TMP/run/events/watchdog-0.jsonl" | grep -q '"spare":true'
   ! grep -q '"event":"restart-job"' "$TMP/run/events/watchdog-0.jsonl" || false
