@@ -119,6 +119,45 @@ step_events() { grep -h '"event":"step"' "$1/events/train-0.jsonl" | grep -o '"s
   [ "$(step_events "$TMP/run" | sort -n | uniq | tail -n 1)" = 12 ]
 }
 
+@test "fault-drill.toml has the roles, keys, values and options of the pipeline fault-drill.sh writes" {
+  # The script writes its pipeline from a here-document; the file is that pipeline with the run's
+  # paths and endpoints taken from the environment. Values with a shell variable in the script
+  # are not compared; [watchdog] may set more keys than the script (it passes them as options).
+  run python3 - "$RL_SOURCE_DIR/examples/pipelines/fault-drill.sh" "$CONFIGS/fault-drill.toml" <<'PY'
+import re, sys
+def tables(text):
+    out, cur = {}, None
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        m = re.fullmatch(r"\[([\w.]+)\]", line)
+        if m:
+            cur = out.setdefault(m.group(1), {})
+            continue
+        key, value = (x.strip() for x in line.split("=", 1))
+        if key == "command":
+            for flag in re.findall(r"(?<!\S)--[a-z][a-z-]*", value):
+                cur[flag] = None
+        else:
+            cur[key] = value.split("#")[0].strip()
+    return out
+script = re.search(r"cat <<TOML\n(.*?)\nTOML\n", open(sys.argv[1]).read(), re.S).group(1)
+a, b = tables(script), tables(open(sys.argv[2]).read())
+bad = sorted(set(a) ^ set(b))
+for t in sorted(set(a) & set(b)):
+    for k in sorted(set(a[t]) | set(b[t])):
+        if t == "watchdog" and k not in a[t]:
+            continue
+        if k not in a[t] or k not in b[t] or ("$" not in a[t][k] if a[t][k] else False) and a[t][k] != b[t][k]:
+            bad.append(f"[{t}] {k}: script {a[t].get(k, 'absent')}, file {b[t].get(k, 'absent')}")
+print("\n".join(bad) or f"same: {sorted(a)}")
+sys.exit(1 if bad else 0)
+PY
+  echo "$output"
+  [ "$status" -eq 0 ]
+}
+
 @test "rl-queue.toml: serve declares the demo's tasks from it; put, get and stat read their tables" {
   port=$(free_port)
   rl-queue serve --config "$CONFIGS/rl-queue.toml" --dir "$TMP/q" --bind "tcp://127.0.0.1:$port" 2>> "$TMP/queue.log" &
