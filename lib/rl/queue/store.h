@@ -1,4 +1,4 @@
-// Store: the queue's state machine, in memory (DESIGN.md "The queue").
+// Store: the queue's state machine, in memory (docs/design.md "The queue").
 //
 // Rows are samples addressed by a global index; columns are named, typed values. A task names the
 // columns it needs; a row is ready for a task when it has them all, the task has not consumed it,
