@@ -26,7 +26,7 @@ void AppendRolloutOptions(std::vector<OptionSpec>* table) {
        {"rl-rollout run", "rl-reward run"}},
 
       // rl-reward
-      {"--verifier", "RL_VERIFIER", "rule-based verifier: addition, exact or numeric",
+      {"--verifier", "RL_VERIFIER", "rule-based verifier: addition, exact, numeric or math",
        {"rl-reward run", "rl-reward score"}},
       {"--tolerance", "RL_TOLERANCE", "largest absolute difference the numeric verifier accepts",
        {"rl-reward run", "rl-reward score"}},

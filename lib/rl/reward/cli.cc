@@ -27,7 +27,7 @@ struct VerifierFlags {
   double tolerance = 1e-6, exec_timeout_s = 10;
 
   void Bind(CommandLine& cl, CLI::App* sub) {
-    cl.Bind(sub, "--verifier", &verifier)->check(CLI::IsMember({"addition", "exact", "numeric"}));
+    cl.Bind(sub, "--verifier", &verifier)->check(CLI::IsMember({"addition", "exact", "numeric", "math"}));
     cl.Bind(sub, "--tolerance", &tolerance)->check(CLI::NonNegativeNumber);
     cl.Bind(sub, "--exec", &exec);
     cl.Bind(sub, "--exec-timeout", &exec_timeout_s)->check(CLI::Range(0.001, 3600.0));
