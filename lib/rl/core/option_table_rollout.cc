@@ -34,7 +34,8 @@ void AppendRolloutOptions(std::vector<OptionSpec>* table) {
        {"rl-reward run", "rl-reward score"}},
       {"--exec-timeout", "RL_EXEC_TIMEOUT", "seconds the --exec command may take for one reply",
        {"rl-reward run", "rl-reward score"}},
-      {"--heldout", "", "the fixed held-out set instead of training prompts", {"rl-reward make-data"}},
+      {"--heldout", "", "the fixed held-out set instead of training prompts",
+       {"rl-reward make-data", "rl-train make-data"}},
   });
   // rl-profile decode measures generation with the same knobs.
   AddTools(table, "--slots", {"rl-profile decode"});
