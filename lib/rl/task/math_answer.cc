@@ -39,12 +39,29 @@ size_t MatchBrace(std::string_view s, size_t open) {
   return std::string_view::npos;
 }
 
+// For each '{' of s, the index of the '}' closing it (npos when none), as MatchBrace finds it:
+// one pass, so that trying many boxes of a long response stays linear.
+std::vector<size_t> ClosingBraces(std::string_view s) {
+  std::vector<size_t> close(s.size(), std::string_view::npos), open;
+  for (size_t k = 0; k < s.size(); ++k) {
+    if (s[k] == '\\') {
+      ++k;
+    } else if (s[k] == '{') {
+      open.push_back(k);
+    } else if (s[k] == '}' && !open.empty()) {
+      close[open.back()] = k;
+      open.pop_back();
+    }
+  }
+  return close;
+}
+
 // The argument of \boxed or \fbox whose name ends before `k`: a {group} or a token.
-std::optional<std::string> BoxArgument(std::string_view s, size_t k) {
+std::optional<std::string> BoxArgument(std::string_view s, size_t k, const std::vector<size_t>& closing) {
   if (k < s.size() && IsAlpha(s[k])) return std::nullopt;  // \boxedx is another command
   while (k < s.size() && IsSpace(s[k])) ++k;
   if (k < s.size() && s[k] == '{') {
-    size_t close = MatchBrace(s, k);
+    size_t close = closing[k];
     if (close == std::string_view::npos) return std::nullopt;
     return std::string(s.substr(k + 1, close - k - 1));
   }
@@ -239,7 +256,9 @@ std::vector<std::string_view> TupleElements(std::string_view s) {
 
 // The canonical form of a string already rewritten and without white space.
 std::string Canonical(std::string_view s, bool in_tuple) {
-  while (s.size() >= 2 && s.front() == '{' && MatchBrace(s, 0) == s.size() - 1) s = s.substr(1, s.size() - 2);
+  for (int layer = 0; layer < kMaxDepth && s.size() >= 2 && s.front() == '{' && MatchBrace(s, 0) == s.size() - 1; ++layer) {
+    s = s.substr(1, s.size() - 2);
+  }
   if (auto r = ParseRational(in_tuple ? std::string(s) : DropThousands(s))) return CanonicalString(*r);
   if (!in_tuple) {
     std::vector<std::string_view> parts = TupleElements(s);
@@ -256,16 +275,22 @@ std::string Canonical(std::string_view s, bool in_tuple) {
 }  // namespace
 
 std::optional<std::string> LastBoxed(std::string_view text) {
-  size_t from = text.size();
-  while (from > 0) {
-    size_t boxed = text.rfind("\\boxed", from - 1), fbox = text.rfind("\\fbox", from - 1);
-    size_t at = boxed == std::string_view::npos ? fbox
-                : fbox == std::string_view::npos ? boxed
-                                                 : std::max(boxed, fbox);
-    if (at == std::string_view::npos) return std::nullopt;
-    size_t name_end = at + (at == boxed ? 6 : 5);
-    if (auto arg = BoxArgument(text, name_end)) return arg;
-    from = at;
+  constexpr size_t kNone = std::string_view::npos;
+  // Candidates from the end; each name is searched for only before the last one found, so that
+  // a response of many unclosed boxes is read in linear time.
+  auto before = [&](std::string_view name, size_t at) { return at == 0 ? kNone : text.rfind(name, at - 1); };
+  size_t boxed = text.rfind("\\boxed"), fbox = text.rfind("\\fbox");
+  std::vector<size_t> closing;
+  while (boxed != kNone || fbox != kNone) {
+    bool is_boxed = fbox == kNone || (boxed != kNone && boxed > fbox);
+    size_t at = is_boxed ? boxed : fbox;
+    if (closing.empty()) closing = ClosingBraces(text);
+    if (auto arg = BoxArgument(text, at + (is_boxed ? 6 : 5), closing)) return arg;
+    if (is_boxed) {
+      boxed = before("\\boxed", at);
+    } else {
+      fbox = before("\\fbox", at);
+    }
   }
   return std::nullopt;
 }

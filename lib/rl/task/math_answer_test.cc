@@ -178,6 +178,11 @@ TEST(MathAnswerTest, SurvivesRandomBytes) {
   for (int i = 0; i < 100000; ++i) deep += "\\text{";
   EXPECT_EQ(*MathReward("\\boxed{" + deep + "}", "1"), 0.0);
   EXPECT_FALSE(NormalizeMathAnswer(deep + "1" + std::string(100000, '}')).empty());
+  // Many unclosed boxes and nested braces stay linear (a quadratic scan would take minutes).
+  std::string boxes;
+  for (int i = 0; i < 100000; ++i) boxes += "\\boxed{";
+  EXPECT_EQ(*MathReward(boxes + "\\boxed{7}" + boxes, "7"), 1.0);
+  EXPECT_EQ(NormalizeMathAnswer(std::string(100000, '{') + "5" + std::string(100000, '}')).size(), 100000u * 2 - 64 + 1);
 }
 
 }  // namespace
