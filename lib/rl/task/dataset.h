@@ -2,7 +2,7 @@
 // read into Examples with a prompt string or a list of chat messages, a reference answer, and for
 // SFT a response.
 //
-// Keys (DatasetOptions; rl-train's --prompt-key, --messages-key, --answer-key, --response-key):
+// Keys (DatasetOptions, for the flags --prompt-key, --messages-key, --answer-key, --response-key):
 //   prompt    a string at prompt_key (default "prompt"); a key with dots ("extra.question") is
 //             looked up as it is first, then as a path through nested objects.
 //   messages  instead, when messages_key is set: a list of {"role": string, "content": string}.
