@@ -8,7 +8,6 @@ namespace {
 const char* const kNames[] = {"Tom", "Ana", "Sam", "Lily", "Omar", "Mia", "Ben", "Zoe", "Ravi", "Emma", "Leo", "Nora"};
 const char* const kItems[] = {"apples", "pencils", "marbles", "stickers", "cookies", "books",
                               "cards",  "shells",  "stamps",  "balloons", "coins",   "eggs"};
-constexpr int kTemplates = 6;
 
 template <size_t N>
 const char* Pick(std::mt19937_64& gen, const char* const (&list)[N]) {
@@ -22,57 +21,69 @@ int64_t Draw(std::mt19937_64& gen, int64_t lo, int64_t hi) {
 
 std::string S(int64_t v) { return std::to_string(v); }
 
-// One problem of template t with fresh numbers, names and objects.
-WordProblem Make(int t, std::mt19937_64& gen) {
-  std::string name = Pick(gen, kNames), friend_name = Pick(gen, kNames), item = Pick(gen, kItems);
-  if (friend_name == name) friend_name = name == "Tom" ? "Ana" : "Tom";
-  WordProblem p;
-  int64_t a, b, c;
-  switch (t) {
-    case 0:  // add
-      a = Draw(gen, 2, 50), b = Draw(gen, 2, 50);
-      p.prompt = name + " has " + S(a) + " " + item + " and buys " + S(b) + " more. How many " + item + " does " +
-                 name + " have now?";
-      p.solution = S(a) + " + " + S(b) + " = " + S(a + b) + ".";
-      p.answer = S(a + b), p.key = "add " + S(a) + " " + S(b);
-      break;
-    case 1:  // subtract
-      a = Draw(gen, 10, 60), b = Draw(gen, 1, a - 1);
-      p.prompt = name + " had " + S(a) + " " + item + " and gave " + S(b) + " of them to " + friend_name +
-                 ". How many " + item + " does " + name + " have left?";
-      p.solution = S(a) + " - " + S(b) + " = " + S(a - b) + ".";
-      p.answer = S(a - b), p.key = "sub " + S(a) + " " + S(b);
-      break;
-    case 2:  // multiply
-      a = Draw(gen, 2, 12), b = Draw(gen, 2, 12);
-      p.prompt = name + " buys " + S(a) + " bags of " + item + ". Each bag has " + S(b) + " " + item +
-                 ". How many " + item + " does " + name + " buy in all?";
-      p.solution = S(a) + " * " + S(b) + " = " + S(a * b) + ".";
-      p.answer = S(a * b), p.key = "mul " + S(a) + " " + S(b);
-      break;
-    case 3:  // divide, exactly
-      a = Draw(gen, 2, 12), b = Draw(gen, 2, 9);
-      p.prompt = name + " shares " + S(a * b) + " " + item + " equally among " + S(b) +
-                 " friends. How many " + item + " does each friend get?";
-      p.solution = S(a * b) + " / " + S(b) + " = " + S(a) + ".";
-      p.answer = S(a), p.key = "div " + S(a * b) + " " + S(b);
-      break;
-    case 4:  // add, then subtract
-      a = Draw(gen, 5, 40), b = Draw(gen, 2, 30), c = Draw(gen, 1, a + b - 1);
-      p.prompt = name + " has " + S(a) + " " + item + ", buys " + S(b) + " more and then gives " + S(c) + " to " +
-                 friend_name + ". How many " + item + " does " + name + " have now?";
-      p.solution = S(a) + " + " + S(b) + " = " + S(a + b) + ". " + S(a + b) + " - " + S(c) + " = " + S(a + b - c) + ".";
-      p.answer = S(a + b - c), p.key = "addsub " + S(a) + " " + S(b) + " " + S(c);
-      break;
-    default:  // multiply, then add
-      a = Draw(gen, 2, 9), b = Draw(gen, 2, 12), c = Draw(gen, 1, 30);
-      p.prompt = name + " has " + S(c) + " " + item + ". Then " + name + " buys " + S(a) + " packs with " + S(b) +
-                 " " + item + " in each pack. How many " + item + " does " + name + " have now?";
-      p.solution = S(a) + " * " + S(b) + " = " + S(a * b) + ". " + S(a * b) + " + " + S(c) + " = " + S(a * b + c) + ".";
-      p.answer = S(a * b + c), p.key = "muladd " + S(a) + " " + S(b) + " " + S(c);
-      break;
-  }
-  return p;
+// Who and what a problem is about: names and objects do not change its key.
+struct Cast {
+  std::string name, other, item;
+};
+
+WordProblem Add(std::mt19937_64& gen, const Cast& c) {
+  int64_t a = Draw(gen, 2, 50), b = Draw(gen, 2, 50);
+  return {c.name + " has " + S(a) + " " + c.item + " and buys " + S(b) + " more. How many " + c.item + " does " +
+              c.name + " have now?",
+          S(a + b), S(a) + " + " + S(b) + " = " + S(a + b) + ".", "add " + S(a) + " " + S(b)};
+}
+
+WordProblem Subtract(std::mt19937_64& gen, const Cast& c) {
+  int64_t a = Draw(gen, 10, 60);
+  int64_t b = Draw(gen, 1, a - 1);
+  return {c.name + " had " + S(a) + " " + c.item + " and gave " + S(b) + " of them to " + c.other + ". How many " +
+              c.item + " does " + c.name + " have left?",
+          S(a - b), S(a) + " - " + S(b) + " = " + S(a - b) + ".", "sub " + S(a) + " " + S(b)};
+}
+
+WordProblem Multiply(std::mt19937_64& gen, const Cast& c) {
+  int64_t a = Draw(gen, 2, 12), b = Draw(gen, 2, 12);
+  return {c.name + " buys " + S(a) + " bags of " + c.item + ". Each bag has " + S(b) + " " + c.item + ". How many " +
+              c.item + " does " + c.name + " buy in all?",
+          S(a * b), S(a) + " * " + S(b) + " = " + S(a * b) + ".", "mul " + S(a) + " " + S(b)};
+}
+
+WordProblem Divide(std::mt19937_64& gen, const Cast& c) {  // exactly: the total is drawn as a product
+  int64_t a = Draw(gen, 2, 12), b = Draw(gen, 2, 9);
+  return {c.name + " shares " + S(a * b) + " " + c.item + " equally among " + S(b) + " friends. How many " + c.item +
+              " does each friend get?",
+          S(a), S(a * b) + " / " + S(b) + " = " + S(a) + ".", "div " + S(a * b) + " " + S(b)};
+}
+
+WordProblem AddSubtract(std::mt19937_64& gen, const Cast& c) {
+  int64_t a = Draw(gen, 5, 40), b = Draw(gen, 2, 30);
+  int64_t d = Draw(gen, 1, a + b - 1);
+  return {c.name + " has " + S(a) + " " + c.item + ", buys " + S(b) + " more and then gives " + S(d) + " to " +
+              c.other + ". How many " + c.item + " does " + c.name + " have now?",
+          S(a + b - d), S(a) + " + " + S(b) + " = " + S(a + b) + ". " + S(a + b) + " - " + S(d) + " = " + S(a + b - d) + ".",
+          "addsub " + S(a) + " " + S(b) + " " + S(d)};
+}
+
+WordProblem MultiplyAdd(std::mt19937_64& gen, const Cast& c) {
+  int64_t a = Draw(gen, 2, 9), b = Draw(gen, 2, 12);
+  int64_t d = Draw(gen, 1, 30);
+  return {c.name + " has " + S(d) + " " + c.item + ". Then " + c.name + " buys " + S(a) + " packs with " + S(b) + " " +
+              c.item + " in each pack. How many " + c.item + " does " + c.name + " have now?",
+          S(a * b + d), S(a) + " * " + S(b) + " = " + S(a * b) + ". " + S(a * b) + " + " + S(d) + " = " + S(a * b + d) + ".",
+          "muladd " + S(a) + " " + S(b) + " " + S(d)};
+}
+
+using Template = WordProblem (*)(std::mt19937_64&, const Cast&);
+const Template kTemplates[] = {Add, Subtract, Multiply, Divide, AddSubtract, MultiplyAdd};
+
+// One problem of template t with fresh names, objects and numbers, drawn in that order.
+WordProblem Make(size_t t, std::mt19937_64& gen) {
+  Cast c;
+  c.name = Pick(gen, kNames);
+  c.other = Pick(gen, kNames);
+  c.item = Pick(gen, kItems);
+  if (c.other == c.name) c.other = c.name == "Tom" ? "Ana" : "Tom";
+  return kTemplates[t](gen, c);
 }
 
 }  // namespace
@@ -95,7 +106,7 @@ std::vector<WordProblem> DrawWordProblems(size_t count, uint64_t seed, bool held
   std::vector<WordProblem> out;
   out.reserve(count);
   while (out.size() < count) {
-    WordProblem p = Make(static_cast<int>(gen() % kTemplates), gen);
+    WordProblem p = Make(gen() % (sizeof kTemplates / sizeof kTemplates[0]), gen);
     if (IsHeldOutKey(p.key) == held_out) out.push_back(std::move(p));
   }
   return out;
