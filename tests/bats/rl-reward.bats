@@ -85,6 +85,7 @@ man_examples() {
 {"prompt":"p","response":"so \\boxed{\\dfrac{1}{2}}, not 7","answer":"0.5"}
 {"prompt":"p","response":"48/2 = 24 clips.\n#### 1,234","answer":"1234"}
 {"prompt":"p","response":"It costs $18.00.","answer":18}
+{"prompt":"p","response":"\\boxed{\\frac{5}{2}}","answer":2.50}
 {"prompt":"p","response":"\\boxed{90^\\circ}","answer":"Angle: 45*2 = 90.\n#### 90"}
 {"prompt":"p","response":"\\boxed{12}","answer":"1.2"}
 {"prompt":"p","response":"\\boxed{3/4}","answer":"0.76"}
@@ -93,7 +94,7 @@ man_examples() {
 EOF
   run bash -c "rl-reward score --verifier math < '$TMP/math.jsonl' 2>/dev/null | python3 -c 'import json,sys; print(*(json.loads(l)[\"reward\"] for l in sys.stdin))'"
   [ "$status" -eq 0 ]
-  [ "$output" = "1.0 1.0 1.0 1.0 0.0 0.0 0.0 0.0" ]
+  [ "$output" = "1.0 1.0 1.0 1.0 1.0 0.0 0.0 0.0 0.0" ]
 }
 
 @test "score --verifier math exits 65 on an empty answer and scores the other lines" {

@@ -41,19 +41,11 @@ Result<std::string> StringAt(const Json& j, const std::string& key) {
   return v->get<std::string>();
 }
 
-std::string CanonicalNumber(const Json& v) {
-  if (v.is_number_float()) {
-    double d = v.get<double>();
-    if (std::nearbyint(d) == d && std::fabs(d) < 9007199254740992.0) return std::to_string(static_cast<int64_t>(d));
-  }
-  return v.dump();  // integers as digits, other doubles in the shortest form that reads back
-}
-
 Result<std::string> AnswerAt(const Json& j, const std::string& key) {
   const Json* v = Find(j, key);
   if (!v) return Status::DataError("no \"" + key + "\"");
   if (v->is_string()) return v->get<std::string>();
-  if (v->is_number()) return CanonicalNumber(*v);
+  if (v->is_number()) return JsonNumberText(*v);
   return Status::DataError("\"" + key + "\" is not a string or a number (it is " + TypeName(*v) + ")");
 }
 
@@ -100,6 +92,14 @@ void AddSystemPrompt(const DatasetOptions& o, Example* e) {
 }
 
 }  // namespace
+
+std::string JsonNumberText(const Json& v) {
+  if (v.is_number_float()) {
+    double d = v.get<double>();
+    if (std::nearbyint(d) == d && std::fabs(d) < 9007199254740992.0) return std::to_string(static_cast<int64_t>(d));
+  }
+  return v.dump();  // integers as digits, other doubles in the shortest form that reads back
+}
 
 Result<Example> ParseExample(std::string_view line, const DatasetOptions& o) {
   Json j;

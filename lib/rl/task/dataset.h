@@ -68,6 +68,10 @@ struct DatasetOptions {
   size_t max_line_bytes = kMaxLineBytes;
 };
 
+// A JSON number as an answer's text: integers as digits, 2.0 as "2", other numbers in the
+// shortest form that reads back the same ("0.1", "1e+300").
+// REQUIRES: j.is_number().
+std::string JsonNumberText(const nlohmann::ordered_json& j);
 // One line (without its '\n') into an Example; DataError with the reason ("no \"answer\"").
 Result<Example> ParseExample(std::string_view line, const DatasetOptions& options);
 // The example as a JSON object: "prompt" or "messages", then "answer" and "response" when set.
