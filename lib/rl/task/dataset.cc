@@ -181,7 +181,7 @@ Result<Example> Dataset::Read(size_t index) {
   if (index >= offsets_.size()) return Status::InvalidArgument("example " + std::to_string(index) + " of " + path_ + " does not exist");
   in_.clear();
   in_.seekg(static_cast<std::streamoff>(offsets_[index]));
-  LineReader reader(&in_, options_.max_line_bytes, lines_[index], offsets_[index]);
+  LineReader reader(&in_, options_.max_line_bytes, lines_[index], offsets_[index], 4096);
   std::string line;
   RL_ASSIGN_OR_RETURN(LineReader::Got got, reader.Next(&line));
   std::string where = path_ + ":" + std::to_string(lines_[index]) + ": ";

@@ -4,12 +4,10 @@
 #include <cstring>
 
 namespace rl::task {
-namespace {
-constexpr size_t kChunk = 64 << 10;
-}  // namespace
 
-LineReader::LineReader(std::istream* in, size_t max_bytes, uint64_t first_line, uint64_t first_offset)
-    : in_(in), max_bytes_(max_bytes), buf_(kChunk), line_number_(first_line - 1), next_offset_(first_offset) {}
+LineReader::LineReader(std::istream* in, size_t max_bytes, uint64_t first_line, uint64_t first_offset, size_t chunk)
+    : in_(in), max_bytes_(max_bytes), buf_(chunk > 0 ? chunk : 1), line_number_(first_line - 1),
+      next_offset_(first_offset) {}
 
 bool LineReader::Fill() {
   if (!*in_) return false;

@@ -22,9 +22,10 @@ class LineReader {
   enum class Got { kLine, kTooLong, kEnd };
 
   // *in must outlive the reader. Lines are numbered from first_line, and their byte offsets
-  // counted from first_offset (where *in is positioned now).
+  // counted from first_offset (where *in is positioned now). The stream is read `chunk` bytes at
+  // a time: small for reading one line here and there, large for reading a file through.
   LineReader(std::istream* in, size_t max_bytes = kMaxLineBytes, uint64_t first_line = 1,
-             uint64_t first_offset = 0);
+             uint64_t first_offset = 0, size_t chunk = size_t{64} << 10);
 
   // The next line into *line, without its '\n' or a '\r' before it (and without a UTF-8 byte
   // order mark on line 1). kTooLong: the line had more than max_bytes bytes; it was read past
