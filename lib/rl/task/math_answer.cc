@@ -110,9 +110,16 @@ std::optional<std::string> LastNumber(std::string_view text) {
 }
 
 void ReplaceAll(std::string* s, std::string_view from, std::string_view to) {
-  for (size_t at = s->find(from); at != std::string::npos; at = s->find(from, at + to.size())) {
-    s->replace(at, from.size(), to);
+  std::string out;
+  size_t start = 0;
+  for (size_t at = s->find(from); at != std::string::npos; at = s->find(from, start)) {
+    out.append(*s, start, at - start);
+    out += to;
+    start = at + from.size();
   }
+  if (start == 0) return;
+  out.append(*s, start, std::string::npos);
+  *s = std::move(out);
 }
 
 // One argument of \frac at *i: a {group}, a \command or one character.

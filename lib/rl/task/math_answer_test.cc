@@ -183,6 +183,9 @@ TEST(MathAnswerTest, SurvivesRandomBytes) {
   for (int i = 0; i < 100000; ++i) boxes += "\\boxed{";
   EXPECT_EQ(*MathReward(boxes + "\\boxed{7}" + boxes, "7"), 1.0);
   EXPECT_EQ(NormalizeMathAnswer(std::string(100000, '{') + "5" + std::string(100000, '}')).size(), 100000u * 2 - 64 + 1);
+  std::string commas;
+  for (int i = 0; i < 100000; ++i) commas += "1{,}^\\circ";
+  EXPECT_EQ(NormalizeMathAnswer(commas).size(), 200000u);  // "1,1,...,1,"
 }
 
 }  // namespace
