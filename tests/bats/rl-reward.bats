@@ -80,6 +80,30 @@ man_examples() {
   [[ "$output" == *'rl-reward: stdin line 2: no "response"'* ]]
 }
 
+@test "score --verifier math takes the boxed answer, else ####, else the last number, normalized" {
+  cat > "$TMP/math.jsonl" <<'EOF'
+{"prompt":"p","response":"so \\boxed{\\dfrac{1}{2}}, not 7","answer":"0.5"}
+{"prompt":"p","response":"48/2 = 24 clips.\n#### 1,234","answer":"1234"}
+{"prompt":"p","response":"It costs $18.00.","answer":18}
+{"prompt":"p","response":"\\boxed{\\frac{5}{2}}","answer":2.50}
+{"prompt":"p","response":"\\boxed{90^\\circ}","answer":"Angle: 45*2 = 90.\n#### 90"}
+{"prompt":"p","response":"\\boxed{12}","answer":"1.2"}
+{"prompt":"p","response":"\\boxed{3/4}","answer":"0.76"}
+{"prompt":"p","response":"\\boxed{3} or \\boxed{4}","answer":"3"}
+{"prompt":"p","response":"no answer","answer":"5"}
+EOF
+  run bash -c "rl-reward score --verifier math < '$TMP/math.jsonl' 2>/dev/null | python3 -c 'import json,sys; print(*(json.loads(l)[\"reward\"] for l in sys.stdin))'"
+  [ "$status" -eq 0 ]
+  [ "$output" = "1.0 1.0 1.0 1.0 1.0 0.0 0.0 0.0 0.0" ]
+}
+
+@test "score --verifier math exits 65 on an empty answer and scores the other lines" {
+  run bash -c "printf '%s\n' '{\"prompt\":\"p\",\"response\":\"#### 2\",\"answer\":\"2\"}' '{\"prompt\":\"p\",\"response\":\"2\",\"answer\":\" \$ \"}' | rl-reward score --verifier math"
+  [ "$status" -eq 65 ]
+  [[ "$output" == *'"reward":1.0'* ]]
+  [[ "$output" == *'rl-reward: stdin line 2: math verifier: the answer is empty'* ]]
+}
+
 @test "score with --exec reads the command's replies" {
   cat > "$TMP/judge.sh" <<'SH'
 while read -r line; do

@@ -53,6 +53,57 @@ small_sft() {
   [ "$output" = "$first" ]
 }
 
+@test "make-data --task words is the same for the same seed and never trains on a held-out problem" {
+  rl-train make-data --task words --problems 5 --seed 4 > "$TMP/a"
+  rl-train make-data --task words --problems 5 --seed 4 | cmp - "$TMP/a"
+  ! rl-train make-data --task words --problems 5 --seed 5 | cmp -s - "$TMP/a" || false
+  [ "$(wc -l < "$TMP/a")" -eq 5 ]
+  rl-train make-data --task words --heldout --problems 400 --seed 1 > "$TMP/held"
+  rl-train make-data --task words --heldout --problems 400 --seed 2 | cmp - "$TMP/held"
+  rl-train make-data --task words --problems 20000 --seed 9 > "$TMP/train"
+  # Keys (template and numbers) and answers worked out here from the prompt text alone.
+  python3 - "$TMP/held" "$TMP/train" <<'PY'
+import json, re, sys
+def key(p):
+    n = [int(x) for x in re.findall(r"\d+", p)]
+    for word, t, f in (("then gives", "addsub", lambda a, b, c: a + b - c), ("packs with", "muladd", lambda c, a, b: a * b + c),
+                       ("bags of", "mul", lambda a, b: a * b), ("shares", "div", lambda a, b: a // b),
+                       ("gave", "sub", lambda a, b: a - b), ("buys", "add", lambda a, b: a + b)):
+        if word in p:
+            return (t, *n), str(f(*n))
+    raise SystemExit("no template: " + p)
+sets = []
+for path in sys.argv[1:]:
+    keys = set()
+    for line in open(path):
+        r = json.loads(line)
+        k, answer = key(r["prompt"])
+        assert r["answer"] == answer, (r, answer)
+        keys.add(k)
+    sets.append(keys)
+held, train = sets
+assert len(held) > 200 and len({k[0] for k in train}) == 6, (len(held), len(train))
+assert not held & train, sorted(held & train)[:5]
+PY
+}
+
+@test "make-data --task words --response-format writes SFT responses the math verifier scores 1" {
+  command -v rl-reward >/dev/null || skip "rl-reward is not built"
+  for f in gsm8k boxed; do
+    rl-train make-data --task words --problems 50 --response-format "$f" > "$TMP/sft-$f"
+    [ "$(rl-reward score --verifier math < "$TMP/sft-$f" 2>/dev/null | grep -c '"reward":1.0')" -eq 50 ]
+  done
+  grep -q '\\n#### [0-9]*"' "$TMP/sft-gsm8k"
+  grep -q 'The answer is \\\\boxed{[0-9]*}\."' "$TMP/sft-boxed"
+  run rl-train make-data --task words --problems 2
+  [[ "$output" != *response* ]]
+  run rl-train make-data --response-format boxed
+  [ "$status" -eq 64 ]
+  [ "$output" = "rl-train: --response-format is for --task words" ]
+  run rl-train make-data --task chess
+  [ "$status" -eq 64 ]
+}
+
 @test "make-data never draws a held-out sum: rl-train's training problems miss rl-reward's held-out set" {
   command -v rl-reward >/dev/null || skip "rl-reward is not built"
   rl-reward make-data --count 2000 --heldout | python3 -c '

@@ -26,7 +26,7 @@ void AppendRolloutOptions(std::vector<OptionSpec>* table) {
        {"rl-rollout run", "rl-reward run"}},
 
       // rl-reward
-      {"--verifier", "RL_VERIFIER", "rule-based verifier: addition, exact or numeric",
+      {"--verifier", "RL_VERIFIER", "rule-based verifier: addition, exact, numeric or math",
        {"rl-reward run", "rl-reward score"}},
       {"--tolerance", "RL_TOLERANCE", "largest absolute difference the numeric verifier accepts",
        {"rl-reward run", "rl-reward score"}},
@@ -34,7 +34,8 @@ void AppendRolloutOptions(std::vector<OptionSpec>* table) {
        {"rl-reward run", "rl-reward score"}},
       {"--exec-timeout", "RL_EXEC_TIMEOUT", "seconds the --exec command may take for one reply",
        {"rl-reward run", "rl-reward score"}},
-      {"--heldout", "", "the fixed held-out set instead of training prompts", {"rl-reward make-data"}},
+      {"--heldout", "", "the fixed held-out set instead of training prompts",
+       {"rl-reward make-data", "rl-train make-data"}},
   });
   // rl-profile decode measures generation with the same knobs.
   AddTools(table, "--slots", {"rl-profile decode"});

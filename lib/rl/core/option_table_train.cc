@@ -6,6 +6,7 @@ namespace rl {
 void AppendTrainOptions(std::vector<OptionSpec>* table) {
   const std::string sft = "rl-train sft", grpo = "rl-train grpo", data = "rl-train make-data",
                     eval = "rl-train eval";
+  AddTools(table, "--task", {data});  // option_table.cc
   table->insert(table->end(), {
       {"--batch-size", "RL_TRAIN_BATCH_SIZE", "SFT sequences per step", {sft}},
       {"--clip", "RL_TRAIN_CLIP", "PPO clip range of the importance ratio", {grpo}},
@@ -29,8 +30,11 @@ void AppendTrainOptions(std::vector<OptionSpec>* table) {
       {"--micro-batch", "RL_TRAIN_MICRO_BATCH", "sequences per forward/backward pass", {grpo}},
       {"--mode", "RL_TRAIN_MODE", "sync (k=0, f=1), semi-sync (k=1, f=0.5) or async (k=1, f=0)", {grpo}},
       {"--model-config", "RL_TRAIN_MODEL_CONFIG", "model config as JSON, for a model trained from scratch", {sft}},
-      {"--problems", "", "addition problems to write", {data}},
+      {"--problems", "", "problems to write", {data}},
       {"--prompts", "RL_TRAIN_PROMPTS", "prompts to feed: JSON lines of {\"prompt\", \"answer\"}", {grpo}},
+      {"--response-format", "",
+       "words: add an SFT \"response\" ending in \"#### n\" (gsm8k) or \"\\boxed{n}\" (boxed); none: no response",
+       {data}},
       {"--prompts-per-step", "RL_TRAIN_PROMPTS_PER_STEP", "groups (prompts) per training batch", {grpo}},
       {"--sequences", "", "prompts to generate from and train on", {"rl-profile decode"}},
       {"--stale-rows", "RL_TRAIN_STALE_ROWS", "rows older than the staleness bound: regenerate or drop", {grpo}},

@@ -11,6 +11,7 @@
 #include "rl/health/flags.h"
 #include "rl/model/tokenizer.h"
 #include "rl/task/addition.h"
+#include "rl/task/dataset.h"
 #include "rl/reward/exec_verifier.h"
 #include "rl/reward/reward_loop.h"
 
@@ -27,7 +28,7 @@ struct VerifierFlags {
   double tolerance = 1e-6, exec_timeout_s = 10;
 
   void Bind(CommandLine& cl, CLI::App* sub) {
-    cl.Bind(sub, "--verifier", &verifier)->check(CLI::IsMember({"addition", "exact", "numeric"}));
+    cl.Bind(sub, "--verifier", &verifier)->check(CLI::IsMember({"addition", "exact", "numeric", "math"}));
     cl.Bind(sub, "--tolerance", &tolerance)->check(CLI::NonNegativeNumber);
     cl.Bind(sub, "--exec", &exec);
     cl.Bind(sub, "--exec-timeout", &exec_timeout_s)->check(CLI::Range(0.001, 3600.0));
@@ -45,7 +46,7 @@ Result<std::string> Field(const nlohmann::ordered_json& j, const char* name) {
   auto it = j.find(name);
   if (it == j.end()) return Status::DataError(std::string("no \"") + name + "\"");
   if (it->is_string()) return it->get<std::string>();
-  if (it->is_number_integer()) return it->dump();
+  if (it->is_number()) return task::JsonNumberText(*it);  // "answer": 2.5 or 18
   return Status::DataError(std::string("\"") + name + "\" is not a string");
 }
 

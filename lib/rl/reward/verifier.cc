@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstdlib>
 
+#include "rl/task/math_answer.h"
+
 namespace rl::reward {
 namespace {
 
@@ -44,6 +46,11 @@ class NumericVerifier final : public Verifier {
 
  private:
   double tolerance_;
+};
+
+class MathVerifier final : public Verifier {
+ public:
+  Result<double> Score(const RewardRequest& req) override { return task::MathReward(req.response, req.answer); }
 };
 
 }  // namespace
@@ -90,17 +97,19 @@ std::unique_ptr<Verifier> MakeExactVerifier() { return std::make_unique<ExactVer
 std::unique_ptr<Verifier> MakeNumericVerifier(double tolerance) {
   return std::make_unique<NumericVerifier>(tolerance);
 }
+std::unique_ptr<Verifier> MakeMathVerifier() { return std::make_unique<MathVerifier>(); }
 
 Result<std::unique_ptr<Verifier>> MakeVerifier(const std::string& name, double tolerance) {
   if (name == "addition") return MakeAdditionVerifier();
   if (name == "exact") return MakeExactVerifier();
+  if (name == "math") return MakeMathVerifier();
   if (name == "numeric") {
     if (!(tolerance >= 0) || !std::isfinite(tolerance)) {
       return Status::InvalidArgument("--tolerance must be a finite number >= 0");
     }
     return MakeNumericVerifier(tolerance);
   }
-  return Status::InvalidArgument("unknown verifier '" + name + "' (addition, exact or numeric)");
+  return Status::InvalidArgument("unknown verifier '" + name + "' (addition, exact, numeric or math)");
 }
 
 }  // namespace rl::reward

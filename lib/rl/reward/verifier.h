@@ -4,6 +4,10 @@
 //   exact     1 when the response's final answer (FinalAnswer) equals the answer, both trimmed.
 //   numeric   1 when the last number in the final answer is within `tolerance` of the answer
 //             (absolute difference), else 0. An answer that is not a number is a DataError.
+//   math      1 when the response's final answer (the last \boxed{}, else a "####" line, else
+//             the last number) equals the answer once both are normalized: LaTeX, units, $ and
+//             %, thousands separators; numbers and fractions compared as exact rationals. The
+//             rules are in rl/task/math_answer.h. An empty answer is a DataError.
 // A response that is wrong is a reward of 0, not an error; an error means the row itself cannot
 // be scored (and is given back to the queue by the caller).
 // Thread safety: a Verifier is used by one thread at a time (the exec verifier owns a process).
@@ -40,7 +44,8 @@ std::optional<double> LastNumber(std::string_view text);
 std::unique_ptr<Verifier> MakeAdditionVerifier();
 std::unique_ptr<Verifier> MakeExactVerifier();
 std::unique_ptr<Verifier> MakeNumericVerifier(double tolerance);
-// By name ("addition", "exact", "numeric"); InvalidArgument for another name.
+std::unique_ptr<Verifier> MakeMathVerifier();
+// By name ("addition", "exact", "numeric", "math"); InvalidArgument for another name.
 Result<std::unique_ptr<Verifier>> MakeVerifier(const std::string& name, double tolerance);
 
 }  // namespace rl::reward

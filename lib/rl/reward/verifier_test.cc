@@ -70,8 +70,18 @@ TEST(MakeVerifierTest, KnowsTheNamesAndChecksTheTolerance) {
   EXPECT_TRUE(MakeVerifier("addition", 0).ok());
   EXPECT_TRUE(MakeVerifier("exact", 0).ok());
   EXPECT_TRUE(MakeVerifier("numeric", 0.1).ok());
+  EXPECT_TRUE(MakeVerifier("math", 0).ok());
   EXPECT_EQ(MakeVerifier("numeric", -1).status().code(), Code::kInvalidArgument);
   EXPECT_EQ(MakeVerifier("fuzzy", 0).status().code(), Code::kInvalidArgument);
+}
+
+// The rules themselves are tested in lib/rl/task/math_answer_test.cc; this checks the adapter.
+TEST(MathVerifierTest, ScoresTheBoxedAnswerAgainstTheReference) {
+  auto v = MakeVerifier("math", 0);
+  ASSERT_TRUE(v.ok());
+  EXPECT_EQ(*(*v)->Score({"p", "so \\boxed{\\frac{1}{2}}, not 7", "0.5"}), 1.0);
+  EXPECT_EQ(*(*v)->Score({"p", "so \\boxed{\\frac{1}{2}}, not 7", "7"}), 0.0);
+  EXPECT_EQ((*v)->Score({"p", "\\boxed{1}", ""}).status().code(), Code::kDataError);
 }
 
 // The demo task (lib/rl/task/addition.h), which rl-reward's make-data and rl-train share.

@@ -98,9 +98,13 @@ int TrainMain(int argc, char** argv) {
   cl.Bind(eval, "--eval-size", &ef.eval_size)->check(CLI::Range(1, 100000));
   cl.Bind(eval, "--threads", &ef.threads)->check(CLI::Range(1, 256));
   DataFlags df;
-  CLI::App* data = cl.Sub("make-data", "addition problems as JSON lines {\"prompt\", \"answer\"} on stdout");
+  CLI::App* data = cl.Sub("make-data", "problems as JSON lines {\"prompt\", \"answer\"} on stdout");
   cl.Bind(data, "--problems", &df.problems)->check(CLI::Range(1, 100000000));
   cl.Bind(data, "--seed", &df.seed);
+  cl.Bind(data, "--task", &df.task)->check(CLI::IsMember({"addition", "words"}))
+      ->description("addition (3-digit, the default) or words (English word problems)");
+  cl.BindFlag(data, "--heldout", &df.heldout);
+  cl.Bind(data, "--response-format", &df.response_format)->check(CLI::IsMember({"none", "gsm8k", "boxed"}));
   cl.app().require_subcommand(1);
   if (auto code = cl.Parse(argc, argv)) return *code;
   if (Status s = InitLogging("rl-train", log_level); !s.ok()) return Fail(s);

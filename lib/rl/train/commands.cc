@@ -9,6 +9,7 @@
 #include "rl/core/event_log.h"
 #include "rl/core/fs.h"
 #include "rl/model/model_file.h"
+#include "rl/task/make_data.h"
 #include "rl/train/checkpoint.h"
 #include "rl/train/evaluate.h"
 #include "rl/train/feeder.h"
@@ -95,11 +96,14 @@ int RunEvalCommand(const EvalFlags& f, std::ostream& out) {
 }
 
 int RunMakeData(const DataFlags& f, std::ostream& out) {
-  for (const Problem& p : MakeProblems(static_cast<size_t>(f.problems), f.seed)) {
-    out << nlohmann::json{{"prompt", p.prompt}, {"answer", p.answer}}.dump() << "\n";
-  }
-  out.flush();
-  return out ? kExitOk : kExitIOErr;
+  task::MakeDataOptions o;
+  o.task = f.task;
+  o.count = static_cast<size_t>(f.problems);
+  o.seed = f.seed;
+  o.held_out = f.heldout;
+  o.response_format = f.response_format;
+  Status s = task::WriteTaskData(o, out);
+  return s.ok() ? kExitOk : Fail(s);
 }
 
 }  // namespace rl::train

@@ -41,6 +41,8 @@ struct EvalFlags {
 struct DataFlags {
   int64_t problems = 10000;
   uint64_t seed = 1;
+  std::string task = "addition", response_format = "none";  // see rl/task/make_data.h
+  bool heldout = false;
 };
 
 // "rl-train: <message>" on stderr; the exit code of the status.

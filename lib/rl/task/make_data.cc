@@ -1,0 +1,42 @@
+#include "rl/task/make_data.h"
+
+#include <nlohmann/json.hpp>
+
+#include "rl/task/addition.h"
+#include "rl/task/jsonl.h"
+#include "rl/task/word_problems.h"
+
+namespace rl::task {
+namespace {
+
+Status WriteAddition(const MakeDataOptions& o, std::ostream& out) {
+  if (o.response_format != "none") return Status::InvalidArgument("--response-format is for --task words");
+  for (const Problem& p : o.held_out ? HeldOutSet(o.count) : MakeProblems(o.count, o.seed)) {
+    out << nlohmann::json{{"prompt", p.prompt}, {"answer", p.answer}}.dump() << "\n";
+  }
+  return Status::OK();
+}
+
+Status WriteWords(const MakeDataOptions& o, std::ostream& out) {
+  RL_ASSIGN_OR_RETURN(ResponseFormat format, ParseResponseFormat(o.response_format));
+  for (const WordProblem& p : o.held_out ? WordProblemsHeldOut(o.count) : DrawWordProblems(o.count, o.seed, false)) {
+    nlohmann::ordered_json j = {{"prompt", p.prompt}, {"answer", p.answer}};
+    if (format != ResponseFormat::kNone) j["response"] = WordProblemResponse(p, format);
+    RL_RETURN_IF_ERROR(WriteJsonLine(out, j));
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+Status WriteTaskData(const MakeDataOptions& options, std::ostream& out) {
+  Status s = options.task == "addition" ? WriteAddition(options, out)
+             : options.task == "words"  ? WriteWords(options, out)
+                                        : Status::InvalidArgument("unknown task '" + options.task + "' (addition or words)");
+  RL_RETURN_IF_ERROR(s);
+  out.flush();
+  if (!out) return Status::IOError("write failed");
+  return Status::OK();
+}
+
+}  // namespace rl::task
