@@ -64,6 +64,7 @@ class Server {
   Status HandleIndices(const std::string& routing, const Request& req);
   Status HandleMeta(const std::string& routing, const Request& req);
   Status HandleDeclare(const std::string& routing, const Request& req);
+  Status HandleRetire(const std::string& routing, const Request& req);
   // Tries to serve a get; returns false when it should wait longer.
   bool TryServe(Waiter& w, bool final_attempt);
   void ServeWaiters(bool expire_only);
