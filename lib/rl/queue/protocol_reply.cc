@@ -61,13 +61,15 @@ ReplyBody ReplyFor(const Record& r, const Store& store) {
       PackString(pk, r.value);
       break;
     case RecordType::kDeclare:
-      pk.pack_map(3);
+      pk.pack_map(r.optional ? 3 : 2);  // the reply of a required task's declaration is as it was
       PackString(pk, "task");
       PackString(pk, r.task);
       PackString(pk, "columns");
       PackStringList(pk, r.columns);
-      PackString(pk, "optional");
-      r.optional ? pk.pack_true() : pk.pack_false();
+      if (r.optional) {
+        PackString(pk, "optional");
+        pk.pack_true();
+      }
       break;
     case RecordType::kRetire:
       pk.pack_map(2);
