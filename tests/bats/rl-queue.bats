@@ -339,3 +339,14 @@ PY
   run rl-queue task --task t --columns x,version,group
   [ "$status" -eq 0 ]
 }
+
+@test "serve --declare leaves a task declared optional since then optional" {
+  start_queue "$TMP/q" --declare gen=prompt --declare audit=prompt
+  run rl-queue task --task audit2 --columns prompt --optional
+  [ "$status" -eq 0 ]
+  kill "$QPID"; wait "$QPID" || true
+  start_queue "$TMP/q" --declare gen=prompt --declare audit2=prompt
+  run rl-queue stat --json
+  [[ "$output" == *'"name":"audit2","optional":true'* ]]
+  [[ "$output" == *'"name":"audit","optional":false'* ]]
+}

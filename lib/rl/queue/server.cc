@@ -50,7 +50,9 @@ Result<std::unique_ptr<Server>> Server::Open(ServerOptions options) {
     spdlog::warn("cut a torn log tail of {} bytes ({})", report.torn_bytes, report.torn_reason);
   }
   for (const auto& d : s->options_.declare) {
-    RL_ASSIGN_OR_RETURN(auto rec, s->ds_->store().PlanDeclare(d.task, d.columns));
+    // A task declared optional since (rl-queue task --optional) stays so, as under a get.
+    bool optional = d.optional || s->ds_->store().IsOptional(d.task);
+    RL_ASSIGN_OR_RETURN(auto rec, s->ds_->store().PlanDeclare(d.task, d.columns, optional));
     if (rec) s->ds_->Commit(*rec);
   }
   RL_RETURN_IF_ERROR(s->ds_->Sync());
