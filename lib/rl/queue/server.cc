@@ -238,14 +238,7 @@ Status Server::HandleDeclare(const std::string& routing, const Request& req) {
 Status Server::HandleRetire(const std::string& routing, const Request& req) {
   RL_ASSIGN_OR_RETURN(std::string task, DecodeRetire(req.body));
   RL_ASSIGN_OR_RETURN(Record rec, ds_->store().PlanRetire(task));
-  for (auto it = waiters_.begin(); it != waiters_.end();) {
-    if (it->req.task == task) {
-      Reply(it->routing, it->header, Status::NotFound("task '" + task + "' was retired while this get waited"));
-      it = waiters_.erase(it);
-    } else {
-      ++it;
-    }
-  }
+  DropWaiters(task, "", Status::NotFound("task '" + task + "' was retired while this get waited"));
   spdlog::info("task '{}' retired: {} rows freed", task, rec.freed);
   Commit(std::move(rec), routing, req.header);
   return Status::OK();
@@ -309,18 +302,20 @@ Status Server::HandleIndices(const std::string& routing, const Request& req) {
              : r.holder.empty() ? ds_->store().PlanRelease(r.task, r.lease, r.indices)
                                 : ds_->store().PlanReleaseHolder(r.task, r.holder);
   if (!rec.ok()) return rec.status();
-  if (!r.holder.empty()) DropWaitersOf(r.task, r.holder);
+  // A get the dead process left parked would otherwise still be served, after the release, and
+  // lease rows again to a holder nobody is behind. (ZeroMQ does not tell the server that a peer
+  // went away.) Should its sender be alive after all, it hears why.
+  if (!r.holder.empty()) {
+    DropWaiters(r.task, r.holder, Status::Conflict("the leases of " + r.holder + " were given back by a newer process"));
+  }
   Commit(std::move(*rec), routing, req.header);
   return Status::OK();
 }
 
-// A get the dead process left parked would otherwise still be served, after the release, and
-// lease rows again to a holder nobody is behind. (ZeroMQ does not tell the server that a peer
-// went away.) Should its sender be alive after all, it hears why.
-void Server::DropWaitersOf(const std::string& task, const std::string& holder) {
+void Server::DropWaiters(const std::string& task, const std::string& holder, const Status& why) {
   for (auto it = waiters_.begin(); it != waiters_.end();) {
-    if (it->req.task == task && it->req.holder == holder) {
-      Reply(it->routing, it->header, Status::Conflict("the leases of " + holder + " were given back by a newer process"));
+    if (it->req.task == task && (holder.empty() || it->req.holder == holder)) {
+      Reply(it->routing, it->header, why);
       it = waiters_.erase(it);
     } else {
       ++it;

@@ -211,6 +211,8 @@ class Store {
   void CollectUnits(const Task& task, uint32_t t, const GetRequest& req, size_t want_rows,
                     std::vector<Unit>* units, Record* rec) const;
   Status CheckAckable(uint32_t t, uint64_t lease, uint64_t index, const char** why) const;
+  Status CheckPutRows(const std::vector<PutRow>& rows, const std::string& ack_task,
+                      std::vector<std::pair<size_t, std::string>>* groups) const;
   Status CheckPutColumns(const PutRow& pr, size_t n, std::vector<std::pair<size_t, std::string>>* groups) const;
   Status CheckAddTo(const PutRow& pr, size_t n, uint32_t ack_t, const std::string& ack_task, uint64_t ack_lease) const;
 

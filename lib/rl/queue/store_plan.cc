@@ -43,20 +43,8 @@ uint64_t Store::Tokens(const Row& row, uint32_t col) const {
 // In the order of rl-protocol(7) "Error precedence": what the request says on its own, then
 // what it names exists, then the state allows it. Rows are named by their position in the put.
 Result<Record> Store::PlanPut(std::vector<PutRow> rows, const std::string& ack_task, uint64_t ack_lease) const {
-  if (rows.empty()) return Status::InvalidArgument("put has no rows");
-  if (rows.size() > kMaxRowsPerRequest) return Status::TooLarge("put of more than 1000000 rows");
   std::vector<std::pair<size_t, std::string>> groups;  // (row, group key) of rows that name one
-  std::unordered_set<uint64_t> seen;
-  for (size_t n = 0; n < rows.size(); ++n) {
-    const PutRow& pr = rows[n];
-    RL_RETURN_IF_ERROR(CheckPutColumns(pr, n, &groups));
-    if (pr.is_new && !ack_task.empty()) {
-      return Status::InvalidArgument("row " + std::to_string(n) + ": a new row cannot be acked in its own put");
-    }
-    if (!pr.is_new && !seen.insert(pr.index).second) {
-      return Status::InvalidArgument(RowName(n, pr) + " named twice in one put");
-    }
-  }
+  RL_RETURN_IF_ERROR(CheckPutRows(rows, ack_task, &groups));
   uint32_t ack_t = UINT32_MAX;
   if (!ack_task.empty()) {
     auto t = task_ids_.find(ack_task);
@@ -89,6 +77,25 @@ Result<Record> Store::PlanPut(std::vector<PutRow> rows, const std::string& ack_t
   }
   rec.rows = std::move(rows);
   return rec;
+}
+
+// A put's rows on their own, the queue's state aside.
+Status Store::CheckPutRows(const std::vector<PutRow>& rows, const std::string& ack_task,
+                           std::vector<std::pair<size_t, std::string>>* groups) const {
+  if (rows.empty()) return Status::InvalidArgument("put has no rows");
+  if (rows.size() > kMaxRowsPerRequest) return Status::TooLarge("put of more than 1000000 rows");
+  std::unordered_set<uint64_t> seen;
+  for (size_t n = 0; n < rows.size(); ++n) {
+    const PutRow& pr = rows[n];
+    RL_RETURN_IF_ERROR(CheckPutColumns(pr, n, groups));
+    if (pr.is_new && !ack_task.empty()) {
+      return Status::InvalidArgument("row " + std::to_string(n) + ": a new row cannot be acked in its own put");
+    }
+    if (!pr.is_new && !seen.insert(pr.index).second) {
+      return Status::InvalidArgument(RowName(n, pr) + " named twice in one put");
+    }
+  }
+  return Status::OK();
 }
 
 // The columns of row n of a put on their own: names valid and each once, version an integer, group
