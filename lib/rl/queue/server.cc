@@ -19,9 +19,10 @@ constexpr size_t kMaxMessageLimit = 512u << 20;
 // --fsync never: how far the log may be behind the replies sent (what a kill -9 can lose).
 constexpr uint64_t kNeverUnwrittenBytes = 16u << 20;
 
-constexpr size_t kMaxSenderBytes = 256;
-
 void FreeBuffer(void* data, void*) { std::free(data); }
+void DeleteString(void*, void* hint) { delete static_cast<std::string*>(hint); }
+
+constexpr size_t kMaxSenderBytes = 256;  // rl-protocol(7) LIMITS
 
 // What a decoded header may not say: rid 0 is the reply to a request that could not be decoded,
 // and the sender id is kept (log, snapshots) with the sender's last request.
@@ -32,7 +33,6 @@ Status CheckHeader(const Header& h) {
   }
   return Status::OK();
 }
-void DeleteString(void*, void* hint) { delete static_cast<std::string*>(hint); }
 
 }  // namespace
 
