@@ -268,3 +268,85 @@ PY
   run rl-queue stat --json
   [[ "$output" == *'"dropped":3'* ]]
 }
+
+@test "retire frees the rows only an unused task kept alive, and stat shows which task holds them" {
+  start_queue "$TMP/q" --declare gen=prompt --declare audit=prompt,verdict
+  seq 1 4 | sed 's/.*/{"prompt":"p&"}/' | rl-queue put >/dev/null
+  rl-queue get --task gen --count 4 | rl-queue ack --task gen >/dev/null
+  run rl-queue stat --json
+  [[ "$output" == *'"rows":4,'* ]]
+  [[ "$output" == *'"holds":0,"leased":0,"name":"gen","optional":false,'* ]]
+  [[ "$output" == *'"holds":4,"leased":0,"name":"audit","optional":false,'* ]]
+  run rl-queue stat
+  [[ "$output" == *"holds  columns"* ]]
+  printf '%s\n' "$output" | grep -Eq '^audit +0 +0 +0 +0 +0 +4  prompt,verdict$'
+  run rl-queue retire --task audit
+  [ "$status" -eq 0 ]
+  printf '%s\n' "$output" | grep -qx '{"freed":4,"task":"audit"}'
+  [[ "$output" == *"task 'audit' retired; 4 rows only it kept alive were freed"* ]]
+  run rl-queue stat --json
+  [[ "$output" == *'"rows":0,'* ]]
+  [[ "$output" != *audit* ]] || false
+  run rl-queue retire --task audit
+  [ "$status" -eq 65 ]
+  [[ "$output" == *"unknown task 'audit'"* ]]
+  # The retirement is in the log: after a restart the task is still gone.
+  kill "$QPID"; wait "$QPID" || true
+  start_queue "$TMP/q"
+  run rl-queue stat --json
+  [[ "$output" != *audit* ]] || false
+}
+
+@test "an optional task keeps no row alive: rows go once the required tasks consumed them" {
+  start_queue "$TMP/q" --declare gen=prompt
+  run rl-queue task --task audit --columns prompt --optional
+  [ "$status" -eq 0 ]
+  run rl-queue task --task audit --columns prompt
+  [ "$status" -eq 65 ]
+  [[ "$output" == *"exists as an optional task"* ]]
+  seq 1 3 | sed 's/.*/{"prompt":"p&"}/' | rl-queue put >/dev/null
+  rl-queue get --task audit --count 1 >/dev/null  # row 0 leased by audit stays
+  rl-queue get --task gen --count 3 | rl-queue ack --task gen >/dev/null
+  run rl-queue stat --json
+  [[ "$output" == *'"rows":1,'* ]]
+  [[ "$output" == *'"holds":0,"leased":1,"name":"audit","optional":true,'* ]]
+  run rl-queue stat
+  printf '%s\n' "$output" | grep -Eq '^audit .* -  prompt \(optional\)$'
+  run rl-queue ack --task audit 0
+  [ "$status" -eq 0 ]
+  run rl-queue stat --json
+  [[ "$output" == *'"rows":0,'* ]]
+}
+
+@test "stat quotes task and holder names that would split a text line" {
+  start_queue "$TMP/q" --declare 'my task=x'
+  printf '{"x":1}\n{"x":2}\n' | rl-queue put >/dev/null
+  rl-queue get --task 'my task' --holder 'train 0' >/dev/null
+  rl-queue get --task 'my task' --holder 'train/1' >/dev/null
+  run rl-queue stat
+  [[ "$output" == *'leases of "my task": "train 0" 1 train/1 1'* ]]
+  printf '%s\n' "$output" | grep -Eq '^"my task" +0 '
+}
+
+@test "declare and get refuse columns no row can have, and columns named twice" {
+  start_queue "$TMP/q"
+  run rl-queue task --task t --columns x,index
+  [ "$status" -eq 64 ]
+  [[ "$output" == *"'index' is reserved, not a column name"* ]]
+  run rl-queue get --task t --columns x,x
+  [ "$status" -eq 64 ]
+  [[ "$output" == *"column 'x' named twice"* ]]
+  run rl-queue task --task t --columns x,version,group
+  [ "$status" -eq 0 ]
+}
+
+@test "serve --declare leaves a task declared optional since then optional" {
+  start_queue "$TMP/q" --declare gen=prompt --declare audit=prompt
+  run rl-queue task --task audit2 --columns prompt --optional
+  [ "$status" -eq 0 ]
+  kill "$QPID"; wait "$QPID" || true
+  start_queue "$TMP/q" --declare gen=prompt --declare audit2=prompt
+  run rl-queue stat --json
+  [[ "$output" == *'"name":"audit2","optional":true'* ]]
+  [[ "$output" == *'"name":"audit","optional":false'* ]]
+}

@@ -29,6 +29,7 @@ void FuzzFrames(const uint8_t* data, size_t size) {
   (void)queue::DecodeMetaGet(*m);
   (void)queue::DecodeMetaSet(*m);
   (void)queue::DecodeDeclare(*m);
+  (void)queue::DecodeRetire(*m);
   (void)queue::DecodeGetReply(*m);
   (void)queue::DecodeIndexReply(*m);
 }

@@ -23,6 +23,7 @@ import random
 import socket
 import struct
 import sys
+import threading
 import time
 
 import msgpack
@@ -32,7 +33,7 @@ PROTOCOL_ID = b"RLP1"
 
 # Operation codes (rl-protocol(7), HEADER).
 OPS = {"ping": 1, "put": 2, "get": 3, "ack": 4, "nack": 5, "stat": 6,
-       "meta_get": 7, "meta_set": 8, "declare": 9}
+       "meta_get": 7, "meta_set": 8, "declare": 9, "retire": 10}
 
 # Status codes (rl-protocol(7), STATUS CODES).
 STATUS = {0: "OK", 1: "InvalidArgument", 2: "DataError", 3: "NotFound",
@@ -323,8 +324,14 @@ class Client:
             body["if_equals"] = if_equals
         return self.call("meta_set", body, rid=rid)["value"]
 
-    def declare(self, task, columns, rid=None):
-        return self.call("declare", {"task": task, "columns": list(columns)}, rid=rid)
+    def declare(self, task, columns, optional=False, rid=None):
+        body = {"task": task, "columns": list(columns)}
+        if optional:
+            body["optional"] = True
+        return self.call("declare", body, rid=rid)
+
+    def retire(self, task, rid=None):
+        return self.call("retire", {"task": task}, rid=rid)
 
 
 # --------------------------------------------------------------- selftest --
@@ -528,9 +535,83 @@ def selftest(endpoint):
     t.check("an ack retried with the same rid gets the first reply again",
             a1 == a2 == {"acked": put2["indices"], "rejected": []}, "%r %r" % (a1, a2))
 
+    check_refusals(t, c, endpoint, tag, P)
+    check_retire_and_optional(t, c, endpoint, tag, task, P, I, R)
+
     c.close()
     print("%d checks, %d failed" % (t.count, t.failures))
     return 1 if t.failures else 0
+
+
+def check_refusals(t, c, endpoint, tag, P):
+    """Requests rl-protocol(7) says the server refuses, with the status it gives."""
+    t.error("a request with rid 0 is InvalidArgument (1)", INVALID_ARGUMENT, lambda: c.call("ping", rid=0))
+    t.check("... and its reply carries rid 0", (c.last_reply_header or {}).get("rid") == 0,
+            repr(c.last_reply_header))
+    long_sender = Client(endpoint, prefix="s" * 250, give_up_s=10)  # "PREFIX@HOST:PID:R" > 256 bytes
+    t.error("a sender id over 256 bytes is InvalidArgument (1)", INVALID_ARGUMENT, long_sender.ping)
+    long_sender.close()
+    t.error("a declare naming the column 'index' is InvalidArgument (1)", INVALID_ARGUMENT,
+            lambda: c.declare("cols-" + tag, [P, "index"]))
+    t.error("a get whose columns name one twice is InvalidArgument (1)", INVALID_ARGUMENT,
+            lambda: c.get("cols-" + tag, columns=[P, P]))
+    t.check("... and declares nothing", task_of(c.stat(), "cols-" + tag) is None)
+    t.error("a get of count 0 for an unknown task is InvalidArgument (1), not NotFound (precedence)",
+            INVALID_ARGUMENT, lambda: c.get("no-such-task-" + tag, count=0))
+    t.error("a nack with holder '' is InvalidArgument (1)", INVALID_ARGUMENT,
+            lambda: c.call("nack", {"task": "no-such-task-" + tag, "holder": ""}))
+    try:
+        c.put([{P: "ok"}, {P: "bad", "version": 1.5}])
+        t.check("a put with a float version is a DataError (2)", False, "it succeeded")
+    except RLPError as e:
+        t.check("a put with a float version is a DataError (2) naming 'row 1 column 'version''",
+                e.status == DATA_ERROR and e.msg.startswith("row 1 column 'version': "), str(e))
+    deep = 1
+    for _ in range(8):
+        deep = [deep]
+    t.error("a value nested 9 deep under a key the op does not know is a Protocol error (7)", PROTOCOL,
+            lambda: c.call("meta_get", {"key": "k", "extra-" + tag: deep}))
+
+
+def check_retire_and_optional(t, c, endpoint, tag, task, P, I, R):
+    """A task nothing consumes holds rows until it is retired; an optional one holds none."""
+    audit, watch = "audit-" + tag, "watch-" + tag
+    c.declare(audit, [P, "verdict-" + tag])
+    body = c.declare(watch, [P], optional=True)
+    t.check("declare of an optional task says optional", body.get("optional") is True, repr(body))
+    put = c.put([{P: "held-%d" % i, I: Tensor.from_list("i64", [i]), R: 0.5} for i in range(2)])
+    c.ack(task, put["indices"])
+    stat = c.stat()
+    st, wt = task_of(stat, audit), task_of(stat, watch)
+    t.check("stat: the task nothing consumes holds the rows", st["holds"] >= 2 and st["optional"] is False,
+            repr(st))
+    t.check("stat: the optional task holds none", wt["holds"] == 0 and wt["optional"] is True, repr(wt))
+
+    parked = {}
+
+    def wait_for_rows():
+        other = Client(endpoint, prefix="rlp1-parked", give_up_s=20)
+        try:
+            parked["reply"] = other.get(audit, count=1, wait_ms=10000)
+        except RLPError as e:
+            parked["error"] = e
+        other.close()
+    waiter = threading.Thread(target=wait_for_rows)
+    waiter.start()
+    time.sleep(0.5)
+    rid = c.new_rid()
+    started = time.monotonic()
+    first = c.retire(audit, rid=rid)
+    waiter.join()
+    t.check("retire replies with the task and the rows it freed",
+            first.get("task") == audit and isinstance(first.get("freed"), int), repr(first))
+    err = parked.get("error")
+    t.check("a get parked for the retired task is answered NotFound (3) at once",
+            err is not None and err.status == NOT_FOUND and time.monotonic() - started < 5, repr(parked))
+    t.check("retire retried with the same rid gets the same reply", c.retire(audit, rid=rid) == first)
+    t.check("stat no longer lists the retired task", task_of(c.stat(), audit) is None)
+    t.error("retiring it again is NotFound (3)", NOT_FOUND, lambda: c.retire(audit))
+    c.retire(watch)
 
 
 def main(argv):

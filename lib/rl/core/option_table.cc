@@ -73,7 +73,8 @@ std::vector<OptionSpec> CoreOptionTable() {
       {"--batch", "RL_PUT_BATCH", "rows per put request", {"rl-queue put", "rl-profile queue"}},
       {"--repeat", "", "put each input line this many times as one group (G responses per prompt)",
        {"rl-queue put"}},
-      {"--task", "", "task (controller) name", {"rl-queue get", "rl-queue ack", "rl-queue nack", "rl-queue task"}},
+      {"--task", "", "task (controller) name",
+       {"rl-queue get", "rl-queue ack", "rl-queue nack", "rl-queue task", "rl-queue retire"}},
       {"--columns", "", "comma-separated column names", {"rl-queue get", "rl-queue task"}},
       {"--count", "", "rows wanted", {"rl-queue get"}},
       {"--min", "", "hand out as soon as this many rows are ready (default: --count; 1 streams)",
@@ -94,6 +95,8 @@ std::vector<OptionSpec> CoreOptionTable() {
        {"rl-queue get", "rl-queue nack"}},
       {"--if-equals", "", "set only when the current value equals this (compare-and-set)",
        {"rl-queue meta"}},
+      {"--optional", "", "the task keeps no row alive: rows go once the other tasks consumed them",
+       {"rl-queue task"}},
       {"--json", "", "print JSON lines instead of a table", {"rl-queue stat", "rl-profile"}},
 
       // rl-profile queue

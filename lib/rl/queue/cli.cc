@@ -116,10 +116,16 @@ int QueueMain(int argc, char** argv) {
   CLI::Option* ie = cl.Bind(meta, "--if-equals", &if_equals);
   meta->add_option("args", meta_args, "get KEY | set KEY VALUE")->required();
 
+  bool optional = false;
   CLI::App* taskcmd = cl.Sub("task", "declare a task and the columns it needs");
   BindClient(cl, taskcmd, &c);
   cl.Require(cl.Bind(taskcmd, "--task", &task));
   cl.Require(cl.Bind(taskcmd, "--columns", &columns));
+  cl.BindFlag(taskcmd, "--optional", &optional);
+
+  CLI::App* retire = cl.Sub("retire", "remove a task for good: it no longer keeps rows alive; prints the rows freed");
+  BindClient(cl, retire, &c);
+  cl.Require(cl.Bind(retire, "--task", &task));
 
   if (auto code = cl.Parse(argc, argv)) return *code;
   if (Status s = InitLogging("rl-queue", log_level); !s.ok()) return Fail(s);
@@ -151,7 +157,8 @@ int QueueMain(int argc, char** argv) {
   if (ack->parsed() || nack->parsed()) return RunAckOrNack(c, ack->parsed(), task, lease_id, indices, std::cin, std::cout);
   if (stat->parsed()) return RunStat(c, json, std::cout);
   if (meta->parsed()) return RunMeta(c, meta_args, if_equals, ie->count() > 0, std::cout);
-  if (taskcmd->parsed()) return RunTask(c, task, SplitList(columns));
+  if (taskcmd->parsed()) return RunTask(c, task, SplitList(columns), optional);
+  if (retire->parsed()) return RunRetire(c, task, std::cout);
   return kExitUsage;
 }
 

@@ -1,4 +1,4 @@
-// rl-queue's command line: the subcommands serve, put, get, ack, nack, stat, meta and task.
+// rl-queue's command line: the subcommands serve, put, get, ack, nack, stat, meta, task and retire.
 // QueueMain parses argv through the option registry and runs one subcommand; it returns the
 // process exit code (sysexits). The Run* functions are the subcommands, for tests and tools.
 #pragma once
@@ -37,7 +37,8 @@ int RunAckOrNack(const ClientFlags& c, bool ack, const std::string& task, uint64
 int RunStat(const ClientFlags& c, bool json, std::ostream& out);
 int RunMeta(const ClientFlags& c, const std::vector<std::string>& args, const std::string& if_equals,
             bool has_if_equals, std::ostream& out);
-int RunTask(const ClientFlags& c, const std::string& task, const std::vector<std::string>& columns);
+int RunTask(const ClientFlags& c, const std::string& task, const std::vector<std::string>& columns, bool optional);
+int RunRetire(const ClientFlags& c, const std::string& task, std::ostream& out);
 
 // "a,b,,c" -> {"a", "b", "c"}
 std::vector<std::string> SplitList(const std::string& s);

@@ -1,4 +1,4 @@
-// rl-queue serve, get, ack, nack, stat, meta, task.
+// rl-queue serve, get, ack, nack, stat, meta, task, retire.
 #include <malloc.h>
 
 #include <cstdio>
@@ -100,6 +100,18 @@ int RunReleaseHolder(const ClientFlags& c, const std::string& task, const std::s
   return kExitOk;
 }
 
+namespace {
+
+// A name as stat's text shows it: bare when it is printable ASCII without spaces, commas, quotes or
+// backslashes, else as a JSON string, so that a line splits into its fields unambiguously.
+std::string Quoted(const std::string& name) {
+  bool bare = !name.empty();
+  for (unsigned char ch : name) bare = bare && ch > ' ' && ch < 0x7f && ch != '"' && ch != '\\' && ch != ',';
+  return bare ? name : nlohmann::json(name).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+}  // namespace
+
 int RunStat(const ClientFlags& c, bool json, std::ostream& out) {
   QueueClient client(c.ToOptions());
   auto stat = client.Stat();
@@ -113,22 +125,25 @@ int RunStat(const ClientFlags& c, bool json, std::ostream& out) {
       << j["log_bytes"] << "  snapshot_bytes " << j["snapshot_bytes"] << "  fsync " << j["fsync"].get<std::string>()
       << "\n";
   out << std::left << std::setw(16) << "task" << std::right << std::setw(10) << "ready" << std::setw(8) << "groups"
-      << std::setw(10) << "leased" << std::setw(12) << "consumed" << std::setw(10) << "dropped"
-      << "  columns\n";
+      << std::setw(10) << "leased" << std::setw(12) << "consumed" << std::setw(10) << "dropped" << std::setw(10)
+      << "holds" << "  columns\n";
   for (const auto& t : j["tasks"]) {
     std::string cols;
-    for (const auto& col : t["columns"]) cols += (cols.empty() ? "" : ",") + col.get<std::string>();
-    auto n = [&](const char* k) { return t[k].get<uint64_t>(); };
-    out << std::left << std::setw(16) << t["name"].get<std::string>() << std::right << std::setw(10) << n("ready")
-        << std::setw(8) << n("ready_groups") << std::setw(10) << n("leased") << std::setw(12) << n("consumed")
-        << std::setw(10) << n("dropped") << "  " << cols << "\n";
+    for (const auto& col : t["columns"]) cols += (cols.empty() ? "" : ",") + Quoted(col.get<std::string>());
+    auto n = [&](const char* k) { return t.contains(k) ? std::to_string(t[k].get<uint64_t>()) : "-"; };
+    // An optional task holds no row; a server from before "holds" says nothing (both "-").
+    bool optional = t.contains("optional") && t["optional"].get<bool>();
+    out << std::left << std::setw(16) << Quoted(t["name"].get<std::string>()) << std::right << std::setw(10)
+        << n("ready") << std::setw(8) << n("ready_groups") << std::setw(10) << n("leased") << std::setw(12)
+        << n("consumed") << std::setw(10) << n("dropped") << std::setw(10) << (optional ? "-" : n("holds")) << "  "
+        << cols << (optional ? " (optional)" : "") << "\n";
   }
   // Who holds the leased rows: a consumer that died shows here until its lease ends or its
   // successor gives them back.
   for (const auto& t : j["tasks"]) {
     if (!t.contains("holders") || !t["holders"].is_object() || t["holders"].empty()) continue;
-    out << "leases of " << t["name"].get<std::string>() << ":";
-    for (const auto& [holder, rows] : t["holders"].items()) out << " " << holder << " " << rows;
+    out << "leases of " << Quoted(t["name"].get<std::string>()) << ":";
+    for (const auto& [holder, rows] : t["holders"].items()) out << " " << Quoted(holder) << " " << rows;
     out << "\n";
   }
   return kExitOk;
@@ -154,10 +169,21 @@ int RunMeta(const ClientFlags& c, const std::vector<std::string>& args, const st
   return Fail(Status::InvalidArgument("usage: rl-queue meta get KEY | meta set KEY VALUE [--if-equals OLD]"));
 }
 
-int RunTask(const ClientFlags& c, const std::string& task, const std::vector<std::string>& columns) {
+int RunTask(const ClientFlags& c, const std::string& task, const std::vector<std::string>& columns, bool optional) {
   QueueClient client(c.ToOptions());
-  Status s = client.Declare(task, columns);
+  Status s = client.Declare(task, columns, optional);
   if (!s.ok()) return Fail(s);
+  return kExitOk;
+}
+
+int RunRetire(const ClientFlags& c, const std::string& task, std::ostream& out) {
+  QueueClient client(c.ToOptions());
+  auto freed = client.Retire(task);
+  if (!freed.ok()) return Fail(freed.status());
+  out << nlohmann::json({{"task", task}, {"freed", *freed}}).dump(-1, ' ', false,
+                                                                    nlohmann::json::error_handler_t::replace)
+      << "\n";
+  spdlog::info("task '{}' retired; {} rows only it kept alive were freed", task, *freed);
   return kExitOk;
 }
 

@@ -100,8 +100,15 @@ Status QueueClient::MetaSet(const MetaRequest& req) {
   return client_.Call(Op::kMetaSet, EncodeMetaSet(req).body).status();
 }
 
-Status QueueClient::Declare(const std::string& task, const std::vector<std::string>& columns) {
-  return client_.Call(Op::kDeclare, EncodeDeclare({task, columns}).body).status();
+Status QueueClient::Declare(const std::string& task, const std::vector<std::string>& columns, bool optional) {
+  return client_.Call(Op::kDeclare, EncodeDeclare({task, columns, optional}).body).status();
+}
+
+Result<uint64_t> QueueClient::Retire(const std::string& task) {
+  RL_ASSIGN_OR_RETURN(Message reply, client_.Call(kOpRetire, EncodeRetire(task).body));
+  RL_ASSIGN_OR_RETURN(msgpack::object_handle oh, ParseMsgpack(reply.body.data(), reply.body.size()));
+  RL_ASSIGN_OR_RETURN(MapView b, MapView::Of(oh.get(), "retire reply"));
+  return b.U64("freed", 0);
 }
 
 Result<nlohmann::json> QueueClient::Stat() {

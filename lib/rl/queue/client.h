@@ -38,7 +38,10 @@ class QueueClient {
   Result<IndexReply> ReleaseHolder(const std::string& task, const std::string& holder);
   Result<std::optional<std::string>> MetaGet(const std::string& key);
   Status MetaSet(const MetaRequest& req);
-  Status Declare(const std::string& task, const std::vector<std::string>& columns);
+  // optional: the task keeps no row alive (an audit, say): rows go once the others consumed them.
+  Status Declare(const std::string& task, const std::vector<std::string>& columns, bool optional = false);
+  // Removes the task for good; returns how many rows only it kept alive (freed now).
+  Result<uint64_t> Retire(const std::string& task);
   Result<nlohmann::json> Stat();
   Status Ping();
 

@@ -271,6 +271,10 @@ Result<IndexRequest> DecodeIndices(std::string_view m) {
     RL_ASSIGN_OR_RETURN(req.indices, b.U64List("indices"));
     RL_ASSIGN_OR_RETURN(req.holder, b.Str("holder", ""));
     RL_RETURN_IF_ERROR(CheckHolder(req.holder));
+    const msgpack::object* holder = b.Find("holder");
+    if (holder != nullptr && holder->type != msgpack::type::NIL && req.holder.empty()) {
+      return Status::InvalidArgument("holder is empty (leave it out to name no holder)");
+    }
     if (!req.holder.empty() && (req.lease != 0 || !req.indices.empty())) {
       return Status::InvalidArgument("a nack by holder names no lease and no indices");
     }
@@ -342,13 +346,36 @@ Message EncodeDeclare(const DeclareRequest& req) {
   Message m;
   msgpack::sbuffer buf;
   Packer pk(buf);
-  pk.pack_map(2);
+  pk.pack_map(req.optional ? 3 : 2);  // "optional" only when true: what servers before it read
   PackString(pk, "task");
   PackString(pk, req.task);
   PackString(pk, "columns");
   PackStringList(pk, req.columns);
+  if (req.optional) {
+    PackString(pk, "optional");
+    pk.pack_true();
+  }
   m.body = Done(buf);
   return m;
+}
+
+Message EncodeRetire(const std::string& task) {
+  Message m;
+  msgpack::sbuffer buf;
+  Packer pk(buf);
+  pk.pack_map(1);
+  PackString(pk, "task");
+  PackString(pk, task);
+  m.body = Done(buf);
+  return m;
+}
+
+Result<std::string> DecodeRetire(std::string_view m) {
+  RL_ASSIGN_OR_RETURN(msgpack::object_handle oh, Parse(m));
+  RL_ASSIGN_OR_RETURN(MapView b, MapView::Of(oh.get(), "body"));
+  auto task = b.Str("task");
+  if (!task.ok()) return InvalidField(task.status());
+  return *task;
 }
 
 Result<DeclareRequest> DecodeDeclare(std::string_view m) {
@@ -358,6 +385,7 @@ Result<DeclareRequest> DecodeDeclare(std::string_view m) {
     DeclareRequest req;
     RL_ASSIGN_OR_RETURN(req.task, b.Str("task"));
     RL_ASSIGN_OR_RETURN(req.columns, b.StrList("columns"));
+    RL_ASSIGN_OR_RETURN(req.optional, b.Bool("optional", false));
     return req;
   };
   auto req = decode();

@@ -37,6 +37,9 @@ struct IndexRequest {  // ack and nack
 
 constexpr size_t kMaxHolderBytes = 256;
 
+// rl-queue's own op beside the shared ones of rl/wire/envelope.h (as rl/weights adds its own).
+constexpr Op kOpRetire = static_cast<Op>(10);
+
 struct MetaRequest {
   std::string key, value;
   std::optional<std::string> if_equals;
@@ -45,6 +48,7 @@ struct MetaRequest {
 struct DeclareRequest {
   std::string task;
   std::vector<std::string> columns;
+  bool optional = false;  // the task does not keep rows alive (Store::MaybeFree)
 };
 
 // Client side: body + frames for each op.
@@ -59,6 +63,7 @@ Message EncodeIndices(const IndexRequest& req);
 Message EncodeMetaGet(const std::string& key);
 Message EncodeMetaSet(const MetaRequest& req);
 Message EncodeDeclare(const DeclareRequest& req);
+Message EncodeRetire(const std::string& task);
 
 // Server side: a request whose body is decoded where it lies, in the frame that carried it.
 // *body must stay live while the Request is used.
@@ -84,6 +89,7 @@ Result<IndexRequest> DecodeIndices(std::string_view body);
 Result<std::string> DecodeMetaGet(std::string_view body);
 Result<MetaRequest> DecodeMetaSet(std::string_view body);
 Result<DeclareRequest> DecodeDeclare(std::string_view body);
+Result<std::string> DecodeRetire(std::string_view body);  // the task
 // The same from a whole Message.
 inline Result<PutRequest> DecodePut(const Message& m) { return DecodePut(m.body, m.blobs); }
 inline Result<GetRequest> DecodeGet(const Message& m) { return DecodeGet(m.body); }
@@ -91,6 +97,7 @@ inline Result<IndexRequest> DecodeIndices(const Message& m) { return DecodeIndic
 inline Result<std::string> DecodeMetaGet(const Message& m) { return DecodeMetaGet(m.body); }
 inline Result<MetaRequest> DecodeMetaSet(const Message& m) { return DecodeMetaSet(m.body); }
 inline Result<DeclareRequest> DecodeDeclare(const Message& m) { return DecodeDeclare(m.body); }
+inline Result<std::string> DecodeRetire(const Message& m) { return DecodeRetire(m.body); }
 
 // Reply bodies.
 struct GotRow {

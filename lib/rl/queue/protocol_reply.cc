@@ -61,11 +61,22 @@ ReplyBody ReplyFor(const Record& r, const Store& store) {
       PackString(pk, r.value);
       break;
     case RecordType::kDeclare:
-      pk.pack_map(2);
+      pk.pack_map(r.optional ? 3 : 2);  // the reply of a required task's declaration is as it was
       PackString(pk, "task");
       PackString(pk, r.task);
       PackString(pk, "columns");
       PackStringList(pk, r.columns);
+      if (r.optional) {
+        PackString(pk, "optional");
+        pk.pack_true();
+      }
+      break;
+    case RecordType::kRetire:
+      pk.pack_map(2);
+      PackString(pk, "task");
+      PackString(pk, r.task);
+      PackString(pk, "freed");
+      pk.pack_uint64(r.freed);
       break;
   }
   return m;
@@ -164,11 +175,15 @@ ReplyBody EncodeStatReply(const Store& store, uint64_t log_bytes, uint64_t snaps
   auto stats = store.Stats();
   pk.pack_array(static_cast<uint32_t>(stats.size()));
   for (const auto& s : stats) {
-    pk.pack_map(8);
+    pk.pack_map(10);
     PackString(pk, "name");
     PackString(pk, s.name);
     PackString(pk, "columns");
     PackStringList(pk, s.columns);
+    PackString(pk, "optional");
+    s.optional ? pk.pack_true() : pk.pack_false();
+    PackString(pk, "holds");
+    pk.pack_uint64(s.holds);
     PackString(pk, "ready");
     pk.pack_uint64(s.ready);
     PackString(pk, "ready_groups");

@@ -49,7 +49,10 @@ size_t EstimateBytes(const Record& r, bool lent_out) {
 // Packs r; each column value goes through pack_value(pk, cell).
 template <typename PackValueFn>
 void PackRecord(Packer& pk, const Record& r, PackValueFn&& pack_value) {
-  pk.pack_map(r.holder.empty() ? 17 : 18);  // "holder" only when set: older readers fail on nothing
+  // "holder", "optional" and "freed" only when they say something: a record without them is the
+  // same bytes that servers from before them wrote and read.
+  bool freed = r.type == RecordType::kRetire;
+  pk.pack_map(17u + (r.holder.empty() ? 0 : 1) + (r.optional ? 1 : 0) + (freed ? 1 : 0));
   PackString(pk, "t");
   pk.pack_uint8(static_cast<uint8_t>(r.type));
   PackString(pk, "from");
@@ -97,6 +100,14 @@ void PackRecord(Packer& pk, const Record& r, PackValueFn&& pack_value) {
   }
   PackString(pk, "columns");
   PackStringList(pk, r.columns);
+  if (r.optional) {
+    PackString(pk, "optional");
+    pk.pack_true();
+  }
+  if (freed) {
+    PackString(pk, "freed");
+    pk.pack_uint64(r.freed);
+  }
   PackString(pk, "key");
   PackString(pk, r.key);
   PackString(pk, "value");
@@ -198,7 +209,7 @@ Result<Record> DecodeRecordObject(const msgpack::object& o) {
   RL_ASSIGN_OR_RETURN(MapView m, MapView::Of(o, "record"));
   Record r;
   RL_ASSIGN_OR_RETURN(uint64_t type, m.U64("t"));
-  if (type < 1 || type > static_cast<uint64_t>(RecordType::kDeclare)) {
+  if (type < 1 || type > static_cast<uint64_t>(RecordType::kRetire)) {
     return Status::Corruption("unknown record type " + std::to_string(type));
   }
   r.type = static_cast<RecordType>(type);
@@ -216,6 +227,8 @@ Result<Record> DecodeRecordObject(const msgpack::object& o) {
   RL_ASSIGN_OR_RETURN(r.holder, m.Str("holder", ""));
   RL_ASSIGN_OR_RETURN(r.rows, UnpackRows(m.Find("rows")));
   RL_ASSIGN_OR_RETURN(r.columns, m.StrList("columns"));
+  RL_ASSIGN_OR_RETURN(r.optional, m.Bool("optional", false));
+  RL_ASSIGN_OR_RETURN(r.freed, m.U64("freed", 0));
   RL_ASSIGN_OR_RETURN(r.key, m.Str("key", ""));
   RL_ASSIGN_OR_RETURN(r.value, m.Str("value", ""));
   return r;

@@ -28,6 +28,7 @@ enum class RecordType : uint8_t {
   kRelease = 4,  // rows back to ready: a nack, or a lease that expired (sender empty)
   kMetaSet = 5,  // run metadata key := value
   kDeclare = 6,  // a task and the columns it needs
+  kRetire = 7,   // a task removed: it holds no row any more
 };
 
 struct PutRow {
@@ -48,7 +49,7 @@ struct Record {
   std::string sender;  // who asked; empty for the server's own records (lease expiry)
   uint64_t rid = 0;    // the request id, for exactly-once replies across restarts
 
-  std::string task;              // kLease, kAck, kRelease, kDeclare; kPut when it acks
+  std::string task;              // kLease, kAck, kRelease, kDeclare, kRetire; kPut when it acks
   uint64_t lease = 0;            // kLease: the new lease; kAck/kRelease/kPut: the lease acked (0: any)
   int64_t deadline_ms = 0;       // kLease: wall-clock expiry
   std::vector<uint64_t> indices; // kLease/kAck/kRelease: the rows; kPut: the rows written
@@ -60,6 +61,8 @@ struct Record {
   std::string holder;             // kLease: who takes it (GetRequest::holder); "" when not named
   std::vector<PutRow> rows;       // kPut
   std::vector<std::string> columns;  // kDeclare
+  bool optional = false;          // kDeclare: the task does not keep rows alive (Store::MaybeFree)
+  uint64_t freed = 0;             // kRetire: rows the retirement freed (kept for the reply only)
   std::string key, value;         // kMetaSet
   bool full = false;              // planning only, never stored: a get cannot take more rows
 };

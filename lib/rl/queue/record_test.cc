@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 
 #include "rl/queue/protocol.h"
@@ -78,6 +79,49 @@ TEST(RecordTest, ARecordWithLentValuesDecodesToEqualOwnedValues) {
   EXPECT_EQ(LentCells(*back), 0u);
   EXPECT_EQ(back->rows[0].columns[0].second, d.record.rows[0].columns[0].second);
   EXPECT_EQ(back->rows[0].columns[0].second.ToValue(), Value(Bytes{std::string(3000, 'x')}));
+}
+
+// Logs are read by servers of other versions: a record writes "optional" and "freed" only where
+// they say something, so every other record is the 17-key map servers before them wrote, and a
+// record of that older form reads with their defaults.
+TEST(RecordTest, RecordsWithoutTheNewFieldsKeepTheOlderFormAndTheOlderFormReads) {
+  Record declare;
+  declare.type = RecordType::kDeclare;
+  declare.task = "t";
+  declare.columns = {"x"};
+  auto keys = [](const std::string& bytes) {
+    auto oh = ParseMsgpack(bytes.data(), bytes.size());
+    std::vector<std::string> out;
+    for (const auto& kv : MapView::Of(oh->get(), "record").value()) out.push_back(AsString(kv.key, "key").value());
+    return out;
+  };
+  std::vector<std::string> older = {"t",        "from",     "rid",  "task",    "lease", "deadline",
+                                    "idx",      "dropped",  "regen", "rejected", "reserved", "takeover",
+                                    "rows",     "columns",  "key",  "value",   "v"};
+  EXPECT_EQ(keys(EncodeRecord(declare)), older);
+  declare.optional = true;
+  EXPECT_NE(keys(EncodeRecord(declare)), older);
+  Record retire;
+  retire.type = RecordType::kRetire;
+  retire.task = "t";
+  retire.freed = 3;
+  auto retire_keys = keys(EncodeRecord(retire));
+  EXPECT_NE(std::find(retire_keys.begin(), retire_keys.end(), "freed"), retire_keys.end());
+
+  msgpack::sbuffer buf;  // a declare as a server before optional tasks logged it (the keys it needs)
+  Packer pk(buf);
+  pk.pack_map(3);
+  PackString(pk, "t");
+  pk.pack_uint8(6);
+  PackString(pk, "task");
+  PackString(pk, "old");
+  PackString(pk, "columns");
+  PackStringList(pk, {"x"});
+  auto r = DecodeRecord(buf.data(), buf.size());
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->type, RecordType::kDeclare);
+  EXPECT_FALSE(r->optional);
+  EXPECT_EQ(r->freed, 0u);
 }
 
 TEST(CellTest, ALentCellIsEqualToAndPacksLikeItsValue) {

@@ -22,6 +22,18 @@ constexpr uint64_t kNeverUnwrittenBytes = 16u << 20;
 void FreeBuffer(void* data, void*) { std::free(data); }
 void DeleteString(void*, void* hint) { delete static_cast<std::string*>(hint); }
 
+constexpr size_t kMaxSenderBytes = 256;  // rl-protocol(7) LIMITS
+
+// What a decoded header may not say: rid 0 is the reply to a request that could not be decoded,
+// and the sender id is kept (log, snapshots) with the sender's last request.
+Status CheckHeader(const Header& h) {
+  if (h.rid == 0) return Status::InvalidArgument("rid 0 is reserved for replies to undecodable requests");
+  if (h.from.size() > kMaxSenderBytes) {
+    return Status::InvalidArgument("sender id 'from' is over " + std::to_string(kMaxSenderBytes) + " bytes");
+  }
+  return Status::OK();
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Server>> Server::Open(ServerOptions options) {
@@ -38,7 +50,9 @@ Result<std::unique_ptr<Server>> Server::Open(ServerOptions options) {
     spdlog::warn("cut a torn log tail of {} bytes ({})", report.torn_bytes, report.torn_reason);
   }
   for (const auto& d : s->options_.declare) {
-    RL_ASSIGN_OR_RETURN(auto rec, s->ds_->store().PlanDeclare(d.task, d.columns));
+    // A task declared optional since (rl-queue task --optional) stays so, as under a get.
+    bool optional = d.optional || s->ds_->store().IsOptional(d.task);
+    RL_ASSIGN_OR_RETURN(auto rec, s->ds_->store().PlanDeclare(d.task, d.columns, optional));
     if (rec) s->ds_->Commit(*rec);
   }
   RL_RETURN_IF_ERROR(s->ds_->Sync());
@@ -120,6 +134,10 @@ void Server::HandleFrames(std::vector<zmq::message_t>& parts) {
     Reply(routing, Header(), header.status());  // rid unknown: 0
     return;
   }
+  if (Status s = CheckHeader(*header); !s.ok()) {
+    Reply(routing, *header, s);
+    return;
+  }
   size_t total = 0;
   for (size_t i = 1; i < parts.size(); ++i) total += parts[i].size();
   if (total > options_.max_message) {
@@ -139,7 +157,7 @@ void Server::Dispatch(const std::string& routing, const Request& req) {
   const Header& h = req.header;
   Op op = static_cast<Op>(h.op);
   bool mutating = op == Op::kPut || op == Op::kGet || op == Op::kAck || op == Op::kNack || op == Op::kMetaSet ||
-                  op == Op::kDeclare;
+                  op == Op::kDeclare || op == kOpRetire;
   if (mutating && !h.from.empty()) {
     // A retry of a request already carried out gets the same answer, and changes nothing.
     const Record* last = ds_->store().LastOf(h.from);
@@ -176,7 +194,9 @@ void Server::Dispatch(const std::string& routing, const Request& req) {
     case Op::kMetaGet:
     case Op::kMetaSet: s = HandleMeta(routing, req); break;
     case Op::kDeclare: s = HandleDeclare(routing, req); break;
-    default: s = Status::Protocol("unknown op " + std::to_string(h.op)); break;
+    default:
+      s = op == kOpRetire ? HandleRetire(routing, req) : Status::Protocol("unknown op " + std::to_string(h.op));
+      break;
   }
   if (!s.ok()) Reply(routing, h, s);
 }
@@ -200,7 +220,7 @@ Status Server::HandlePut(const std::string& routing, const Request& req) {
 
 Status Server::HandleDeclare(const std::string& routing, const Request& req) {
   RL_ASSIGN_OR_RETURN(DeclareRequest d, DecodeDeclare(req.body));
-  RL_ASSIGN_OR_RETURN(auto rec, ds_->store().PlanDeclare(d.task, d.columns));
+  RL_ASSIGN_OR_RETURN(auto rec, ds_->store().PlanDeclare(d.task, d.columns, d.optional));
   if (rec) {
     Commit(std::move(*rec), routing, req.header);
   } else {
@@ -208,15 +228,28 @@ Status Server::HandleDeclare(const std::string& routing, const Request& req) {
     same.type = RecordType::kDeclare;
     same.task = d.task;
     same.columns = d.columns;
+    same.optional = d.optional;
     Reply(routing, req.header, Status::OK(), ReplyFor(same, ds_->store()));
   }
   return Status::OK();
 }
 
+// Its parked gets are answered first: after the retirement their task is gone.
+Status Server::HandleRetire(const std::string& routing, const Request& req) {
+  RL_ASSIGN_OR_RETURN(std::string task, DecodeRetire(req.body));
+  RL_ASSIGN_OR_RETURN(Record rec, ds_->store().PlanRetire(task));
+  DropWaiters(task, "", Status::NotFound("task '" + task + "' was retired while this get waited"));
+  spdlog::info("task '{}' retired: {} rows freed", task, rec.freed);
+  Commit(std::move(rec), routing, req.header);
+  return Status::OK();
+}
+
 Status Server::HandleGet(const std::string& routing, const Request& req) {
   RL_ASSIGN_OR_RETURN(GetRequest get, DecodeGet(req.body));
+  RL_RETURN_IF_ERROR(CheckGet(get));  // before the implicit declaration (error precedence)
   if (!get.columns.empty()) {
-    RL_ASSIGN_OR_RETURN(auto rec, ds_->store().PlanDeclare(get.task, get.columns));
+    // An existing task keeps its kind: a get compares columns only.
+    RL_ASSIGN_OR_RETURN(auto rec, ds_->store().PlanDeclare(get.task, get.columns, ds_->store().IsOptional(get.task)));
     if (rec) {
       ds_->Commit(*rec);  // implicit declaration: logged, no reply of its own
       changed_ = true;
@@ -269,18 +302,20 @@ Status Server::HandleIndices(const std::string& routing, const Request& req) {
              : r.holder.empty() ? ds_->store().PlanRelease(r.task, r.lease, r.indices)
                                 : ds_->store().PlanReleaseHolder(r.task, r.holder);
   if (!rec.ok()) return rec.status();
-  if (!r.holder.empty()) DropWaitersOf(r.task, r.holder);
+  // A get the dead process left parked would otherwise still be served, after the release, and
+  // lease rows again to a holder nobody is behind. (ZeroMQ does not tell the server that a peer
+  // went away.) Should its sender be alive after all, it hears why.
+  if (!r.holder.empty()) {
+    DropWaiters(r.task, r.holder, Status::Conflict("the leases of " + r.holder + " were given back by a newer process"));
+  }
   Commit(std::move(*rec), routing, req.header);
   return Status::OK();
 }
 
-// A get the dead process left parked would otherwise still be served, after the release, and
-// lease rows again to a holder nobody is behind. (ZeroMQ does not tell the server that a peer
-// went away.) Should its sender be alive after all, it hears why.
-void Server::DropWaitersOf(const std::string& task, const std::string& holder) {
+void Server::DropWaiters(const std::string& task, const std::string& holder, const Status& why) {
   for (auto it = waiters_.begin(); it != waiters_.end();) {
-    if (it->req.task == task && it->req.holder == holder) {
-      Reply(it->routing, it->header, Status::Conflict("the leases of " + holder + " were given back by a newer process"));
+    if (it->req.task == task && (holder.empty() || it->req.holder == holder)) {
+      Reply(it->routing, it->header, why);
       it = waiters_.erase(it);
     } else {
       ++it;

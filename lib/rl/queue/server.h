@@ -64,10 +64,12 @@ class Server {
   Status HandleIndices(const std::string& routing, const Request& req);
   Status HandleMeta(const std::string& routing, const Request& req);
   Status HandleDeclare(const std::string& routing, const Request& req);
+  Status HandleRetire(const std::string& routing, const Request& req);
   // Tries to serve a get; returns false when it should wait longer.
   bool TryServe(Waiter& w, bool final_attempt);
   void ServeWaiters(bool expire_only);
-  void DropWaitersOf(const std::string& task, const std::string& holder);
+  // Answers the parked gets of `task` (of `holder` only, unless it is empty) with `why`.
+  void DropWaiters(const std::string& task, const std::string& holder, const Status& why);
   void ExpireLeases();
   void Commit(Record r, const std::string& routing, const Header& h);
   void Reply(const std::string& routing, const Header& h, const Status& s, ReplyBody body = ReplyBody());

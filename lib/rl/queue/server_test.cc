@@ -298,6 +298,98 @@ TEST_F(ServerTest, HeldRepliesGoOutWhenTheLogCatchesUpUnderEveryPolicy) {
   }
 }
 
+TEST_F(ServerTest, RetireAnswersParkedGetsFreesTheRowsAndTakesEffectOnceAcrossARestart) {
+  auto c = Client();
+  ASSERT_TRUE(c.Declare("audit", {"prompt", "verdict"}).ok());  // nothing ever puts a verdict
+  ASSERT_TRUE(c.Put(Prompts(2)).ok());
+  ASSERT_TRUE(c.Ack("gen", 0, {0, 1}).ok());
+  ASSERT_TRUE(c.Ack("train", 0, {0, 1}).value().rejected.size() == 2);  // no response yet
+  PutRequest responses;
+  for (uint64_t i : {0, 1}) responses.rows.push_back({i, {{"response", std::string("r")}}});
+  responses.ack_task = "";
+  ASSERT_TRUE(c.Put(responses).ok());
+  ASSERT_TRUE(c.Ack("train", 0, {0, 1}).ok());
+  auto stat = c.Stat().value();
+  EXPECT_EQ(stat["rows"], 2u);
+  EXPECT_EQ(stat["tasks"][2]["name"], "audit");
+  EXPECT_EQ(stat["tasks"][2]["holds"], 2u);
+  EXPECT_EQ(stat["tasks"][0]["holds"], 0u);
+  EXPECT_EQ(stat["tasks"][2]["optional"], false);
+
+  Status parked;
+  std::thread waiter([&] {
+    GetRequest g;
+    g.task = "audit";
+    g.wait_ms = 5000;
+    parked = Client().Get(g).status();
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  ClientOptions o;
+  o.endpoint = endpoint_;
+  o.sender = "retirer";
+  rl::Client wire(o);
+  int64_t start = MonoMillis();
+  auto first = wire.CallWithRid(77, kOpRetire, EncodeRetire("audit").body);
+  waiter.join();
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  EXPECT_EQ(parked.code(), Code::kNotFound) << parked.ToString();
+  EXPECT_LT(MonoMillis() - start, 3000) << "the parked get is answered at once, not at its deadline";
+  EXPECT_EQ(Rows(), 0u);
+  Stop();
+  Start();
+  auto again = wire.CallWithRid(77, kOpRetire, EncodeRetire("audit").body);
+  ASSERT_TRUE(again.ok()) << "a retry is answered as the first time, though the task is gone";
+  EXPECT_EQ(again->body, first->body);
+  EXPECT_EQ(Client().Retire("audit").status().code(), Code::kNotFound);
+  stat = Client().Stat().value();
+  EXPECT_EQ(stat["tasks"].size(), 2u);
+  EXPECT_EQ(Client().Declare("audit", {"prompt"}, true).code(), Code::kOk);
+  GetRequest g;
+  g.task = "audit";
+  g.columns = {"prompt"};
+  EXPECT_TRUE(Client().Get(g).ok()) << "a get naming the columns of an optional task keeps it optional";
+  EXPECT_EQ(Client().Stat().value()["tasks"][2]["optional"], true);
+}
+
+TEST_F(ServerTest, RequestsTheProtocolPageRefusesAreRefusedWithTheStatusItGives) {
+  auto status = [&](uint8_t op, uint64_t rid, const std::string& from, std::string body) {
+    Message m;
+    m.header = {op, rid, 1, from, 0, ""};
+    m.body = std::move(body);
+    auto r = Raw(EncodeRequest(m));
+    EXPECT_TRUE(r.ok());
+    EXPECT_EQ(r->header.rid, rid);
+    return r.ok() ? static_cast<Code>(r->header.status) : Code::kInternal;
+  };
+  auto ping = static_cast<uint8_t>(Op::kPing);
+  EXPECT_EQ(status(ping, 0, "raw", EmptyBody()), Code::kInvalidArgument) << "rid 0";
+  EXPECT_EQ(status(ping, 1, std::string(257, 's'), EmptyBody()), Code::kInvalidArgument) << "from too long";
+  EXPECT_EQ(status(ping, 2, std::string(256, 's'), EmptyBody()), Code::kOk);
+  IndexRequest nack{"gen", 0, {}, ""};
+  std::string body = EncodeIndices(nack).body;
+  body[0] = static_cast<char>(0x84);  // a fourth key: "holder": ""
+  body += std::string("\xa6holder\xa0", 8);
+  EXPECT_EQ(status(static_cast<uint8_t>(Op::kNack), 3, "raw", body), Code::kInvalidArgument) << "holder ''";
+  GetRequest g;
+  g.task = "nosuch";
+  g.count = 0;
+  EXPECT_EQ(status(static_cast<uint8_t>(Op::kGet), 4, "raw", EncodeGet(g).body), Code::kInvalidArgument)
+      << "count 0 is wrong whatever the task";
+  g = GetRequest();
+  g.task = "gen";
+  g.columns = {"prompt", "version"};
+  EXPECT_EQ(status(static_cast<uint8_t>(Op::kGet), 5, "raw", EncodeGet(g).body), Code::kConflict);
+  g.columns = {"prompt", "lease"};
+  EXPECT_EQ(status(static_cast<uint8_t>(Op::kGet), 6, "raw", EncodeGet(g).body), Code::kInvalidArgument)
+      << "a column no row can have, before the conflict";
+  EXPECT_EQ(status(static_cast<uint8_t>(Op::kDeclare), 7, "raw", EncodeDeclare({"d", {"a", "a"}}).body),
+            Code::kInvalidArgument);
+  EXPECT_EQ(status(static_cast<uint8_t>(kOpRetire), 8, "raw", EncodeRetire("nosuch").body), Code::kNotFound);
+  // Nesting past 8 levels in a key the op does not know is still a body that breaks a limit.
+  std::string deep = "\x82\xa3key\xa3gen\xa5extra" + std::string(8, '\x91') + "\x01";
+  EXPECT_EQ(status(static_cast<uint8_t>(Op::kMetaGet), 9, "raw", deep), Code::kProtocol);
+}
+
 TEST_F(ServerTest, ClientGivesUpWithUnavailableWhenNoServerAnswers) {
   Stop();
   ClientOptions o;

@@ -59,8 +59,16 @@ bool Store::IsLeased(const Row& row, uint32_t task) const {
   return false;
 }
 
-uint64_t Store::AllTasksMask() const {
-  return tasks_.size() >= 64 ? ~uint64_t{0} : (uint64_t{1} << tasks_.size()) - 1;
+void Store::UpdateHoldMask() {
+  hold_mask_ = 0;
+  for (uint32_t t = 0; t < tasks_.size(); ++t) {
+    if (!tasks_[t].optional) hold_mask_ |= uint64_t{1} << t;
+  }
+}
+
+bool Store::IsOptional(const std::string& task) const {
+  auto t = task_ids_.find(task);
+  return t != task_ids_.end() && tasks_[t->second].optional;
 }
 
 // --- readiness -------------------------------------------------------------------------------
@@ -105,6 +113,7 @@ void Store::Consume(uint32_t t, uint64_t index, bool dropped) {
   SetReady(t, index, row, false);
   row.consumed |= uint64_t{1} << t;
   Task& task = tasks_[t];
+  task.unconsumed--;
   (dropped ? task.dropped : task.consumed)++;
   if (!row.group.empty()) {
     task.group_counts[row.group].consumed++;
@@ -127,11 +136,24 @@ void Store::ReleaseRowLease(uint32_t t, uint64_t lease, uint64_t index) {
   leases.erase(std::remove(leases.begin(), leases.end(), std::make_pair(t, lease)), leases.end());
 }
 
+// A row goes once every required task has consumed it and no lease holds it; while no required
+// task exists, none goes.
 void Store::MaybeFree(uint64_t index) {
   auto it = rows_.find(index);
-  if (it == rows_.end() || tasks_.empty()) return;
+  if (it == rows_.end() || hold_mask_ == 0) return;
   Row& row = it->second;
-  if ((row.consumed & AllTasksMask()) != AllTasksMask() || !row.leases.empty()) return;
+  if ((row.consumed & hold_mask_) != hold_mask_ || !row.leases.empty()) return;
+  // An optional task that had not consumed it loses it; for its groups the row counts as
+  // consumed, as a member freed before a task was declared does (ApplyDeclare).
+  for (uint32_t t = 0; t < tasks_.size(); ++t) {
+    if (row.consumed >> t & 1) continue;
+    SetReady(t, index, row, false);
+    tasks_[t].unconsumed--;
+    if (!row.group.empty()) {
+      tasks_[t].group_counts[row.group].consumed++;
+      UpdateGroupReady(tasks_[t], row.group);
+    }
+  }
   for (const auto& [id, c] : row.cols) live_bytes_ -= c.MemoryBytes();
   if (!row.group.empty()) {
     auto g = groups_.find(row.group);
@@ -154,6 +176,7 @@ void Store::Regenerate(uint64_t index) {
   Row& row = it->second;
   for (uint32_t t = 0; t < tasks_.size(); ++t) {
     SetReady(t, index, row, false);
+    if (row.consumed >> t & 1) tasks_[t].unconsumed++;
     if (row.consumed >> t & 1 && !row.group.empty()) {
       tasks_[t].group_counts[row.group].consumed--;
       UpdateGroupReady(tasks_[t], row.group);
@@ -203,6 +226,7 @@ void Store::Apply(Record&& r) {
     case RecordType::kRelease: ApplyRelease(r); break;
     case RecordType::kMetaSet: meta_[r.key] = r.value; break;
     case RecordType::kDeclare: ApplyDeclare(r); break;
+    case RecordType::kRetire: ApplyRetire(r); break;
   }
   r.rows.clear();  // the values now live in the store
   Remember(r);
@@ -210,7 +234,9 @@ void Store::Apply(Record&& r) {
 
 void Store::ApplyPut(Record& r) {
   for (PutRow& pr : r.rows) {
-    Row& row = rows_[pr.index];
+    auto [slot, created] = rows_.try_emplace(pr.index);
+    Row& row = slot->second;
+    for (Task& task : tasks_) task.unconsumed += created ? 1 : 0;
     row.cols.reserve(row.cols.size() + pr.columns.size());
     for (auto& [name, value] : pr.columns) {
       uint32_t id = InternColumn(name);
@@ -287,15 +313,49 @@ void Store::ApplyDeclare(const Record& r) {
   if (task_ids_.count(r.task) || tasks_.size() >= kMaxTasks) return;
   Task task;
   task.name = r.task;
+  task.optional = r.optional;
   for (const auto& c : r.columns) task.cols.push_back(InternColumn(c));
+  uint32_t t = static_cast<uint32_t>(tasks_.size());
+  for (const auto& [index, row] : rows_) task.unconsumed += row.consumed >> t & 1 ? 0 : 1;
   // Members of a group that were freed before this task existed count as consumed by it, as
   // LoadSnapshot counts them, so the rest of the group can still become ready.
   for (const auto& [key, g] : groups_) {
     for (uint64_t i : g.members) task.group_counts[key].consumed += rows_.count(i) ? 0 : 1;
   }
-  task_ids_[r.task] = static_cast<uint32_t>(tasks_.size());
+  task_ids_[r.task] = t;
   tasks_.push_back(std::move(task));
+  UpdateHoldMask();
   for (auto& [index, row] : rows_) Refresh(index, row);
+}
+
+// The task leaves its slot: tasks after it move down one, and so do their bits in every row's
+// consumed mask and their ids in leases, so the state is what it would be had the task never
+// been declared (a snapshot needs no trace of it). Then every row only it held is freed.
+void Store::ApplyRetire(const Record& r) {
+  auto found = task_ids_.find(r.task);
+  if (found == task_ids_.end()) return;
+  uint32_t t = found->second;
+  tasks_.erase(tasks_.begin() + t);
+  task_ids_.clear();
+  for (uint32_t k = 0; k < tasks_.size(); ++k) task_ids_[tasks_[k].name] = k;
+  uint64_t below = (uint64_t{1} << t) - 1;  // t < 64
+  std::vector<uint64_t> indices;
+  indices.reserve(rows_.size());
+  for (auto& [index, row] : rows_) {
+    uint64_t above = t == 63 ? 0 : row.consumed >> (t + 1);
+    row.consumed = (row.consumed & below) | (above << t);
+    auto& leases = row.leases;
+    leases.erase(std::remove_if(leases.begin(), leases.end(), [t](const auto& l) { return l.first == t; }),
+                 leases.end());
+    for (auto& l : leases) l.first -= l.first > t ? 1 : 0;
+    indices.push_back(index);
+  }
+  deadlines_.clear();
+  for (uint32_t k = 0; k < tasks_.size(); ++k) {
+    for (const auto& [id, lease] : tasks_[k].leases) deadlines_.insert({lease.deadline_ms, k, id});
+  }
+  UpdateHoldMask();
+  for (uint64_t i : indices) MaybeFree(i);
 }
 
 void Store::Remember(const Record& r) {
@@ -360,6 +420,8 @@ std::vector<TaskStats> Store::Stats() const {
   for (const Task& task : tasks_) {
     TaskStats s;
     s.name = task.name;
+    s.optional = task.optional;
+    s.holds = task.optional ? 0 : task.unconsumed;
     for (uint32_t c : task.cols) s.columns.push_back(column_names_[c]);
     s.ready = task.ready.size();
     s.ready_groups = task.ready_groups.size();

@@ -2,7 +2,9 @@
 //
 // Rows are samples addressed by a global index; columns are named, typed values. A task names the
 // columns it needs; a row is ready for a task when it has them all, the task has not consumed it,
-// and no lease of the task holds it. Every change is a Record: Plan* checks a request against the
+// and no lease of the task holds it. A row is freed once every required task has consumed it and
+// no lease holds it; an optional task (an audit) holds no row alive, and a retired task is gone
+// (the rows only it held are freed). Every change is a Record: Plan* checks a request against the
 // current state and returns the Record that would carry it out (or the error to reply with),
 // without changing anything; Apply carries a Record out. The server logs a Record before applying
 // it, and recovery applies the log again, so Apply must be deterministic and never fail.
@@ -58,7 +60,9 @@ struct GetRequest {
 struct TaskStats {
   std::string name;
   std::vector<std::string> columns;
+  bool optional = false;
   uint64_t ready = 0, ready_groups = 0, leased = 0, consumed = 0, dropped = 0;
+  uint64_t holds = 0;  // live rows it has not consumed, kept alive for it (0 when optional)
   std::map<std::string, uint64_t> holders;  // rows leased under each named holder
 };
 
@@ -76,6 +80,12 @@ struct RowsView {
   std::vector<Column> columns;
 };
 
+// What a get says on its own, the queue's state aside (rl-protocol(7), "Error precedence"): its
+// columns when it names any (as declare checks them), count, parts, lease, drop_uniform.
+Status CheckGet(const GetRequest& req);
+// A task name and the columns it needs: names of 1 to 256 bytes, none reserved, none twice.
+Status CheckTaskColumns(const std::string& task, const std::vector<std::string>& columns);
+
 class Store {
  public:
   Store();
@@ -84,8 +94,12 @@ class Store {
   // `rows`: each either new (is_new) or naming an existing index; indices of new rows are assigned
   // here. When ack_task is not empty the written rows are also consumed by that task.
   Result<Record> PlanPut(std::vector<PutRow> rows, const std::string& ack_task, uint64_t ack_lease) const;
-  // nullopt when the task already exists with the same columns.
-  Result<std::optional<Record>> PlanDeclare(const std::string& task, const std::vector<std::string>& columns) const;
+  // nullopt when the task already exists with the same columns and the same `optional`.
+  Result<std::optional<Record>> PlanDeclare(const std::string& task, const std::vector<std::string>& columns,
+                                            bool optional = false) const;
+  // Removes the task: its leases, its consumption, its hold on rows. Record::freed says how many
+  // rows it alone kept alive (they are freed when the record is applied).
+  Result<Record> PlanRetire(const std::string& task) const;
   // A kLease record; its `indices` may hold fewer rows than asked (none at all).
   Result<Record> PlanGet(const GetRequest& req, int64_t now_ms) const;
   Result<Record> PlanAck(const std::string& task, uint64_t lease, const std::vector<uint64_t>& indices) const;
@@ -105,6 +119,7 @@ class Store {
 
   // --- queries -----------------------------------------------------------------------------
   bool HasTask(const std::string& task) const { return task_ids_.count(task) > 0; }
+  bool IsOptional(const std::string& task) const;  // false when unknown
   std::vector<std::string> TaskColumns(const std::string& task) const;
   // The task's columns (plus group and version when present) of each of `indices` that is live,
   // in that order; nothing when the task is unknown.
@@ -145,6 +160,8 @@ class Store {
   struct Task {
     std::string name;
     std::vector<uint32_t> cols;
+    bool optional = false;
+    uint64_t unconsumed = 0;  // live rows whose consumed bit of this task is clear
     std::set<uint64_t> ready;
     std::unordered_map<std::string, GroupCount> group_counts;
     std::set<std::pair<uint64_t, std::string>> ready_groups;  // (first member, group)
@@ -163,7 +180,7 @@ class Store {
   bool IsLeased(const Row& row, uint32_t task) const;
   bool IsStale(const Row& row, int64_t min_version) const;
   uint64_t Tokens(const Row& row, uint32_t col) const;
-  uint64_t AllTasksMask() const;
+  void UpdateHoldMask();
 
   void Refresh(uint64_t index, Row& row);
   void SetReady(uint32_t t, uint64_t index, const Row& row, bool ready);
@@ -184,6 +201,7 @@ class Store {
   void ApplyAck(const Record& r);
   void ApplyRelease(const Record& r);
   void ApplyDeclare(const Record& r);
+  void ApplyRetire(const Record& r);
 
   // Planning helpers (store_plan.cc).
   struct Unit {  // a row, or a whole group, handed out together
@@ -193,9 +211,10 @@ class Store {
   void CollectUnits(const Task& task, uint32_t t, const GetRequest& req, size_t want_rows,
                     std::vector<Unit>* units, Record* rec) const;
   Status CheckAckable(uint32_t t, uint64_t lease, uint64_t index, const char** why) const;
-  Status CheckPutColumns(const PutRow& pr, size_t n, std::unordered_set<std::string>* new_groups) const;
-  Status CheckAddTo(const PutRow& pr, std::unordered_set<uint64_t>* seen, uint32_t ack_t, const std::string& ack_task,
-                    uint64_t ack_lease) const;
+  Status CheckPutRows(const std::vector<PutRow>& rows, const std::string& ack_task,
+                      std::vector<std::pair<size_t, std::string>>* groups) const;
+  Status CheckPutColumns(const PutRow& pr, size_t n, std::vector<std::pair<size_t, std::string>>* groups) const;
+  Status CheckAddTo(const PutRow& pr, size_t n, uint32_t ack_t, const std::string& ack_task, uint64_t ack_lease) const;
 
   std::vector<std::string> column_names_;
   std::unordered_map<std::string, uint32_t> column_ids_;
@@ -210,6 +229,7 @@ class Store {
   uint64_t next_index_ = 0;
   uint64_t next_lease_ = 1;
   uint64_t live_bytes_ = 0;
+  uint64_t hold_mask_ = 0;  // bit t: task t is required (a row waits for its consumption)
   uint32_t group_col_, version_col_;
 };
 

@@ -18,6 +18,12 @@ Status CheckName(const std::string& what, const std::string& name) {
   return Status::OK();
 }
 
+// "row 3", or "row 3 (index 17)" for a row of a put that names an existing row.
+std::string RowName(size_t n, const PutRow& pr) {
+  std::string s = "row " + std::to_string(n);
+  return pr.is_new ? s : s + " (index " + std::to_string(pr.index) + ")";
+}
+
 }  // namespace
 
 bool Store::IsStale(const Row& row, int64_t min_version) const {
@@ -34,14 +40,25 @@ uint64_t Store::Tokens(const Row& row, uint32_t col) const {
   return 1;
 }
 
+// In the order of rl-protocol(7) "Error precedence": what the request says on its own, then
+// what it names exists, then the state allows it. Rows are named by their position in the put.
 Result<Record> Store::PlanPut(std::vector<PutRow> rows, const std::string& ack_task, uint64_t ack_lease) const {
-  if (rows.empty()) return Status::InvalidArgument("put has no rows");
-  if (rows.size() > kMaxRowsPerRequest) return Status::TooLarge("put of more than 1000000 rows");
+  std::vector<std::pair<size_t, std::string>> groups;  // (row, group key) of rows that name one
+  RL_RETURN_IF_ERROR(CheckPutRows(rows, ack_task, &groups));
   uint32_t ack_t = UINT32_MAX;
   if (!ack_task.empty()) {
     auto t = task_ids_.find(ack_task);
     if (t == task_ids_.end()) return Status::NotFound("unknown task '" + ack_task + "'");
     ack_t = t->second;
+  }
+  for (size_t n = 0; n < rows.size(); ++n) {
+    if (!rows[n].is_new && !rows_.count(rows[n].index)) {
+      return Status::NotFound(RowName(n, rows[n]) + " does not exist (never put, or consumed by every task and freed)");
+    }
+  }
+  for (const auto& [n, key] : groups) {
+    if (!rows[n].is_new) return Status::Conflict(RowName(n, rows[n]) + ": 'group' is set when a row is created");
+    if (groups_.count(key)) return Status::Conflict("row " + std::to_string(n) + ": group " + key.substr(2) + " already exists");
   }
   Record rec;
   rec.type = RecordType::kPut;
@@ -49,18 +66,12 @@ Result<Record> Store::PlanPut(std::vector<PutRow> rows, const std::string& ack_t
   rec.lease = ack_lease;
   rec.indices.reserve(rows.size());
   uint64_t next = next_index_;
-  std::unordered_set<std::string> new_groups;
-  std::unordered_set<uint64_t> seen;
   for (size_t n = 0; n < rows.size(); ++n) {
     PutRow& pr = rows[n];
-    RL_RETURN_IF_ERROR(CheckPutColumns(pr, n, &new_groups));
     if (pr.is_new) {
-      if (!ack_task.empty()) {
-        return Status::InvalidArgument("row " + std::to_string(n) + ": a new row cannot be acked in its own put");
-      }
       pr.index = next++;
     } else {
-      RL_RETURN_IF_ERROR(CheckAddTo(pr, &seen, ack_t, ack_task, ack_lease));
+      RL_RETURN_IF_ERROR(CheckAddTo(pr, n, ack_t, ack_task, ack_lease));
     }
     rec.indices.push_back(pr.index);
   }
@@ -68,9 +79,29 @@ Result<Record> Store::PlanPut(std::vector<PutRow> rows, const std::string& ack_t
   return rec;
 }
 
-// The columns of row n of a put: names valid and each once, version an integer, a group new.
-// Messages are built only for an error (this runs for every row put).
-Status Store::CheckPutColumns(const PutRow& pr, size_t n, std::unordered_set<std::string>* new_groups) const {
+// A put's rows on their own, the queue's state aside.
+Status Store::CheckPutRows(const std::vector<PutRow>& rows, const std::string& ack_task,
+                           std::vector<std::pair<size_t, std::string>>* groups) const {
+  if (rows.empty()) return Status::InvalidArgument("put has no rows");
+  if (rows.size() > kMaxRowsPerRequest) return Status::TooLarge("put of more than 1000000 rows");
+  std::unordered_set<uint64_t> seen;
+  for (size_t n = 0; n < rows.size(); ++n) {
+    const PutRow& pr = rows[n];
+    RL_RETURN_IF_ERROR(CheckPutColumns(pr, n, groups));
+    if (pr.is_new && !ack_task.empty()) {
+      return Status::InvalidArgument("row " + std::to_string(n) + ": a new row cannot be acked in its own put");
+    }
+    if (!pr.is_new && !seen.insert(pr.index).second) {
+      return Status::InvalidArgument(RowName(n, pr) + " named twice in one put");
+    }
+  }
+  return Status::OK();
+}
+
+// The columns of row n of a put on their own: names valid and each once, version an integer, group
+// an integer or a string (its key goes to *groups). Messages are built only for an error (this
+// runs for every row put).
+Status Store::CheckPutColumns(const PutRow& pr, size_t n, std::vector<std::pair<size_t, std::string>>* groups) const {
   auto where = [n] { return "row " + std::to_string(n); };
   std::unordered_set<std::string_view> names;  // for rows of many columns; a few are compared in turn
   bool many = pr.columns.size() > kFewColumns;
@@ -84,52 +115,85 @@ Status Store::CheckPutColumns(const PutRow& pr, size_t n, std::unordered_set<std
     for (size_t j = 0; !many && j < k; ++j) twice = twice || pr.columns[j].first == name;
     if (twice) return Status::InvalidArgument(where() + ": column '" + name + "' twice");
     if (name == kVersionColumn && !std::holds_alternative<int64_t>(value.value())) {
-      return Status::DataError(where() + ": column 'version' must be an integer, not " + ValueTypeName(value.value()));
+      return Status::DataError(where() + " column 'version': must be an integer, not " + ValueTypeName(value.value()));
     }
     if (name == kGroupColumn) {
-      if (!pr.is_new) return Status::Conflict(where() + ": 'group' is set when a row is created");
       std::string key = GroupKey(value);
-      if (key.empty()) return Status::DataError(where() + ": column 'group' must be an integer or a string");
-      if (groups_.count(key)) return Status::Conflict(where() + ": group " + key.substr(2) + " already exists");
-      new_groups->insert(key);
+      if (key.empty()) return Status::DataError(where() + " column 'group': must be an integer or a string");
+      groups->emplace_back(n, std::move(key));
     }
   }
   return Status::OK();
 }
 
-// A put's columns for an existing row: the row is live, has none of them, and can be acked when asked.
-Status Store::CheckAddTo(const PutRow& pr, std::unordered_set<uint64_t>* seen, uint32_t ack_t,
-                         const std::string& ack_task, uint64_t ack_lease) const {
-  auto where = [&] { return "row " + std::to_string(pr.index); };
-  auto it = rows_.find(pr.index);
-  if (it == rows_.end()) return Status::NotFound(where() + " does not exist (never put, or consumed by every task and freed)");
-  if (!seen->insert(pr.index).second) return Status::InvalidArgument(where() + " named twice in one put");
+// Row n of a put that names a live row: the row has none of its columns, and can be acked when asked.
+Status Store::CheckAddTo(const PutRow& pr, size_t n, uint32_t ack_t, const std::string& ack_task,
+                         uint64_t ack_lease) const {
+  const Row& row = rows_.at(pr.index);
   for (const auto& [name, value] : pr.columns) {
     uint32_t id = ColumnId(name);
-    if (id != UINT32_MAX && Find(it->second, id)) return Status::Conflict(where() + " already has column '" + name + "'");
+    if (id != UINT32_MAX && Find(row, id)) return Status::Conflict(RowName(n, pr) + " already has column '" + name + "'");
   }
   if (ack_t != UINT32_MAX) {
     const char* why = nullptr;
     RL_RETURN_IF_ERROR(CheckAckable(ack_t, ack_lease, pr.index, &why));
-    if (why) return Status::Conflict(where() + ": cannot ack for task '" + ack_task + "': " + why);
+    if (why) return Status::Conflict(RowName(n, pr) + ": cannot ack for task '" + ack_task + "': " + why);
   }
   return Status::OK();
 }
 
-Result<std::optional<Record>> Store::PlanDeclare(const std::string& task, const std::vector<std::string>& columns) const {
+Status CheckTaskColumns(const std::string& task, const std::vector<std::string>& columns) {
   RL_RETURN_IF_ERROR(CheckName("task", task));
   if (columns.empty()) return Status::InvalidArgument("task '" + task + "' names no columns");
-  for (const auto& c : columns) RL_RETURN_IF_ERROR(CheckName("column", c));
+  std::unordered_set<std::string_view> seen;
+  for (const auto& c : columns) {
+    RL_RETURN_IF_ERROR(CheckName("column", c));
+    // No row can have them: a task that needed one would never see a ready row.
+    if (c == kIndexField || c == kLeaseField) {
+      return Status::InvalidArgument("'" + c + "' is reserved, not a column name: no row has it");
+    }
+    if (!seen.insert(c).second) return Status::InvalidArgument("column '" + c + "' named twice");
+  }
+  return Status::OK();
+}
+
+Result<std::optional<Record>> Store::PlanDeclare(const std::string& task, const std::vector<std::string>& columns,
+                                                 bool optional) const {
+  RL_RETURN_IF_ERROR(CheckTaskColumns(task, columns));
   if (HasTask(task)) {
-    if (TaskColumns(task) == columns) return std::optional<Record>();
-    return Status::Conflict("task '" + task + "' exists with other columns");
+    if (TaskColumns(task) != columns) return Status::Conflict("task '" + task + "' exists with other columns");
+    if (IsOptional(task) != optional) {
+      return Status::Conflict("task '" + task + "' exists as " + (optional ? "a required" : "an optional") + " task");
+    }
+    return std::optional<Record>();
   }
   if (tasks_.size() >= kMaxTasks) return Status::InvalidArgument("at most 64 tasks");
   Record rec;
   rec.type = RecordType::kDeclare;
   rec.task = task;
   rec.columns = columns;
+  rec.optional = optional;
   return std::optional<Record>(std::move(rec));
+}
+
+Result<Record> Store::PlanRetire(const std::string& task) const {
+  RL_RETURN_IF_ERROR(CheckName("task", task));
+  auto it = task_ids_.find(task);
+  if (it == task_ids_.end()) return Status::NotFound("unknown task '" + task + "'");
+  Record rec;
+  rec.type = RecordType::kRetire;
+  rec.task = task;
+  // What ApplyRetire will free: rows every other required task consumed that no other task's
+  // lease holds (none while no other required task exists).
+  uint64_t t = it->second;
+  uint64_t mask = hold_mask_ & ~(uint64_t{1} << t);
+  if (mask == 0) return rec;
+  for (const auto& [index, row] : rows_) {
+    bool held = false;
+    for (const auto& [task_id, lease] : row.leases) held = held || task_id != t;
+    rec.freed += (row.consumed & mask) == mask && !held ? 1 : 0;
+  }
+  return rec;
 }
 
 // Walks the task's ready rows (or ready groups) in index order and picks units for a get, setting
@@ -199,13 +263,19 @@ void Store::CollectUnits(const Task& task, uint32_t t, const GetRequest& req, si
   (void)t;
 }
 
-Result<Record> Store::PlanGet(const GetRequest& req, int64_t now_ms) const {
-  auto it = task_ids_.find(req.task);
-  if (it == task_ids_.end()) return Status::NotFound("unknown task '" + req.task + "'");
+Status CheckGet(const GetRequest& req) {
+  if (!req.columns.empty()) RL_RETURN_IF_ERROR(CheckTaskColumns(req.task, req.columns));
   if (req.count < 1 || req.count > kMaxCount) return Status::InvalidArgument("count must be 1 to 1000000");
   if (req.parts < 1 || req.parts > 64) return Status::InvalidArgument("parts must be 1 to 64");
   if (req.lease_ms <= 0) return Status::InvalidArgument("lease must be positive");
   if (!req.drop_uniform.empty() && !req.groups) return Status::InvalidArgument("drop-uniform needs whole groups");
+  return Status::OK();
+}
+
+Result<Record> Store::PlanGet(const GetRequest& req, int64_t now_ms) const {
+  RL_RETURN_IF_ERROR(CheckGet(req));
+  auto it = task_ids_.find(req.task);
+  if (it == task_ids_.end()) return Status::NotFound("unknown task '" + req.task + "'");
   const Task& task = tasks_[it->second];
   Record rec;
   rec.type = RecordType::kLease;
@@ -273,9 +343,9 @@ Status Store::CheckAckable(uint32_t t, uint64_t lease, uint64_t index, const cha
 }
 
 Result<Record> Store::PlanAck(const std::string& task, uint64_t lease, const std::vector<uint64_t>& indices) const {
+  if (indices.size() > kMaxRowsPerRequest) return Status::TooLarge("ack of more than 1000000 rows");
   auto it = task_ids_.find(task);
   if (it == task_ids_.end()) return Status::NotFound("unknown task '" + task + "'");
-  if (indices.size() > kMaxRowsPerRequest) return Status::TooLarge("ack of more than 1000000 rows");
   Record rec;
   rec.type = RecordType::kAck;
   rec.task = task;

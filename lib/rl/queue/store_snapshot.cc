@@ -40,15 +40,17 @@ WalPayload Store::EncodeSnapshotPayload() const {
   pk.pack_uint64(next_index_);
   PackString(pk, "next_lease");
   pk.pack_uint64(next_lease_);
-  PackString(pk, "tasks");  // [name, [columns], consumed, dropped] in task-id order
+  PackString(pk, "tasks");  // [name, [columns], consumed, dropped, optional] in task-id order
   pk.pack_array(static_cast<uint32_t>(tasks_.size()));
   for (const Task& t : tasks_) {
-    pk.pack_array(4);
+    // Four fields for a required task: what servers before optional tasks read.
+    pk.pack_array(t.optional ? 5 : 4);
     PackString(pk, t.name);
     pk.pack_array(static_cast<uint32_t>(t.cols.size()));
     for (uint32_t c : t.cols) PackString(pk, column_names_[c]);
     pk.pack_uint64(t.consumed);
     pk.pack_uint64(t.dropped);
+    if (t.optional) pk.pack_true();
   }
   PackString(pk, "rows");  // [index, origin, consumed mask, {columns}], in index order
   std::vector<uint64_t> order;
@@ -144,9 +146,16 @@ Status Store::LoadSnapshot(const char* data, size_t size) {
   RL_ASSIGN_OR_RETURN(next_lease_, m.U64("next_lease"));
   RL_ASSIGN_OR_RETURN(auto tasks, ArrayField(m, "tasks"));
   for (uint32_t i = 0; i < tasks->size; ++i) {
-    RL_ASSIGN_OR_RETURN(const msgpack::object* f, Tuple(tasks->ptr[i], 4, "task"));
+    // Snapshots written before optional tasks have four fields.
+    const msgpack::object& entry = tasks->ptr[i];
+    bool has_optional = entry.type == msgpack::type::ARRAY && entry.via.array.size == 5;
+    RL_ASSIGN_OR_RETURN(const msgpack::object* f, Tuple(entry, has_optional ? 5 : 4, "task"));
     Record declare;
     declare.type = RecordType::kDeclare;
+    if (has_optional) {
+      if (f[4].type != msgpack::type::BOOLEAN) return Status::Corruption("task optional flag");
+      declare.optional = f[4].via.boolean;
+    }
     RL_ASSIGN_OR_RETURN(declare.task, AsString(f[0], "task name"));
     if (f[1].type != msgpack::type::ARRAY) return Status::Corruption("snapshot task columns");
     for (uint32_t c = 0; c < f[1].via.array.size; ++c) {
@@ -154,6 +163,7 @@ Status Store::LoadSnapshot(const char* data, size_t size) {
       declare.columns.push_back(std::move(col));
     }
     ApplyDeclare(declare);
+    if (tasks_.size() != i + 1) return Status::Corruption("snapshot task listed twice, or more than 64 tasks");
     RL_ASSIGN_OR_RETURN(tasks_.back().consumed, AsU64(f[2], "task consumed"));
     RL_ASSIGN_OR_RETURN(tasks_.back().dropped, AsU64(f[3], "task dropped"));
   }
@@ -167,9 +177,12 @@ Status Store::LoadSnapshot(const char* data, size_t size) {
   for (uint32_t i = 0; i < rows->size; ++i) {
     RL_ASSIGN_OR_RETURN(const msgpack::object* f, Tuple(rows->ptr[i], 4, "row"));
     RL_ASSIGN_OR_RETURN(uint64_t index, AsU64(f[0], "row index"));
+    if (rows_.count(index)) return Status::Corruption("snapshot row listed twice");
     Row& row = rows_[index];
     RL_ASSIGN_OR_RETURN(uint64_t origin, AsU64(f[1], "row origin"));
     RL_ASSIGN_OR_RETURN(row.consumed, AsU64(f[2], "row consumed"));
+    row.consumed &= tasks_.size() >= 64 ? ~uint64_t{0} : (uint64_t{1} << tasks_.size()) - 1;
+    for (uint32_t t = 0; t < tasks_.size(); ++t) tasks_[t].unconsumed += row.consumed >> t & 1 ? 0 : 1;
     RL_ASSIGN_OR_RETURN(auto cols, UnpackColumns(f[3]));
     if (origin > cols.size()) return Status::Corruption("row origin beyond its columns");
     row.origin = static_cast<uint32_t>(origin);
