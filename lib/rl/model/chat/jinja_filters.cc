@@ -160,8 +160,17 @@ std::optional<int64_t> ParsePyInt(const std::string& raw) {
 }
 
 std::optional<double> ParsePyFloat(const std::string& raw) {
-  std::string s = PyStrip(raw, std::nullopt, true, true);
-  if (s.empty()) return std::nullopt;
+  std::string t = PyStrip(raw, std::nullopt, true, true), s;
+  for (size_t i = 0; i < t.size(); ++i) {  // underscores only between digits, as Python's float()
+    if (t[i] != '_') {
+      s.push_back(t[i]);
+      continue;
+    }
+    if (i == 0 || i + 1 == t.size() || !std::isdigit(static_cast<unsigned char>(t[i - 1])) ||
+        !std::isdigit(static_cast<unsigned char>(t[i + 1])))
+      return std::nullopt;
+  }
+  if (s.empty() || s.find_first_of("xXpP") != std::string::npos) return std::nullopt;
   size_t used = 0;
   try {
     double d = std::stod(s, &used);

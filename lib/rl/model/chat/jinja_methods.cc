@@ -285,8 +285,12 @@ Result<Value> GetAttr(const Value& obj, const std::string& name) {
     if (const Value* v = obj.object()->Find(name)) return *v;
     return Value::Undefined("'" + TypeName(obj) + " object' has no attribute '" + name + "'");
   }
-  if (!obj.is_data() || name.empty() || name[0] == '_') return Missing(obj, Value(name));
+  if (!obj.is_data()) return Missing(obj, Value(name));
   const Json& d = obj.data();
+  if (!name.empty() && name[0] == '_') {  // no Python attribute that is safe: a dict key or nothing
+    if (d.is_object() && d.contains(name)) return Value(d[name]);
+    return Missing(obj, Value(name));
+  }
   if (d.is_object()) {
     static const std::set<std::string> safe = {"get", "items", "keys", "values", "copy"};
     static const std::set<std::string> unsafe = {"pop", "popitem", "setdefault", "update", "clear", "fromkeys"};

@@ -88,9 +88,7 @@ std::vector<std::string> SplitWhitespace(std::string_view s, int64_t maxsplit, b
       while (i < u.size() && PyIsSpace(u[i])) ++i;
       if (i == u.size()) break;
       if (maxsplit >= 0 && static_cast<int64_t>(parts.size()) == maxsplit) {
-        size_t e = u.size();
-        while (e > i && PyIsSpace(u[e - 1])) --e;
-        parts.push_back(EncodeUtf8(std::u32string_view(u).substr(i, e - i)));
+        parts.push_back(EncodeUtf8(std::u32string_view(u).substr(i)));
         break;
       }
       size_t j = i;
@@ -105,9 +103,7 @@ std::vector<std::string> SplitWhitespace(std::string_view s, int64_t maxsplit, b
     while (e > 0 && PyIsSpace(u[e - 1])) --e;
     if (e == 0) break;
     if (maxsplit >= 0 && static_cast<int64_t>(parts.size()) == maxsplit) {
-      size_t b = 0;
-      while (b < e && PyIsSpace(u[b])) ++b;
-      parts.push_back(EncodeUtf8(std::u32string_view(u).substr(b, e - b)));
+      parts.push_back(EncodeUtf8(std::u32string_view(u).substr(0, e)));
       break;
     }
     size_t b = e;
