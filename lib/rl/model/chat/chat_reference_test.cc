@@ -181,5 +181,49 @@ TEST(ChatReferenceTest, SnippetsRenderOrFailAsJinja2) {
   EXPECT_GE(ExpectSameAsJinja2(cases), 80);
 }
 
+// Templates damaged at random (fixed seed): where Jinja2 still renders one, ours must render
+// the same; where Jinja2 rejects it, ours must fail with a one-line error, and never crash.
+TEST(ChatReferenceTest, MutatedTemplatesRenderOrFailAsJinja2) {
+  if (!HaveJinja2()) GTEST_SKIP() << "python3-jinja2 is not installed: no reference to compare with";
+  static const char* kPieces[] = {"{{", "}}", "{%", "%}", "{#", "#}", "-", "+", " ", "\n", "|", "'", "\"", "(",
+                                  ")", "[", "]", "is ", "not ", "loop", ".", ",", "=", "~", "endif", "else"};
+  Json conv = Json::parse(ReadFile(SourceDir() / "tests" / "chat" / "conversations.json"))[7];
+  std::vector<Case> cases;
+  uint64_t state = 0x9e3779b97f4a7c15ull;
+  auto next = [&state](uint64_t n) {
+    state ^= state << 13, state ^= state >> 7, state ^= state << 17;
+    return state % n;
+  };
+  for (const auto& entry : fs::directory_iterator(SourceDir() / "tests" / "chat" / "templates")) {
+    std::string src = ReadFile(entry.path());
+    for (int k = 0; k < 150; ++k) {
+      std::string m = src;
+      for (int edits = next(4) == 0 ? 2 : 1; edits > 0; --edits) {
+        size_t at = next(m.size() + 1);
+        switch (next(3)) {
+          case 0: m.erase(at, 1 + next(4)); break;
+          case 1: m.insert(at, kPieces[next(sizeof kPieces / sizeof kPieces[0])]); break;
+          default: m.insert(at, m.substr(next(m.size() + 1), next(8))); break;
+        }
+      }
+      try {
+        (void)Json(m).dump();
+      } catch (const Json::exception&) {
+        continue;  // an edit split a UTF-8 sequence: not a template Python can read
+      }
+      Json spec = conv;
+      spec.erase("name");
+      spec["template"] = m;
+      spec["now"] = kNow;
+      spec["variables"] = {{"bos_token", "<s>"}, {"eos_token", "</s>"}};
+      cases.push_back({entry.path().stem().string() + " mutant " + std::to_string(k) + ":\n" + m, spec});
+    }
+  }
+  int rendered = ExpectSameAsJinja2(cases);
+  std::printf("%zu mutants: %d rendered, %zu rejected by both\n", cases.size(), rendered, cases.size() - rendered);
+  EXPECT_GE(rendered, 100) << "too few mutants render to compare outputs";
+  EXPECT_GE(cases.size() - rendered, 100u) << "too few mutants fail to compare errors";
+}
+
 }  // namespace
 }  // namespace rl::chat

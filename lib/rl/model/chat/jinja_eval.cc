@@ -323,13 +323,12 @@ class Evaluator {
     switch (e.kind) {
       case Expr::Kind::kConst: return Value(e.value);
       case Expr::Kind::kList: {
-        Json out = Json::array();
+        std::vector<Value> items;
         for (const auto& a : e.args) {
           RL_ASSIGN_OR_RETURN(Value v, Eval(*a, scope));
-          RL_ASSIGN_OR_RETURN(v, Data(v, "list"));
-          out.push_back(std::move(v.data()));
+          items.push_back(std::move(v));
         }
-        return Value(std::move(out));
+        return Value::MakeList(std::move(items));
       }
       case Expr::Kind::kDict: {
         Json out = Json::object();

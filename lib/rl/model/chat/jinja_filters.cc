@@ -35,6 +35,7 @@ bool IsNone(const Value& v) { return v.is_data() && v.data().is_null(); }
 
 Result<Value> Length(const Value& v) {
   if (v.is_undefined()) return Value(int64_t{0});
+  if (v.kind() == Value::Kind::kList) return Value(static_cast<int64_t>(v.list()->size()));
   if (v.is_data()) {
     const Json& d = v.data();
     if (d.is_string()) return Value(static_cast<int64_t>(CodePointCount(d.get_ref<const std::string&>())));
@@ -69,24 +70,21 @@ Result<Value> Select(const std::string& f, const Value& seq, std::vector<Value>&
   if (by_attr && args.empty()) return Status::DataError(f + " needs an attribute name");
   std::vector<Value> rest(args.begin() + (by_attr ? 1 : 0), args.end());
   RL_ASSIGN_OR_RETURN(std::vector<Value> items, Iterate(seq));
-  Json out = Json::array();
+  std::vector<Value> out;
   for (const Value& item : items) {
     Value probe = item;
     if (by_attr) {
       RL_ASSIGN_OR_RETURN(probe, AttrPath(item, args[0]));
     }
     RL_ASSIGN_OR_RETURN(bool ok, Passes(probe, rest));
-    if (ok == keep_if) {
-      if (!item.is_data()) return Status::DataError(f + ": only data can be selected");
-      out.push_back(item.data());
-    }
+    if (ok == keep_if) out.push_back(item);
   }
-  return Value(out);
+  return Value::MakeList(std::move(out));
 }
 
 Result<Value> Map(const Value& seq, std::vector<Value>& args, Kwargs& kwargs) {
   RL_ASSIGN_OR_RETURN(std::vector<Value> items, Iterate(seq));
-  Json out = Json::array();
+  std::vector<Value> out;
   bool by_attr = args.empty();
   Value attribute, def;
   for (auto& [k, v] : kwargs) {
@@ -109,10 +107,9 @@ Result<Value> Map(const Value& seq, std::vector<Value>& args, Kwargs& kwargs) {
       Kwargs fkw = kwargs;
       RL_ASSIGN_OR_RETURN(r, ApplyFilter(name, item, fargs, fkw));
     }
-    if (!r.is_data()) return Status::DataError("map: the result for an item is " + TypeName(r) + ", not data");
-    out.push_back(r.data());
+    out.push_back(std::move(r));
   }
-  return Value(out);
+  return Value::MakeList(std::move(out));
 }
 
 Result<Value> ToJson(const Value& v, std::vector<Value>& args, Kwargs& kwargs) {
@@ -257,12 +254,9 @@ Result<Value> Sort(const Value& v, std::vector<Value>& args, Kwargs& kwargs) {
     return r.value();
   });
   RL_RETURN_IF_ERROR(err);
-  Json out = Json::array();
-  for (auto& [k, item] : keyed) {
-    if (!item.is_data()) return Status::DataError("sort: only data can be sorted");
-    out.push_back(item.data());
-  }
-  return Value(out);
+  std::vector<Value> out;
+  for (auto& [k, item] : keyed) out.push_back(std::move(item));
+  return Value::MakeList(std::move(out));
 }
 
 Result<Value> Indent(const Value& v, std::vector<Value>& args, Kwargs& kwargs) {
@@ -353,9 +347,7 @@ Result<Value> ApplyFilter(const std::string& f, const Value& v, std::vector<Valu
   }
   if (f == "list") {
     RL_ASSIGN_OR_RETURN(std::vector<Value> items, Iterate(v));
-    Json out = Json::array();
-    for (const Value& i : items) out.push_back(i.data());
-    return NoArgs(f, args, kwargs, Value(out));
+    return NoArgs(f, args, kwargs, Value::MakeList(std::move(items)));
   }
   if (f == "reverse") {
     if (v.is_string()) {
@@ -363,10 +355,10 @@ Result<Value> ApplyFilter(const std::string& f, const Value& v, std::vector<Valu
       std::reverse(u.begin(), u.end());
       return NoArgs(f, args, kwargs, Value(EncodeUtf8(u)));
     }
-    if (!v.is_data() || !v.data().is_array()) return Status::DataError("argument to reversed() must be a sequence");
-    Json out = Json::array();
-    for (auto it = v.data().rbegin(); it != v.data().rend(); ++it) out.push_back(*it);
-    return NoArgs(f, args, kwargs, Value(out));
+    if (!(v.is_data() && v.data().is_array()) && v.kind() != Value::Kind::kList)
+      return Status::DataError("argument to reversed() must be a sequence");
+    RL_ASSIGN_OR_RETURN(std::vector<Value> items, Iterate(v));
+    return NoArgs(f, args, kwargs, Value::MakeList({items.rbegin(), items.rend()}));
   }
   if (f == "select" || f == "reject" || f == "selectattr" || f == "rejectattr") {
     if (!kwargs.empty()) return Status::DataError("filter '" + f + "' takes no keyword arguments");

@@ -310,6 +310,11 @@ Result<Value> GetAttr(const Value& obj, const std::string& name) {
 
 Result<Value> GetItem(const Value& obj, const Value& key) {
   if (obj.is_undefined()) return UndefinedError(obj);
+  if (obj.kind() == Value::Kind::kList && key.is_data() && IsInt(key.data())) {
+    int64_t i = AsInt64(key.data()), n = static_cast<int64_t>(obj.list()->size());
+    if (i < 0) i += n;
+    if (i >= 0 && i < n) return (*obj.list())[static_cast<size_t>(i)];
+  }
   if (key.is_undefined()) return Missing(obj, key);
   if (obj.is_data() && key.is_data()) {
     const Json& d = obj.data();
@@ -406,6 +411,7 @@ Result<Value> GetSlice(const Value& obj, const Value& start, const Value& stop, 
 Result<std::vector<Value>> Iterate(const Value& v) {
   std::vector<Value> out;
   if (v.is_undefined()) return out;
+  if (v.kind() == Value::Kind::kList) return *v.list();
   if (v.is_data()) {
     const Json& d = v.data();
     if (d.is_array()) {

@@ -604,6 +604,13 @@ class Parser {
       return e;
     }
     Next();  // [
+    if (SkipOp("]")) {  // obj[]: Jinja subscripts with an empty tuple
+      ExprPtr e = Node(Expr::Kind::kGetitem, line);
+      e->a = std::move(obj);
+      e->b = Node(Expr::Kind::kConst, line);
+      e->b->value = Json::array();
+      return e;
+    }
     std::vector<ExprPtr> parts;  // up to three slice bounds
     bool slice = false;
     for (int k = 0; k < 3; ++k) {

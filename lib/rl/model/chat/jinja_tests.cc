@@ -52,6 +52,11 @@ bool IsKnownTest(const std::string& name) {
 
 Result<bool> Contains(const Value& container, const Value& item) {
   if (container.is_undefined()) return false;
+  if (container.kind() == Value::Kind::kList) {
+    for (const Value& e : *container.list())
+      if (PyEquals(e, item)) return true;
+    return false;
+  }
   if (container.is_data()) {
     const Json& c = container.data();
     if (c.is_string()) {
@@ -86,7 +91,7 @@ Result<bool> ApplyTest(const std::string& name, const Value& v, std::vector<Valu
   if (name == "string") return v.is_string();
   if (name == "mapping") return IsData(v, &Json::is_object);
   if (name == "iterable" || name == "sequence")
-    return v.is_undefined() || IsData(v, &Json::is_string) || IsData(v, &Json::is_array) || IsData(v, &Json::is_object);
+    return v.is_undefined() || v.kind() == Value::Kind::kList || IsData(v, &Json::is_string) || IsData(v, &Json::is_array) || IsData(v, &Json::is_object);
   if (name == "callable") return v.kind() == Value::Kind::kCallable;
   if (name == "escaped") return false;
   if (name == "lower" || name == "upper") {

@@ -38,6 +38,20 @@ Value Value::FromFunction(std::string name, Function fn) {
   return v;
 }
 
+Value Value::MakeList(std::vector<Value> items) {
+  bool all_data = true;
+  for (const Value& v : items) all_data = all_data && v.is_data();
+  if (all_data) {
+    Json arr = Json::array();
+    for (Value& v : items) arr.push_back(std::move(v.data_));
+    return Value(std::move(arr));
+  }
+  Value v;
+  v.kind_ = Kind::kList;
+  v.list_ = std::make_shared<const std::vector<Value>>(std::move(items));
+  return v;
+}
+
 Status UndefinedError(const Value& v) {
   return Status::DataError(v.hint().empty() ? "value is undefined" : v.hint());
 }
@@ -48,6 +62,7 @@ std::string TypeName(const Value& v) {
     case Value::Kind::kObject:
       return v.object()->type == Object::Type::kNamespace ? "Namespace" : "LoopContext";
     case Value::Kind::kCallable: return "function";
+    case Value::Kind::kList: return "list";
     case Value::Kind::kData: break;
   }
   const Json& j = v.data();
@@ -68,6 +83,7 @@ bool Truthy(const Value& v) {
     case Value::Kind::kUndefined: return false;
     case Value::Kind::kObject:
     case Value::Kind::kCallable: return true;
+    case Value::Kind::kList: return !v.list()->empty();
     case Value::Kind::kData: break;
   }
   const Json& j = v.data();
@@ -132,6 +148,15 @@ std::string PyStr(const Value& v) {
   switch (v.kind()) {
     case Value::Kind::kUndefined: return "";
     case Value::Kind::kCallable: return "<function " + v.callable()->name + ">";
+    case Value::Kind::kList: {
+      std::string out = "[";
+      for (size_t i = 0; i < v.list()->size(); ++i) {
+        const Value& e = (*v.list())[i];
+        out += i ? ", " : "";
+        out += e.is_data() ? PyRepr(e.data()) : e.is_undefined() ? "Undefined" : PyStr(e);
+      }
+      return out + "]";
+    }
     case Value::Kind::kObject: {
       if (v.object()->type == Object::Type::kLoop) return "<LoopContext>";
       std::string out = "<Namespace {";
@@ -212,6 +237,12 @@ bool PyEquals(const Value& a, const Value& b) {
     case Value::Kind::kUndefined: return true;
     case Value::Kind::kObject: return a.object() == b.object();
     case Value::Kind::kCallable: return a.callable() == b.callable();
+    case Value::Kind::kList: {
+      if (a.list()->size() != b.list()->size()) return false;
+      for (size_t i = 0; i < a.list()->size(); ++i)
+        if (!PyEquals((*a.list())[i], (*b.list())[i])) return false;
+      return true;
+    }
     case Value::Kind::kData: return JsonEquals(a.data(), b.data());
   }
   return false;

@@ -40,7 +40,9 @@ struct Callable {
 
 class Value {
  public:
-  enum class Kind { kUndefined, kData, kObject, kCallable };
+  // kList: a list holding a value that is not data (Undefined, a namespace); lists of data are
+  // kData arrays. MakeList chooses.
+  enum class Kind { kUndefined, kData, kObject, kCallable, kList };
 
   Value() = default;  // undefined
   Value(Json data) : kind_(Kind::kData), data_(std::move(data)) {}  // NOLINT: implicit by design
@@ -51,6 +53,7 @@ class Value {
   }
   static Value FromObject(std::shared_ptr<Object> o);
   static Value FromFunction(std::string name, Function fn);
+  static Value MakeList(std::vector<Value> items);
 
   Kind kind() const { return kind_; }
   bool is_undefined() const { return kind_ == Kind::kUndefined; }
@@ -63,6 +66,7 @@ class Value {
   const std::string& hint() const { return hint_; }
   const std::shared_ptr<Object>& object() const { return object_; }
   const std::shared_ptr<Callable>& callable() const { return callable_; }
+  const std::shared_ptr<const std::vector<Value>>& list() const { return list_; }
 
  private:
   Kind kind_ = Kind::kUndefined;
@@ -70,6 +74,7 @@ class Value {
   std::string hint_;
   std::shared_ptr<Object> object_;
   std::shared_ptr<Callable> callable_;
+  std::shared_ptr<const std::vector<Value>> list_;
 };
 
 // The error Jinja raises when an undefined value is used for more than printing or testing.
