@@ -156,32 +156,19 @@ class Evaluator {
     return Status::OK();
   }
 
-  Value LoopObject(size_t i, const std::vector<Value>& items) {
+  Value LoopObject(size_t i, const std::shared_ptr<const std::vector<Value>>& items) {
     auto o = std::make_shared<Object>();
     o->type = Object::Type::kLoop;
-    int64_t n = static_cast<int64_t>(items.size()), k = static_cast<int64_t>(i);
-    o->Set("index", Value(k + 1));
-    o->Set("index0", Value(k));
-    o->Set("revindex", Value(n - k));
-    o->Set("revindex0", Value(n - k - 1));
-    o->Set("first", Value(k == 0));
-    o->Set("last", Value(k == n - 1));
-    o->Set("length", Value(n));
-    o->Set("depth", Value(int64_t{1}));
-    o->Set("depth0", Value(int64_t{0}));
-    o->Set("previtem", i > 0 ? items[i - 1] : Value::Undefined("there is no previous item"));
-    o->Set("nextitem", i + 1 < items.size() ? items[i + 1] : Value::Undefined("there is no next item"));
-    o->Set("cycle", Value::FromFunction("loop.cycle", [k](std::vector<Value>& args, Kwargs&) -> Result<Value> {
-             if (args.empty()) return Status::DataError("no items for cycling given");
-             return args[static_cast<size_t>(k) % args.size()];
-           }));
+    o->index = i;
+    o->items = items;
     return Value::FromObject(std::move(o));
   }
 
   Status ExecFor(const Stmt& st, Scope& scope) {
     RL_ASSIGN_OR_RETURN(Value seq, Eval(*st.expr, scope));
     RL_ASSIGN_OR_RETURN(std::vector<Value> all, Iterate(seq));
-    std::vector<Value> items;
+    auto shared = std::make_shared<std::vector<Value>>();
+    std::vector<Value>& items = *shared;
     for (Value& item : all) {
       if (st.cond) {
         Scope probe(&scope);
@@ -196,7 +183,7 @@ class Evaluator {
         return Status::TooLarge("more than " + std::to_string(limits_.max_loop_iterations) + " loop iterations");
       Scope inner(&scope);
       RL_RETURN_IF_ERROR(Unpack(st.targets, items[i], inner));
-      inner.Set("loop", LoopObject(i, items));
+      inner.Set("loop", LoopObject(i, shared));
       RL_RETURN_IF_ERROR(ExecBody(st.body, inner));
       Flow f = flow_;
       flow_ = Flow::kNormal;
@@ -337,7 +324,7 @@ class Evaluator {
           if (!k.is_string()) return Status::DataError("dict keys other than strings are not supported");
           RL_ASSIGN_OR_RETURN(Value v, Eval(*e.args[i + 1], scope));
           RL_ASSIGN_OR_RETURN(v, Data(v, "dict"));
-          out[k.str()] = std::move(v.data());
+          out[k.str()] = v.data();
         }
         return Value(std::move(out));
       }
@@ -459,7 +446,7 @@ Result<Value> Namespace(std::vector<Value>& args, Kwargs& kwargs) {
   if (args.size() > 1) return Status::DataError("namespace takes at most one positional argument");
   if (args.size() == 1) {
     if (!args[0].is_data() || !args[0].data().is_object()) return Status::DataError("namespace: the argument must be a mapping");
-    for (const auto& [k, v] : args[0].data().items()) o->Set(k, Value(v));
+    for (const auto& [k, v] : args[0].data().items()) o->Set(k, args[0].Child(v));
   }
   for (auto& [k, v] : kwargs) o->Set(k, v);
   return Value::FromObject(std::move(o));

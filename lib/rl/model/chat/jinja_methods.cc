@@ -208,18 +208,19 @@ Result<Value> CallStrMethod(const std::string& s, const std::string& m, std::vec
   return Status::DataError("str." + m + "() is not supported");
 }
 
-Result<Value> CallDictMethod(const Json& d, const std::string& m, std::vector<Value>& args, Kwargs& kwargs) {
+Result<Value> CallDictMethod(const Value& obj, const std::string& m, std::vector<Value>& args, Kwargs& kwargs) {
+  const Json& d = obj.data();
   if (!kwargs.empty()) return ArgError(m, "takes no keyword arguments");
   if (m == "get") {
     if (args.empty() || args.size() > 2) return ArgError(m, "takes 1 or 2 arguments");
     if (args[0].is_string()) {
       auto it = d.find(args[0].str());
-      if (it != d.end()) return Value(*it);
+      if (it != d.end()) return obj.Child(*it);
     }
     return args.size() == 2 ? args[1] : Value(Json(nullptr));
   }
   if (!args.empty()) return ArgError(m, "takes no arguments");
-  if (m == "copy") return Value(d);
+  if (m == "copy") return obj;
   Json out = Json::array();
   for (const auto& [k, v] : d.items()) {
     if (m == "keys") out.push_back(k);
@@ -229,13 +230,14 @@ Result<Value> CallDictMethod(const Json& d, const std::string& m, std::vector<Va
   return Value(out);
 }
 
-Result<Value> CallListMethod(const Json& l, const std::string& m, std::vector<Value>& args, Kwargs& kwargs) {
+Result<Value> CallListMethod(const Value& obj, const std::string& m, std::vector<Value>& args, Kwargs& kwargs) {
+  const Json& l = obj.data();
   if (!kwargs.empty()) return ArgError(m, "takes no keyword arguments");
-  if (m == "copy") return Value(l);
+  if (m == "copy") return obj;
   if (args.size() != 1) return ArgError(m, "takes exactly one argument");
   int64_t count = 0;
   for (size_t i = 0; i < l.size(); ++i) {
-    if (PyEquals(Value(l[i]), args[0])) {
+    if (PyEquals(obj.Child(l[i]), args[0])) {
       if (m == "index") return Value(static_cast<int64_t>(i));
       ++count;
     }
@@ -264,8 +266,8 @@ Value Bound(const Value& obj, const std::string& name) {
   return Value::FromFunction(label, [obj, name](std::vector<Value>& args, Kwargs& kwargs) -> Result<Value> {
     const Json& d = obj.data();
     Result<Value> r = d.is_string() ? CallStrMethod(d.get_ref<const std::string&>(), name, args, kwargs)
-                      : d.is_object() ? CallDictMethod(d, name, args, kwargs)
-                                      : CallListMethod(d, name, args, kwargs);
+                      : d.is_object() ? CallDictMethod(obj, name, args, kwargs)
+                                      : CallListMethod(obj, name, args, kwargs);
     if (!r.ok()) return r.status().WithContext(TypeName(obj) + "." + name);
     return r;
   });
@@ -282,13 +284,14 @@ int64_t AsInt64(const Json& j) {
 Result<Value> GetAttr(const Value& obj, const std::string& name) {
   if (obj.is_undefined()) return UndefinedError(obj);
   if (obj.kind() == Value::Kind::kObject) {
-    if (const Value* v = obj.object()->Find(name)) return *v;
+    Value v;
+    if (obj.object()->Get(name, &v)) return v;
     return Value::Undefined("'" + TypeName(obj) + " object' has no attribute '" + name + "'");
   }
   if (!obj.is_data()) return Missing(obj, Value(name));
   const Json& d = obj.data();
   if (!name.empty() && name[0] == '_') {  // no Python attribute that is safe: a dict key or nothing
-    if (d.is_object() && d.contains(name)) return Value(d[name]);
+    if (d.is_object() && d.contains(name)) return obj.Child(d[name]);
     return Missing(obj, Value(name));
   }
   if (d.is_object()) {
@@ -297,7 +300,7 @@ Result<Value> GetAttr(const Value& obj, const std::string& name) {
     if (safe.count(name)) return Bound(obj, name);
     if (unsafe.count(name)) return Unsafe(obj, name);
     auto it = d.find(name);
-    if (it != d.end()) return Value(*it);
+    if (it != d.end()) return obj.Child(*it);
   } else if (d.is_string()) {
     if (StrMethods().count(name)) return Bound(obj, name);
   } else if (d.is_array()) {
@@ -321,13 +324,13 @@ Result<Value> GetItem(const Value& obj, const Value& key) {
     const Json& k = key.data();
     if (d.is_object() && k.is_string()) {
       auto it = d.find(k.get_ref<const std::string&>());
-      if (it != d.end()) return Value(*it);
+      if (it != d.end()) return obj.Child(*it);
     } else if ((d.is_array() || d.is_string()) && IsInt(k)) {
       int64_t i = AsInt64(k);
       if (d.is_array()) {
         int64_t n = static_cast<int64_t>(d.size());
         if (i < 0) i += n;
-        if (i >= 0 && i < n) return Value(d[static_cast<size_t>(i)]);
+        if (i >= 0 && i < n) return obj.Child(d[static_cast<size_t>(i)]);
       } else {
         std::u32string u = DecodeUtf8(d.get_ref<const std::string&>());
         int64_t n = static_cast<int64_t>(u.size());
@@ -415,7 +418,7 @@ Result<std::vector<Value>> Iterate(const Value& v) {
   if (v.is_data()) {
     const Json& d = v.data();
     if (d.is_array()) {
-      for (const auto& e : d) out.emplace_back(e);
+      for (const auto& e : d) out.push_back(v.Child(e));
       return out;
     }
     if (d.is_object()) {

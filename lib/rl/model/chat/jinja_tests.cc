@@ -65,7 +65,7 @@ Result<bool> Contains(const Value& container, const Value& item) {
     }
     if (c.is_array()) {
       for (const auto& e : c)
-        if (PyEquals(Value(e), item)) return true;
+        if (PyEquals(container.Child(e), item)) return true;
       return false;
     }
     if (c.is_object()) return item.is_string() && c.contains(item.str());

@@ -8,10 +8,37 @@
 
 namespace rl::chat::jinja {
 
-const Value* Object::Find(const std::string& name) const {
-  for (const auto& [k, v] : attrs)
-    if (k == name) return v.get();
-  return nullptr;
+const Json Value::kNull;
+
+bool Object::Get(const std::string& name, Value* out) const {
+  if (type == Type::kNamespace) {
+    for (const auto& [k, v] : attrs) {
+      if (k == name) {
+        *out = *v;
+        return true;
+      }
+    }
+    return false;
+  }
+  int64_t n = static_cast<int64_t>(items->size()), k = static_cast<int64_t>(index);
+  if (name == "index") *out = Value(k + 1);
+  else if (name == "index0") *out = Value(k);
+  else if (name == "revindex") *out = Value(n - k);
+  else if (name == "revindex0") *out = Value(n - k - 1);
+  else if (name == "first") *out = Value(k == 0);
+  else if (name == "last") *out = Value(k == n - 1);
+  else if (name == "length") *out = Value(n);
+  else if (name == "depth") *out = Value(int64_t{1});
+  else if (name == "depth0") *out = Value(int64_t{0});
+  else if (name == "previtem") *out = k > 0 ? (*items)[index - 1] : Value::Undefined("there is no previous item");
+  else if (name == "nextitem") *out = k + 1 < n ? (*items)[index + 1] : Value::Undefined("there is no next item");
+  else if (name == "cycle")
+    *out = Value::FromFunction("loop.cycle", [k](std::vector<Value>& args, Kwargs&) -> Result<Value> {
+      if (args.empty()) return Status::DataError("no items for cycling given");
+      return args[static_cast<size_t>(k) % args.size()];
+    });
+  else return false;
+  return true;
 }
 
 void Object::Set(const std::string& name, Value v) {
@@ -43,7 +70,7 @@ Value Value::MakeList(std::vector<Value> items) {
   for (const Value& v : items) all_data = all_data && v.is_data();
   if (all_data) {
     Json arr = Json::array();
-    for (Value& v : items) arr.push_back(std::move(v.data_));
+    for (Value& v : items) arr.push_back(v.data());
     return Value(std::move(arr));
   }
   Value v;
@@ -56,6 +83,20 @@ Status UndefinedError(const Value& v) {
   return Status::DataError(v.hint().empty() ? "value is undefined" : v.hint());
 }
 
+namespace {
+
+std::string JsonTypeName(const Json& j) {
+  if (j.is_null()) return "NoneType";
+  if (j.is_boolean()) return "bool";
+  if (j.is_number_float()) return "float";
+  if (j.is_number()) return "int";
+  if (j.is_string()) return "str";
+  if (j.is_array()) return "list";
+  return "dict";
+}
+
+}  // namespace
+
 std::string TypeName(const Value& v) {
   switch (v.kind()) {
     case Value::Kind::kUndefined: return "Undefined";
@@ -65,14 +106,7 @@ std::string TypeName(const Value& v) {
     case Value::Kind::kList: return "list";
     case Value::Kind::kData: break;
   }
-  const Json& j = v.data();
-  if (j.is_null()) return "NoneType";
-  if (j.is_boolean()) return "bool";
-  if (j.is_number_float()) return "float";
-  if (j.is_number()) return "int";
-  if (j.is_string()) return "str";
-  if (j.is_array()) return "list";
-  return "dict";
+  return JsonTypeName(v.data());
 }
 
 bool IsNumber(const Json& j) { return j.is_number(); }
@@ -207,7 +241,7 @@ bool JsonEquals(const Json& a, const Json& b) {
 
 double AsDouble(const Json& j) { return j.is_boolean() ? (j.get<bool>() ? 1.0 : 0.0) : j.get<double>(); }
 
-Result<bool> JsonLess(const Json& a, const Json& b, const Value& va, const Value& vb) {
+Result<bool> JsonLess(const Json& a, const Json& b) {
   bool an = a.is_number() || a.is_boolean(), bn = b.is_number() || b.is_boolean();
   if (an && bn) {
     if (IsInt(a) && IsInt(b) && !a.is_number_unsigned() && !b.is_number_unsigned()) {
@@ -221,12 +255,12 @@ Result<bool> JsonLess(const Json& a, const Json& b, const Value& va, const Value
   if (a.is_array() && b.is_array()) {
     for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
       if (JsonEquals(a[i], b[i])) continue;
-      return JsonLess(a[i], b[i], Value(a[i]), Value(b[i]));
+      return JsonLess(a[i], b[i]);
     }
     return a.size() < b.size();
   }
-  return Status::DataError("'<' not supported between instances of '" + TypeName(va) + "' and '" +
-                           TypeName(vb) + "'");
+  return Status::DataError("'<' not supported between instances of '" + JsonTypeName(a) + "' and '" +
+                           JsonTypeName(b) + "'");
 }
 
 }  // namespace
@@ -255,7 +289,7 @@ Result<bool> PyLess(const Value& a, const Value& b) {
     return Status::DataError("'<' not supported between instances of '" + TypeName(a) + "' and '" +
                              TypeName(b) + "'");
   }
-  return JsonLess(a.data(), b.data(), a, b);
+  return JsonLess(a.data(), b.data());
 }
 
 namespace {

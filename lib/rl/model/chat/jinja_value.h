@@ -25,11 +25,15 @@ class Value;
 using Kwargs = std::vector<std::pair<std::string, Value>>;
 using Function = std::function<Result<Value>(std::vector<Value>& args, Kwargs& kwargs)>;
 
+// namespace() objects and the loop variable (whose attributes are computed from its position).
 struct Object {
   enum class Type { kNamespace, kLoop };
   Type type = Type::kNamespace;
-  std::vector<std::pair<std::string, std::shared_ptr<Value>>> attrs;  // in insertion order
-  const Value* Find(const std::string& name) const;
+  std::vector<std::pair<std::string, std::shared_ptr<Value>>> attrs;  // namespace: insertion order
+  size_t index = 0;                                                   // loop: the position
+  std::shared_ptr<const std::vector<Value>> items;                    // loop: what it visits
+  // The attribute, or false when there is none.
+  bool Get(const std::string& name, Value* out) const;
   void Set(const std::string& name, Value v);
 };
 
@@ -45,7 +49,16 @@ class Value {
   enum class Kind { kUndefined, kData, kObject, kCallable, kList };
 
   Value() = default;  // undefined
-  Value(Json data) : kind_(Kind::kData), data_(std::move(data)) {}  // NOLINT: implicit by design
+  Value(Json data)  // NOLINT: implicit by design
+      : kind_(Kind::kData), root_(std::make_shared<const Json>(std::move(data))), ptr_(root_.get()) {}
+  // A node inside this value's data, sharing it instead of copying: node must live in data().
+  Value Child(const Json& node) const {
+    Value v;
+    v.kind_ = Kind::kData;
+    v.root_ = root_;
+    v.ptr_ = &node;
+    return v;
+  }
   static Value Undefined(std::string hint) {
     Value v;
     v.hint_ = std::move(hint);
@@ -58,10 +71,9 @@ class Value {
   Kind kind() const { return kind_; }
   bool is_undefined() const { return kind_ == Kind::kUndefined; }
   bool is_data() const { return kind_ == Kind::kData; }
-  bool is_string() const { return is_data() && data_.is_string(); }
-  const Json& data() const { return data_; }
-  Json& data() { return data_; }
-  const std::string& str() const { return data_.get_ref<const std::string&>(); }
+  bool is_string() const { return is_data() && ptr_->is_string(); }
+  const Json& data() const { return *ptr_; }  // null when not data
+  const std::string& str() const { return ptr_->get_ref<const std::string&>(); }
   // Why an undefined value is undefined: "'x' is undefined", "'dict object' has no attribute 'y'".
   const std::string& hint() const { return hint_; }
   const std::shared_ptr<Object>& object() const { return object_; }
@@ -69,8 +81,10 @@ class Value {
   const std::shared_ptr<const std::vector<Value>>& list() const { return list_; }
 
  private:
+  static const Json kNull;
   Kind kind_ = Kind::kUndefined;
-  Json data_;
+  std::shared_ptr<const Json> root_;  // shared, never modified: copies of a Value are cheap
+  const Json* ptr_ = &kNull;
   std::string hint_;
   std::shared_ptr<Object> object_;
   std::shared_ptr<Callable> callable_;
