@@ -78,7 +78,9 @@ class ChatTemplate {
 
   // Messages are a JSON array of objects (role, content, tool_calls, ...), with their keys in
   // the order the template should see them (parse with ordered_json). Errors are DataErrors
-  // with a one-line message; raise_exception's says "chat template raised: MESSAGE".
+  // with a one-line message ("chat template line N: ..."; raise_exception's is
+  // "chat template line N: raise_exception: MESSAGE"; newlines in it become \n); an output
+  // above max_output_bytes, too many loop iterations or too deep macro recursion is TooLarge.
   Result<std::string> Render(const nlohmann::ordered_json& messages, const ChatOptions& options) const;
 
  private:

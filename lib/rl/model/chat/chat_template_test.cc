@@ -113,7 +113,9 @@ TEST(ChatTemplateTest, DamagedTemplatesNeverCrash) {
     for (size_t n = 0; n < src.size(); n += 3) {
       for (const std::string& variant : {src.substr(0, n), src.substr(0, n) + src.substr(n + 1)}) {
         auto text = RenderChat(variant, convs[7]["messages"], o);
-        if (!text.ok()) EXPECT_EQ(text.status().message().find('\n'), std::string::npos) << variant;
+        if (!text.ok()) {
+          EXPECT_EQ(text.status().message().find('\n'), std::string::npos) << variant;
+        }
         ++checked;
       }
     }
