@@ -96,6 +96,9 @@ int ExpectSameAsJinja2(const std::vector<Case>& cases) {
     if (ref[i]["ok"].get<bool>()) {
       EXPECT_TRUE(ours.ok()) << cases[i].name << ": Jinja2 renders it, ours fails: " << ours.status().ToString();
       if (!ours.ok()) continue;
+      // A template printing a Python object (a method, a generator) shows its address: not
+      // reproducible, and nothing a chat template means to do.
+      if (ref[i]["text"].get<std::string>().find(" at 0x") != std::string::npos) continue;
       EXPECT_EQ(*ours, ref[i]["text"].get<std::string>()) << cases[i].name;
       ++rendered;
     } else {

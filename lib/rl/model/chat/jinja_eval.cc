@@ -344,7 +344,7 @@ class Evaluator {
       }
       case Expr::Kind::kSlice: {
         RL_ASSIGN_OR_RETURN(Value obj, Eval(*e.a, scope));
-        Value bounds[3];
+        Value bounds[3] = {Value(Json(nullptr)), Value(Json(nullptr)), Value(Json(nullptr))};
         for (int i = 0; i < 3; ++i) {
           if (e.args[i]) {
             RL_ASSIGN_OR_RETURN(bounds[i], Eval(*e.args[i], scope));

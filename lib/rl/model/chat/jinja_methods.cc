@@ -351,7 +351,7 @@ namespace {
 // PySlice_AdjustIndices: the positions a slice visits in a sequence of n items.
 Result<std::vector<int64_t>> SlicePositions(int64_t n, const Value& start, const Value& stop, const Value& step) {
   auto bound = [](const Value& v, int64_t* out) -> Status {
-    if (v.is_undefined() || (v.is_data() && v.data().is_null())) return Status::OK();
+    if (v.is_data() && v.data().is_null()) return Status::OK();
     if (!v.is_data() || !IsInt(v.data()))
       return Status::DataError("slice indices must be integers or None");
     *out = AsInt64(v.data());
@@ -366,11 +366,11 @@ Result<std::vector<int64_t>> SlicePositions(int64_t n, const Value& start, const
   {
     int64_t x = 0;
     Value none(Json(nullptr));
-    if (!(start.is_undefined() || (start.is_data() && start.data().is_null()))) {
+    if (!(start.is_data() && start.data().is_null())) {
       RL_RETURN_IF_ERROR(bound(start, &x));
       a = x, has_a = true;
     }
-    if (!(stop.is_undefined() || (stop.is_data() && stop.data().is_null()))) {
+    if (!(stop.is_data() && stop.data().is_null())) {
       RL_RETURN_IF_ERROR(bound(stop, &x));
       b = x, has_b = true;
     }

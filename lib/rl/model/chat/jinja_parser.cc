@@ -1,5 +1,6 @@
 #include "rl/model/chat/jinja_parser.h"
 
+#include "rl/model/chat/jinja_filters.h"
 #include "rl/model/chat/jinja_parser_internal.h"
 
 namespace rl::chat::jinja {
@@ -268,11 +269,49 @@ Status Parser::ParseGeneration(Stmt* s) {
   return CloseTag();
 }
 
+// Unknown filters and tests are errors when the template is compiled, as in Jinja, except
+// inside an if statement or an inline if (a "soft" frame in Jinja's compiler), where they fail
+// only when evaluated. Loops, macros, call, filter, set and with blocks start a frame that is not
+// soft again.
+Status CheckNames(const Expr* e, bool soft) {
+  if (!e) return Status::OK();
+  if (e->kind == Expr::Kind::kCondExpr) soft = true;
+  if (!soft && e->kind == Expr::Kind::kFilter && !IsKnownFilter(e->name))
+    return Status::DataError("line " + std::to_string(e->line) + ": no filter named '" + e->name + "'");
+  if (!soft && e->kind == Expr::Kind::kTest && !IsKnownTest(e->name))
+    return Status::DataError("line " + std::to_string(e->line) + ": no test named '" + e->name + "'");
+  for (const Expr* c : {e->a.get(), e->b.get(), e->c.get()}) RL_RETURN_IF_ERROR(CheckNames(c, soft));
+  for (const auto& c : e->args) RL_RETURN_IF_ERROR(CheckNames(c.get(), soft));
+  for (const auto& [k, c] : e->kwargs) RL_RETURN_IF_ERROR(CheckNames(c.get(), soft));
+  return Status::OK();
+}
+
+Status CheckNames(const Body& body, bool soft) {
+  for (const auto& s : body) {
+    bool inner = s->kind != Stmt::Kind::kIf && s->kind != Stmt::Kind::kPrint && s->kind != Stmt::Kind::kSet;
+    bool here = s->kind == Stmt::Kind::kIf ? true : soft;  // where the statement's own expressions live
+    bool body_soft = s->kind == Stmt::Kind::kIf ? true : inner ? false : soft;
+    RL_RETURN_IF_ERROR(CheckNames(s->expr.get(), s->kind == Stmt::Kind::kFor || s->kind == Stmt::Kind::kSet ||
+                                                     s->kind == Stmt::Kind::kPrint || s->kind == Stmt::Kind::kCallBlock
+                                                 ? here
+                                                 : body_soft));
+    RL_RETURN_IF_ERROR(CheckNames(s->cond.get(), body_soft));
+    for (const auto& c : s->conds) RL_RETURN_IF_ERROR(CheckNames(c.get(), here));
+    for (const auto& d : s->defaults) RL_RETURN_IF_ERROR(CheckNames(d.get(), s->kind == Stmt::Kind::kWith ? here : body_soft));
+    for (const auto& b : s->bodies) RL_RETURN_IF_ERROR(CheckNames(b, body_soft));
+    RL_RETURN_IF_ERROR(CheckNames(s->body, body_soft));
+    RL_RETURN_IF_ERROR(CheckNames(s->else_body, body_soft));
+  }
+  return Status::OK();
+}
+
 }  // namespace internal
 
 Result<std::shared_ptr<const Template>> Parse(const std::string& source) {
   RL_ASSIGN_OR_RETURN(std::vector<Token> tokens, Lex(source));
-  return internal::Parser(std::move(tokens)).Run();
+  RL_ASSIGN_OR_RETURN(auto tpl, internal::Parser(std::move(tokens)).Run());
+  RL_RETURN_IF_ERROR(internal::CheckNames(tpl->body, false));
+  return tpl;
 }
 
 }  // namespace rl::chat::jinja

@@ -5,7 +5,8 @@
 // Statements: if/elif/else, for (tuple targets, inline if, else), set (name, tuple, ns.attr,
 // block form with filters), macro, call, filter, with, break, continue, generation (as
 // transformers' AssistantTracker defines it: renders its body), raw (in the lexer).
-// Unknown tags, filters and tests are errors at parse time, as they are in Jinja.
+// Unknown tags are errors at parse time; unknown filters and tests too, except inside an if
+// statement or an inline if, where Jinja only fails when they are evaluated.
 // Thread safety: pure function.
 #pragma once
 

@@ -345,7 +345,6 @@ Result<ExprPtr> Parser::ParseFilters(ExprPtr e, bool start_inline) {
     start_inline = false;
     int line = Cur().line;
     RL_ASSIGN_OR_RETURN(std::string name, DottedName());
-    if (!IsKnownFilter(name)) return Status::DataError("line " + std::to_string(line) + ": no filter named '" + name + "'");
     ExprPtr f = Node(Expr::Kind::kFilter, line);
     f->name = name;
     f->a = std::move(e);
@@ -361,7 +360,6 @@ Result<ExprPtr> Parser::ParseTest(ExprPtr e) {
   ExprPtr t = Node(Expr::Kind::kTest, line);
   t->negated = SkipName("not");
   RL_ASSIGN_OR_RETURN(t->name, DottedName());
-  if (!IsKnownTest(t->name)) return Status::DataError("line " + std::to_string(line) + ": no test named '" + t->name + "'");
   t->a = std::move(e);
   const Token& c = Cur();
   bool arg_start = c.type == TokenType::kName || c.type == TokenType::kString || c.type == TokenType::kInteger ||

@@ -79,6 +79,13 @@ Result<bool> ApplyTest(const std::string& name, const Value& v, std::vector<Valu
     RL_ASSIGN_OR_RETURN(const Value* other, Arg(name, args));
     return Compare(cmp->second, v, *other);
   }
+  static const char* kUnary[] = {"defined", "undefined", "none", "boolean", "true", "false", "integer", "float",
+                                 "number", "string", "mapping", "iterable", "sequence", "callable", "escaped",
+                                 "lower", "upper", "odd", "even", "filter", "test"};
+  for (const char* u : kUnary)
+    if (name == u && !args.empty())
+      return Status::DataError("test_" + name + "() takes 1 positional argument but " + std::to_string(args.size() + 1) +
+                               " were given");
   if (name == "defined") return !v.is_undefined();
   if (name == "undefined") return v.is_undefined();
   if (name == "none") return IsData(v, &Json::is_null);
