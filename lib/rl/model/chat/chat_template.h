@@ -21,7 +21,7 @@
 // string % formatting, str.format specs, extends/include/import/block, integers beyond 64 bits.
 // Known differences: upper/lower/title/capitalize map only ASCII letters; a tuple prints as a
 // list; select/map/reverse give lists where Jinja gives generators; an undefined value cannot
-// be put in a list or dict literal (an error).
+// be put in a dict literal (an error); a printed method shows as <function str.strip>.
 // Bounds: 16 MiB of output, macros nested 64 deep, 10 million loop iterations per render,
 // templates nested 128 deep; past one is an error.
 //
@@ -33,9 +33,13 @@
 //   if/for/set/macro/call/filter/with/break/continue, namespace(), the usual expressions,
 //   and the filters abs capitalize count default first float indent int items join last
 //   length list lower map reject rejectattr replace reverse safe select selectattr sort string
-//   title tojson trim upper. A template outside the subset, an error raised by the template
-//   (raise_exception) or a misused undefined value fails with a one-line message naming the
-//   template line.
+//   title tojson trim upper; the tests defined undefined none string number integer float
+//   boolean true false mapping iterable sequence callable odd even divisibleby eq/equalto ne lt
+//   le gt ge in sameas lower upper; Python's str methods (strip lstrip rstrip split rsplit
+//   splitlines startswith endswith replace upper lower title capitalize find count join
+//   format ...) and dict methods (get items keys values). A template outside the subset, an
+//   error raised by the template (raise_exception) or a misused undefined value fails with a
+//   one-line message naming the template line.
 //
 // Thread safety: a ChatTemplate is immutable after Parse; Render may be called from many
 // threads at once.
