@@ -13,6 +13,7 @@ packages=(
   clang libclang-rt-14-dev
   redis-server libhiredis-dev
   python3-zmq python3-msgpack
+  python3-jinja2 npm  # tests: the chat-template reference (Jinja2) and the real templates (npm)
 )
 
 missing=()
