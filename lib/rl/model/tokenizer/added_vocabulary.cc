@@ -87,10 +87,7 @@ Result<AddedVocabulary> AddedVocabulary::Load(const json& j, const Bpe& model, c
     int64_t expected = max_added >= model_size || model_size == 0 ? max_added + 1 : model_size;
     if (max_added < 0) expected = model_size;
     if (auto in_model = model.TokenToId(t.content)) expected = *in_model;
-    if (t.id != expected) {
-      return Status::Config("tokenizer.json: added token '" + t.content + "' has id " + std::to_string(t.id) +
-                            " but tokenizers would give it " + std::to_string(expected));
-    }
+    t.id = expected;  // tokenizers ignores the file's id (it only warns when they differ)
     max_added = std::max(max_added, expected);
     v.by_id_[t.id] = v.tokens_.size();
     v.by_content_[t.content] = v.tokens_.size();

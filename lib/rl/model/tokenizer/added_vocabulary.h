@@ -35,8 +35,9 @@ struct Piece {
 
 class AddedVocabulary {
  public:
-  // j: tokenizer.json's "added_tokens". Ids are checked against the ones tokenizers would give
-  // (a token in the model's vocabulary keeps its id; others follow the model's largest id).
+  // j: tokenizer.json's "added_tokens". Ids are the ones tokenizers gives, whatever the file
+  // says: a token in the model's vocabulary has that id; others are numbered in file order
+  // from the model's vocabulary size (tokenizers' AddedVocabulary::add_tokens).
   static Result<AddedVocabulary> Load(const nlohmann::json& j, const Bpe& model,
                                       const Normalizer& normalizer);
 
