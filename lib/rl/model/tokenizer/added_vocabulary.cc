@@ -51,7 +51,7 @@ Result<AddedToken> ParseToken(const json& j) {
   if (!j.is_object()) return Status::Config("tokenizer.json: an added token is not an object");
   auto id = j.find("id");
   auto content = j.find("content");
-  if (id == j.end() || !id->is_number_unsigned() || id->get<uint64_t>() >= (1u << 31)) {
+  if (id == j.end() || !id->is_number_integer() || id->get<int64_t>() < 0 || id->get<int64_t>() >= (int64_t{1} << 31)) {
     return Status::Config("tokenizer.json: an added token has no valid \"id\"");
   }
   if (content == j.end() || !content->is_string() || content->get_ref<const std::string&>().empty()) {

@@ -33,7 +33,7 @@ Result<Bpe> Bpe::Load(const json& model) {
     return Status::Config("tokenizer.json: model.vocab is missing or not an object");
   }
   for (const auto& [token, id] : vocab->items()) {
-    if (!id.is_number_unsigned() || id.get<uint64_t>() >= (1u << 31)) {
+    if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= (int64_t{1} << 31)) {
       return Status::Config("tokenizer.json: model.vocab['" + token + "'] is not an id");
     }
     const auto n = id.get<uint32_t>();

@@ -25,6 +25,7 @@ Result<std::shared_ptr<const HfTokenizer>> HfTokenizer::FromJson(std::string_vie
   const json& model = Field(root, "model");
   if (!model.is_object()) return Status::Config("tokenizer.json: no \"model\" object");
   const json& type = Field(model, "type");
+  if (!type.is_null() && !type.is_string()) return Status::Config("tokenizer.json: model.type is not a string");
   // Files from before "type" was written hold a BPE model when they have merges.
   const std::string model_type = type.is_string() ? type.get<std::string>() : model.contains("merges") ? "BPE" : "";
   if (model_type != "BPE") {

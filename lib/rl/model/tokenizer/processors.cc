@@ -18,7 +18,7 @@ Result<std::string> TypeOf(const json& j, const char* what) {
 // A [token, id] pair, as Roberta/BertProcessing spell cls and sep.
 Result<int64_t> PairId(const json& j, const char* key) {
   auto it = j.find(key);
-  if (it == j.end() || !it->is_array() || it->size() != 2 || !(*it)[1].is_number_unsigned()) {
+  if (it == j.end() || !it->is_array() || it->size() != 2 || !(*it)[1].is_number_integer() || (*it)[1].get<int64_t>() < 0) {
     return Status::Config(std::string("tokenizer.json: post_processor ") + key + " is not [token, id]");
   }
   return (*it)[1].get<int64_t>();
@@ -32,7 +32,7 @@ Status TemplateIds(const json& special_tokens, const std::string& name, std::vec
                           "' but special_tokens has no ids for it");
   }
   for (const auto& id : (*it)["ids"]) {
-    if (!id.is_number_unsigned()) return Status::Config("tokenizer.json: TemplateProcessing id of '" + name + "' is not a number");
+    if (!id.is_number_integer() || id.get<int64_t>() < 0) return Status::Config("tokenizer.json: TemplateProcessing id of '" + name + "' is not a number");
     out->push_back(id.get<int64_t>());
   }
   return Status::OK();
