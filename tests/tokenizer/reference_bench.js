@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 // Times Hugging Face tokenizers (Rust, through @anush008/tokenizers) encoding one text file in
-// one call, for rl_tokenizer_bench. Prints {"seconds": S, "tokens": N, "first": [ids...]}.
+// one call, for rl_tokenizer_bench. Prints {"seconds": S, "cpu_seconds": C, "tokens": N, "first": [ids...], "last": [ids...]}:
+// wall and CPU time (all threads) of the encode call alone.
 // usage: reference_bench.js NPM_DIR TOKENIZER_JSON TEXT_FILE
 'use strict';
 const fs = require('fs');
@@ -12,8 +13,11 @@ const { Tokenizer } = require(path.join(npmDir, 'node_modules', '@anush008', 'to
   const text = fs.readFileSync(textFile, 'utf8');
   await tok.encode('warm up', null, { addSpecialTokens: false });
   const t0 = process.hrtime.bigint();
+  const c0 = process.cpuUsage();
   const enc = await tok.encode(text, null, { addSpecialTokens: false });
+  const c1 = process.cpuUsage(c0);
   const seconds = Number(process.hrtime.bigint() - t0) / 1e9;
+  const cpu_seconds = (c1.user + c1.system) / 1e6;
   const ids = enc.getIds();
-  console.log(JSON.stringify({ seconds, tokens: ids.length, first: ids.slice(0, 1000), last: ids.slice(-1000) }));
+  console.log(JSON.stringify({ seconds, cpu_seconds, tokens: ids.length, first: ids.slice(0, 1000), last: ids.slice(-1000) }));
 })().catch((e) => { console.error('reference_bench.js: ' + e); process.exit(1); });

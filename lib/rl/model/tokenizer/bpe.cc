@@ -62,8 +62,18 @@ Result<Bpe> Bpe::Load(const json& model) {
     if (it == bpe.vocab_.end()) return Status::Config("tokenizer.json: unk_token '" + unk + "' is not in the vocabulary");
     bpe.unk_id_ = it->second;
   }
+  bpe.char_id_.assign(512, -1);
+  for (char32_t cp = 0; cp < 512; ++cp) {
+    std::string c;
+    AppendUtf8(cp, &c);
+    auto it = bpe.vocab_.find(c);
+    if (it != bpe.vocab_.end()) bpe.char_id_[cp] = static_cast<int32_t>(it->second);
+  }
   auto merges = model.find("merges");
-  if (merges == model.end() || merges->is_null()) return bpe;
+  if (merges == model.end() || merges->is_null()) {
+    bpe.BuildMergeTable();
+    return bpe;
+  }
   if (!merges->is_array()) return Status::Config("tokenizer.json: model.merges is not an array");
   uint32_t rank = 0;
   for (const auto& m : *merges) {
@@ -83,7 +93,30 @@ Result<Bpe> Bpe::Load(const json& model) {
     }
     ++rank;
   }
+  bpe.BuildMergeTable();
   return bpe;
+}
+
+void Bpe::BuildMergeTable() {
+  size_t size = 16;
+  while (size < merges_.size() * 2) size *= 2;
+  table_.assign(size, Slot{});
+  for (const auto& [key, merge] : merges_) {
+    size_t i = Hash(key) & (size - 1);
+    while (table_[i].key != kEmpty) i = (i + 1) & (size - 1);
+    table_[i].key = key;
+    table_[i].merge = merge;
+  }
+  merges_.clear();
+}
+
+const Bpe::Merge* Bpe::FindMerge(uint32_t a, uint32_t b) const {
+  const uint64_t key = PairKey(a, b);
+  const size_t mask = table_.size() - 1;
+  for (size_t i = Hash(key) & mask;; i = (i + 1) & mask) {
+    if (table_[i].key == key) return &table_[i].merge;
+    if (table_[i].key == kEmpty) return nullptr;
+  }
 }
 
 Status Bpe::AddMerge(const std::string& a, const std::string& b, uint32_t rank) {
@@ -136,9 +169,16 @@ Status Bpe::MergeWord(std::string_view word, std::vector<int64_t>* ids) const {
   std::vector<Symbol> symbols;
   int64_t pending_unk = -1;  // an unk not yet pushed (fuse_unk grows it)
   std::string piece;
+  const bool plain = prefix_.empty() && suffix_.empty();
   for (size_t pos = 0; pos < word.size();) {
     const size_t start = pos;
-    NextCodePoint(word, &pos);
+    const char32_t cp = NextCodePoint(word, &pos);
+    if (plain && cp < 512 && char_id_[cp] >= 0) {  // the byte-level alphabet: no string lookup
+      if (pending_unk >= 0) symbols.push_back({static_cast<uint32_t>(pending_unk), 0, 0, true});
+      pending_unk = -1;
+      symbols.push_back({static_cast<uint32_t>(char_id_[cp]), 0, 0, true});
+      continue;
+    }
     piece.assign(start == 0 || prefix_.empty() ? "" : prefix_);
     piece.append(word.substr(start, pos - start));
     if (pos == word.size()) piece += suffix_;
@@ -169,8 +209,8 @@ Status Bpe::MergeWord(std::string_view word, std::vector<int64_t>* ids) const {
   std::priority_queue<Candidate, std::vector<Candidate>, std::greater<Candidate>> queue;
   auto push_pair = [&](int left) {
     if (left < 0 || symbols[left].next < 0) return;
-    auto it = merges_.find(PairKey(symbols[left].id, symbols[symbols[left].next].id));
-    if (it != merges_.end()) queue.push({it->second.rank, left, it->second.new_id});
+    const Merge* m = FindMerge(symbols[left].id, symbols[symbols[left].next].id);
+    if (m != nullptr) queue.push({m->rank, left, m->new_id});
   };
   for (int i = 0; i + 1 < n; ++i) push_pair(i);
   while (!queue.empty()) {
@@ -179,8 +219,8 @@ Status Bpe::MergeWord(std::string_view word, std::vector<int64_t>* ids) const {
     Symbol& left = symbols[top.pos];
     if (!left.alive || left.next < 0) continue;
     Symbol& right = symbols[left.next];
-    auto it = merges_.find(PairKey(left.id, right.id));
-    if (it == merges_.end() || it->second.new_id != top.new_id) continue;  // stale entry
+    const Merge* m = FindMerge(left.id, right.id);
+    if (m == nullptr || m->new_id != top.new_id) continue;  // stale entry
     left.id = top.new_id;
     right.alive = false;
     left.next = right.next;

@@ -38,14 +38,33 @@ class Bpe {
     uint32_t rank;
     uint32_t new_id;
   };
+  // Merges in an open-addressing table keyed by the pair's ids (a node-based map spent most of
+  // the encoding time in cache misses).
+  struct Slot {
+    uint64_t key = kEmpty;
+    Merge merge{0, 0};
+  };
+  static constexpr uint64_t kEmpty = ~uint64_t{0};
   static uint64_t PairKey(uint32_t a, uint32_t b) { return (uint64_t{a} << 32) | b; }
+  static size_t Hash(uint64_t key) {
+    key ^= key >> 33;
+    key *= 0xff51afd7ed558ccdULL;
+    key ^= key >> 33;
+    return static_cast<size_t>(key);
+  }
+  const Merge* FindMerge(uint32_t a, uint32_t b) const;
+  void BuildMergeTable();
   Status AddMerge(const std::string& a, const std::string& b, uint32_t rank);
   Status MergeWord(std::string_view word, std::vector<int64_t>* ids) const;
 
   std::unordered_map<std::string, uint32_t> vocab_;
   std::vector<std::string> id_to_token_;  // "" where no token has that id
   std::vector<bool> has_id_;
-  std::unordered_map<uint64_t, Merge> merges_;
+  std::unordered_map<uint64_t, Merge> merges_;  // while loading
+  std::vector<Slot> table_;                     // merges_ for lookups
+  // The id of each byte-level stand-in character (code points below 512) spelled alone, -1
+  // where it has none; used when there is no prefix or suffix to add.
+  std::vector<int32_t> char_id_;
   std::optional<uint32_t> unk_id_;
   bool fuse_unk_ = false;
   bool ignore_merges_ = false;
