@@ -101,7 +101,12 @@ Result<LoadedTokenizer> LoadTokenizer(const std::string& dir) {
   }
   RL_ASSIGN_OR_RETURN(std::string text, ReadFile(json_path));
   auto t = HfTokenizer::FromJson(text, {out.config.pad_token, out.config.bos_token, out.config.eos_token});
-  if (!t.ok()) return t.status().WithContext(json_path);
+  if (!t.ok() && t.status().code() == Code::kConfig) {  // name the file instead of "tokenizer.json"
+    const std::string& m = t.status().message();
+    const std::string prefix = "tokenizer.json: ";
+    return Status::Config(json_path + ": " + (m.compare(0, prefix.size(), prefix) == 0 ? m.substr(prefix.size()) : m));
+  }
+  if (!t.ok()) return t.status();
   out.tokenizer = std::move(*t);
   return out;
 }
