@@ -5,6 +5,9 @@
 //   {"impl":"roleflow","bytes":...,"seconds":...,"cpu_seconds":...,"mb_per_s":...,"cpu_mb_per_s":...,"tokens":...}
 //   {"impl":"hf-tokenizers",...the same fields...}
 //   {"ratio":...,"cpu_ratio":...}   (roleflow MB/s over hf-tokenizers MB/s)
+// and the same three lines with "impl" "roleflow-lines"/"hf-tokenizers-lines" for the text split
+// at newlines, each line encoded on its own (ours one after another; the reference as one
+// encodeBatch, which tokenizers spreads over threads, so compare cpu_mb_per_s there).
 // cpu_* use the process's CPU time: on a machine shared with other work, wall time measures the
 // neighbours too. The first and last 1000 ids of both must agree, and the counts.
 // usage: rl_tokenizer_bench [MB] [TOKENIZER_DIR]   (default 10, Qwen3 from $RL_NPM_CACHE)
@@ -105,6 +108,30 @@ int main(int argc, char** argv) {
   const size_t ref_tokens = ref["tokens"].get<size_t>();
   Print("hf-tokenizers", text.size(), theirs, theirs_cpu, ref_tokens);
   std::printf("{\"ratio\":%.3f,\"cpu_ratio\":%.3f}\n", theirs / ours, theirs_cpu / ours_cpu);
+  // Line by line: the usual way prompts and documents are encoded.
+  const double lc0 = CpuSeconds();
+  const auto l0 = std::chrono::steady_clock::now();
+  size_t line_tokens = 0;
+  for (size_t start = 0; start <= text.size();) {
+    size_t nl = text.find('\n', start);
+    if (nl == std::string::npos) nl = text.size();
+    auto line = loaded->tokenizer->Encode(std::string_view(text).substr(start, nl - start));
+    if (!line.ok()) return 70;
+    line_tokens += line->size();
+    start = nl + 1;
+  }
+  const double lines = std::chrono::duration<double>(std::chrono::steady_clock::now() - l0).count();
+  const double lines_cpu = CpuSeconds() - lc0;
+  Print("roleflow-lines", text.size(), lines, lines_cpu, line_tokens);
+  const double theirs_lines = ref["line_seconds"].get<double>();
+  const double theirs_lines_cpu = ref["line_cpu_seconds"].get<double>();
+  Print("hf-tokenizers-lines", text.size(), theirs_lines, theirs_lines_cpu, ref["line_tokens"].get<size_t>());
+  std::printf("{\"ratio_lines\":%.3f,\"cpu_ratio_lines\":%.3f}\n", theirs_lines / lines, theirs_lines_cpu / lines_cpu);
+  if (ref["line_tokens"].get<size_t>() != line_tokens) {
+    std::fprintf(stderr, "rl_tokenizer_bench: line-by-line token counts differ (%zu vs %zu)\n", line_tokens,
+                 ref["line_tokens"].get<size_t>());
+    return 70;
+  }
   const std::vector<int64_t> first(ids->begin(), ids->begin() + std::min<size_t>(1000, ids->size()));
   const std::vector<int64_t> last(ids->end() - std::min<size_t>(1000, ids->size()), ids->end());
   if (ref_tokens != ids->size() || ref["first"].get<std::vector<int64_t>>() != first ||
