@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <thread>
+
 #include "rl/model/tokenizer/load.h"
 #include "rl/model/tokenizer/reference_util.h"
 
@@ -79,6 +82,23 @@ TEST(HfTokenizerTest, DecodeSkipsIdsWithoutATokenAndReplacesBrokenUtf8) {
   ASSERT_NE(t, nullptr);
   EXPECT_EQ(*t->Decode({0, 999, -5, 1}), "ab");
   EXPECT_EQ(*t->Decode({0, 9, 1}), "a\xEF\xBF\xBD" "b");
+}
+
+TEST(HfTokenizerTest, EncodesFromManyThreadsAtOnce) {
+  auto t = Load(SmallFile());
+  ASSERT_NE(t, nullptr);
+  std::string text;
+  for (int i = 0; i < 2000; ++i) text += i % 7 == 0 ? "  <s> cab " : "ab abc  a ";
+  const std::vector<int64_t> want = Ids(*t, text);
+  std::vector<std::thread> threads;
+  std::atomic<int> same{0};
+  for (int i = 0; i < 4; ++i) {
+    threads.emplace_back([&] {
+      for (int k = 0; k < 5; ++k) same += t->Encode(text).value() == want;
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(same.load(), 20);
 }
 
 TEST(HfTokenizerTest, MalformedFilesAreOneLineConfigErrors) {
