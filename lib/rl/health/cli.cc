@@ -4,6 +4,7 @@
 
 #include "rl/core/clock.h"
 #include "rl/core/event_log.h"
+#include "rl/core/fail.h"
 #include "rl/core/log.h"
 #include "rl/core/options.h"
 #include "rl/core/signals.h"
@@ -14,10 +15,7 @@
 namespace rl::health {
 namespace {
 
-int Fail(const Status& s) {
-  std::cerr << "rl-watchdog: " << s.message() << "\n";
-  return ExitCodeFor(s);
-}
+constexpr char kTool[] = "rl-watchdog";
 
 struct DetectFlags {
   int missed = 3;
@@ -53,7 +51,7 @@ void Print(const Detection& d, bool json, std::ostream& out) {
 
 int RunMonitor(const std::string& endpoint, const DetectFlags& f, double duration_s, bool json, EventLog* events) {
   auto watcher = Watcher::Open(endpoint, f.Options(), events);
-  if (!watcher.ok()) return Fail(watcher.status());
+  if (!watcher.ok()) return Fail(kTool, watcher.status());
   spdlog::info("listening for heartbeats on {}", (*watcher)->endpoint());
   events->Emit("watch", {{"heartbeat", (*watcher)->endpoint()}});
   const std::atomic<bool>& stop = InstallStopSignals();
@@ -69,7 +67,7 @@ int RunMonitor(const std::string& endpoint, const DetectFlags& f, double duratio
 }  // namespace
 
 int WatchdogMain(int argc, char** argv) {
-  CommandLine cl("rl-watchdog", "rl-watchdog: role-aware failure detection and restarts (see man rl-watchdog)");
+  CommandLine cl(kTool, "rl-watchdog: role-aware failure detection and restarts (see man rl-watchdog)");
   std::string log_level = "info";
   cl.Bind(nullptr, "--log-level", &log_level);
 
@@ -111,21 +109,21 @@ int WatchdogMain(int argc, char** argv) {
   si_beat.Bind(cl, beat);
 
   if (auto code = cl.Parse(argc, argv)) return *code;
-  if (Status s = InitLogging("rl-watchdog", log_level); !s.ok()) return Fail(s);
+  if (Status s = InitLogging(kTool, log_level); !s.ok()) return Fail(kTool, s);
   if (stop->parsed()) {
     auto n = StopPipeline(stop_dir, 10);
-    if (!n.ok()) return Fail(n.status());
+    if (!n.ok()) return Fail(kTool, n.status());
     spdlog::info("stopped {} role processes", *n);
     return kExitOk;
   }
   if (beat->parsed()) return RunStandIn(si, si_beat, InstallStopSignals());
   EventLog events;
   if (!run_dir.empty()) {
-    if (Status s = events.Open(run_dir, "watchdog", id); !s.ok()) return Fail(s);
+    if (Status s = events.Open(run_dir, "watchdog", id); !s.ok()) return Fail(kTool, s);
   }
   if (monitor->parsed()) return RunMonitor(heartbeat, df, duration, json, &events);
   auto spec = LoadPipeline(pipeline);
-  if (!spec.ok()) return Fail(spec.status());
+  if (!spec.ok()) return Fail(kTool, spec.status());
   SupervisorOptions so;
   so.pipeline = std::move(*spec);
   if (hb_opt->count() > 0 || std::getenv("RL_HEARTBEAT")) so.pipeline.heartbeat = heartbeat;
@@ -135,7 +133,7 @@ int WatchdogMain(int argc, char** argv) {
   so.detector.process_gone = nullptr;  // the supervisor looks at its processes itself, with exit status
   const std::atomic<bool>& stop_flag = InstallStopSignals();
   auto code = RunSupervisor(std::move(so), &events, stop_flag);
-  if (!code.ok()) return Fail(code.status());
+  if (!code.ok()) return Fail(kTool, code.status());
   if (stop_flag.load()) std::cerr << "rl-watchdog: stopped; the roles keep running (rl-watchdog stop " << run_dir << " ends them)\n";
   return *code;
 }

@@ -65,7 +65,14 @@ Status Check(const PipelineSpec& p, const std::string& where) {
   if (p.interval_s < 0.01 || p.missed < 1 || p.max_full_restarts < 0 || p.grace_s < 0) {
     return Status::Config(where + ": heartbeat_interval, missed, max_full_restarts or grace out of range");
   }
+  std::map<std::string, const RoleSpec*> by_kind;
   for (const RoleSpec& r : p.roles) {
+    // Instances are numbered from 0 in each table, and the watchdog knows them by kind/id.
+    auto [first, fresh] = by_kind.emplace(r.kind, &r);
+    if (!fresh) {
+      return Status::Config(where + ": [role." + r.name + "] and [role." + first->second->name + "] are both of kind '" +
+                            r.kind + "', and their instances would share the ids from 0; use one table with count");
+    }
     if (r.command.empty()) return Status::Config(where + ": [role." + r.name + "] has no command");
     if (r.count < 0 || r.count > 1000) return Status::Config(where + ": [role." + r.name + "] count out of range");
     if (r.spares < 0 || r.spares > 16) return Status::Config(where + ": [role." + r.name + "] spares out of range (0 to 16)");

@@ -53,5 +53,20 @@ TEST(PipelineTest, UnknownKeysAndMissingCommandsAreConfigErrors) {
             Code::kConfig);
 }
 
+TEST(PipelineTest, TwoTablesOfOneKindAreAConfigError) {
+  // Both would number their instances from 0: two processes heartbeating as rollout/0.
+  std::string toml = "[role.fast]\nkind = \"rollout\"\ncommand = \"x\"\n[role.train]\ncommand = \"t\"\n"
+                     "[role.slow]\nkind = \"rollout\"\ncommand = \"y\"\n";
+  auto p = ParsePipeline(toml, "p.toml");
+  EXPECT_EQ(p.status().code(), Code::kConfig);
+  EXPECT_EQ(p.status().message(), "p.toml: [role.slow] and [role.fast] are both of kind 'rollout', and their "
+                                  "instances would share the ids from 0; use one table with count");
+  // A table named like another's kind counts as that kind.
+  p = ParsePipeline("[role.rollout]\ncommand = \"x\"\n[role.more]\nkind = \"rollout\"\ncommand = \"y\"\n", "p.toml");
+  EXPECT_EQ(p.status().code(), Code::kConfig);
+  EXPECT_TRUE(ParsePipeline("[role.a]\nkind = \"rollout\"\ncommand = \"x\"\n[role.b]\nkind = \"reward\"\ncommand = \"y\"\n",
+                            "p.toml").ok());
+}
+
 }  // namespace
 }  // namespace rl::health

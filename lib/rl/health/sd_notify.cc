@@ -29,7 +29,7 @@ bool SdNotifyTo(const std::string& path, const std::string& state) {
   if (path[0] == '@') addr.sun_path[0] = '\0';  // abstract socket: the name is not NUL-terminated
   int fd = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return false;
-  ssize_t n = ::sendto(fd, state.data(), state.size(), MSG_NOSIGNAL, reinterpret_cast<sockaddr*>(&addr), len);
+  ssize_t n = ::sendto(fd, state.data(), state.size(), MSG_NOSIGNAL | MSG_DONTWAIT, reinterpret_cast<sockaddr*>(&addr), len);
   ::close(fd);
   return n == static_cast<ssize_t>(state.size());
 }

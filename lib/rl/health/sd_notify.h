@@ -12,6 +12,7 @@ namespace rl::health {
 bool SdNotifyEnabled();
 // Sends `state` ("READY=1\nSTATUS=...") to $NOTIFY_SOCKET. Returns false when it is unset or the
 // send failed (systemd ignores a unit's notifications it does not want, so failures are quiet).
+// Never blocks: a notification that finds the socket's queue full is dropped.
 bool SdNotify(const std::string& state);
 // The same to a socket named like $NOTIFY_SOCKET; false for an empty name.
 bool SdNotifyTo(const std::string& socket, const std::string& state);

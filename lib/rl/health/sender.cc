@@ -12,6 +12,7 @@
 #include "rl/core/log.h"
 #include "rl/health/progress.h"
 #include "rl/health/sd_notify.h"
+#include "rl/health/sd_watchdog.h"
 #include "rl/wire/client.h"
 
 namespace rl::health {
@@ -115,10 +116,17 @@ void HeartbeatSender::Loop() {
   auto notify = [&](const std::string& state) { SdNotifyTo(notify_socket_, state); };
   if (systemd) notify("READY=1\nSTATUS=" + o_.role + " " + o_.id + " started");
   bool delivered = false;  // until the first heartbeat gets out, retry soon, not an interval later
+  SdWatchdogGate gate(o_.sd_watchdog);
   auto beat = [&](Heartbeat hb) {
     hb.seq = ++seq_;
     if (socket && SendFrames(socket.get(), EncodeHeartbeat(hb))) delivered = true;
-    if (systemd) notify("WATCHDOG=1\nSTATUS=phase " + hb.phase + " step " + std::to_string(hb.step));
+    if (!systemd) return;
+    std::string status = "STATUS=phase " + hb.phase + " step " + std::to_string(hb.step);
+    if (gate.Ping(hb, MonoMillis(), ProcessCpuMillis())) {
+      notify("WATCHDOG=1\n" + status);
+    } else {
+      notify(status + ": " + gate.why() + "; no WATCHDOG=1");
+    }
   };
   struct Pending {
     Probe probe;

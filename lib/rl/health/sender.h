@@ -4,8 +4,9 @@
 // host, the phase and step of the process's EventLog (EventLog::Current), the weight version and
 // progress counters of health::Progress(), and the role's endpoints. It answers probes: after
 // the probe's window it sends an extra heartbeat carrying the CPU the process used in the
-// window. Under systemd ($NOTIFY_SOCKET) it also sends READY=1 once and WATCHDOG=1 with each
-// beat. Heartbeats are dropped, never queued, while the watchdog is away; the socket reconnects
+// window. Under systemd ($NOTIFY_SOCKET) it also sends READY=1 once, and with each beat a STATUS=
+// line and WATCHDOG=1 while SdWatchdogGate allows (sd_watchdog.h: the role is idle, or its
+// progress moved lately in a work phase), so WatchdogSec= also catches a hung work loop. Heartbeats are dropped, never queued, while the watchdog is away; the socket reconnects
 // by itself, so a restarted watchdog hears every role within an interval or two.
 // Thread safety: Start and Stop from one thread; the sender runs on a thread of its own.
 #pragma once
@@ -18,6 +19,7 @@
 #include <thread>
 
 #include "rl/core/status.h"
+#include "rl/health/detector.h"
 #include "rl/health/heartbeat.h"
 
 namespace rl::health {
@@ -27,6 +29,7 @@ struct SenderOptions {
   std::string role, id;
   int64_t interval_ms = 1000;
   std::map<std::string, std::string> endpoints;  // reported as they are
+  DetectorOptions sd_watchdog;  // when WATCHDOG=1 goes out (SdWatchdogGate); the detector's defaults
 };
 
 class HeartbeatSender {

@@ -68,7 +68,7 @@ TEST(HeartbeatSenderTest, SendsPhaseStepAndCountersEveryIntervalAndLeavesOnStop)
   events.SetStep(12);
   Progress().micro_batches += 3;
   Progress().version = 11;
-  auto sender = HeartbeatSender::Start({(*receiver)->endpoint(), "train", "0", 50, {{"queue", "tcp://q"}}});
+  auto sender = HeartbeatSender::Start({(*receiver)->endpoint(), "train", "0", 50, {{"queue", "tcp://q"}}, {}});
   ASSERT_TRUE(sender.ok());
   auto first = Next(receiver->get(), 3000);
   ASSERT_TRUE(first.has_value());
@@ -94,7 +94,7 @@ TEST(HeartbeatSenderTest, SendsPhaseStepAndCountersEveryIntervalAndLeavesOnStop)
 TEST(HeartbeatSenderTest, AnswersAProbeWithTheCpuItUsedInTheWindow) {
   auto receiver = HeartbeatReceiver::Bind("tcp://127.0.0.1:0");
   ASSERT_TRUE(receiver.ok());
-  auto sender = HeartbeatSender::Start({(*receiver)->endpoint(), "rollout", "1", 1000, {}});
+  auto sender = HeartbeatSender::Start({(*receiver)->endpoint(), "rollout", "1", 1000, {}, {}});
   ASSERT_TRUE(sender.ok());
   auto first = Next(receiver->get(), 3000);
   ASSERT_TRUE(first.has_value());
@@ -121,7 +121,7 @@ TEST(HeartbeatSenderTest, AReceiverBoundLaterStillHearsTheRole) {
     port = std::stoi(ep.substr(ep.rfind(':') + 1));
   }
   std::string endpoint = "tcp://127.0.0.1:" + std::to_string(port);
-  auto sender = HeartbeatSender::Start({endpoint, "reward", "0", 50, {}});
+  auto sender = HeartbeatSender::Start({endpoint, "reward", "0", 50, {}, {}});
   ASSERT_TRUE(sender.ok());
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   auto receiver = HeartbeatReceiver::Bind(endpoint);
@@ -139,7 +139,7 @@ TEST(HeartbeatSenderTest, UnderSystemdSendsReadyThenWatchdogNotifications) {
   timeval tv{3, 0};
   ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
   ::setenv("NOTIFY_SOCKET", path.c_str(), 1);
-  auto sender = HeartbeatSender::Start({"", "reward", "0", 50, {}});
+  auto sender = HeartbeatSender::Start({"", "reward", "0", 50, {}, {}});
   ::unsetenv("NOTIFY_SOCKET");
   ASSERT_TRUE(sender.ok());
   ASSERT_NE(sender->get(), nullptr) << "systemd alone is a reason to beat";
@@ -155,12 +155,81 @@ TEST(HeartbeatSenderTest, UnderSystemdSendsReadyThenWatchdogNotifications) {
   ::unlink(path.c_str());
 }
 
+// A datagram socket standing in for systemd's $NOTIFY_SOCKET.
+class FakeNotifySocket {
+ public:
+  FakeNotifySocket() : path_(::testing::TempDir() + "/notify-gate-" + std::to_string(::getpid())) {
+    ::unlink(path_.c_str());
+    fd_ = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s", path_.c_str());
+    bound_ = ::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+    timeval tv{3, 0};
+    ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  }
+  ~FakeNotifySocket() {
+    ::close(fd_);
+    ::unlink(path_.c_str());
+  }
+  bool bound() const { return bound_; }
+  const std::string& path() const { return path_; }
+  // The next notification; "" after 3 s without one.
+  std::string Next() {
+    char buf[512];
+    ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
+    return n > 0 ? std::string(buf, n) : "";
+  }
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+  bool bound_ = false;
+};
+
+bool Pings(const std::string& note) { return note.rfind("WATCHDOG=1\n", 0) == 0; }
+
+TEST(HeartbeatSenderTest, UnderSystemdAWorkPhaseWithoutProgressStopsTheWatchdogPingsUntilItMoves) {
+  FakeNotifySocket systemd;
+  ASSERT_TRUE(systemd.bound());
+  EventLog events;
+  events.SetPhase("train");
+  SenderOptions o{"", "train", "0", 50, {}, {}};
+  o.sd_watchdog.stall_ms = {{"train", 300}};
+  ::setenv("NOTIFY_SOCKET", systemd.path().c_str(), 1);
+  int64_t start = MonoMillis();
+  auto sender = HeartbeatSender::Start(o);
+  ::unsetenv("NOTIFY_SOCKET");
+  ASSERT_TRUE(sender.ok());
+  ASSERT_NE(sender->get(), nullptr);
+  ASSERT_EQ(systemd.Next().rfind("READY=1\n", 0), 0u);
+  // Nothing moves in phase train: pings for 300 ms, then STATUS lines without WATCHDOG=1.
+  int pings = 0;
+  std::string note;
+  for (int i = 0; i < 100 && Pings(note = systemd.Next()); ++i) ++pings;
+  EXPECT_GE(pings, 1);
+  EXPECT_GE(MonoMillis() - start, 300);
+  EXPECT_NE(note.find("STATUS=phase train step 0: no progress in phase train for"), std::string::npos) << note;
+  for (int i = 0; i < 5; ++i) EXPECT_FALSE(Pings(note = systemd.Next())) << note;
+  // A micro-batch done: pings again.
+  ++Progress().micro_batches;
+  bool pinged = false;
+  for (int i = 0; i < 20 && !pinged; ++i) pinged = Pings(systemd.Next());
+  EXPECT_TRUE(pinged) << "progress moved";
+  // Waiting for data is idle: pings with nothing moving, well past the threshold.
+  events.SetPhase("waiting-for-data");
+  for (int i = 0; i < 20 && (note = systemd.Next()).find("phase waiting-for-data") == std::string::npos; ++i) {
+  }
+  for (int i = 0; i < 15; ++i) EXPECT_TRUE(Pings(note = systemd.Next())) << note;
+  (*sender)->Stop();
+}
+
 TEST(HeartbeatSenderTest, NoEndpointAndNoSystemdStartsNothing) {
   ::unsetenv("NOTIFY_SOCKET");
-  auto sender = HeartbeatSender::Start({"", "train", "0", 1000, {}});
+  auto sender = HeartbeatSender::Start({"", "train", "0", 1000, {}, {}});
   ASSERT_TRUE(sender.ok());
   EXPECT_EQ(sender->get(), nullptr);
-  EXPECT_EQ(HeartbeatSender::Start({"nonsense", "train", "0", 1000, {}}).status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(HeartbeatSender::Start({"nonsense", "train", "0", 1000, {}, {}}).status().code(), Code::kInvalidArgument);
 }
 
 }  // namespace

@@ -2,11 +2,11 @@
 
 #include <unistd.h>
 
-#include <iostream>
 #include <thread>
 
 #include "rl/core/clock.h"
 #include "rl/core/event_log.h"
+#include "rl/core/fail.h"
 #include "rl/health/progress.h"
 
 namespace rl::health {
@@ -14,16 +14,10 @@ namespace rl::health {
 int RunStandIn(const StandInOptions& o, const HeartbeatFlags& beat, const std::atomic<bool>& stop) {
   EventLog events;
   if (!o.run_dir.empty()) {
-    if (Status s = events.Open(o.run_dir, o.role, o.id); !s.ok()) {
-      std::cerr << "rl-watchdog: " << s.message() << "\n";
-      return ExitCodeFor(s);
-    }
+    if (Status s = events.Open(o.run_dir, o.role, o.id); !s.ok()) return Fail("rl-watchdog", s);
   }
   auto sender = beat.Start(o.role, o.id);
-  if (!sender.ok()) {
-    std::cerr << "rl-watchdog: " << sender.status().message() << "\n";
-    return ExitCodeFor(sender.status());
-  }
+  if (!sender.ok()) return Fail("rl-watchdog", sender.status());
   events.Emit("start", {{"pid", ::getpid()}});
   events.EnterPhase(o.phase);
   int64_t start = MonoMillis(), next_progress = start, next_step = start;

@@ -2,6 +2,7 @@
 
 #include <iostream>
 
+#include "rl/core/fail.h"
 #include "rl/core/log.h"
 #include "rl/core/options.h"
 #include "rl/core/signals.h"
@@ -11,10 +12,7 @@
 namespace rl::profile {
 namespace {
 
-int Fail(const Status& s) {
-  std::cerr << "rl-profile: " << s.message() << "\n";
-  return ExitCodeFor(s);
-}
+constexpr char kTool[] = "rl-profile";
 
 void BindQueue(CommandLine& cl, CLI::App* queue, QueueProfileOptions* o) {
   Workload& w = o->workload;
@@ -34,7 +32,7 @@ void BindQueue(CommandLine& cl, CLI::App* queue, QueueProfileOptions* o) {
 }  // namespace
 
 int ProfileMain(int argc, char** argv, const ProfileHooks& hooks, const std::vector<SubcommandFactory>& extra) {
-  CommandLine cl("rl-profile", "rl-profile: measurements of roleflow (see man rl-profile)");
+  CommandLine cl(kTool, "rl-profile: measurements of roleflow (see man rl-profile)");
   std::string log_level = "info";
   cl.Bind(nullptr, "--log-level", &log_level);
 
@@ -50,18 +48,18 @@ int ProfileMain(int argc, char** argv, const ProfileHooks& hooks, const std::vec
   for (const SubcommandFactory& add : extra) more.push_back(add(cl));
 
   if (auto code = cl.Parse(argc, argv)) return *code;
-  if (Status s = InitLogging("rl-profile", log_level); !s.ok()) return Fail(s);
+  if (Status s = InitLogging(kTool, log_level); !s.ok()) return Fail(kTool, s);
   for (const Subcommand& sub : more) {
     if (sub.app->parsed()) return sub.run();
   }
   if (queue->parsed()) {
-    if (qo.row_bytes.empty() || qo.fsync.empty()) return Fail(Status::InvalidArgument("--row-bytes and --fsync need a value"));
+    if (qo.row_bytes.empty() || qo.fsync.empty()) return Fail(kTool, Status::InvalidArgument("--row-bytes and --fsync need a value"));
     qo.stop = &InstallStopSignals();  // ^C ends the run early and still stops the servers
     auto figures = RunQueueProfile(qo, hooks, std::cout);
-    if (!figures.ok()) return Fail(figures.status());
+    if (!figures.ok()) return Fail(kTool, figures.status());
     for (const Figure& f : *figures) {
       if (f.exactly_once == false) {
-        return Fail(Status::Internal(f.system + " did not consume every row exactly once (see the 'once' column)"));
+        return Fail(kTool, Status::Internal(f.system + " did not consume every row exactly once (see the 'once' column)"));
       }
     }
     return kExitOk;

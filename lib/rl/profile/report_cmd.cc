@@ -5,6 +5,7 @@
 #include <iostream>
 #include <memory>
 
+#include "rl/core/fail.h"
 #include "rl/core/fs.h"
 #include "rl/profile/timeline_svg.h"
 
@@ -88,10 +89,7 @@ Subcommand AddReportCommand(CommandLine& cl) {
   cl.Bind(app, "--svg", &f->svg);
   cl.BindFlag(app, "--json", &f->json);
   return {app, [f] {
-            auto fail = [](const Status& s) {
-              std::cerr << "rl-profile: " << s.message() << "\n";
-              return ExitCodeFor(s);
-            };
+            auto fail = [](const Status& s) { return Fail("rl-profile", s); };
             auto run = LoadRunEvents(f->run_dir);
             if (!run.ok()) return fail(run.status());
             auto report = ComputeEttr(*run);

@@ -22,6 +22,7 @@
 
 #include "rl/core/clock.h"
 #include "rl/core/log.h"
+#include "rl/profile/percentile.h"
 #include "rl/profile/weights_profile.h"
 #include "rl/weights/cli.h"
 #include "rl/weights/puller.h"
@@ -117,27 +118,6 @@ Result<double> UpdateSeconds(const std::string& rollout_tls, const weights::Bund
   return Update(f.get(), next);
 }
 
-}  // namespace
-
-namespace {
-
-double MedianOf(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
-// A safetensors frame around `size` bytes.
-Result<weights::Bundle> FanoutBundle(size_t size, uint32_t chunk_size) {
-  std::string header = "{\"__metadata__\":{}}  ";
-  std::string bytes(std::max<size_t>(size, 64), '\1');
-  uint64_t hn = header.size() + 2;
-  while ((8 + hn) % 8) hn++;
-  header.resize(hn, ' ');
-  std::memcpy(bytes.data(), &hn, 8);
-  std::memcpy(bytes.data() + 8, header.data(), hn);
-  return weights::Bundle::FromString(1, std::move(bytes), chunk_size);
-}
-
 // Medians over `runs` of the update seconds of n rollouts, each layout in a fleet of its own.
 struct FanoutFigures {
   double trainer = 0, relays = 0;              // the second version
@@ -155,7 +135,7 @@ Result<FanoutFigures> MeasureFanout(const std::string& tls, const weights::Bundl
     relay.push_back(rl);
     relay1.push_back(first);
   }
-  return FanoutFigures{MedianOf(direct), MedianOf(relay), MedianOf(direct1), MedianOf(relay1)};
+  return FanoutFigures{Median(&direct), Median(&relay), Median(&direct1), Median(&relay1)};
 }
 
 }  // namespace
@@ -169,7 +149,7 @@ Status RunFanout(const WeightsProfileOptions& o, size_t size, std::ostream& out)
   }
   if (counts.empty()) return Status::OK();
   std::string tls = weights::SplitEndpoints(o.transports).back();
-  RL_ASSIGN_OR_RETURN(weights::Bundle b, FanoutBundle(size, o.chunk_size));
+  RL_ASSIGN_OR_RETURN(weights::Bundle b, MakeBundle(1, size, o.chunk_size));
   if (!o.json) {
     out << "\nfan-out of " << size << " bytes (seconds from publish until every rollout applied a version, verified; "
         << "medians; ratio to " << counts.front() << ")\n  trainer: all pull over tcp from the trainer; relays: one relay "

@@ -9,7 +9,9 @@
 #include <nlohmann/json.hpp>
 
 #include "rl/core/clock.h"
+#include "rl/core/fail.h"
 #include "rl/core/log.h"
+#include "rl/profile/percentile.h"
 #include "rl/weights/cli.h"
 #include "rl/weights/puller.h"
 #include "rl/weights/source.h"
@@ -19,27 +21,7 @@ namespace {
 
 using weights::Bundle;
 
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
-
 double Seconds(Clock::time_point a) { return std::chrono::duration<double>(Clock::now() - a).count(); }
-
-// A safetensors frame around `size` bytes of a cheap pattern.
-Result<Bundle> MakeBundle(uint64_t version, size_t size, uint32_t chunk) {
-  std::string header = "{\"__metadata__\":{}}";
-  while ((8 + header.size()) % 8) header.push_back(' ');
-  std::string bytes(std::max(size, header.size() + 16), '\0');
-  uint64_t n = header.size();
-  std::memcpy(bytes.data(), &n, 8);
-  std::memcpy(bytes.data() + 8, header.data(), header.size());
-  for (size_t i = 8 + header.size(); i + 8 <= bytes.size(); i += 8) {
-    uint64_t v = (i * 0x9E3779B97F4A7C15ULL) ^ version;
-    std::memcpy(bytes.data() + i, &v, 8);
-  }
-  return Bundle::FromString(version, std::move(bytes), chunk);
-}
 
 double MemcpyGBps(size_t size, int runs) {
   std::string src(size, 'x'), dst(size, 'y');
@@ -49,7 +31,7 @@ double MemcpyGBps(size_t size, int runs) {
     std::memcpy(dst.data(), src.data(), size);
     gbps.push_back(size / Seconds(t0) / 1e9);
   }
-  return Median(gbps);
+  return Median(&gbps);
 }
 
 // Our pulls of `b` over `tls`, in this process: a source and a puller with contexts of their
@@ -97,7 +79,7 @@ double MedianRatio(const std::vector<double>& a, const std::vector<double>& b) {
   for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
     if (b[i] > 0) r.push_back(a[i] / b[i]);
   }
-  return Median(r);
+  return Median(&r);
 }
 
 // One line of the bandwidth table: our pulls of `b` over `tls`, each followed at once by
@@ -121,8 +103,8 @@ Status RunBandwidth(const WeightsProfileOptions& o, const Bundle& b, const std::
                         if (with_e) perftest(true, &perfs_e);
                       }));
   if (!perf_status.ok()) spdlog::warn("ucx_perftest over {}: {}", tls, perf_status.message());
-  double pull = Median(pulls), p = Median(perfs), pe = Median(perfs_e);
   double ratio = MedianRatio(pulls, perfs), ratio_e = MedianRatio(pulls, perfs_e);
+  double pull = Median(&pulls), p = Median(&perfs), pe = Median(&perfs_e);  // sorts: after the pairs' ratios
   if (o.json) {
     nlohmann::json j = {{"figure", "bandwidth"},    {"transport", tls},  {"bytes", b.size()},
                         {"first_pull_gbps", first}, {"pull_gbps", pull}, {"perftest", PerftestOf(tls)},
@@ -183,10 +165,22 @@ Subcommand AddWeightsProfile(CommandLine& cl, WeightsProfileOptions* o) {
   cl.BindFlag(app, "--json", &o->json);
   return Subcommand{app, [o] {
                       Status s = RunWeightsProfile(*o, std::cout);
-                      if (s.ok()) return 0;
-                      std::cerr << "rl-profile: " << s.message() << "\n";
-                      return ExitCodeFor(s);
+                      return s.ok() ? kExitOk : Fail("rl-profile", s);
                     }};
+}
+
+Result<Bundle> MakeBundle(uint64_t version, size_t size, uint32_t chunk) {
+  std::string header = "{\"__metadata__\":{}}";
+  while ((8 + header.size()) % 8) header.push_back(' ');
+  std::string bytes(std::max(size, header.size() + 16), '\0');
+  uint64_t n = header.size();
+  std::memcpy(bytes.data(), &n, 8);
+  std::memcpy(bytes.data() + 8, header.data(), header.size());
+  for (size_t i = 8 + header.size(); i + 8 <= bytes.size(); i += 8) {
+    uint64_t v = (i * 0x9E3779B97F4A7C15ULL) ^ version;
+    std::memcpy(bytes.data() + i, &v, 8);
+  }
+  return Bundle::FromString(version, std::move(bytes), chunk);
 }
 
 Status RunFanout(const WeightsProfileOptions& o, size_t size, std::ostream& out);  // weights_fanout.cc

@@ -24,6 +24,7 @@
 
 #include "rl/core/status.h"
 #include "rl/profile/cli.h"
+#include "rl/weights/bundle.h"
 
 namespace rl::profile {
 
@@ -45,6 +46,10 @@ Status RunWeightsProfile(const WeightsProfileOptions& options, std::ostream& out
 // PEER, as our sources' are). Returns GB/s (10^9 bytes) of its "overall" bandwidth.
 Result<double> PerftestGBps(const std::string& tls, const std::string& test, size_t message_bytes, size_t iterations,
                             bool peer_failure = false);
+
+// A bundle of `size` bytes (at least a small header's) for the measurements: a safetensors frame
+// around a cheap pattern that depends on `version`.
+Result<weights::Bundle> MakeBundle(uint64_t version, size_t size, uint32_t chunk_size);
 
 // "100M" -> 104857600 (K, M, G: powers of 1024).
 Result<size_t> ParseBytes(const std::string& s);

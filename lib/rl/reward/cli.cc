@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "rl/core/event_log.h"
+#include "rl/core/fail.h"
 #include "rl/core/log.h"
 #include "rl/core/options.h"
 #include "rl/core/signals.h"
@@ -18,10 +19,7 @@
 namespace rl::reward {
 namespace {
 
-int Fail(const Status& s) {
-  std::cerr << "rl-reward: " << s.message() << "\n";
-  return ExitCodeFor(s);
-}
+constexpr char kTool[] = "rl-reward";
 
 struct VerifierFlags {
   std::string verifier, exec;
@@ -60,13 +58,13 @@ Result<double> ScoreLine(Verifier* verifier, const nlohmann::ordered_json& j) {
 }
 
 int RunMakeData(const std::string& task, uint64_t count, uint64_t seed, bool heldout) {
-  if (task != "addition") return Fail(Status::InvalidArgument("unknown task '" + task + "' (addition)"));
+  if (task != "addition") return Fail(kTool, Status::InvalidArgument("unknown task '" + task + "' (addition)"));
   model::CharTokenizer tok;
   // The held-out set is rl-train's evaluation set (its first `count` problems), whatever the seed.
   for (const task::Problem& e : heldout ? task::HeldOutSet(count) : task::MakeProblems(count, seed)) {
     std::vector<int64_t> ids = {tok.bos_id()};
     auto enc = tok.Encode(e.prompt);
-    if (!enc.ok()) return Fail(enc.status());
+    if (!enc.ok()) return Fail(kTool, enc.status());
     ids.insert(ids.end(), enc->begin(), enc->end());
     nlohmann::ordered_json j = {{"prompt", e.prompt}, {"answer", e.answer}, {"prompt_ids", ids}};
     std::cout << j.dump() << "\n";
@@ -78,18 +76,18 @@ int RunMakeData(const std::string& task, uint64_t count, uint64_t seed, bool hel
 int RunLoop(RewardLoopOptions o, Verifier* verifier, const std::string& run_dir, const std::string& id) {
   EventLog events;
   if (!run_dir.empty()) {
-    if (Status s = events.Open(run_dir, "reward", id); !s.ok()) return Fail(s);
+    if (Status s = events.Open(run_dir, "reward", id); !s.ok()) return Fail(kTool, s);
     o.events = &events;
     events.Emit("start", {{"endpoint", o.client.endpoint}});
   }
   o.events = &events;  // a disabled log still keeps the phase the heartbeat reports
   const std::atomic<bool>& stop = InstallStopSignals();
-  StopWatchdog watchdog(stop, o.wait_ms + 5000, "rl-reward");
+  StopWatchdog watchdog(stop, o.wait_ms + 5000, kTool);
   o.watchdog = &watchdog;
   RewardStats stats;
   Status s = RunRewardLoop(o, verifier, stop, &stats);
   events.Emit("stop", {{"rows", stats.rows}, {"failed", stats.failed}, {"error", s.ok() ? "" : s.ToString()}});
-  return s.ok() ? kExitOk : Fail(s);
+  return s.ok() ? kExitOk : Fail(kTool, s);
 }
 
 }  // namespace
@@ -121,7 +119,7 @@ int RunScore(Verifier* verifier, std::istream& in, std::ostream& out) {
 }
 
 int RewardMain(int argc, char** argv) {
-  CommandLine cl("rl-reward", "rl-reward: scores responses with a rule-based verifier or an external command (see man rl-reward)");
+  CommandLine cl(kTool, "rl-reward: scores responses with a rule-based verifier or an external command (see man rl-reward)");
   std::string log_level = "info";
   cl.Bind(nullptr, "--log-level", &log_level);
 
@@ -157,12 +155,12 @@ int RewardMain(int argc, char** argv) {
   cl.BindFlag(make, "--heldout", &heldout);
 
   if (auto code = cl.Parse(argc, argv)) return *code;
-  if (Status s = InitLogging("rl-reward", log_level); !s.ok()) return Fail(s);
+  if (Status s = InitLogging(kTool, log_level); !s.ok()) return Fail(kTool, s);
 
   if (make->parsed()) return RunMakeData(task, count, seed, heldout);
   VerifierFlags& vf = run->parsed() ? run_v : score_v;
   auto verifier = vf.Make();
-  if (!verifier.ok()) return Fail(verifier.status());
+  if (!verifier.ok()) return Fail(kTool, verifier.status());
   if (score->parsed()) return RunScore(verifier->get(), std::cin, std::cout);
   lo.client.endpoint = connect;
   lo.client.give_up_s = timeout_s;
@@ -172,7 +170,7 @@ int RewardMain(int argc, char** argv) {
   lo.wait_ms = static_cast<int64_t>(wait_s * 1000);
   lo.progress_ms = static_cast<int64_t>(progress_s * 1000);
   auto beat = heartbeat.Start("reward", id, {{"queue", connect}});
-  if (!beat.ok()) return Fail(beat.status());
+  if (!beat.ok()) return Fail(kTool, beat.status());
   return RunLoop(lo, verifier->get(), run_dir, id);
 }
 

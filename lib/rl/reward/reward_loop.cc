@@ -5,6 +5,7 @@
 #include "rl/core/clock.h"
 #include "rl/core/log.h"
 #include "rl/health/progress.h"
+#include "rl/queue/watched_queue.h"
 
 namespace rl::reward {
 namespace {
@@ -13,13 +14,11 @@ using queue::GotRow;
 
 // The text of a column that should hold a string; a number is accepted as its decimal form.
 Result<std::string> TextColumn(const GotRow& row, const char* name) {
-  for (const auto& [col, v] : row.columns) {
-    if (col != name) continue;
-    if (auto* s = std::get_if<std::string>(&v)) return *s;
-    if (auto* i = std::get_if<int64_t>(&v)) return std::to_string(*i);
-    return Status::DataError(std::string("column '") + name + "' is a " + ValueTypeName(v) + ", not a string");
-  }
-  return Status::DataError(std::string("row has no column '") + name + "'");
+  const Value* v = FindColumn(row.columns, name);
+  if (v == nullptr) return Status::DataError(std::string("row has no column '") + name + "'");
+  if (auto* s = std::get_if<std::string>(v)) return *s;
+  if (auto* i = std::get_if<int64_t>(v)) return std::to_string(*i);
+  return Status::DataError(std::string("column '") + name + "' is a " + ValueTypeName(*v) + ", not a string");
 }
 
 Result<RewardRequest> RequestOf(const GotRow& row) {
@@ -128,7 +127,7 @@ class Loop {
   const RewardLoopOptions& o_;
   Verifier* verifier_;
   queue::QueueClient client_;
-  WatchedQueue queue_{&client_, o_.watchdog};
+  queue::WatchedQueue queue_{&client_, o_.watchdog};
   RewardStats* stats_;
   int64_t start_ms_ = MonoMillis();
   int64_t last_progress_ = start_ms_;

@@ -10,7 +10,7 @@
 #include <cstdint>
 
 #include "rl/core/event_log.h"
-#include "rl/reward/stop_watchdog.h"
+#include "rl/core/stop_watchdog.h"
 #include "rl/queue/client.h"
 #include "rl/reward/verifier.h"
 

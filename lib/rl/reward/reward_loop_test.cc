@@ -8,7 +8,6 @@
 namespace rl::reward {
 namespace {
 
-using rl::testing::ColumnOf;
 using rl::testing::TestQueue;
 
 // Rows as rl-rollout leaves them: prompt, answer, response, acked for generate.
@@ -51,7 +50,7 @@ TEST(RewardLoopTest, WritesRewardsAndAcksTheRowsForRewardAtomically) {
   ASSERT_EQ(got->rows.size(), 5u);
   std::vector<double> rewards;
   for (const auto& row : got->rows) {
-    const Value* r = ColumnOf(row, "reward");
+    const Value* r = FindColumn(row.columns, "reward");
     ASSERT_NE(r, nullptr);
     // msgpack carries 1.0 as the integer 1 (man/rl-protocol.7).
     rewards.push_back(std::holds_alternative<double>(*r) ? std::get<double>(*r) : std::get<int64_t>(*r));

@@ -67,12 +67,4 @@ class TestQueue {
   std::thread thread_;
 };
 
-// The value of column `name` in a row a get handed out (nullptr when absent).
-inline const Value* ColumnOf(const queue::GotRow& row, const std::string& name) {
-  for (const auto& [col, v] : row.columns) {
-    if (col == name) return &v;
-  }
-  return nullptr;
-}
-
 }  // namespace rl::testing

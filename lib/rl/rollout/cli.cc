@@ -7,6 +7,7 @@
 #include <iostream>
 
 #include "rl/core/event_log.h"
+#include "rl/core/fail.h"
 #include "rl/core/log.h"
 #include "rl/core/options.h"
 #include "rl/core/signals.h"
@@ -20,10 +21,7 @@
 namespace rl::rollout {
 namespace {
 
-int Fail(const Status& s) {
-  std::cerr << "rl-rollout: " << s.message() << "\n";
-  return ExitCodeFor(s);
-}
+constexpr char kTool[] = "rl-rollout";
 
 struct SamplingFlags {
   model::GenerateOptions g;
@@ -50,7 +48,7 @@ struct SamplingFlags {
 
 int RunGenerate(const SamplingFlags& f, const std::string& weights) {
   Policy policy;
-  if (Status s = policy.Load(weights); !s.ok()) return Fail(s);
+  if (Status s = policy.Load(weights); !s.ok()) return Fail(kTool, s);
   GenerateJsonlOptions o;
   o.generate = f.Options();
   GenerateJsonlStats stats;
@@ -58,18 +56,18 @@ int RunGenerate(const SamplingFlags& f, const std::string& weights) {
   spdlog::info("{} responses, {} tokens in {:.2f} s of generation ({:.0f} tokens/s), version {}", stats.lines,
                stats.tokens, stats.generate_s, stats.generate_s > 0 ? stats.tokens / stats.generate_s : 0.0,
                policy.version());
-  return s.ok() ? kExitOk : Fail(s);
+  return s.ok() ? kExitOk : Fail(kTool, s);
 }
 
 int RunLoop(RolloutOptions o, const std::string& weights, WeightSyncOptions sync, const std::string& run_dir,
             const std::string& id) {
   Policy policy;
   if (!weights.empty()) {
-    if (Status s = policy.Load(weights); !s.ok()) return Fail(s);
+    if (Status s = policy.Load(weights); !s.ok()) return Fail(kTool, s);
   }
   EventLog events;
   if (!run_dir.empty()) {
-    if (Status s = events.Open(run_dir, "rollout", id); !s.ok()) return Fail(s);
+    if (Status s = events.Open(run_dir, "rollout", id); !s.ok()) return Fail(kTool, s);
     o.events = &events;
     events.Emit("start", {{"endpoint", o.client.endpoint}, {"checkpoint_dir", o.checkpoint_dir}, {"pid", ::getpid()}});
   }
@@ -82,17 +80,17 @@ int RunLoop(RolloutOptions o, const std::string& weights, WeightSyncOptions sync
     sync.id = id;
     sync.events = events.enabled() ? &events : nullptr;
     auto started = WeightSync::Start(sync, policy.loaded() ? std::optional<uint64_t>(policy.version()) : std::nullopt);
-    if (!started.ok()) return Fail(started.status());
+    if (!started.ok()) return Fail(kTool, started.status());
     weight_sync = std::move(*started);
     o.weights = weight_sync.get();
   }
-  StopWatchdog watchdog(stop, o.wait_ms + 5000, "rl-rollout");
+  StopWatchdog watchdog(stop, o.wait_ms + 5000, kTool);
   o.watchdog = &watchdog;
   RolloutStats stats;
   Status s = RunRollout(o, &policy, stop, &stats);
   events.Emit("stop", {{"rows", stats.rows}, {"groups", stats.groups}, {"tokens", stats.tokens},
                        {"error", s.ok() ? "" : s.ToString()}});
-  return s.ok() ? kExitOk : Fail(s);
+  return s.ok() ? kExitOk : Fail(kTool, s);
 }
 
 // The demo task's model: 3 layers, d 128, 4 heads, context 32, the character vocabulary.
@@ -101,10 +99,10 @@ constexpr const char* kDemoConfig =
 
 int RunRandomModel(const std::string& config_text, uint64_t seed, const std::string& out) {
   auto config = model::ConfigFromString(config_text);
-  if (!config.ok()) return Fail(config.status().WithContext("--model-config"));
+  if (!config.ok()) return Fail(kTool, config.status().WithContext("--model-config"));
   auto m = model::Transformer::Create(*config, seed);
-  if (!m.ok()) return Fail(m.status());
-  if (Status s = model::SaveModelFile(out, *m, 0); !s.ok()) return Fail(s);
+  if (!m.ok()) return Fail(kTool, m.status());
+  if (Status s = model::SaveModelFile(out, *m, 0); !s.ok()) return Fail(kTool, s);
   auto params = model::ParameterCount(*config);
   spdlog::info("wrote {} (version 0, {} parameters)", out, params.ok() ? *params : 0);
   return kExitOk;
@@ -119,7 +117,7 @@ void EnsurePassiveOpenMp(char** argv) {
 }
 
 int RolloutMain(int argc, char** argv) {
-  CommandLine cl("rl-rollout", "rl-rollout: generates responses with per-token log-probabilities (see man rl-rollout)");
+  CommandLine cl(kTool, "rl-rollout: generates responses with per-token log-probabilities (see man rl-rollout)");
   std::string log_level = "info";
   cl.Bind(nullptr, "--log-level", &log_level);
 
@@ -163,7 +161,7 @@ int RolloutMain(int argc, char** argv) {
   cl.Bind(random, "--seed", &model_seed);
 
   if (auto code = cl.Parse(argc, argv)) return *code;
-  if (Status s = InitLogging("rl-rollout", log_level); !s.ok()) return Fail(s);
+  if (Status s = InitLogging(kTool, log_level); !s.ok()) return Fail(kTool, s);
   sync.sources = weights::SplitEndpoints(weights_from);
   sync.poll_ms = static_cast<int>(poll_s * 1000);
   sync.stall_ms = static_cast<int>(stall_s * 1000);
@@ -184,7 +182,7 @@ int RolloutMain(int argc, char** argv) {
   o.wait_ms = static_cast<int64_t>(wait_s * 1000);
   o.progress_ms = static_cast<int64_t>(progress_s * 1000);
   auto beat = heartbeat.Start("rollout", id, {{"queue", connect}});
-  if (!beat.ok()) return Fail(beat.status());
+  if (!beat.ok()) return Fail(kTool, beat.status());
   return RunLoop(o, run_weights, sync, run_dir, id);
 }
 

@@ -7,22 +7,17 @@
 #include "rl/core/log.h"
 #include "rl/health/progress.h"
 #include "rl/model/tokenizer.h"
+#include "rl/queue/store.h"
+#include "rl/queue/watched_queue.h"
 
 namespace rl::rollout {
 namespace {
 
 using queue::GotRow;
 
-const Value* Column(const GotRow& row, const char* name) {
-  for (const auto& [col, v] : row.columns) {
-    if (col == name) return &v;
-  }
-  return nullptr;
-}
-
 // The row's prompt ids, or why the model cannot take them.
 Result<std::vector<int64_t>> PromptIds(const GotRow& row, const model::ModelConfig& config) {
-  const Value* v = Column(row, "prompt_ids");
+  const Value* v = FindColumn(row.columns, "prompt_ids");
   const Tensor* t = v ? std::get_if<Tensor>(v) : nullptr;
   if (t == nullptr || t->shape.size() != 1 || !(t->dtype == DType::kI64 || t->dtype == DType::kI32)) {
     return Status::DataError("prompt_ids is not a 1-D integer tensor");
@@ -38,12 +33,13 @@ Result<std::vector<int64_t>> PromptIds(const GotRow& row, const model::ModelConf
   return ids;
 }
 
-std::string GroupKey(const GotRow& row) {
-  const Value* g = Column(row, "group");
-  if (g == nullptr) return "row " + std::to_string(row.index);
-  if (auto* i = std::get_if<int64_t>(g)) return "i" + std::to_string(*i);
-  if (auto* s = std::get_if<std::string>(g)) return "s" + *s;
-  return "row " + std::to_string(row.index);
+// The group a row counts in: the queue's key of its group column (queue::GroupKey, as rl-queue
+// and rl-train know groups by), or a group of its own when it has none. Only counted, never
+// stored or sent.
+std::string GroupOf(const GotRow& row) {
+  const Value* g = FindColumn(row.columns, queue::kGroupColumn);
+  std::string key = g ? queue::GroupKey(*g) : "";
+  return key.empty() ? "row " + std::to_string(row.index) : key;
 }
 
 class Loop {
@@ -132,7 +128,7 @@ class Loop {
     Prompts p;
     std::set<std::string> groups;
     for (const GotRow& row : got.rows) {
-      groups.insert(GroupKey(row));
+      groups.insert(GroupOf(row));
       Result<std::vector<int64_t>> ids = PromptIds(row, config);
       if (!ids.ok()) {
         spdlog::error("row {}: {}", row.index, ids.status().message());
@@ -246,7 +242,7 @@ class Loop {
   const RolloutOptions& o_;
   Policy* policy_;
   queue::QueueClient client_;
-  WatchedQueue queue_{&client_, o_.watchdog};
+  queue::WatchedQueue queue_{&client_, o_.watchdog};
   RolloutStats* stats_;
   model::CharTokenizer tokenizer_;
   int64_t start_ms_ = MonoMillis();

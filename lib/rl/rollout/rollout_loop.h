@@ -18,7 +18,7 @@
 #include <string>
 
 #include "rl/core/event_log.h"
-#include "rl/reward/stop_watchdog.h"
+#include "rl/core/stop_watchdog.h"
 #include "rl/model/generate.h"
 #include "rl/queue/client.h"
 #include "rl/rollout/policy.h"

@@ -12,7 +12,6 @@
 namespace rl::rollout {
 namespace {
 
-using rl::testing::ColumnOf;
 using rl::testing::TestQueue;
 
 class RolloutLoopTest : public ::testing::Test {
@@ -104,7 +103,7 @@ TEST_F(RolloutLoopTest, WritesResponsesLogprobsAndVersionAndAcksGenerate) {
   model::CharTokenizer tok;
   for (const auto& row : rows) {
     // The reward task's columns; response_ids, logprobs and version come with a get of train.
-    const Value* response = ColumnOf(row, "response");
+    const Value* response = FindColumn(row.columns, "response");
     ASSERT_NE(response, nullptr);
     EXPECT_TRUE(std::holds_alternative<std::string>(*response));
   }
@@ -116,16 +115,16 @@ TEST_F(RolloutLoopTest, WritesResponsesLogprobsAndVersionAndAcksGenerate) {
   ASSERT_TRUE(got.ok()) << got.status().ToString();
   ASSERT_EQ(got->rows.size(), 12u);
   for (const auto& row : got->rows) {
-    const Tensor& ids = std::get<Tensor>(*ColumnOf(row, "response_ids"));
-    const Tensor& lps = std::get<Tensor>(*ColumnOf(row, "logprobs"));
+    const Tensor& ids = std::get<Tensor>(*FindColumn(row.columns, "response_ids"));
+    const Tensor& lps = std::get<Tensor>(*FindColumn(row.columns, "logprobs"));
     EXPECT_EQ(ids.dtype, DType::kI64);
     EXPECT_EQ(lps.dtype, DType::kF32);
     EXPECT_EQ(ids.NumElements(), lps.NumElements());
     EXPECT_GE(ids.NumElements(), 1);
     EXPECT_LE(ids.NumElements(), 6);
     for (double lp : lps.ToF64()) EXPECT_LE(lp, 0.0);
-    EXPECT_EQ(std::get<int64_t>(*ColumnOf(row, "version")), 1);
-    EXPECT_EQ(std::get<std::string>(*ColumnOf(row, "response")), *tok.Decode(ids.ToI64()));
+    EXPECT_EQ(std::get<int64_t>(*FindColumn(row.columns, "version")), 1);
+    EXPECT_EQ(std::get<std::string>(*FindColumn(row.columns, "response")), *tok.Decode(ids.ToI64()));
   }
 }
 
@@ -166,7 +165,7 @@ TEST_F(RolloutLoopTest, PicksUpANewerWeightVersionAtABatchBoundary) {
   auto got = queue_->Client().Get(g);
   ASSERT_TRUE(got.ok());
   ASSERT_EQ(got->rows.size(), 8u);
-  for (size_t i = 0; i < 8; ++i) EXPECT_EQ(std::get<int64_t>(*ColumnOf(got->rows[i], "version")), i < 4 ? 1 : 2);
+  for (size_t i = 0; i < 8; ++i) EXPECT_EQ(std::get<int64_t>(*FindColumn(got->rows[i].columns, "version")), i < 4 ? 1 : 2);
 }
 
 TEST_F(RolloutLoopTest, ARowTheModelCannotTakeGetsAnErrorAndDoesNotStallTheLoop) {
@@ -182,7 +181,7 @@ TEST_F(RolloutLoopTest, ARowTheModelCannotTakeGetsAnErrorAndDoesNotStallTheLoop)
   auto got = queue_->Client().Get(g);
   ASSERT_TRUE(got.ok());
   ASSERT_EQ(got->rows.size(), 1u);
-  EXPECT_NE(std::get<std::string>(*ColumnOf(got->rows[0], "error")).find("outside the vocabulary"), std::string::npos);
+  EXPECT_NE(std::get<std::string>(*FindColumn(got->rows[0].columns, "error")).find("outside the vocabulary"), std::string::npos);
 }
 
 }  // namespace

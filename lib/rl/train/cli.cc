@@ -80,7 +80,7 @@ void BindSft(CommandLine& cl, CLI::App* s, SftFlags* f) {
 }  // namespace
 
 int TrainMain(int argc, char** argv) {
-  CommandLine cl("rl-train", "rl-train: SFT warm start and GRPO training against rl-queue (see man rl-train)");
+  CommandLine cl(kTool, "rl-train: SFT warm start and GRPO training against rl-queue (see man rl-train)");
   std::string log_level = "info";
   cl.Bind(nullptr, "--log-level", &log_level);
   SftFlags sf;
@@ -107,13 +107,13 @@ int TrainMain(int argc, char** argv) {
   cl.Bind(data, "--response-format", &df.response_format)->check(CLI::IsMember({"none", "gsm8k", "boxed"}));
   cl.app().require_subcommand(1);
   if (auto code = cl.Parse(argc, argv)) return *code;
-  if (Status s = InitLogging("rl-train", log_level); !s.ok()) return Fail(s);
+  if (Status s = InitLogging(kTool, log_level); !s.ok()) return Fail(kTool, s);
   const std::atomic<bool>& stop = InstallStopSignals();
   // SFT reports itself as role "sft": a warm start is no pipeline trainer, whose stalls count.
   auto beat = sft->parsed()    ? sft_beat.Start("sft", sf.id)
               : grpo->parsed() ? grpo_beat.Start("train", gf.loop.id, {{"queue", gf.loop.connect}})
                                : Result<std::unique_ptr<health::HeartbeatSender>>(std::unique_ptr<health::HeartbeatSender>());
-  if (!beat.ok()) return Fail(beat.status());
+  if (!beat.ok()) return Fail(kTool, beat.status());
   if (sft->parsed()) return RunSftCommand(sf, stop);
   if (grpo->parsed()) return RunGrpoCommand(gf, stop);
   if (eval->parsed()) return RunEvalCommand(ef, std::cout);

@@ -28,21 +28,16 @@ Result<model::Transformer> StartingModel(const SftFlags& f) {
 
 }  // namespace
 
-int Fail(const Status& s) {
-  std::cerr << "rl-train: " << s.message() << "\n";
-  return ExitCodeFor(s);
-}
-
 int RunSftCommand(const SftFlags& f, const std::atomic<bool>& stop) {
   at::set_num_threads(f.threads);
   auto data = ReadProblems(f.data);
-  if (!data.ok()) return Fail(data.status());
+  if (!data.ok()) return Fail(kTool, data.status());
   auto model = StartingModel(f);
-  if (!model.ok()) return Fail(model.status());
-  if (Status s = MakeDirs(f.checkpoint_dir); !s.ok()) return Fail(s);
+  if (!model.ok()) return Fail(kTool, model.status());
+  if (Status s = MakeDirs(f.checkpoint_dir); !s.ok()) return Fail(kTool, s);
   EventLog events;
   if (!f.run_dir.empty()) {
-    if (Status s = events.Open(f.run_dir, "train", f.id); !s.ok()) return Fail(s);
+    if (Status s = events.Open(f.run_dir, "train", f.id); !s.ok()) return Fail(kTool, s);
   }
   events.SetPhase("train");
   events.Emit("sft-start", {{"examples", data->size()}, {"lr", f.sft.lr}, {"batch_size", f.sft.batch_size}});
@@ -54,10 +49,10 @@ int RunSftCommand(const SftFlags& f, const std::atomic<bool>& stop) {
                  p.seconds);
   };
   auto result = RunSft(&*model, *data, f.sft, on_step, stop);
-  if (!result.ok()) return Fail(result.status());
+  if (!result.ok()) return Fail(kTool, result.status());
   events.SetPhase("checkpoint");
   std::string path = WeightsPath(f.checkpoint_dir, 0);
-  if (Status s = model::SaveModelFile(path, *model, 0); !s.ok()) return Fail(s);
+  if (Status s = model::SaveModelFile(path, *model, 0); !s.ok()) return Fail(kTool, s);
   events.Emit("sft-done", {{"steps", result->steps}, {"accuracy", result->accuracy},
                            {"seconds", result->seconds}, {"reached", result->reached}, {"weights", path}});
   nlohmann::json line = {{"steps", result->steps}, {"accuracy", result->accuracy}, {"seconds", result->seconds},
@@ -73,22 +68,22 @@ int RunSftCommand(const SftFlags& f, const std::atomic<bool>& stop) {
 int RunGrpoCommand(GrpoFlags f, const std::atomic<bool>& stop) {
   at::set_num_threads(f.threads);
   GrpoLoopOptions& o = f.loop;
-  if (Status s = ApplyMode(f.mode, &o); !s.ok()) return Fail(s);
+  if (Status s = ApplyMode(f.mode, &o); !s.ok()) return Fail(kTool, s);
   if (f.staleness && f.staleness->count() > 0) o.staleness = f.staleness_value;
   if (f.fraction && f.fraction->count() > 0) o.start_fraction = f.fraction_value;
   o.grpo.norm = f.loss_norm == "sequence" ? LossNorm::kSequence : LossNorm::kToken;
   o.regenerate_stale = f.stale_rows == "regenerate";
   Status s = RunGrpo(o, stop);
-  if (!s.ok()) return Fail(s);
+  if (!s.ok()) return Fail(kTool, s);
   return kExitOk;
 }
 
 int RunEvalCommand(const EvalFlags& f, std::ostream& out) {
   at::set_num_threads(f.threads);
   auto m = model::LoadModelFile(f.weights);
-  if (!m.ok()) return Fail(m.status());
+  if (!m.ok()) return Fail(kTool, m.status());
   auto acc = GreedyAccuracy(m->model, HeldOutSet(static_cast<size_t>(f.eval_size)));
-  if (!acc.ok()) return Fail(acc.status());
+  if (!acc.ok()) return Fail(kTool, acc.status());
   nlohmann::json line = {{"weights", f.weights}, {"version", m->version}, {"problems", f.eval_size},
                          {"accuracy", *acc}};
   out << line.dump() << std::endl;

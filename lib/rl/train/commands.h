@@ -7,6 +7,7 @@
 #include <ostream>
 #include <string>
 
+#include "rl/core/fail.h"
 #include "rl/core/status.h"
 #include "rl/train/grpo_loop.h"
 #include "rl/train/sft.h"
@@ -45,8 +46,7 @@ struct DataFlags {
   bool heldout = false;
 };
 
-// "rl-train: <message>" on stderr; the exit code of the status.
-int Fail(const Status& s);
+constexpr char kTool[] = "rl-train";  // for rl::Fail
 
 int RunSftCommand(const SftFlags& f, const std::atomic<bool>& stop);
 int RunGrpoCommand(GrpoFlags f, const std::atomic<bool>& stop);

@@ -8,6 +8,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
+#include "rl/core/fail.h"
 #include "rl/model/generate.h"
 #include "rl/model/model_file.h"
 #include "rl/model/tokenizer.h"
@@ -135,10 +136,7 @@ profile::Subcommand AddDecodeProfile(CommandLine& cl) {
   cl.BindFlag(app, "--json", &o->json);
   return {app, [o]() -> int {
             auto figures = MeasureDecode(*o);
-            if (!figures.ok()) {
-              std::cerr << "rl-profile: " << figures.status().message() << "\n";
-              return ExitCodeFor(figures.status());
-            }
+            if (!figures.ok()) return Fail("rl-profile", figures.status());
             Print(*figures, *o);
             return kExitOk;
           }};

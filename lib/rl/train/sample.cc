@@ -6,26 +6,19 @@
 namespace rl::train {
 namespace {
 
-const Value* Find(const queue::GotRow& row, const std::string& name) {
-  for (const auto& [col, v] : row.columns) {
-    if (col == name) return &v;
-  }
-  return nullptr;
-}
-
 Status Missing(const queue::GotRow& row, const std::string& col, const char* want) {
   return Status::DataError("row " + std::to_string(row.index) + ": column '" + col + "' " + want);
 }
 
 Result<std::vector<int64_t>> IntTensor(const queue::GotRow& row, const std::string& col) {
-  const Value* v = Find(row, col);
+  const Value* v = FindColumn(row.columns, col);
   const auto* t = v ? std::get_if<Tensor>(v) : nullptr;
   if (!t || (t->dtype != DType::kI64 && t->dtype != DType::kI32)) return Missing(row, col, "is not an integer tensor");
   return t->ToI64();
 }
 
 Result<double> Number(const queue::GotRow& row, const std::string& col) {
-  const Value* v = Find(row, col);
+  const Value* v = FindColumn(row.columns, col);
   if (v && std::holds_alternative<double>(*v)) return std::get<double>(*v);
   if (v && std::holds_alternative<int64_t>(*v)) return static_cast<double>(std::get<int64_t>(*v));
   if (v && std::holds_alternative<bool>(*v)) return std::get<bool>(*v) ? 1.0 : 0.0;
@@ -37,7 +30,7 @@ Result<Sample> SampleOf(const queue::GotRow& row) {
   s.index = row.index;
   RL_ASSIGN_OR_RETURN(s.prompt_ids, IntTensor(row, "prompt_ids"));
   RL_ASSIGN_OR_RETURN(s.response_ids, IntTensor(row, "response_ids"));
-  const Value* lp = Find(row, "logprobs");
+  const Value* lp = FindColumn(row.columns, "logprobs");
   const auto* t = lp ? std::get_if<Tensor>(lp) : nullptr;
   if (!t || (t->dtype != DType::kF32 && t->dtype != DType::kF64)) return Missing(row, "logprobs", "is not a float tensor");
   for (double x : t->ToF64()) s.logprobs.push_back(static_cast<float>(x));
@@ -57,7 +50,7 @@ Result<std::vector<Group>> GroupsOf(const std::vector<queue::GotRow>& rows) {
   std::vector<Group> groups;
   std::map<std::string, size_t> where;
   for (const auto& row : rows) {
-    const Value* g = Find(row, queue::kGroupColumn);
+    const Value* g = FindColumn(row.columns, queue::kGroupColumn);
     std::string key = g ? queue::GroupKey(*g) : "";
     if (key.empty()) return Missing(row, queue::kGroupColumn, "is missing");
     RL_ASSIGN_OR_RETURN(Sample s, SampleOf(row));

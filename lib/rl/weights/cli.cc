@@ -9,6 +9,7 @@
 
 #include "rl/core/clock.h"
 #include "rl/core/event_log.h"
+#include "rl/core/fail.h"
 #include "rl/core/fs.h"
 #include "rl/core/log.h"
 #include "rl/core/options.h"
@@ -18,10 +19,7 @@
 namespace rl::weights {
 namespace {
 
-int Fail(const Status& s) {
-  std::cerr << "rl-relay: " << s.message() << "\n";
-  return ExitCodeFor(s);
-}
+constexpr char kTool[] = "rl-relay";
 
 struct Flags {
   std::string log_level = "info", run_dir, id = "0";
@@ -34,10 +32,10 @@ struct Flags {
 int RunServe(const Flags& f, const std::atomic<bool>& stop) {
   EventLog events;
   if (!f.run_dir.empty()) {
-    if (Status s = events.Open(f.run_dir, "rl-relay", f.id); !s.ok()) return Fail(s);
+    if (Status s = events.Open(f.run_dir, "rl-relay", f.id); !s.ok()) return Fail(kTool, s);
   }
   auto ctx = UcxContext::Create();
-  if (!ctx.ok()) return Fail(ctx.status());
+  if (!ctx.ok()) return Fail(kTool, ctx.status());
   RelayOptions o;
   o.source.bind = f.bind;
   o.source.max_pulls = f.max_pulls;
@@ -49,26 +47,26 @@ int RunServe(const Flags& f, const std::atomic<bool>& stop) {
   o.id = f.id;
   o.events = events.enabled() ? &events : nullptr;
   auto relay = Relay::Start(*ctx, std::move(o));
-  if (!relay.ok()) return Fail(relay.status());
+  if (!relay.ok()) return Fail(kTool, relay.status());
   Status s = (*relay)->Run(stop);
-  return s.ok() ? kExitOk : Fail(s);
+  return s.ok() ? kExitOk : Fail(kTool, s);
 }
 
 int RunPublish(const Flags& f, const std::atomic<bool>& stop) {
   uint64_t version = f.version ? f.version : VersionOfWeightsFile(f.file);
-  if (version == 0) return Fail(Status::InvalidArgument("--weights-version is needed: " + f.file + " is not weights-N.safetensors"));
+  if (version == 0) return Fail(kTool, Status::InvalidArgument("--weights-version is needed: " + f.file + " is not weights-N.safetensors"));
   auto bytes = ReadFile(f.file);
-  if (!bytes.ok()) return Fail(bytes.status());
+  if (!bytes.ok()) return Fail(kTool, bytes.status());
   auto bundle = Bundle::FromString(version, std::move(*bytes), f.chunk_size);
-  if (!bundle.ok()) return Fail(bundle.status().WithContext(f.file));
+  if (!bundle.ok()) return Fail(kTool, bundle.status().WithContext(f.file));
   auto ctx = UcxContext::Create();
-  if (!ctx.ok()) return Fail(ctx.status());
+  if (!ctx.ok()) return Fail(kTool, ctx.status());
   SourceOptions o;
   o.bind = f.bind;
   o.max_pulls = f.max_pulls;
   auto source = Source::Start(*ctx, o);
-  if (!source.ok()) return Fail(source.status());
-  if (Status s = (*source)->Publish(*bundle); !s.ok()) return Fail(s);
+  if (!source.ok()) return Fail(kTool, source.status());
+  if (Status s = (*source)->Publish(*bundle); !s.ok()) return Fail(kTool, s);
   spdlog::info("serving {} as version {} ({} bytes, digest {}) on {}", f.file, version, bundle->size(),
                DigestHex(bundle->digest()), (*source)->endpoint());
   while (!stop) std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -77,9 +75,9 @@ int RunPublish(const Flags& f, const std::atomic<bool>& stop) {
 
 int RunPull(const Flags& f, const std::atomic<bool>& stop) {
   auto ctx = UcxContext::Create();
-  if (!ctx.ok()) return Fail(ctx.status());
+  if (!ctx.ok()) return Fail(kTool, ctx.status());
   auto puller = Puller::Create(*ctx, "rl-relay-pull");
-  if (!puller.ok()) return Fail(puller.status());
+  if (!puller.ok()) return Fail(kTool, puller.status());
   PullOptions o;
   o.sources = SplitEndpoints(f.from);
   o.min_version = f.wait_version;
@@ -89,9 +87,9 @@ int RunPull(const Flags& f, const std::atomic<bool>& stop) {
   ApplyTestHooksFromEnv(&o);
   PullReport r;
   auto b = (*puller)->Pull(o, &r);
-  if (!b.ok()) return Fail(b.status());
+  if (!b.ok()) return Fail(kTool, b.status());
   if (!f.out.empty()) {
-    if (Status s = WriteFileAtomic(f.out, std::string(b->data(), b->size())); !s.ok()) return Fail(s);
+    if (Status s = WriteFileAtomic(f.out, std::string(b->data(), b->size())); !s.ok()) return Fail(kTool, s);
   }
   nlohmann::json j = {{"version", b->version}, {"bytes", b->size()},          {"digest", DigestHex(b->digest())},
                       {"source", r.source},    {"seconds", r.seconds},        {"failovers", r.failovers},
@@ -102,9 +100,9 @@ int RunPull(const Flags& f, const std::atomic<bool>& stop) {
 
 int RunInfo(const Flags& f) {
   auto ctx = UcxContext::Create();
-  if (!ctx.ok()) return Fail(ctx.status());
+  if (!ctx.ok()) return Fail(kTool, ctx.status());
   auto puller = Puller::Create(*ctx, "rl-relay-info");
-  if (!puller.ok()) return Fail(puller.status());
+  if (!puller.ok()) return Fail(kTool, puller.status());
   int request_ms = static_cast<int>(std::min(f.timeout_s, 60.0) * 1000);
   bool any = false;
   for (const SourceOffer& so : (*puller)->Survey(SplitEndpoints(f.from), request_ms)) {
@@ -125,7 +123,7 @@ int RunInfo(const Flags& f) {
 }  // namespace
 
 int RelayMain(int argc, char** argv) {
-  CommandLine cl("rl-relay", "rl-relay: holds the newest weight version and serves UCX pulls (see man rl-relay)");
+  CommandLine cl(kTool, "rl-relay: holds the newest weight version and serves UCX pulls (see man rl-relay)");
   Flags f;
   cl.Bind(nullptr, "--log-level", &f.log_level);
 
@@ -157,7 +155,7 @@ int RelayMain(int argc, char** argv) {
   cl.Bind(info, "--timeout", &f.timeout_s)->check(CLI::PositiveNumber);
 
   if (auto code = cl.Parse(argc, argv)) return *code;
-  if (Status s = InitLogging("rl-relay", f.log_level); !s.ok()) return Fail(s);
+  if (Status s = InitLogging(kTool, f.log_level); !s.ok()) return Fail(kTool, s);
   const std::atomic<bool>& stop = InstallStopSignals();
   if (serve->parsed()) return RunServe(f, stop);
   if (publish->parsed()) return RunPublish(f, stop);

@@ -120,4 +120,11 @@ const char* ValueTypeName(const Value& v) {
   return names[v.index()];
 }
 
+const Value* FindColumn(const std::vector<std::pair<std::string, Value>>& columns, std::string_view name) {
+  for (const auto& [col, v] : columns) {
+    if (col == name) return &v;
+  }
+  return nullptr;
+}
+
 }  // namespace rl

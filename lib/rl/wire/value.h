@@ -6,6 +6,8 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -51,5 +53,9 @@ using Value = std::variant<std::monostate, bool, int64_t, double, std::string, B
 // Bytes the value occupies in memory, for limits and statistics.
 size_t ValueBytes(const Value& v);
 const char* ValueTypeName(const Value& v);
+
+// The value of column `name` in a row's named columns (a row a get handed out, a put's row):
+// the first of that name, or nullptr when there is none.
+const Value* FindColumn(const std::vector<std::pair<std::string, Value>>& columns, std::string_view name);
 
 }  // namespace rl

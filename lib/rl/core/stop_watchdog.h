@@ -6,7 +6,8 @@
 // start, the queue is not answering: there is nothing left to write or give back (leased rows come
 // back when their lease expires), so the watchdog prints one line on stderr and ends the process
 // with 75 (EX_TEMPFAIL). Work outside queue calls (generating a batch) is never cut short.
-// Used by rl-rollout and rl-reward; header-only.
+// Used by rl-rollout and rl-reward (through queue::WatchedQueue, rl/queue/watched_queue.h); it
+// knows nothing of the queue itself, only of calls marked by Call. Header-only.
 // Thread safety: Call may be used from the loop thread while the watchdog thread reads.
 #pragma once
 
@@ -19,8 +20,7 @@
 #include <thread>
 
 #include "rl/core/clock.h"
-#include "rl/core/status.h"
-#include "rl/queue/client.h"
+#include "rl/core/status.h"  // kExitTempFail
 
 namespace rl {
 
@@ -75,33 +75,6 @@ class StopWatchdog {
   std::atomic<int64_t> since_ms_{0};
   std::atomic<bool> done_{false};
   std::thread thread_;  // last: starts after the members it reads
-};
-
-// A QueueClient whose calls are marked for a StopWatchdog (null: unwatched), as rl-rollout and
-// rl-reward make them. REQUIRES: *client and *watchdog outlive it.
-class WatchedQueue {
- public:
-  WatchedQueue(queue::QueueClient* client, StopWatchdog* watchdog) : client_(client), watchdog_(watchdog) {}
-  Result<queue::GetReply> Get(const queue::GetRequest& g) {
-    StopWatchdog::Call c(watchdog_);
-    return client_->Get(g);
-  }
-  Result<std::vector<uint64_t>> Put(const queue::PutRequest& p) {
-    StopWatchdog::Call c(watchdog_);
-    return client_->Put(p);
-  }
-  Result<queue::IndexReply> Nack(const std::string& task, uint64_t lease, const std::vector<uint64_t>& rows) {
-    StopWatchdog::Call c(watchdog_);
-    return client_->Nack(task, lease, rows);
-  }
-  Status ReleaseEarlierLeases(const std::string& task, const std::string& holder, EventLog* events) {
-    StopWatchdog::Call c(watchdog_);
-    return queue::ReleaseEarlierLeases(*client_, task, holder, events);
-  }
-
- private:
-  queue::QueueClient* client_;
-  StopWatchdog* watchdog_;
 };
 
 }  // namespace rl

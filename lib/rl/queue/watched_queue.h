@@ -1,0 +1,42 @@
+// WatchedQueue: a QueueClient whose calls are marked for a StopWatchdog (rl/core/stop_watchdog.h),
+// so a role that was told to stop does not wait --timeout seconds on a queue that went away.
+// rl-rollout and rl-reward make their queue calls through it.
+// Thread safety: that of the QueueClient (one thread).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "rl/core/event_log.h"
+#include "rl/core/stop_watchdog.h"
+#include "rl/queue/client.h"
+
+namespace rl::queue {
+
+class WatchedQueue {
+ public:
+  // REQUIRES: *client and *watchdog (null: unwatched) outlive it.
+  WatchedQueue(QueueClient* client, StopWatchdog* watchdog) : client_(client), watchdog_(watchdog) {}
+  Result<GetReply> Get(const GetRequest& g) {
+    StopWatchdog::Call c(watchdog_);
+    return client_->Get(g);
+  }
+  Result<std::vector<uint64_t>> Put(const PutRequest& p) {
+    StopWatchdog::Call c(watchdog_);
+    return client_->Put(p);
+  }
+  Result<IndexReply> Nack(const std::string& task, uint64_t lease, const std::vector<uint64_t>& rows) {
+    StopWatchdog::Call c(watchdog_);
+    return client_->Nack(task, lease, rows);
+  }
+  Status ReleaseEarlierLeases(const std::string& task, const std::string& holder, EventLog* events) {
+    StopWatchdog::Call c(watchdog_);
+    return queue::ReleaseEarlierLeases(*client_, task, holder, events);
+  }
+
+ private:
+  QueueClient* client_;
+  StopWatchdog* watchdog_;
+};
+
+}  // namespace rl::queue
