@@ -2,6 +2,7 @@
 
 #include <iostream>
 
+#include "rl/core/fail.h"
 #include "rl/core/log.h"
 #include "rl/core/options.h"
 #include "rl/health/flags.h"
@@ -28,10 +29,7 @@ std::vector<std::string> SplitList(const std::string& s) {
   return out;
 }
 
-int Fail(const Status& s) {
-  std::cerr << "rl-queue: " << s.message() << "\n";
-  return ExitCodeFor(s);
-}
+int Fail(const Status& s) { return rl::Fail("rl-queue", s); }
 
 namespace {
 

@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "rl/reward/exec_verifier.h"
-#include "rl/reward/test_queue.h"
+#include "rl/queue/test_queue.h"
 
 namespace rl::reward {
 namespace {

@@ -6,7 +6,7 @@
 
 #include "rl/core/clock.h"
 #include "rl/model/tokenizer.h"
-#include "rl/reward/test_queue.h"
+#include "rl/queue/test_queue.h"
 #include "rl/rollout/test_model.h"
 
 namespace rl::rollout {

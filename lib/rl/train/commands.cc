@@ -98,7 +98,7 @@ int RunMakeData(const DataFlags& f, std::ostream& out) {
   o.held_out = f.heldout;
   o.response_format = f.response_format;
   Status s = task::WriteTaskData(o, out);
-  return s.ok() ? kExitOk : Fail(s);
+  return s.ok() ? kExitOk : Fail(kTool, s);
 }
 
 }  // namespace rl::train
