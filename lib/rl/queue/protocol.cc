@@ -285,24 +285,29 @@ Result<IndexRequest> DecodeIndices(std::string_view m) {
   return req;
 }
 
-Message EncodeMetaGet(const std::string& key) {
+// A body that is one string under one key: meta get {key}, retire {task}.
+Message EncodeOneString(const char* name, const std::string& value) {
   Message m;
   msgpack::sbuffer buf;
   Packer pk(buf);
   pk.pack_map(1);
-  PackString(pk, "key");
-  PackString(pk, key);
+  PackString(pk, name);
+  PackString(pk, value);
   m.body = Done(buf);
   return m;
 }
 
-Result<std::string> DecodeMetaGet(std::string_view m) {
+Result<std::string> DecodeOneString(std::string_view m, const char* name) {
   RL_ASSIGN_OR_RETURN(msgpack::object_handle oh, Parse(m));
   RL_ASSIGN_OR_RETURN(MapView b, MapView::Of(oh.get(), "body"));
-  auto key = b.Str("key");
-  if (!key.ok()) return InvalidField(key.status());
-  return *key;
+  auto value = b.Str(name);
+  if (!value.ok()) return InvalidField(value.status());
+  return *value;
 }
+
+Message EncodeMetaGet(const std::string& key) { return EncodeOneString("key", key); }
+
+Result<std::string> DecodeMetaGet(std::string_view m) { return DecodeOneString(m, "key"); }
 
 Message EncodeMetaSet(const MetaRequest& req) {
   Message m;
@@ -359,24 +364,9 @@ Message EncodeDeclare(const DeclareRequest& req) {
   return m;
 }
 
-Message EncodeRetire(const std::string& task) {
-  Message m;
-  msgpack::sbuffer buf;
-  Packer pk(buf);
-  pk.pack_map(1);
-  PackString(pk, "task");
-  PackString(pk, task);
-  m.body = Done(buf);
-  return m;
-}
+Message EncodeRetire(const std::string& task) { return EncodeOneString("task", task); }
 
-Result<std::string> DecodeRetire(std::string_view m) {
-  RL_ASSIGN_OR_RETURN(msgpack::object_handle oh, Parse(m));
-  RL_ASSIGN_OR_RETURN(MapView b, MapView::Of(oh.get(), "body"));
-  auto task = b.Str("task");
-  if (!task.ok()) return InvalidField(task.status());
-  return *task;
-}
+Result<std::string> DecodeRetire(std::string_view m) { return DecodeOneString(m, "task"); }
 
 Result<DeclareRequest> DecodeDeclare(std::string_view m) {
   RL_ASSIGN_OR_RETURN(msgpack::object_handle oh, Parse(m));

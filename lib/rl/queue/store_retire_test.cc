@@ -6,23 +6,13 @@
 #include <random>
 
 #include "rl/queue/store.h"
+#include "rl/queue/store_test_rows.h"
 
 namespace rl::queue {
 namespace {
 
-PutRow NewRow(std::vector<std::pair<std::string, Value>> cols) {
-  PutRow r;
-  r.is_new = true;
-  r.columns.assign(cols.begin(), cols.end());
-  return r;
-}
-
-PutRow AddTo(uint64_t index, std::vector<std::pair<std::string, Value>> cols) {
-  PutRow r;
-  r.index = index;
-  r.columns.assign(cols.begin(), cols.end());
-  return r;
-}
+using testing::AddTo;
+using testing::NewRow;
 
 GetRequest GetOf(const std::string& task, uint32_t count = 1) {
   GetRequest req;
