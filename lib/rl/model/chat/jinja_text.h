@@ -11,13 +11,15 @@
 #include <string_view>
 #include <vector>
 
+#include "rl/core/utf8.h"
+
 namespace rl::chat::jinja {
 
 // Decodes UTF-8 into code points; an invalid byte decodes as itself (U+0080..U+00FF), so a
 // round trip through Encode never loses a valid string.
 std::u32string DecodeUtf8(std::string_view s);
 std::string EncodeUtf8(std::u32string_view s);
-void AppendUtf8(char32_t c, std::string* out);
+using rl::AppendUtf8;  // rl/core/utf8.h
 size_t CodePointCount(std::string_view s);
 
 bool PyIsSpace(char32_t c);

@@ -10,11 +10,13 @@
 
 #include "rl/core/status.h"
 
+#include "rl/core/utf8.h"
+
 namespace rl::tokenizer {
 
 // Reads the code point at *pos and moves *pos past it. REQUIRES: text is valid UTF-8.
 char32_t NextCodePoint(std::string_view text, size_t* pos);
-void AppendUtf8(char32_t cp, std::string* out);
+using rl::AppendUtf8;  // rl/core/utf8.h
 // The byte offset of the first invalid sequence, or npos when text is valid UTF-8.
 size_t FindInvalidUtf8(std::string_view text);
 // Invalid sequences become U+FFFD, one per maximal invalid subpart (Rust's from_utf8_lossy).
