@@ -13,6 +13,7 @@ packages=(
   clang libclang-rt-14-dev
   redis-server libhiredis-dev
   python3-zmq python3-msgpack
+  python3-torch  # tests/reference/hf_reference.py, the independent check of lib/rl/model
 )
 
 missing=()
