@@ -21,14 +21,23 @@ using testing::TinyConfig;
 
 const std::string kScript = std::string(RL_SOURCE_DIR) + "/tests/reference/hf_reference.py";
 
-bool HaveTorchPython() {
-  static const bool have = std::system("python3 -c 'import torch' >/dev/null 2>&1") == 0;
-  return have;
+// The first of $RL_PYTHON, python3 and /usr/bin/python3 (where Debian's python3-torch lives,
+// whatever PATH says) that imports torch; empty when none does.
+const std::string& TorchPython() {
+  static const std::string found = [] {
+    std::vector<std::string> candidates = {"python3", "/usr/bin/python3"};
+    if (const char* env = std::getenv("RL_PYTHON")) candidates.insert(candidates.begin(), env);
+    for (const std::string& p : candidates) {
+      if (std::system((p + " -c 'import torch' >/dev/null 2>&1").c_str()) == 0) return p;
+    }
+    return std::string();
+  }();
+  return found;
 }
 
 // The reference's logits [T, V] for `ids` over the model in `dir`; undefined on failure.
 at::Tensor ReferenceLogits(const std::string& dir, const std::vector<int64_t>& ids) {
-  std::string cmd = "python3 " + kScript + " " + dir;
+  std::string cmd = TorchPython() + " " + kScript + " " + dir;
   for (int64_t id : ids) cmd += " " + std::to_string(id);
   FILE* pipe = ::popen(cmd.c_str(), "r");
   if (pipe == nullptr) return {};
@@ -69,7 +78,7 @@ std::vector<Case> Cases() {
 }
 
 TEST(HfReferenceTest, LogitsMatchAnIndependentImplementation) {
-  if (!HaveTorchPython()) GTEST_SKIP() << "python3 with torch not found: reference not run";
+  if (TorchPython().empty()) GTEST_SKIP() << "no python3 with torch (RL_PYTHON, python3, /usr/bin/python3): reference not run";
   const std::string root =
       ::testing::TempDir() + "/hf_reference_test." + std::to_string(::getpid());
   const std::vector<int64_t> ids = {1, 4, 5, 13, 6, 7, 14, 3, 12, 9, 2, 0, 11};
