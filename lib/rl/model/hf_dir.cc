@@ -222,7 +222,13 @@ Result<Transformer> LoadHfModel(const std::string& dir, const HfLoadOptions& opt
   return model;
 }
 
-Status SaveHfModel(const std::string& dir, const Transformer& model, const HfSaveOptions& options) {
+Status SaveHfModel(const std::string& dir_arg, const Transformer& model,
+                   const HfSaveOptions& options) {
+  std::string dir = dir_arg;  // "out/" names "out": the temporary directory goes beside it
+  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+  if (dir.empty() || dir == "/" || dir == "." || dir == "..") {
+    return Status::InvalidArgument("save model: bad directory name \"" + dir_arg + "\"");
+  }
   const std::string tmp = dir + ".tmp";
   std::error_code ec;
   fs::remove_all(tmp, ec);
