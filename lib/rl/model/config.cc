@@ -48,25 +48,34 @@ Status CheckTokenId(const char* name, int64_t id, int64_t vocab) {
 
 const char* ArchitectureName(Architecture a) {
   switch (a) {
-    case Architecture::kQwen2: return "Qwen2ForCausalLM";
-    case Architecture::kQwen3: return "Qwen3ForCausalLM";
-    default: return "LlamaForCausalLM";
+    case Architecture::kQwen2:
+      return "Qwen2ForCausalLM";
+    case Architecture::kQwen3:
+      return "Qwen3ForCausalLM";
+    default:
+      return "LlamaForCausalLM";
   }
 }
 
 const char* ModelTypeName(Architecture a) {
   switch (a) {
-    case Architecture::kQwen2: return "qwen2";
-    case Architecture::kQwen3: return "qwen3";
-    default: return "llama";
+    case Architecture::kQwen2:
+      return "qwen2";
+    case Architecture::kQwen3:
+      return "qwen3";
+    default:
+      return "llama";
   }
 }
 
 const char* DTypeName(DType d) {
   switch (d) {
-    case DType::kBF16: return "bfloat16";
-    case DType::kF16: return "float16";
-    default: return "float32";
+    case DType::kBF16:
+      return "bfloat16";
+    case DType::kF16:
+      return "float16";
+    default:
+      return "float32";
   }
 }
 
@@ -86,8 +95,9 @@ bool RopeScaling::operator==(const RopeScaling& o) const {
 
 Status ModelConfig::Validate() const {
   if (num_key_value_heads < 0 || head_dim < 0 || rl_context < 0) {
-    return Status::Config("model config: num_key_value_heads, head_dim and rl_context must not be "
-                          "negative");
+    return Status::Config(
+        "model config: num_key_value_heads, head_dim and rl_context must not be "
+        "negative");
   }
   RL_RETURN_IF_ERROR(CheckRange("vocab_size", vocab_size));
   RL_RETURN_IF_ERROR(CheckRange("hidden_size", hidden_size));
@@ -101,9 +111,9 @@ Status ModelConfig::Validate() const {
   RL_RETURN_IF_ERROR(CheckPositive("rope_theta", rope_theta));
   RL_RETURN_IF_ERROR(CheckRope(rope_scaling));
   if (num_attention_heads % kv_heads() != 0) {
-    return Status::Config("model config: num_attention_heads " +
-                          std::to_string(num_attention_heads) +
-                          " is not a multiple of num_key_value_heads " + std::to_string(kv_heads()));
+    return Status::Config(
+        "model config: num_attention_heads " + std::to_string(num_attention_heads) +
+        " is not a multiple of num_key_value_heads " + std::to_string(kv_heads()));
   }
   if (head_dim <= 0 && hidden_size % num_attention_heads != 0) {
     return Status::Config("model config: hidden_size " + std::to_string(hidden_size) +
@@ -123,7 +133,8 @@ Status ModelConfig::Validate() const {
                           " exceeds max_position_embeddings " +
                           std::to_string(max_position_embeddings));
   }
-  if (bos_token_id != -1) RL_RETURN_IF_ERROR(CheckTokenId("bos_token_id", bos_token_id, vocab_size));
+  if (bos_token_id != -1)
+    RL_RETURN_IF_ERROR(CheckTokenId("bos_token_id", bos_token_id, vocab_size));
   for (int64_t id : eos_token_id) RL_RETURN_IF_ERROR(CheckTokenId("eos_token_id", id, vocab_size));
   return Status::OK();
 }
@@ -147,9 +158,14 @@ Result<int64_t> ParameterCount(const ModelConfig& c) {
   const int64_t d = c.hidden_size, q = c.num_attention_heads * c.head_width();
   const int64_t kv = c.kv_heads() * c.head_width(), m = c.intermediate_size;
   const int64_t layer_terms[] = {2 * d,  // input_layernorm, post_attention_layernorm
-                                 d * q, d * kv, d * kv, q * d,  // q, k, v, o
-                                 c.qkv_bias() ? q + 2 * kv : 0, c.o_bias() ? d : 0,
-                                 c.qk_norm() ? 2 * c.head_width() : 0, 3 * d * m};
+                                 d * q,
+                                 d * kv,
+                                 d * kv,
+                                 q * d,  // q, k, v, o
+                                 c.qkv_bias() ? q + 2 * kv : 0,
+                                 c.o_bias() ? d : 0,
+                                 c.qk_norm() ? 2 * c.head_width() : 0,
+                                 3 * d * m};
   int64_t layer = 0, total = 0;
   for (int64_t t : layer_terms) {
     if (__builtin_add_overflow(layer, t, &layer)) return Status::Config("model config: too large");

@@ -86,7 +86,8 @@ Result<Architecture> ReadArchitecture(Reader* r, const json& j) {
     }
     return arch;
   }
-  if (name.empty() && model_type.empty()) return Status::Config("model config: missing 'architectures'");
+  if (name.empty() && model_type.empty())
+    return Status::Config("model config: missing 'architectures'");
   return Status::Config("model config: unsupported architecture \"" +
                         (name.empty() ? model_type : name) +
                         "\" (LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM are)");
@@ -137,7 +138,8 @@ Status ReadTokenIds(Reader* r, const json& j, ModelConfig* c) {
   }
   if (!e.is_array()) return TypeError("eos_token_id", "an integer or a list of integers");
   for (const json& id : e) {
-    if (!id.is_number_integer()) return TypeError("eos_token_id", "an integer or a list of integers");
+    if (!id.is_number_integer())
+      return TypeError("eos_token_id", "an integer or a list of integers");
     c->eos_token_id.push_back(id.get<int64_t>());
   }
   return Status::OK();

@@ -1,10 +1,9 @@
 #include "rl/model/hf_dir.h"
 
-#include <c10/core/GradMode.h>
-#include <stdio.h>  // renameat2
-#include <fcntl.h>  // AT_FDCWD
-
 #include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
+#include <fcntl.h>  // AT_FDCWD
+#include <stdio.h>  // renameat2
 
 #include <algorithm>
 #include <filesystem>
@@ -20,10 +19,16 @@
 
 namespace rl::model {
 
-const char* const kHfTokenizerFiles[] = {
-    "tokenizer.json", "tokenizer_config.json", "generation_config.json", "special_tokens_map.json",
-    "vocab.json",     "merges.txt",            "tokenizer.model",        "added_tokens.json",
-    "chat_template.jinja", nullptr};
+const char* const kHfTokenizerFiles[] = {"tokenizer.json",
+                                         "tokenizer_config.json",
+                                         "generation_config.json",
+                                         "special_tokens_map.json",
+                                         "vocab.json",
+                                         "merges.txt",
+                                         "tokenizer.model",
+                                         "added_tokens.json",
+                                         "chat_template.jinja",
+                                         nullptr};
 
 namespace {
 
@@ -44,7 +49,8 @@ std::string Shape(at::IntArrayRef sizes) {
 }
 
 bool EndsWith(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 // The shard file of each tensor: all in model.safetensors, or as the index says.
@@ -112,7 +118,8 @@ class WeightLoader {
 
   Status CheckComplete() const {
     for (const auto& [name, t] : params_) {
-      if (seen_.count(name) == 0) return Status::DataError(dir_ + ": tensor '" + name + "' missing");
+      if (seen_.count(name) == 0)
+        return Status::DataError(dir_ + ": tensor '" + name + "' missing");
     }
     return Status::OK();
   }
@@ -160,7 +167,8 @@ class WeightLoader {
 Status CopyTokenizerFiles(const std::string& from, const std::string& to) {
   if (from.empty()) return Status::OK();
   std::error_code ec;
-  if (!fs::is_directory(from, ec)) return Status::NotFound("tokenizer directory " + from + " not found");
+  if (!fs::is_directory(from, ec))
+    return Status::NotFound("tokenizer directory " + from + " not found");
   for (const char* const* f = kHfTokenizerFiles; *f != nullptr; ++f) {
     const std::string src = from + "/" + *f;
     if (!Exists(src)) continue;
@@ -174,14 +182,17 @@ Status CopyTokenizerFiles(const std::string& from, const std::string& to) {
 Status Publish(const std::string& tmp, const std::string& dir) {
   std::error_code ec;
   if (!fs::exists(dir, ec)) {
-    if (::rename(tmp.c_str(), dir.c_str()) != 0) return Status::IOError(ErrnoMessage("rename", tmp));
+    if (::rename(tmp.c_str(), dir.c_str()) != 0)
+      return Status::IOError(ErrnoMessage("rename", tmp));
   } else if (::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, dir.c_str(), RENAME_EXCHANGE) == 0) {
     fs::remove_all(tmp, ec);  // now the old directory
   } else {
     const std::string old = dir + ".old";
     fs::remove_all(old, ec);
-    if (::rename(dir.c_str(), old.c_str()) != 0) return Status::IOError(ErrnoMessage("rename", dir));
-    if (::rename(tmp.c_str(), dir.c_str()) != 0) return Status::IOError(ErrnoMessage("rename", tmp));
+    if (::rename(dir.c_str(), old.c_str()) != 0)
+      return Status::IOError(ErrnoMessage("rename", dir));
+    if (::rename(tmp.c_str(), dir.c_str()) != 0)
+      return Status::IOError(ErrnoMessage("rename", tmp));
     fs::remove_all(old, ec);
   }
   const std::string parent = fs::path(dir).parent_path().string();
@@ -236,13 +247,14 @@ Status SaveHfModel(const std::string& dir_arg, const Transformer& model,
   ModelConfig config = model.config();
   config.torch_dtype = options.dtype;
   RL_RETURN_IF_ERROR(WriteFileAtomic(tmp + "/config.json", ConfigToJson(config).dump(2) + "\n"));
-  RL_ASSIGN_OR_RETURN(NamedTensors tensors, TorchGuard("save weights", [&]() -> Result<NamedTensors> {
-    NamedTensors out;
-    for (const auto& [name, t] : model.NamedParameters()) {
-      out.emplace_back(name, t.detach().to(ScalarTypeOf(options.dtype)));
-    }
-    return out;
-  }));
+  RL_ASSIGN_OR_RETURN(NamedTensors tensors,
+                      TorchGuard("save weights", [&]() -> Result<NamedTensors> {
+                        NamedTensors out;
+                        for (const auto& [name, t] : model.NamedParameters()) {
+                          out.emplace_back(name, t.detach().to(ScalarTypeOf(options.dtype)));
+                        }
+                        return out;
+                      }));
   RL_RETURN_IF_ERROR(WriteSafetensorsFile(tmp + "/" + kSingle, tensors, {{"format", "pt"}}));
   RL_RETURN_IF_ERROR(CopyTokenizerFiles(options.tokenizer_from, tmp));
   return Publish(tmp, dir);

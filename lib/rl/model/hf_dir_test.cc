@@ -163,7 +163,8 @@ TEST_F(HfDirTest, MissingFilesAreDataErrors) {
 
 TEST_F(HfDirTest, BadConfigIsAConfigErrorNamingTheFile) {
   const std::string dir = Saved(TinyConfig(), "m");
-  ASSERT_TRUE(WriteFileAtomic(dir + "/config.json", R"({"architectures": ["GPT2LMHeadModel"]})").ok());
+  ASSERT_TRUE(
+      WriteFileAtomic(dir + "/config.json", R"({"architectures": ["GPT2LMHeadModel"]})").ok());
   ExpectError(dir, Code::kConfig, "config.json: model config: unsupported architecture");
 }
 
@@ -195,20 +196,24 @@ TEST_F(HfDirTest, WrongTensorsAreDataErrorsNamingTensorAndFile) {
       if (name == k) v = at::zeros({32, 32});
     }
   });
-  ExpectError(dir, Code::kDataError,
-              "model.safetensors: tensor '" + k + "' has shape [32, 32], the config needs [16, 32]");
+  ExpectError(
+      dir, Code::kDataError,
+      "model.safetensors: tensor '" + k + "' has shape [32, 32], the config needs [16, 32]");
   EditWeights(dir, [&](NamedTensors* t) {
     for (auto& [name, v] : *t) {
       if (name == k) v = at::zeros({16, 32}, at::kLong);
     }
   });
-  ExpectError(dir, Code::kDataError, "tensor '" + k + "' is Long; weights must be F32, F16 or BF16");
+  ExpectError(dir, Code::kDataError,
+              "tensor '" + k + "' is Long; weights must be F32, F16 or BF16");
   EditWeights(dir, [&](NamedTensors* t) {
     t->erase(std::remove_if(t->begin(), t->end(), [&](const auto& p) { return p.first == k; }),
              t->end());
   });
   ExpectError(dir, Code::kDataError, "tensor '" + k + "' missing");
-  EditWeights(dir, [&](NamedTensors* t) { t->emplace_back("model.layers.9.mlp.up_proj.weight", at::zeros({1})); });
+  EditWeights(dir, [&](NamedTensors* t) {
+    t->emplace_back("model.layers.9.mlp.up_proj.weight", at::zeros({1}));
+  });
   ExpectError(dir, Code::kDataError, "unexpected tensor 'model.layers.9.mlp.up_proj.weight'");
 }
 

@@ -78,7 +78,9 @@ std::vector<Case> Cases() {
 }
 
 TEST(HfReferenceTest, LogitsMatchAnIndependentImplementation) {
-  if (TorchPython().empty()) GTEST_SKIP() << "no python3 with torch (RL_PYTHON, python3, /usr/bin/python3): reference not run";
+  if (TorchPython().empty())
+    GTEST_SKIP()
+        << "no python3 with torch (RL_PYTHON, python3, /usr/bin/python3): reference not run";
   const std::string root =
       ::testing::TempDir() + "/hf_reference_test." + std::to_string(::getpid());
   const std::vector<int64_t> ids = {1, 4, 5, 13, 6, 7, 14, 3, 12, 9, 2, 0, 11};

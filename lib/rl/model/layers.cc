@@ -117,14 +117,15 @@ at::Tensor AttentionImpl::forward(const at::Tensor& x, const at::Tensor& positio
   // Grouped-query attention: query head h reads key/value head h / rep. Grouping the queries as
   // [B, G, rep * T, Dh] lets each group's rep heads share its keys without copying them.
   const at::Tensor grouped = q.reshape({b, n_kv_heads_, rep * t, head_dim_});
-  at::Tensor scores = at::matmul(grouped, keys.transpose(-2, -1)).view({b, n_kv_heads_, rep, t, len});
+  at::Tensor scores =
+      at::matmul(grouped, keys.transpose(-2, -1)).view({b, n_kv_heads_, rep, t, len});
   scores = scores * (1.0 / std::sqrt(static_cast<double>(head_dim_)));
   // allowed[b, i, j]: key j is at or before query i's position. [B, 1, 1, T, L] after unsqueeze.
   const at::Tensor allowed = (key_pos <= positions.unsqueeze(2)).unsqueeze(1).unsqueeze(1);
   scores = scores.masked_fill(allowed.logical_not(), -std::numeric_limits<float>::infinity());
   const at::Tensor probs = at::softmax(scores, -1, at::kFloat).to(q.scalar_type());
-  const at::Tensor out =
-      at::matmul(probs.view({b, n_kv_heads_, rep * t, len}), values).view({b, n_heads_, t, head_dim_});
+  const at::Tensor out = at::matmul(probs.view({b, n_kv_heads_, rep * t, len}), values)
+                             .view({b, n_heads_, t, head_dim_});
   return o_proj_->forward(out.transpose(1, 2).reshape({b, t, n_heads_ * head_dim_}));
 }
 

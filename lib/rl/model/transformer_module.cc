@@ -12,8 +12,8 @@
 namespace rl::model {
 
 DecoderStackImpl::DecoderStackImpl(const ModelConfig& config) {
-  embed_tokens_ = register_module("embed_tokens",
-                                  torch::nn::Embedding(config.vocab_size, config.hidden_size));
+  embed_tokens_ =
+      register_module("embed_tokens", torch::nn::Embedding(config.vocab_size, config.hidden_size));
   layers_ = register_module("layers", torch::nn::ModuleList());
   for (int64_t i = 0; i < config.num_hidden_layers; ++i) {
     layer_list_.push_back(DecoderLayer(config));
@@ -35,8 +35,9 @@ TransformerImpl::TransformerImpl(const ModelConfig& config) : config_(config) {
   model_ = register_module("model", DecoderStack(config));
   if (!config.tie_word_embeddings) {
     lm_head_ = register_module(
-        "lm_head", torch::nn::Linear(
-                       torch::nn::LinearOptions(config.hidden_size, config.vocab_size).bias(false)));
+        "lm_head",
+        torch::nn::Linear(
+            torch::nn::LinearOptions(config.hidden_size, config.vocab_size).bias(false)));
   }
 }
 

@@ -47,18 +47,19 @@ TEST(TransformerTest, ParameterNamesAreHuggingFaces) {
   ASSERT_TRUE(untied.ok());
   std::vector<std::string> names;
   for (const auto& [name, t] : untied->NamedParameters()) names.push_back(name);
-  const std::vector<std::string> expected_front = {"model.embed_tokens.weight",
-                                                   "model.layers.0.self_attn.q_proj.weight",
-                                                   "model.layers.0.self_attn.k_proj.weight",
-                                                   "model.layers.0.self_attn.v_proj.weight",
-                                                   "model.layers.0.self_attn.o_proj.weight",
-                                                   "model.layers.0.self_attn.q_norm.weight",
-                                                   "model.layers.0.self_attn.k_norm.weight",
-                                                   "model.layers.0.mlp.gate_proj.weight",
-                                                   "model.layers.0.mlp.up_proj.weight",
-                                                   "model.layers.0.mlp.down_proj.weight",
-                                                   "model.layers.0.input_layernorm.weight",
-                                                   "model.layers.0.post_attention_layernorm.weight"};
+  const std::vector<std::string> expected_front = {
+      "model.embed_tokens.weight",
+      "model.layers.0.self_attn.q_proj.weight",
+      "model.layers.0.self_attn.k_proj.weight",
+      "model.layers.0.self_attn.v_proj.weight",
+      "model.layers.0.self_attn.o_proj.weight",
+      "model.layers.0.self_attn.q_norm.weight",
+      "model.layers.0.self_attn.k_norm.weight",
+      "model.layers.0.mlp.gate_proj.weight",
+      "model.layers.0.mlp.up_proj.weight",
+      "model.layers.0.mlp.down_proj.weight",
+      "model.layers.0.input_layernorm.weight",
+      "model.layers.0.post_attention_layernorm.weight"};
   ASSERT_GE(names.size(), expected_front.size());
   EXPECT_EQ(std::vector<std::string>(names.begin(), names.begin() + 12), expected_front);
   EXPECT_EQ(names[names.size() - 2], "model.norm.weight");
@@ -140,9 +141,11 @@ TEST(TransformerTest, GroupedQueryAttentionEqualsRepeatedKeyValueHeads) {
   testing::RandomizeWeights(&*gqa, 5);
   NamedTensors weights;
   for (const auto& [name, t] : gqa->NamedParameters()) {
-    const bool kv = name.find("k_proj") != std::string::npos || name.find("v_proj") != std::string::npos;
+    const bool kv =
+        name.find("k_proj") != std::string::npos || name.find("v_proj") != std::string::npos;
     // [2 * 8, 32] -> [2, 1, 8, 32] -> [2, 2, 8, 32] -> [4 * 8, 32]
-    weights.emplace_back(name, kv ? t.view({2, 1, 8, -1}).expand({2, 2, 8, t.size(1)}).reshape({32, -1}) : t);
+    weights.emplace_back(
+        name, kv ? t.view({2, 1, 8, -1}).expand({2, 2, 8, t.size(1)}).reshape({32, -1}) : t);
   }
   ASSERT_TRUE(mha->LoadNamedParameters(weights).ok());
   const at::Tensor x = at::tensor({1, 4, 5, 13, 6, 7, 14}, at::kLong).unsqueeze(0);
