@@ -83,7 +83,9 @@ struct ModelConfig {
   std::string extra = "{}";           // the keys not listed above, as a compact JSON object
 
   // The sizes with defaults applied (use these, not the raw fields).
-  int64_t kv_heads() const { return num_key_value_heads > 0 ? num_key_value_heads : num_attention_heads; }
+  int64_t kv_heads() const {
+    return num_key_value_heads > 0 ? num_key_value_heads : num_attention_heads;
+  }
   int64_t head_width() const {
     if (head_dim > 0) return head_dim;
     return num_attention_heads > 0 ? hidden_size / num_attention_heads : 0;

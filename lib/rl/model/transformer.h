@@ -51,8 +51,8 @@ class Transformer {
   const ModelConfig& config() const;
   DType dtype() const;  // of the parameters and of the computation
 
-  // tokens [B, T] int64 with 1 <= T <= config().context() and ids in [0, vocab) -> logits [B, T, V] float32,
-  // positions 0..T-1. Records gradients when grad mode is on (it is by default).
+  // tokens [B, T] int64 with 1 <= T <= config().context() and ids in [0, vocab) -> logits
+  // [B, T, V] float32, positions 0..T-1. Records gradients when grad mode is on (the default).
   // Sequences of different lengths go in one batch right-padded with any valid id: attention is
   // causal, so padding after a sequence never changes its logits; ignore the padded positions.
   // InvalidArgument for bad tokens.
