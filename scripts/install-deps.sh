@@ -15,6 +15,7 @@ packages=(
   python3-zmq python3-msgpack
   libpcre2-dev libicu-dev  # tokenizers: the pre-tokenizer regex (PCRE2), NFC normalization (ICU)
   python3-jinja2  # tests: the chat-template reference
+  python3-torch  # tests/reference/hf_reference.py, the independent check of lib/rl/model
 )
 
 missing=()

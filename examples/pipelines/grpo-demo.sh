@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GRPO demo: a 0.6M-parameter transformer learns 3-digit addition. rl-train warm-starts it
+# The GRPO demo: a 0.55M-parameter Llama-style transformer learns 3-digit addition. rl-train warm-starts it
 # with SFT until held-out greedy accuracy crosses --target-accuracy, then rl-queue, one
 # rl-rollout, one rl-reward and rl-train run as separate processes until the step budget is
 # spent (600 steps: about 7 minutes in all on 2 quiet cores). The final table shows step, mean

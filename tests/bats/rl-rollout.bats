@@ -8,7 +8,7 @@ setup() {
   # A small model (the demo's shape is larger; this keeps the tests fast).
   MODEL="$TMP/model.safetensors"
   rl-rollout random-model --out "$MODEL" --seed 1 \
-    --model-config '{"vocab_size":15,"d_model":32,"n_layers":2,"n_heads":4,"context":16}' 2>/dev/null
+    --model-config '{"architectures":["LlamaForCausalLM"],"vocab_size":15,"hidden_size":32,"intermediate_size":64,"num_hidden_layers":2,"num_attention_heads":4,"num_key_value_heads":2,"max_position_embeddings":16,"tie_word_embeddings":true}' 2>/dev/null
 }
 teardown() { teardown_sealed; }
 
@@ -33,6 +33,17 @@ man_examples() {
   run rl-rollout --version
   [ "$status" -eq 0 ]
   [[ "$output" =~ ^rl-rollout\ [0-9]+\.[0-9]+\.[0-9]+$ ]]
+}
+
+@test "random-model exits 78 with a one-line message on a config it cannot honour" {
+  run rl-rollout random-model --out "$TMP/x.safetensors" \
+    --model-config '{"architectures":["LlamaForCausalLM"],"vocab_size":15,"hidden_size":32,"intermediate_size":64,"num_hidden_layers":2,"num_attention_heads":4,"max_position_embeddings":16,"hidden_act":"gelu"}'
+  [ "$status" -eq 78 ]
+  [[ "$output" == *'hidden_act "gelu" is not supported'* ]]
+  [ "${#lines[@]}" -eq 1 ]
+  run rl-rollout random-model --out "$TMP/x.safetensors" --model-config '{"architectures":["GPT2LMHeadModel"]}'
+  [ "$status" -eq 78 ]
+  [[ "$output" == *'unsupported architecture "GPT2LMHeadModel"'* ]]
 }
 
 @test "exits 64 on an unknown option or a bad value" {

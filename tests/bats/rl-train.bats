@@ -15,7 +15,7 @@ small_sft() {
   rl-train make-data --problems 500 --seed 1 > "$TMP/problems.jsonl"
   rl-train sft --data "$TMP/problems.jsonl" --checkpoint-dir "$TMP/ckpt" --max-steps 2 \
     --eval-every 2 --eval-size 8 --batch-size 16 \
-    --model-config '{"vocab_size": 15, "d_model": 16, "n_layers": 1, "n_heads": 2, "context": 32}'
+    --model-config '{"architectures": ["LlamaForCausalLM"], "vocab_size": 15, "hidden_size": 16, "intermediate_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2, "max_position_embeddings": 32, "tie_word_embeddings": true}'
 }
 
 @test "--help lists the subcommands and the environment variable of each option" {

@@ -15,7 +15,7 @@ setup() {
   mkdir -p ckpt run
   # A small model as the starting weights: about 30k parameters, many 4 KiB chunks.
   rl-rollout random-model --out ckpt/weights-0.safetensors --seed 1 \
-    --model-config '{"vocab_size":15,"d_model":32,"n_layers":2,"n_heads":4,"context":16}' 2>/dev/null
+    --model-config '{"architectures":["LlamaForCausalLM"],"vocab_size":15,"hidden_size":32,"intermediate_size":64,"num_hidden_layers":2,"num_attention_heads":4,"num_key_value_heads":2,"max_position_embeddings":16,"tie_word_embeddings":true}' 2>/dev/null
   rl-train make-data --problems 300 --seed 1 > problems.jsonl
 }
 teardown() { teardown_sealed; }

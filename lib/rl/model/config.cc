@@ -1,6 +1,6 @@
 #include "rl/model/config.h"
 
-#include <nlohmann/json.hpp>
+#include <cmath>
 
 namespace rl::model {
 namespace {
@@ -15,149 +15,187 @@ Status CheckRange(const char* name, int64_t v) {
   return Status::OK();
 }
 
-Result<int64_t> GetInt(const nlohmann::json& j, const char* key) {
-  const auto& v = j.at(key);
-  if (!v.is_number_integer()) {
-    return Status::Config(std::string("model config: '") + key + "' must be an integer");
+Status CheckPositive(const char* name, double v) {
+  if (!(v > 0) || !std::isfinite(v)) {
+    return Status::Config(std::string("model config: ") + name + " must be a positive number");
   }
-  return v.get<int64_t>();
+  return Status::OK();
 }
 
-Result<std::string> GetString(const nlohmann::json& j, const char* key) {
-  const auto& v = j.at(key);
-  if (!v.is_string()) {
-    return Status::Config(std::string("model config: '") + key + "' must be a string");
+Status CheckRope(const RopeScaling& r) {
+  if (!r.llama3) return Status::OK();
+  RL_RETURN_IF_ERROR(CheckPositive("rope_scaling.factor", r.factor));
+  RL_RETURN_IF_ERROR(CheckPositive("rope_scaling.low_freq_factor", r.low_freq_factor));
+  RL_RETURN_IF_ERROR(CheckPositive("rope_scaling.high_freq_factor", r.high_freq_factor));
+  RL_RETURN_IF_ERROR(CheckRange("rope_scaling.original_max_position_embeddings",
+                                r.original_max_position_embeddings));
+  if (!(r.low_freq_factor < r.high_freq_factor)) {
+    return Status::Config(
+        "model config: rope_scaling.low_freq_factor must be below high_freq_factor");
   }
-  return v.get<std::string>();
+  return Status::OK();
 }
 
-Status ReadEnums(const nlohmann::json& j, ModelConfig* c) {
-  if (j.contains("positions")) {
-    RL_ASSIGN_OR_RETURN(std::string p, GetString(j, "positions"));
-    if (p == "learned") {
-      c->positions = Positions::kLearned;
-    } else if (p == "rotary") {
-      c->positions = Positions::kRotary;
-    } else {
-      return Status::Config("model config: positions must be \"learned\" or \"rotary\", got \"" +
-                            p + "\"");
-    }
-  }
-  if (j.contains("norm")) {
-    RL_ASSIGN_OR_RETURN(std::string n, GetString(j, "norm"));
-    if (n == "layernorm") {
-      c->norm = Norm::kLayerNorm;
-    } else if (n == "rmsnorm") {
-      c->norm = Norm::kRmsNorm;
-    } else {
-      return Status::Config("model config: norm must be \"layernorm\" or \"rmsnorm\", got \"" + n +
-                            "\"");
-    }
+Status CheckTokenId(const char* name, int64_t id, int64_t vocab) {
+  if (id < 0 || id >= vocab) {
+    return Status::Config(std::string("model config: ") + name + " " + std::to_string(id) +
+                          " is outside the vocabulary [0, " + std::to_string(vocab) + ")");
   }
   return Status::OK();
 }
 
 }  // namespace
 
-const char* PositionsName(Positions p) { return p == Positions::kRotary ? "rotary" : "learned"; }
-const char* NormName(Norm n) { return n == Norm::kRmsNorm ? "rmsnorm" : "layernorm"; }
+const char* ArchitectureName(Architecture a) {
+  switch (a) {
+    case Architecture::kQwen2:
+      return "Qwen2ForCausalLM";
+    case Architecture::kQwen3:
+      return "Qwen3ForCausalLM";
+    default:
+      return "LlamaForCausalLM";
+  }
+}
+
+const char* ModelTypeName(Architecture a) {
+  switch (a) {
+    case Architecture::kQwen2:
+      return "qwen2";
+    case Architecture::kQwen3:
+      return "qwen3";
+    default:
+      return "llama";
+  }
+}
+
+const char* DTypeName(DType d) {
+  switch (d) {
+    case DType::kBF16:
+      return "bfloat16";
+    case DType::kF16:
+      return "float16";
+    default:
+      return "float32";
+  }
+}
+
+Result<DType> DTypeFromName(const std::string& name) {
+  for (DType d : {DType::kF32, DType::kBF16, DType::kF16}) {
+    if (name == DTypeName(d)) return d;
+  }
+  return Status::Config("model config: dtype must be float32, bfloat16 or float16, got \"" + name +
+                        "\"");
+}
+
+bool RopeScaling::operator==(const RopeScaling& o) const {
+  return llama3 == o.llama3 && factor == o.factor && low_freq_factor == o.low_freq_factor &&
+         high_freq_factor == o.high_freq_factor &&
+         original_max_position_embeddings == o.original_max_position_embeddings;
+}
 
 Status ModelConfig::Validate() const {
+  if (num_key_value_heads < 0 || head_dim < 0 || rl_context < 0) {
+    return Status::Config(
+        "model config: num_key_value_heads, head_dim and rl_context must not be "
+        "negative");
+  }
   RL_RETURN_IF_ERROR(CheckRange("vocab_size", vocab_size));
-  RL_RETURN_IF_ERROR(CheckRange("d_model", d_model));
-  RL_RETURN_IF_ERROR(CheckRange("n_layers", n_layers));
-  RL_RETURN_IF_ERROR(CheckRange("n_heads", n_heads));
-  RL_RETURN_IF_ERROR(CheckRange("context", context));
-  RL_RETURN_IF_ERROR(CheckRange("mlp_ratio", mlp_ratio));
-  if (d_model % n_heads != 0) {
-    return Status::Config("model config: d_model " + std::to_string(d_model) +
-                          " is not a multiple of n_heads " + std::to_string(n_heads));
+  RL_RETURN_IF_ERROR(CheckRange("hidden_size", hidden_size));
+  RL_RETURN_IF_ERROR(CheckRange("intermediate_size", intermediate_size));
+  RL_RETURN_IF_ERROR(CheckRange("num_hidden_layers", num_hidden_layers));
+  RL_RETURN_IF_ERROR(CheckRange("num_attention_heads", num_attention_heads));
+  RL_RETURN_IF_ERROR(CheckRange("num_key_value_heads", kv_heads()));
+  RL_RETURN_IF_ERROR(CheckRange("max_position_embeddings", max_position_embeddings));
+  RL_RETURN_IF_ERROR(CheckRange("rl_context", context()));
+  RL_RETURN_IF_ERROR(CheckPositive("rms_norm_eps", rms_norm_eps));
+  RL_RETURN_IF_ERROR(CheckPositive("rope_theta", rope_theta));
+  RL_RETURN_IF_ERROR(CheckRope(rope_scaling));
+  if (num_attention_heads % kv_heads() != 0) {
+    return Status::Config(
+        "model config: num_attention_heads " + std::to_string(num_attention_heads) +
+        " is not a multiple of num_key_value_heads " + std::to_string(kv_heads()));
   }
-  if (positions == Positions::kRotary && head_dim() % 2 != 0) {
-    return Status::Config("model config: rotary positions need an even head width, got " +
-                          std::to_string(head_dim()));
+  if (head_dim <= 0 && hidden_size % num_attention_heads != 0) {
+    return Status::Config("model config: hidden_size " + std::to_string(hidden_size) +
+                          " is not a multiple of num_attention_heads " +
+                          std::to_string(num_attention_heads) + " (and no head_dim is given)");
   }
+  RL_RETURN_IF_ERROR(CheckRange("head_dim", head_width()));
+  if (head_width() % 2 != 0) {
+    return Status::Config("model config: rotary positions need an even head_dim, got " +
+                          std::to_string(head_width()));
+  }
+  if (num_attention_heads * head_width() > kMaxSize) {
+    return Status::Config("model config: num_attention_heads * head_dim is too large");
+  }
+  if (context() > max_position_embeddings) {
+    return Status::Config("model config: rl_context " + std::to_string(context()) +
+                          " exceeds max_position_embeddings " +
+                          std::to_string(max_position_embeddings));
+  }
+  if (bos_token_id != -1)
+    RL_RETURN_IF_ERROR(CheckTokenId("bos_token_id", bos_token_id, vocab_size));
+  for (int64_t id : eos_token_id) RL_RETURN_IF_ERROR(CheckTokenId("eos_token_id", id, vocab_size));
   return Status::OK();
 }
 
 bool ModelConfig::operator==(const ModelConfig& o) const {
-  return vocab_size == o.vocab_size && d_model == o.d_model && n_layers == o.n_layers &&
-         n_heads == o.n_heads && context == o.context && positions == o.positions &&
-         norm == o.norm && tie_embeddings == o.tie_embeddings && mlp_ratio == o.mlp_ratio;
+  return architecture == o.architecture && vocab_size == o.vocab_size &&
+         hidden_size == o.hidden_size && intermediate_size == o.intermediate_size &&
+         num_hidden_layers == o.num_hidden_layers && num_attention_heads == o.num_attention_heads &&
+         kv_heads() == o.kv_heads() && head_width() == o.head_width() &&
+         max_position_embeddings == o.max_position_embeddings && context() == o.context() &&
+         rms_norm_eps == o.rms_norm_eps && rope_theta == o.rope_theta &&
+         rope_scaling == o.rope_scaling && tie_word_embeddings == o.tie_word_embeddings &&
+         attention_bias == o.attention_bias && torch_dtype == o.torch_dtype &&
+         bos_token_id == o.bos_token_id && eos_token_id == o.eos_token_id;
 }
 
 Result<int64_t> ParameterCount(const ModelConfig& c) {
   RL_RETURN_IF_ERROR(c.Validate());
-  const int64_t d = c.d_model, hidden = c.mlp_ratio * c.d_model;
-  const int64_t norm = c.norm == Norm::kLayerNorm ? 2 * d : d;
-  // Each term is a product of two sizes below 2^24 (hidden < 2^48), so only the sums can overflow.
-  int64_t hidden_d = 0;
-  if (__builtin_mul_overflow(hidden, d, &hidden_d))
-    return Status::Config("model config: too large");
-  const int64_t terms_per_layer[] = {2 * norm, 3 * d * d + 3 * d, d * d + d, hidden_d + hidden,
-                                     hidden_d + d};
+  // Every factor is below 2^24, so each product of two is below 2^48; only sums and the products
+  // with the layer count can overflow.
+  const int64_t d = c.hidden_size, q = c.num_attention_heads * c.head_width();
+  const int64_t kv = c.kv_heads() * c.head_width(), m = c.intermediate_size;
+  const int64_t layer_terms[] = {2 * d,  // input_layernorm, post_attention_layernorm
+                                 d * q,
+                                 d * kv,
+                                 d * kv,
+                                 q * d,  // q, k, v, o
+                                 c.qkv_bias() ? q + 2 * kv : 0,
+                                 c.o_bias() ? d : 0,
+                                 c.qk_norm() ? 2 * c.head_width() : 0,
+                                 3 * d * m};
   int64_t layer = 0, total = 0;
-  for (int64_t t : terms_per_layer) {
+  for (int64_t t : layer_terms) {
     if (__builtin_add_overflow(layer, t, &layer)) return Status::Config("model config: too large");
   }
-  const int64_t terms[] = {c.vocab_size * d, c.positions == Positions::kLearned ? c.context * d : 0,
-                           norm, c.tie_embeddings ? 0 : c.vocab_size * d};
-  if (__builtin_mul_overflow(layer, c.n_layers, &total)) {
+  if (__builtin_mul_overflow(layer, c.num_hidden_layers, &total)) {
     return Status::Config("model config: too large");
   }
+  const int64_t terms[] = {c.vocab_size * d, d, c.tie_word_embeddings ? 0 : c.vocab_size * d};
   for (int64_t t : terms) {
     if (__builtin_add_overflow(total, t, &total)) return Status::Config("model config: too large");
   }
   return total;
 }
 
-nlohmann::json ConfigToJson(const ModelConfig& c) {
-  return nlohmann::json{{"vocab_size", c.vocab_size}, {"d_model", c.d_model},
-                        {"n_layers", c.n_layers},     {"n_heads", c.n_heads},
-                        {"context", c.context},       {"positions", PositionsName(c.positions)},
-                        {"norm", NormName(c.norm)},   {"tie_embeddings", c.tie_embeddings},
-                        {"mlp_ratio", c.mlp_ratio}};
-}
-
-Result<ModelConfig> ConfigFromJson(const nlohmann::json& j) {
-  if (!j.is_object()) return Status::Config("model config: expected a JSON object");
-  static const char* const kKnown[] = {"vocab_size",     "d_model", "n_layers",
-                                       "n_heads",        "context", "positions",
-                                       "tie_embeddings", "norm",    "mlp_ratio"};
-  for (const auto& item : j.items()) {
-    bool known = false;
-    for (const char* k : kKnown) known = known || item.key() == k;
-    if (!known) return Status::Config("model config: unknown key '" + item.key() + "'");
-  }
+ModelConfig DemoConfig() {
   ModelConfig c;
-  for (const char* key : {"vocab_size", "d_model", "n_layers", "n_heads", "context"}) {
-    if (!j.contains(key)) return Status::Config(std::string("model config: missing '") + key + "'");
-  }
-  RL_ASSIGN_OR_RETURN(c.vocab_size, GetInt(j, "vocab_size"));
-  RL_ASSIGN_OR_RETURN(c.d_model, GetInt(j, "d_model"));
-  RL_ASSIGN_OR_RETURN(c.n_layers, GetInt(j, "n_layers"));
-  RL_ASSIGN_OR_RETURN(c.n_heads, GetInt(j, "n_heads"));
-  RL_ASSIGN_OR_RETURN(c.context, GetInt(j, "context"));
-  if (j.contains("mlp_ratio")) {
-    RL_ASSIGN_OR_RETURN(c.mlp_ratio, GetInt(j, "mlp_ratio"));
-  }
-  if (j.contains("tie_embeddings")) {
-    if (!j.at("tie_embeddings").is_boolean()) {
-      return Status::Config("model config: 'tie_embeddings' must be true or false");
-    }
-    c.tie_embeddings = j.at("tie_embeddings").get<bool>();
-  }
-  RL_RETURN_IF_ERROR(ReadEnums(j, &c));
-  RL_RETURN_IF_ERROR(c.Validate());
+  c.architecture = Architecture::kLlama;
+  c.vocab_size = 15;
+  c.hidden_size = 128;
+  c.intermediate_size = 344;
+  c.num_hidden_layers = 3;
+  c.num_attention_heads = 4;
+  c.num_key_value_heads = 2;
+  c.head_dim = 32;
+  c.max_position_embeddings = 32;
+  c.rms_norm_eps = 1e-5;
+  c.tie_word_embeddings = true;
+  c.bos_token_id = 1;
+  c.eos_token_id = {2};
   return c;
-}
-
-std::string ConfigToString(const ModelConfig& c) { return ConfigToJson(c).dump(); }
-
-Result<ModelConfig> ConfigFromString(const std::string& text) {
-  nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return Status::Config("model config: not valid JSON");
-  return ConfigFromJson(j);
 }
 
 }  // namespace rl::model

@@ -1,46 +1,106 @@
-// ModelConfig: the shape of a decoder-only transformer, and its JSON form.
+// ModelConfig: the shape of a decoder-only language model, as a Hugging Face config.json states
+// it, and its JSON form (which is that config.json text).
 //
-// The JSON form travels inside checkpoints ("rl_config" in the safetensors metadata) and in
-// pipeline configs, so it is strict: unknown keys and wrong types are errors (Status::Config),
-// and a config that parses is also Validate()d.
-//   {"vocab_size": 15, "d_model": 128, "n_layers": 3, "n_heads": 4, "context": 32,
-//    "positions": "rotary", "norm": "rmsnorm", "tie_embeddings": true, "mlp_ratio": 4}
-// vocab_size, d_model, n_layers, n_heads and context are required; the rest have the defaults
-// below.
+// Three families, chosen by config.json's "architectures" (or, when that is absent,
+// "model_type"): LlamaForCausalLM (llama), Qwen2ForCausalLM (qwen2), Qwen3ForCausalLM (qwen3).
+// All are pre-norm decoders with RMSNorm, rotary positions (rotate-half layout), SwiGLU MLPs,
+// grouped-query attention and a tied or untied LM head; they differ in the attention biases
+// (Qwen2: q/k/v always; Llama and Qwen3: q/k/v/o when attention_bias) and Qwen3's RMSNorm on
+// each head of q and k before the rotation.
+//
+// Fields read (HF names and meanings; "req" = required):
+//   vocab_size, hidden_size, intermediate_size, num_hidden_layers, num_attention_heads,
+//   max_position_embeddings: positive integers, req.
+//   num_key_value_heads (default num_attention_heads; must divide it),
+//   head_dim (default hidden_size / num_attention_heads, which must then divide; req for qwen3;
+//   must be even), rms_norm_eps (default 1e-6, > 0), rope_theta (default 10000, > 0),
+//   rope_scaling: null, {"rope_type"|"type": "default"}, or {"rope_type"|"type": "llama3",
+//   "factor", "low_freq_factor" < "high_freq_factor", "original_max_position_embeddings"},
+//   tie_word_embeddings (default false), attention_bias (default false), mlp_bias (false only),
+//   hidden_act ("silu" only), use_sliding_window (false only), torch_dtype or dtype ("float32",
+//   "bfloat16", "float16"; default float32), bos_token_id (int or null), eos_token_id (int, list
+//   of ints, or null; ids must be inside the vocabulary).
+//   rl_context (ours; default max_position_embeddings): the context bound the roles use, the most
+//   positions one sequence (prompt + response) may hold, <= max_position_embeddings. KV caches
+//   and rotary tables are sized by it, so a model with a 128K-position maximum can run with a
+//   small cache. HF tools ignore the key.
+// Any other key is kept verbatim (`extra`) and written back, but not interpreted. A missing
+// required field, a wrong type, contradictory values or an unsupported value is a one-line
+// Status::Config naming the field: never a guess.
+//
 // Thread safety: a value type; no shared state. This header does not include libtorch.
 #pragma once
 
 #include <cstdint>
 #include <nlohmann/json_fwd.hpp>
 #include <string>
+#include <vector>
 
 #include "rl/core/status.h"
 
 namespace rl::model {
 
-enum class Positions { kLearned, kRotary };
-enum class Norm { kLayerNorm, kRmsNorm };
+enum class Architecture { kLlama, kQwen2, kQwen3 };
+// "LlamaForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM".
+const char* ArchitectureName(Architecture a);
+// "llama", "qwen2", "qwen3".
+const char* ModelTypeName(Architecture a);
 
-const char* PositionsName(Positions p);  // "learned", "rotary"
-const char* NormName(Norm n);            // "layernorm", "rmsnorm"
+// A floating-point dtype for weights on disk and for computation.
+enum class DType { kF32, kBF16, kF16 };
+const char* DTypeName(DType d);  // "float32", "bfloat16", "float16" (torch_dtype's spelling)
+Result<DType> DTypeFromName(const std::string& name);  // Config for anything else
+
+// Llama 3.1's frequency-dependent rotary scaling (rope_type "llama3").
+struct RopeScaling {
+  bool llama3 = false;  // false: plain rotary
+  double factor = 0;
+  double low_freq_factor = 0;
+  double high_freq_factor = 0;
+  int64_t original_max_position_embeddings = 0;
+  bool operator==(const RopeScaling& o) const;
+};
 
 struct ModelConfig {
+  Architecture architecture = Architecture::kLlama;
   int64_t vocab_size = 0;
-  int64_t d_model = 0;
-  int64_t n_layers = 0;
-  int64_t n_heads = 0;
-  int64_t context = 0;  // the most positions a sequence may hold (prompt + response)
-  Positions positions = Positions::kLearned;
-  Norm norm = Norm::kLayerNorm;
-  bool tie_embeddings = true;  // the LM head reuses the token embedding matrix
-  int64_t mlp_ratio = 4;       // the MLP's hidden width is mlp_ratio * d_model
+  int64_t hidden_size = 0;
+  int64_t intermediate_size = 0;
+  int64_t num_hidden_layers = 0;
+  int64_t num_attention_heads = 0;
+  int64_t num_key_value_heads = 0;  // 0 when built by hand: same as num_attention_heads
+  int64_t head_dim = 0;             // 0 when built by hand: hidden_size / num_attention_heads
+  int64_t max_position_embeddings = 0;
+  int64_t rl_context = 0;  // 0: max_position_embeddings
+  double rms_norm_eps = 1e-6;
+  double rope_theta = 10000.0;
+  RopeScaling rope_scaling;
+  bool tie_word_embeddings = false;
+  bool attention_bias = false;
+  DType torch_dtype = DType::kF32;
+  int64_t bos_token_id = -1;          // -1: none
+  std::vector<int64_t> eos_token_id;  // empty: none
+  std::string extra = "{}";           // the keys not listed above, as a compact JSON object
 
-  int64_t head_dim() const { return n_heads > 0 ? d_model / n_heads : 0; }
+  // The sizes with defaults applied (use these, not the raw fields).
+  int64_t kv_heads() const {
+    return num_key_value_heads > 0 ? num_key_value_heads : num_attention_heads;
+  }
+  int64_t head_width() const {
+    if (head_dim > 0) return head_dim;
+    return num_attention_heads > 0 ? hidden_size / num_attention_heads : 0;
+  }
+  // The context bound: the most positions one sequence (prompt + response) may hold.
+  int64_t context() const { return rl_context > 0 ? rl_context : max_position_embeddings; }
+  bool qkv_bias() const { return architecture == Architecture::kQwen2 || attention_bias; }
+  bool o_bias() const { return architecture != Architecture::kQwen2 && attention_bias; }
+  bool qk_norm() const { return architecture == Architecture::kQwen3; }
 
-  // OK when every size is positive, d_model divides by n_heads, and rotary heads have an even
-  // width. Also bounds each size so products cannot overflow (Config otherwise).
+  // OK when every size is in range and the sizes agree (see the file comment). Also bounds each
+  // size so that products cannot overflow.
   Status Validate() const;
 
+  // Every field but `extra`, sizes compared with defaults applied.
   bool operator==(const ModelConfig& o) const;
   bool operator!=(const ModelConfig& o) const { return !(*this == o); }
 };
@@ -50,11 +110,18 @@ struct ModelConfig {
 // overflows int64.
 Result<int64_t> ParameterCount(const ModelConfig& c);
 
+// config.json as an object: `extra`'s keys, then every field above under its HF name
+// ("architectures", "model_type" and "hidden_act": "silu" included); rl_context only when it
+// differs from max_position_embeddings.
 nlohmann::json ConfigToJson(const ModelConfig& c);
 Result<ModelConfig> ConfigFromJson(const nlohmann::json& j);
 
-// The compact JSON text of a config, and its inverse (Config on bad text).
+// The compact JSON text of a config (a loadable config.json), and its inverse (Config on bad text).
 std::string ConfigToString(const ModelConfig& c);
 Result<ModelConfig> ConfigFromString(const std::string& text);
+
+// The demo's model: a tiny Llama (hidden 128, 3 layers, 4 heads, 2 KV heads, intermediate 344,
+// tied embeddings, context 32) over the 15-token character vocabulary (bos 1, eos 2).
+ModelConfig DemoConfig();
 
 }  // namespace rl::model

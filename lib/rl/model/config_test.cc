@@ -7,51 +7,163 @@
 namespace rl::model {
 namespace {
 
-ModelConfig Demo() {
-  ModelConfig c;
-  c.vocab_size = 15;
-  c.d_model = 128;
-  c.n_layers = 3;
-  c.n_heads = 4;
-  c.context = 32;
-  c.positions = Positions::kRotary;
-  c.norm = Norm::kRmsNorm;
-  c.tie_embeddings = false;
-  return c;
+// An excerpt of Llama 3.2 1B's config.json (sizes shrunk), with keys we do not read.
+const char* const kLlama = R"({
+  "architectures": ["LlamaForCausalLM"], "attention_bias": false, "attention_dropout": 0.0,
+  "bos_token_id": 128000, "eos_token_id": [128001, 128008, 128009], "head_dim": 64,
+  "hidden_act": "silu", "hidden_size": 2048, "initializer_range": 0.02,
+  "intermediate_size": 8192, "max_position_embeddings": 131072, "mlp_bias": false,
+  "model_type": "llama", "num_attention_heads": 32, "num_hidden_layers": 16,
+  "num_key_value_heads": 8, "pretraining_tp": 1, "rms_norm_eps": 1e-05,
+  "rope_scaling": {"factor": 32.0, "high_freq_factor": 4.0, "low_freq_factor": 1.0,
+                   "original_max_position_embeddings": 8192, "rope_type": "llama3"},
+  "rope_theta": 500000.0, "tie_word_embeddings": true, "torch_dtype": "bfloat16",
+  "transformers_version": "4.45.0.dev0", "use_cache": true, "vocab_size": 128256})";
+
+// Qwen3 0.6B's config.json.
+const char* const kQwen3 = R"({
+  "architectures": ["Qwen3ForCausalLM"], "attention_bias": false, "attention_dropout": 0.0,
+  "bos_token_id": 151643, "eos_token_id": 151645, "head_dim": 128, "hidden_act": "silu",
+  "hidden_size": 1024, "initializer_range": 0.02, "intermediate_size": 3072,
+  "max_position_embeddings": 40960, "max_window_layers": 28, "model_type": "qwen3",
+  "num_attention_heads": 16, "num_hidden_layers": 28, "num_key_value_heads": 8,
+  "rms_norm_eps": 1e-06, "rope_scaling": null, "rope_theta": 1000000, "sliding_window": null,
+  "tie_word_embeddings": true, "torch_dtype": "bfloat16", "transformers_version": "4.51.0",
+  "use_cache": true, "use_sliding_window": false, "vocab_size": 151936})";
+
+// Qwen2.5 0.5B's.
+const char* const kQwen2 = R"({
+  "architectures": ["Qwen2ForCausalLM"], "attention_dropout": 0.0, "bos_token_id": 151643,
+  "eos_token_id": 151643, "hidden_act": "silu", "hidden_size": 896, "initializer_range": 0.02,
+  "intermediate_size": 4864, "max_position_embeddings": 32768, "max_window_layers": 24,
+  "model_type": "qwen2", "num_attention_heads": 14, "num_hidden_layers": 24,
+  "num_key_value_heads": 2, "rms_norm_eps": 1e-06, "rope_theta": 1000000.0,
+  "sliding_window": 32768, "tie_word_embeddings": true, "torch_dtype": "bfloat16",
+  "transformers_version": "4.43.1", "use_cache": true, "use_sliding_window": false,
+  "vocab_size": 151936})";
+
+ModelConfig Parse(const char* text) {
+  auto c = ConfigFromString(text);
+  EXPECT_TRUE(c.ok()) << c.status().ToString();
+  return c.ok() ? *c : ModelConfig();
 }
 
-TEST(ModelConfigTest, JsonRoundTrip) {
-  const ModelConfig c = Demo();
-  auto back = ConfigFromString(ConfigToString(c));
-  ASSERT_TRUE(back.ok()) << back.status().ToString();
-  EXPECT_EQ(*back, c);
-}
-
-TEST(ModelConfigTest, OptionalFieldsTakeDefaults) {
-  auto c = ConfigFromString(
-      R"({"vocab_size": 15, "d_model": 64, "n_layers": 2, "n_heads": 4, "context": 32})");
-  ASSERT_TRUE(c.ok()) << c.status().ToString();
-  EXPECT_EQ(c->positions, Positions::kLearned);
-  EXPECT_EQ(c->norm, Norm::kLayerNorm);
-  EXPECT_TRUE(c->tie_embeddings);
-  EXPECT_EQ(c->mlp_ratio, 4);
-}
-
-TEST(ModelConfigTest, BadConfigsAreConfigErrors) {
-  const char* bad[] = {
-      "not json",
-      "[]",
-      R"({"vocab_size": 15, "d_model": 64, "n_layers": 2, "n_heads": 4})",  // no context
-      R"({"vocab_size": 15, "d_model": 64, "n_layers": 2, "n_heads": 5, "context": 8})",  // 64 % 5
-      R"({"vocab_size": 15, "d_model": 64, "n_layers": 0, "n_heads": 4, "context": 8})",  // zero
-      R"({"vocab_size": 15, "d_model": 64, "n_layers": 2, "n_heads": 4, "context": 8.5})",  // float
-      R"({"vocab_size": 15, "d_model": 64, "n_layers": 2, "n_heads": 4, "context": 8, "positions": "alibi"})",
-      R"({"vocab_size": 15, "d_model": 64, "n_layers": 2, "n_heads": 4, "context": 8, "colour": 1})",
-      R"({"vocab_size": 15, "d_model": 12, "n_layers": 2, "n_heads": 4, "context": 8, "positions": "rotary"})",
-  };
-  for (const char* text : bad) {
-    EXPECT_EQ(ConfigFromString(text).status().code(), Code::kConfig) << text;
+// The text with `key` set to `value` (JSON text), or removed when value is empty.
+std::string With(const char* text, const std::string& key, const std::string& value) {
+  nlohmann::json j = nlohmann::json::parse(text);
+  if (value.empty()) {
+    j.erase(key);
+  } else {
+    j[key] = nlohmann::json::parse(value);
   }
+  return j.dump();
+}
+
+TEST(ModelConfigTest, ReadsRealConfigsOfEachFamily) {
+  const ModelConfig llama = Parse(kLlama);
+  EXPECT_EQ(llama.architecture, Architecture::kLlama);
+  EXPECT_EQ(llama.kv_heads(), 8);
+  EXPECT_EQ(llama.head_width(), 64);
+  EXPECT_TRUE(llama.rope_scaling.llama3);
+  EXPECT_EQ(llama.rope_scaling.original_max_position_embeddings, 8192);
+  EXPECT_EQ(llama.eos_token_id, (std::vector<int64_t>{128001, 128008, 128009}));
+  EXPECT_EQ(llama.torch_dtype, DType::kBF16);
+  EXPECT_EQ(llama.context(), 131072);
+  EXPECT_FALSE(llama.qkv_bias());
+  const ModelConfig qwen2 = Parse(kQwen2);
+  EXPECT_EQ(qwen2.head_width(), 64);
+  EXPECT_TRUE(qwen2.qkv_bias());
+  EXPECT_FALSE(qwen2.o_bias());
+  const ModelConfig qwen3 = Parse(kQwen3);
+  EXPECT_EQ(qwen3.head_width(), 128);  // not 1024 / 16
+  EXPECT_TRUE(qwen3.qk_norm());
+  EXPECT_EQ(qwen3.rope_theta, 1e6);
+}
+
+TEST(ModelConfigTest, JsonRoundTripKeepsUnknownKeys) {
+  for (const char* text : {kLlama, kQwen2, kQwen3}) {
+    const ModelConfig c = Parse(text);
+    const ModelConfig back = Parse(ConfigToString(c).c_str());
+    EXPECT_EQ(back, c);
+    EXPECT_EQ(back.extra, c.extra);
+    EXPECT_NE(c.extra.find("transformers_version"), std::string::npos) << c.extra;
+  }
+  ModelConfig limited = Parse(kQwen3);
+  limited.rl_context = 64;
+  const ModelConfig back = Parse(ConfigToString(limited).c_str());
+  EXPECT_EQ(back.context(), 64);
+  EXPECT_EQ(back, limited);
+}
+
+TEST(ModelConfigTest, DefaultsFollowHuggingFace) {
+  const std::string text = R"({"architectures": ["LlamaForCausalLM"], "vocab_size": 15,
+      "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 2,
+      "num_attention_heads": 4, "max_position_embeddings": 32})";
+  const ModelConfig c = Parse(text.c_str());
+  EXPECT_EQ(c.kv_heads(), 4);
+  EXPECT_EQ(c.head_width(), 16);
+  EXPECT_EQ(c.rms_norm_eps, 1e-6);
+  EXPECT_EQ(c.rope_theta, 10000.0);
+  EXPECT_FALSE(c.tie_word_embeddings);
+  EXPECT_FALSE(c.rope_scaling.llama3);
+  EXPECT_EQ(c.bos_token_id, -1);
+  EXPECT_EQ(Parse(With(kLlama, "architectures", "").c_str()).architecture,
+            Architecture::kLlama);  // model_type names it
+}
+
+TEST(ModelConfigTest, BadConfigsAreConfigErrorsNamingTheField) {
+  const std::pair<std::string, std::string> bad[] = {
+      {"not json", "not valid JSON"},
+      {"[]", "JSON object"},
+      {With(kLlama, "hidden_size", ""), "missing 'hidden_size'"},
+      {With(With(kLlama, "architectures", "").c_str(), "model_type", ""), "architectures"},
+      {With(kLlama, "architectures", R"(["MistralForCausalLM"])"), "MistralForCausalLM"},
+      {With(kLlama, "model_type", R"("qwen2")"), "contradicts"},
+      {With(kLlama, "hidden_size", "2048.5"), "'hidden_size' must be an integer"},
+      {With(kLlama, "num_key_value_heads", "6"), "not a multiple of num_key_value_heads"},
+      {With(kLlama, "num_key_value_heads", "0"), "num_key_value_heads"},
+      {With(With(kLlama, "head_dim", "").c_str(), "num_attention_heads", "24"), "hidden_size"},
+      {With(kLlama, "head_dim", "63"), "even head_dim"},
+      {With(kLlama, "hidden_act", R"("gelu")"), "hidden_act \"gelu\""},
+      {With(kLlama, "mlp_bias", "true"), "mlp_bias"},
+      {With(kQwen2, "use_sliding_window", "true"), "use_sliding_window"},
+      {With(kLlama, "rope_scaling", R"({"rope_type": "yarn", "factor": 4.0})"), "\"yarn\""},
+      {With(kLlama, "rope_scaling", R"({"rope_type": "llama3", "factor": 8.0})"),
+       "low_freq_factor"},
+      {With(kLlama, "rope_scaling",
+            R"({"type": "llama3", "factor": 8, "low_freq_factor": 4, "high_freq_factor": 1,
+                "original_max_position_embeddings": 8192})"),
+       "below high_freq_factor"},
+      {With(kLlama, "rope_theta", "-1"), "rope_theta"},
+      {With(kLlama, "rms_norm_eps", R"("1e-5")"), "'rms_norm_eps' must be a number"},
+      {With(kLlama, "tie_word_embeddings", "1"), "tie_word_embeddings"},
+      {With(kLlama, "torch_dtype", R"("float64")"), "float64"},
+      {With(kLlama, "eos_token_id", "128256"), "eos_token_id 128256 is outside"},
+      {With(kLlama, "eos_token_id", R"(["x"])"), "eos_token_id"},
+      {With(kLlama, "rl_context", "200000"), "exceeds max_position_embeddings"},
+      {With(kQwen3, "head_dim", ""), "missing 'head_dim'"},
+      {With(kLlama, "vocab_size", "0"), "vocab_size"},
+  };
+  for (const auto& [text, needle] : bad) {
+    auto c = ConfigFromString(text);
+    ASSERT_FALSE(c.ok()) << text;
+    EXPECT_EQ(c.status().code(), Code::kConfig) << text;
+    EXPECT_NE(c.status().message().find(needle), std::string::npos)
+        << c.status().message() << " lacks " << needle;
+    EXPECT_EQ(c.status().message().find('\n'), std::string::npos);
+  }
+}
+
+TEST(ModelConfigTest, DemoConfigIsATinyTiedLlama) {
+  const ModelConfig c = DemoConfig();
+  ASSERT_TRUE(c.Validate().ok()) << c.Validate().ToString();
+  EXPECT_EQ(c.context(), 32);
+  EXPECT_TRUE(c.tie_word_embeddings);
+  EXPECT_EQ(Parse(ConfigToString(c).c_str()), c);
+  auto count = ParameterCount(c);
+  ASSERT_TRUE(count.ok());
+  // 15*128 embedding + 128 norm + 3 * (2*128 norms + 2*128*128 q,o + 2*128*64 k,v + 3*128*344)
+  EXPECT_EQ(*count, 15 * 128 + 128 + 3 * (256 + 32768 + 16384 + 132096));
 }
 
 }  // namespace

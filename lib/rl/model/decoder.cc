@@ -104,7 +104,7 @@ class FullDecoder final : public Decoder {
 }  // namespace
 
 Result<std::unique_ptr<Decoder>> NewCacheDecoder(const Transformer* model, int64_t slots) {
-  RL_ASSIGN_OR_RETURN(KvCache cache, KvCache::Create(model->config(), slots));
+  RL_ASSIGN_OR_RETURN(KvCache cache, KvCache::Create(model->config(), slots, model->dtype()));
   return std::unique_ptr<Decoder>(new CacheDecoder(model, std::move(cache)));
 }
 

@@ -21,9 +21,9 @@ Status CheckRequest(const ModelConfig& c, const std::vector<std::vector<int64_t>
   for (size_t i = 0; i < prompts.size(); ++i) {
     const std::string which = "generate: prompt " + std::to_string(i);
     if (prompts[i].empty()) return Status::InvalidArgument(which + " is empty");
-    if (static_cast<int64_t>(prompts[i].size()) >= c.context) {
+    if (static_cast<int64_t>(prompts[i].size()) >= c.context()) {
       return Status::InvalidArgument(which + " leaves no room in the context of " +
-                                     std::to_string(c.context));
+                                     std::to_string(c.context()));
     }
     for (int64_t id : prompts[i]) {
       if (id < 0 || id >= c.vocab_size) {
@@ -128,7 +128,7 @@ class Scheduler {
       g->stop = StopReason::kEos;
     } else if (static_cast<int64_t>(g->response_ids.size()) >= options_.max_new_tokens) {
       g->stop = StopReason::kMaxTokens;
-    } else if (slot.length >= config_.context) {
+    } else if (slot.length >= config_.context()) {
       g->stop = StopReason::kContext;
     } else {
       return false;

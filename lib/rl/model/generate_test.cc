@@ -22,8 +22,8 @@ std::vector<std::vector<int64_t>> Prompts(int n) {
   return prompts;
 }
 
-Transformer SharpModel(Positions positions) {
-  auto model = Transformer::Create(TinyConfig(positions), 3);
+Transformer SharpModel(Architecture arch) {
+  auto model = Transformer::Create(TinyConfig(arch), 3);
   EXPECT_TRUE(model.ok());
   testing::ScaleWeights(&*model, 3.0);
   return *model;
@@ -58,7 +58,7 @@ GenerateOptions Options(double temperature) {
 }
 
 TEST(GenerateTest, CacheAndFullForwardAgreeGreedy) {
-  for (Positions p : {Positions::kLearned, Positions::kRotary}) {
+  for (Architecture p : {Architecture::kLlama, Architecture::kQwen2, Architecture::kQwen3}) {
     const Transformer model = SharpModel(p);
     GenerateOptions o = Options(0);
     const auto cached = RunAll(model, o);
@@ -68,7 +68,7 @@ TEST(GenerateTest, CacheAndFullForwardAgreeGreedy) {
 }
 
 TEST(GenerateTest, CacheAndFullForwardAgreeSampled) {
-  const Transformer model = SharpModel(Positions::kRotary);
+  const Transformer model = SharpModel(Architecture::kLlama);
   GenerateOptions o = Options(1.0);
   const auto cached = RunAll(model, o);
   o.use_kv_cache = false;
@@ -76,7 +76,7 @@ TEST(GenerateTest, CacheAndFullForwardAgreeSampled) {
 }
 
 TEST(GenerateTest, FixedSeedIsDeterministic) {
-  const Transformer model = SharpModel(Positions::kLearned);
+  const Transformer model = SharpModel(Architecture::kQwen2);
   ExpectSame(RunAll(model, Options(1.0)), RunAll(model, Options(1.0)));
   GenerateOptions other = Options(1.0);
   other.seed = 124;
@@ -87,7 +87,7 @@ TEST(GenerateTest, FixedSeedIsDeterministic) {
 }
 
 TEST(GenerateTest, LogprobsMatchAFullForwardOfTheResponse) {
-  const Transformer model = SharpModel(Positions::kRotary);
+  const Transformer model = SharpModel(Architecture::kLlama);
   const auto prompts = Prompts(20);
   const auto gens = RunAll(model, Options(1.0));
   for (size_t i = 0; i < gens.size(); ++i) {
@@ -104,7 +104,7 @@ TEST(GenerateTest, LogprobsMatchAFullForwardOfTheResponse) {
 }
 
 TEST(GenerateTest, StopsAtEosMaxTokensOrContextAndRefillsSlots) {
-  const Transformer model = SharpModel(Positions::kLearned);
+  const Transformer model = SharpModel(Architecture::kQwen2);
   GenerateStats stats;
   const auto gens = RunAll(model, Options(1.0), &stats);
   int64_t total = 0, eos = 0;
@@ -127,7 +127,7 @@ TEST(GenerateTest, StopsAtEosMaxTokensOrContextAndRefillsSlots) {
 }
 
 TEST(GenerateTest, StopsAtTheContext) {
-  const Transformer model = SharpModel(Positions::kRotary);
+  const Transformer model = SharpModel(Architecture::kLlama);
   GenerateOptions o = Options(1.0);
   o.eos_id = -1;
   o.max_new_tokens = 100;
@@ -139,7 +139,7 @@ TEST(GenerateTest, StopsAtTheContext) {
 }
 
 TEST(GenerateTest, BadPromptsAreRejected) {
-  const Transformer model = SharpModel(Positions::kRotary);
+  const Transformer model = SharpModel(Architecture::kLlama);
   const GenerateOptions o = Options(1.0);
   EXPECT_EQ(Generate(model, {{}}, o).status().code(), Code::kInvalidArgument);
   EXPECT_EQ(Generate(model, {{1, 99}}, o).status().code(), Code::kInvalidArgument);

@@ -3,22 +3,26 @@
 #include <ATen/ATen.h>
 
 #include "rl/model/torch_guard.h"
+#include "rl/model/transformer.h"
 
 namespace rl::model {
 
-Result<KvCache> KvCache::Create(const ModelConfig& config, int64_t slots) {
+Result<KvCache> KvCache::Create(const ModelConfig& config, int64_t slots, DType dtype) {
   RL_RETURN_IF_ERROR(config.Validate());
   if (slots < 1) {
     return Status::InvalidArgument("kv cache: slots must be >= 1, got " + std::to_string(slots));
   }
   KvCache cache;
-  cache.capacity_ = config.context;
+  cache.capacity_ = config.context();
+  cache.n_kv_heads_ = config.kv_heads();
+  cache.head_dim_ = config.head_width();
+  cache.dtype_ = dtype;
   cache.lengths_.assign(static_cast<size_t>(slots), 0);
   RL_RETURN_IF_ERROR(TorchGuard("kv cache: allocate", [&]() -> Status {
-    for (int64_t l = 0; l < config.n_layers; ++l) {
-      const std::vector<int64_t> shape = {slots, config.n_heads, config.context, config.head_dim()};
-      cache.keys_.push_back(at::zeros(shape, at::kFloat));
-      cache.values_.push_back(at::zeros(shape, at::kFloat));
+    const std::vector<int64_t> shape = {slots, cache.n_kv_heads_, cache.capacity_, cache.head_dim_};
+    for (int64_t l = 0; l < config.num_hidden_layers; ++l) {
+      cache.keys_.push_back(at::zeros(shape, ScalarTypeOf(dtype)));
+      cache.values_.push_back(at::zeros(shape, ScalarTypeOf(dtype)));
     }
     return Status::OK();
   }));

@@ -94,26 +94,44 @@ const std::vector<std::vector<int64_t>> kSequences = {
     {1, 7, 8, 9, 13, 3, 14, 7, 8, 9, 10, 11, 12, 3, 4, 2},  // fills the whole context
 };
 
-TEST(KvCacheTest, IncrementalDecodingMatchesFullForwardLearned) {
-  CheckIncrementalMatchesFull(TinyConfig(Positions::kLearned), 3, kSequences, 3);
+TEST(KvCacheTest, IncrementalDecodingMatchesFullForwardLlamaGroupedQuery) {
+  CheckIncrementalMatchesFull(TinyConfig(Architecture::kLlama, true, 2), 3, kSequences, 3);
 }
 
-TEST(KvCacheTest, IncrementalDecodingMatchesFullForwardRotary) {
-  CheckIncrementalMatchesFull(TinyConfig(Positions::kRotary), 3, kSequences, 3);
+TEST(KvCacheTest, IncrementalDecodingMatchesFullForwardQwen2Biases) {
+  CheckIncrementalMatchesFull(TinyConfig(Architecture::kQwen2, true, 4), 3, kSequences, 3);
 }
 
-TEST(KvCacheTest, IncrementalDecodingMatchesFullForwardRmsNormUntied) {
-  CheckIncrementalMatchesFull(TinyConfig(Positions::kRotary, Norm::kRmsNorm, false), 2, kSequences,
-                              1);
+TEST(KvCacheTest, IncrementalDecodingMatchesFullForwardQwen3Untied) {
+  CheckIncrementalMatchesFull(TinyConfig(Architecture::kQwen3, false, 1), 2, kSequences, 1);
 }
 
 TEST(KvCacheTest, AllSlotsInOrderUsesTheFastPath) {
   // Every slot every step, in slot order: the no-gather path must agree too.
-  CheckIncrementalMatchesFull(TinyConfig(Positions::kLearned), 1, kSequences, 2);
+  CheckIncrementalMatchesFull(TinyConfig(Architecture::kQwen2), 1, kSequences, 2);
+}
+
+TEST(KvCacheTest, CacheHoldsKeyValueHeadsInTheModelsDtype) {
+  const ModelConfig config = TinyConfig(Architecture::kQwen3, true, 2);
+  auto cache = KvCache::Create(config, 3, DType::kBF16);
+  ASSERT_TRUE(cache.ok());
+  EXPECT_EQ(cache->keys(0).sizes(), (std::vector<int64_t>{3, 2, 16, 16}));
+  EXPECT_EQ(cache->values(1).scalar_type(), at::kBFloat16);
+  // A float32 model refuses a bfloat16 cache.
+  auto model = Transformer::Create(config, 1);
+  ASSERT_TRUE(model.ok());
+  EXPECT_EQ(model->ForwardStep(at::ones({1, 2}, at::kLong), {0}, &*cache).status().code(),
+            Code::kInvalidArgument);
+  auto bf16 = Transformer::Create(config, 1, DType::kBF16);
+  ASSERT_TRUE(bf16.ok());
+  auto step = bf16->ForwardStep(at::ones({1, 2}, at::kLong), {0}, &*cache);
+  ASSERT_TRUE(step.ok()) << step.status().ToString();
+  const at::Tensor full = *bf16->Forward(at::ones({1, 2}, at::kLong));
+  EXPECT_LT((*step - full).abs().max().item<double>(), 0.05);
 }
 
 TEST(KvCacheTest, MultiTokenStepsOnSlotsAtDifferentLengths) {
-  const ModelConfig config = TinyConfig(Positions::kRotary);
+  const ModelConfig config = TinyConfig(Architecture::kLlama);
   auto model = Transformer::Create(config, 2);
   ASSERT_TRUE(model.ok());
   testing::ScaleWeights(&*model, 4.0);
@@ -136,7 +154,7 @@ TEST(KvCacheTest, MultiTokenStepsOnSlotsAtDifferentLengths) {
 }
 
 TEST(KvCacheTest, StepPastTheContextIsRejectedAndLeavesLengths) {
-  const ModelConfig config = TinyConfig(Positions::kRotary);
+  const ModelConfig config = TinyConfig(Architecture::kLlama);
   auto model = Transformer::Create(config, 1);
   auto cache = KvCache::Create(config, 2);
   ASSERT_TRUE(model.ok() && cache.ok());
@@ -148,7 +166,7 @@ TEST(KvCacheTest, StepPastTheContextIsRejectedAndLeavesLengths) {
 }
 
 TEST(KvCacheTest, BadSlotsAreRejected) {
-  const ModelConfig config = TinyConfig(Positions::kLearned);
+  const ModelConfig config = TinyConfig(Architecture::kQwen2);
   auto model = Transformer::Create(config, 1);
   auto cache = KvCache::Create(config, 2);
   ASSERT_TRUE(model.ok() && cache.ok());

@@ -6,22 +6,48 @@
 #include <limits>
 
 namespace rl::model {
+namespace {
 
-NormLayerImpl::NormLayerImpl(int64_t dim, Norm kind) : kind_(kind), dim_(dim) {
+torch::nn::Linear MakeLinear(int64_t in, int64_t out, bool bias) {
+  return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(bias));
+}
+
+}  // namespace
+
+RmsNormImpl::RmsNormImpl(int64_t dim, double eps) : eps_(eps) {
   weight_ = register_parameter("weight", at::ones({dim}));
-  if (kind_ == Norm::kLayerNorm) bias_ = register_parameter("bias", at::zeros({dim}));
 }
 
-at::Tensor NormLayerImpl::forward(const at::Tensor& x) {
-  if (kind_ == Norm::kLayerNorm) return at::layer_norm(x, {dim_}, weight_, bias_, 1e-5);
-  return x * at::rsqrt(x.pow(2).mean(-1, /*keepdim=*/true) + 1e-5) * weight_;
+at::Tensor RmsNormImpl::forward(const at::Tensor& x) {
+  const at::Tensor xf = x.to(at::kFloat);
+  const at::Tensor normed = xf * at::rsqrt(xf.pow(2).mean(-1, /*keepdim=*/true) + eps_);
+  return weight_ * normed.to(x.scalar_type());
 }
 
-Rotary::Rotary(int64_t head_dim, int64_t context) {
-  const int64_t half = head_dim / 2;
+at::Tensor RotaryInverseFrequencies(const ModelConfig& c) {
+  const int64_t dim = c.head_width();
   at::Tensor inv_freq =
-      at::pow(10000.0, -at::arange(0, half, at::kDouble) / static_cast<double>(half));
-  at::Tensor angles = at::arange(0, context, at::kDouble).unsqueeze(1) * inv_freq.unsqueeze(0);
+      at::pow(c.rope_theta, -at::arange(0, dim, 2, at::kDouble) / static_cast<double>(dim));
+  const RopeScaling& r = c.rope_scaling;
+  if (!r.llama3) return inv_freq;
+  // transformers' _compute_llama3_parameters: long wavelengths are divided by `factor`, short ones
+  // kept, and those between blended smoothly.
+  const double old_len = static_cast<double>(r.original_max_position_embeddings);
+  const double low_freq_wavelen = old_len / r.low_freq_factor;
+  const double high_freq_wavelen = old_len / r.high_freq_factor;
+  const at::Tensor wavelen = 2 * M_PI / inv_freq;
+  at::Tensor scaled = at::where(wavelen > low_freq_wavelen, inv_freq / r.factor, inv_freq);
+  const at::Tensor smooth =
+      (old_len / wavelen - r.low_freq_factor) / (r.high_freq_factor - r.low_freq_factor);
+  const at::Tensor smoothed = (1 - smooth) * scaled / r.factor + smooth * scaled;
+  const at::Tensor medium = (wavelen >= high_freq_wavelen).logical_and(wavelen <= low_freq_wavelen);
+  return at::where(medium, smoothed, scaled);
+}
+
+Rotary::Rotary(const ModelConfig& c) {
+  const at::Tensor inv_freq = RotaryInverseFrequencies(c);
+  const at::Tensor angles =
+      at::arange(0, c.context(), at::kDouble).unsqueeze(1) * inv_freq.unsqueeze(0);
   cos_ = angles.cos().to(at::kFloat);
   sin_ = angles.sin().to(at::kFloat);
 }
@@ -29,28 +55,37 @@ Rotary::Rotary(int64_t head_dim, int64_t context) {
 at::Tensor Rotary::Apply(const at::Tensor& x, const at::Tensor& positions) const {
   const int64_t b = positions.size(0), t = positions.size(1), half = cos_.size(1);
   const at::Tensor flat = positions.reshape({-1});
-  const at::Tensor c = cos_.index_select(0, flat).view({b, 1, t, half});
-  const at::Tensor s = sin_.index_select(0, flat).view({b, 1, t, half});
+  const at::Tensor c = cos_.index_select(0, flat).view({b, 1, t, half}).to(x.scalar_type());
+  const at::Tensor s = sin_.index_select(0, flat).view({b, 1, t, half}).to(x.scalar_type());
   const at::Tensor x1 = x.narrow(-1, 0, half), x2 = x.narrow(-1, half, half);
   return at::cat({x1 * c - x2 * s, x1 * s + x2 * c}, -1);
 }
 
 AttentionImpl::AttentionImpl(const ModelConfig& c)
-    : n_heads_(c.n_heads), head_dim_(c.head_dim()), rotary_(c.positions == Positions::kRotary) {
-  if (rotary_) rope_ = Rotary(head_dim_, c.context);
-  qkv_ = register_module("qkv", torch::nn::Linear(c.d_model, 3 * c.d_model));
-  proj_ = register_module("proj", torch::nn::Linear(c.d_model, c.d_model));
+    : n_heads_(c.num_attention_heads),
+      n_kv_heads_(c.kv_heads()),
+      head_dim_(c.head_width()),
+      rope_(c) {
+  const int64_t d = c.hidden_size, q = n_heads_ * head_dim_, kv = n_kv_heads_ * head_dim_;
+  q_proj_ = register_module("q_proj", MakeLinear(d, q, c.qkv_bias()));
+  k_proj_ = register_module("k_proj", MakeLinear(d, kv, c.qkv_bias()));
+  v_proj_ = register_module("v_proj", MakeLinear(d, kv, c.qkv_bias()));
+  o_proj_ = register_module("o_proj", MakeLinear(q, d, c.o_bias()));
+  if (c.qk_norm()) {
+    q_norm_ = register_module("q_norm", RmsNorm(head_dim_, c.rms_norm_eps));
+    k_norm_ = register_module("k_norm", RmsNorm(head_dim_, c.rms_norm_eps));
+  }
 }
 
 namespace {
 
-// Writes k and v ([B, H, T, Dh]) into the cache at (slot of row b, positions[b, i]) and returns
-// the keys and values each row attends over ([B, H, kv_len, Dh]) with their positions.
+// Writes k and v ([B, G, T, Dh]) into the cache at (slot of row b, positions[b, i]) and returns
+// the keys and values each row attends over ([B, G, kv_len, Dh]).
 std::pair<at::Tensor, at::Tensor> AppendToCache(const CacheView& cache, const at::Tensor& k,
                                                 const at::Tensor& v, const at::Tensor& positions) {
   using at::indexing::Slice;
   const at::Tensor rows = cache.slots.view({-1, 1}).expand_as(positions);
-  // Advanced indices at dims 0 and 2 put their broadcast shape [B, T] first: values [B, T, H, Dh].
+  // Advanced indices at dims 0 and 2 put their broadcast shape [B, T] first: values [B, T, G, Dh].
   at::Tensor cache_k = cache.k, cache_v = cache.v;  // handles: the writes land in the cache
   cache_k.index_put_({rows, Slice(), positions}, k.permute({0, 2, 1, 3}));
   cache_v.index_put_({rows, Slice(), positions}, v.permute({0, 2, 1, 3}));
@@ -63,49 +98,59 @@ std::pair<at::Tensor, at::Tensor> AppendToCache(const CacheView& cache, const at
 
 at::Tensor AttentionImpl::forward(const at::Tensor& x, const at::Tensor& positions,
                                   const CacheView* cache) {
-  const int64_t b = x.size(0), t = x.size(1), d = x.size(2);
-  // [B, T, 3, H, Dh] -> three [B, H, T, Dh]
-  const at::Tensor qkv =
-      qkv_->forward(x).view({b, t, 3, n_heads_, head_dim_}).permute({2, 0, 3, 1, 4});
-  at::Tensor q = qkv[0], k = qkv[1], v = qkv[2];
-  if (rotary_) {
-    q = rope_.Apply(q, positions);
-    k = rope_.Apply(k, positions);
+  const int64_t b = x.size(0), t = x.size(1), rep = n_heads_ / n_kv_heads_;
+  at::Tensor q = q_proj_->forward(x).view({b, t, n_heads_, head_dim_});
+  at::Tensor k = k_proj_->forward(x).view({b, t, n_kv_heads_, head_dim_});
+  const at::Tensor v = v_proj_->forward(x).view({b, t, n_kv_heads_, head_dim_}).transpose(1, 2);
+  if (q_norm_) {
+    q = q_norm_->forward(q);
+    k = k_norm_->forward(k);
   }
+  q = rope_.Apply(q.transpose(1, 2), positions);  // [B, H, T, Dh], contiguous (a cat)
+  k = rope_.Apply(k.transpose(1, 2), positions);  // [B, G, T, Dh]
   at::Tensor keys = k, values = v, key_pos = positions.unsqueeze(1);  // [B, 1, T]
   if (cache != nullptr) {
     std::tie(keys, values) = AppendToCache(*cache, k, v, positions);
     key_pos = at::arange(cache->kv_len, positions.options()).view({1, 1, -1});
   }
-  // allowed[b, i, j]: key j is at or before query i's position. [B, 1, T, L] after unsqueeze.
-  const at::Tensor allowed = (key_pos <= positions.unsqueeze(2)).unsqueeze(1);
+  const int64_t len = keys.size(2);
+  // Grouped-query attention: query head h reads key/value head h / rep. Grouping the queries as
+  // [B, G, rep * T, Dh] lets each group's rep heads share its keys without copying them.
+  const at::Tensor grouped = q.reshape({b, n_kv_heads_, rep * t, head_dim_});
   at::Tensor scores =
-      at::matmul(q, keys.transpose(-2, -1)) / std::sqrt(static_cast<double>(head_dim_));
+      at::matmul(grouped, keys.transpose(-2, -1)).view({b, n_kv_heads_, rep, t, len});
+  scores = scores * (1.0 / std::sqrt(static_cast<double>(head_dim_)));
+  // allowed[b, i, j]: key j is at or before query i's position. [B, 1, 1, T, L] after unsqueeze.
+  const at::Tensor allowed = (key_pos <= positions.unsqueeze(2)).unsqueeze(1).unsqueeze(1);
   scores = scores.masked_fill(allowed.logical_not(), -std::numeric_limits<float>::infinity());
-  const at::Tensor out = at::matmul(at::softmax(scores, -1), values);
-  return proj_->forward(out.transpose(1, 2).reshape({b, t, d}));
+  const at::Tensor probs = at::softmax(scores, -1, at::kFloat).to(q.scalar_type());
+  const at::Tensor out = at::matmul(probs.view({b, n_kv_heads_, rep * t, len}), values)
+                             .view({b, n_heads_, t, head_dim_});
+  return o_proj_->forward(out.transpose(1, 2).reshape({b, t, n_heads_ * head_dim_}));
 }
 
 MlpImpl::MlpImpl(const ModelConfig& c) {
-  fc_ = register_module("fc", torch::nn::Linear(c.d_model, c.mlp_ratio * c.d_model));
-  proj_ = register_module("proj", torch::nn::Linear(c.mlp_ratio * c.d_model, c.d_model));
+  gate_proj_ = register_module("gate_proj", MakeLinear(c.hidden_size, c.intermediate_size, false));
+  up_proj_ = register_module("up_proj", MakeLinear(c.hidden_size, c.intermediate_size, false));
+  down_proj_ = register_module("down_proj", MakeLinear(c.intermediate_size, c.hidden_size, false));
 }
 
 at::Tensor MlpImpl::forward(const at::Tensor& x) {
-  return proj_->forward(at::gelu(fc_->forward(x)));
+  return down_proj_->forward(at::silu(gate_proj_->forward(x)) * up_proj_->forward(x));
 }
 
-BlockImpl::BlockImpl(const ModelConfig& c) {
-  norm1_ = register_module("norm1", NormLayer(c.d_model, c.norm));
-  attn_ = register_module("attn", Attention(c));
-  norm2_ = register_module("norm2", NormLayer(c.d_model, c.norm));
+DecoderLayerImpl::DecoderLayerImpl(const ModelConfig& c) {
+  self_attn_ = register_module("self_attn", Attention(c));
   mlp_ = register_module("mlp", Mlp(c));
+  input_layernorm_ = register_module("input_layernorm", RmsNorm(c.hidden_size, c.rms_norm_eps));
+  post_attention_layernorm_ =
+      register_module("post_attention_layernorm", RmsNorm(c.hidden_size, c.rms_norm_eps));
 }
 
-at::Tensor BlockImpl::forward(const at::Tensor& x, const at::Tensor& positions,
-                              const CacheView* cache) {
-  at::Tensor h = x + attn_->forward(norm1_->forward(x), positions, cache);
-  return h + mlp_->forward(norm2_->forward(h));
+at::Tensor DecoderLayerImpl::forward(const at::Tensor& x, const at::Tensor& positions,
+                                     const CacheView* cache) {
+  const at::Tensor h = x + self_attn_->forward(input_layernorm_->forward(x), positions, cache);
+  return h + mlp_->forward(post_attention_layernorm_->forward(h));
 }
 
 }  // namespace rl::model

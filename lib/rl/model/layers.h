@@ -1,9 +1,13 @@
-// The building blocks of the transformer: normalization, rotary embedding, causal attention that
-// can read and append to a KV cache, the GELU MLP, and the pre-norm block.
+// The building blocks of the decoder: RMSNorm, rotary embedding (with Llama 3.1 scaling),
+// grouped-query causal attention that can read and append to a KV cache, the SwiGLU MLP, and the
+// pre-norm decoder layer — each named as Hugging Face names it, so that the module tree's state
+// dict is the HF one.
 //
 // Internal to lib/rl/model: this header includes the torch::nn headers, so only the .cc files of
-// this folder include it. Shapes: B batch rows, T new tokens per row, D = d_model, H heads of
-// width Dh, S cache slots, C = context.
+// this folder include it. Shapes: B batch rows, T new tokens per row, D = hidden_size, H query
+// heads and G key/value heads of width Dh, S cache slots, C = context.
+// Numerics follow HF: RMSNorm and softmax in float32 whatever the compute dtype, rotary angles in
+// float64 then cast.
 // Thread safety: modules are not synchronized; callers serialize use of one module.
 #pragma once
 
@@ -17,39 +21,44 @@ namespace rl::model {
 
 // Where one layer's attention reads and writes cached keys and values.
 struct CacheView {
-  at::Tensor k;      // [S, H, C, Dh], written in place
-  at::Tensor v;      // [S, H, C, Dh]
+  at::Tensor k;      // [S, G, C, Dh], written in place
+  at::Tensor v;      // [S, G, C, Dh]
   at::Tensor slots;  // [B] int64: the cache slot of each batch row
   bool all_slots;    // slots is exactly 0..S-1, so no gather is needed
   int64_t kv_len;    // attend over cache positions [0, kv_len): max over rows of length + T
 };
 
-// LayerNorm (weight and bias) or RMSNorm (weight only), eps 1e-5.
-class NormLayerImpl : public torch::nn::Module {
+// x * rsqrt(mean(x^2) + eps) * weight over the last dimension. Parameter: weight [dim].
+class RmsNormImpl : public torch::nn::Module {
  public:
-  NormLayerImpl(int64_t dim, Norm kind);
+  RmsNormImpl(int64_t dim, double eps);
   at::Tensor forward(const at::Tensor& x);
 
  private:
-  Norm kind_;
-  int64_t dim_;
-  at::Tensor weight_, bias_;
+  double eps_;
+  at::Tensor weight_;
 };
-TORCH_MODULE(NormLayer);
+TORCH_MODULE(RmsNorm);
 
-// Rotary position embedding (GPT-NeoX "rotate half" layout, base 10000), precomputed for
-// positions [0, context). The tables are not parameters and are not saved.
+// The inverse frequencies [Dh/2] of rotary embedding: theta^(-2i/Dh), rescaled per Llama 3.1 when
+// the config says rope_type "llama3".
+at::Tensor RotaryInverseFrequencies(const ModelConfig& c);
+
+// Rotary position embedding (rotate-half layout), precomputed for positions [0, context). The
+// tables are not parameters and are not saved.
 class Rotary {
  public:
   Rotary() = default;
-  Rotary(int64_t head_dim, int64_t context);
-  // x [B, H, T, Dh], positions [B, T] int64 -> x rotated by the angle of each row's position.
+  explicit Rotary(const ModelConfig& c);
+  // x [B, heads, T, Dh], positions [B, T] int64 -> x rotated by the angle of each row's position.
   at::Tensor Apply(const at::Tensor& x, const at::Tensor& positions) const;
 
  private:
-  at::Tensor cos_, sin_;  // [C, Dh/2]
+  at::Tensor cos_, sin_;  // [C, Dh/2] float32
 };
 
+// self_attn: q_proj [H*Dh, D], k_proj and v_proj [G*Dh, D] (biases per ModelConfig::qkv_bias),
+// o_proj [D, H*Dh] (bias per o_bias), q_norm and k_norm [Dh] (Qwen3).
 class AttentionImpl : public torch::nn::Module {
  public:
   explicit AttentionImpl(const ModelConfig& c);
@@ -59,34 +68,35 @@ class AttentionImpl : public torch::nn::Module {
   at::Tensor forward(const at::Tensor& x, const at::Tensor& positions, const CacheView* cache);
 
  private:
-  int64_t n_heads_, head_dim_;
-  bool rotary_;
+  int64_t n_heads_, n_kv_heads_, head_dim_;
   Rotary rope_;
-  torch::nn::Linear qkv_{nullptr}, proj_{nullptr};
+  torch::nn::Linear q_proj_{nullptr}, k_proj_{nullptr}, v_proj_{nullptr}, o_proj_{nullptr};
+  RmsNorm q_norm_{nullptr}, k_norm_{nullptr};
 };
 TORCH_MODULE(Attention);
 
+// mlp: down_proj(silu(gate_proj(x)) * up_proj(x)), no biases.
 class MlpImpl : public torch::nn::Module {
  public:
   explicit MlpImpl(const ModelConfig& c);
   at::Tensor forward(const at::Tensor& x);
 
  private:
-  torch::nn::Linear fc_{nullptr}, proj_{nullptr};
+  torch::nn::Linear gate_proj_{nullptr}, up_proj_{nullptr}, down_proj_{nullptr};
 };
 TORCH_MODULE(Mlp);
 
-// x + attn(norm1(x)), then x + mlp(norm2(x)).
-class BlockImpl : public torch::nn::Module {
+// x + self_attn(input_layernorm(x)), then x + mlp(post_attention_layernorm(x)).
+class DecoderLayerImpl : public torch::nn::Module {
  public:
-  explicit BlockImpl(const ModelConfig& c);
+  explicit DecoderLayerImpl(const ModelConfig& c);
   at::Tensor forward(const at::Tensor& x, const at::Tensor& positions, const CacheView* cache);
 
  private:
-  NormLayer norm1_{nullptr}, norm2_{nullptr};
-  Attention attn_{nullptr};
+  Attention self_attn_{nullptr};
   Mlp mlp_{nullptr};
+  RmsNorm input_layernorm_{nullptr}, post_attention_layernorm_{nullptr};
 };
-TORCH_MODULE(Block);
+TORCH_MODULE(DecoderLayer);
 
 }  // namespace rl::model

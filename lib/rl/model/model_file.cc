@@ -9,7 +9,7 @@
 namespace rl::model {
 namespace {
 
-constexpr const char* kFormat = "roleflow-model-1";
+constexpr const char* kFormat = "roleflow-model-2";
 
 struct Header {
   ModelConfig config;
@@ -65,7 +65,13 @@ Result<LoadedModel> DecodeModel(std::string_view bytes) {
     return Status::DataError("model file: " + std::to_string(held) +
                              " parameters for a config of " + std::to_string(*expected));
   }
-  RL_ASSIGN_OR_RETURN(Transformer model, Transformer::Create(header.config, 0));
+  DType dtype = DType::kF32;
+  if (!contents.tensors.empty()) {
+    const at::ScalarType t = contents.tensors.front().second.scalar_type();
+    if (t == at::kBFloat16) dtype = DType::kBF16;
+    if (t == at::kHalf) dtype = DType::kF16;
+  }
+  RL_ASSIGN_OR_RETURN(Transformer model, Transformer::Create(header.config, 0, dtype));
   RL_RETURN_IF_ERROR(model.LoadNamedParameters(contents.tensors));
   return LoadedModel{std::move(model), header.version};
 }

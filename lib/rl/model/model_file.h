@@ -1,10 +1,13 @@
 // Model files: a Transformer's weights, its ModelConfig and a weight version as one safetensors
 // file (or the same bytes in memory, a weight bundle).
 //
-// Layout: one tensor per parameter, named as in transformer_module.h, float32 as trained, plus
-//   __metadata__ = {"rl_config": ConfigToString(config), "rl_version": "<decimal u64>",
-//                   "rl_format": "roleflow-model-1"}
-// Any safetensors reader can open the file; DecodeModel needs rl_config and rl_version.
+// Layout: one tensor per parameter under its Hugging Face name (transformer_module.h), in the
+// model's compute dtype (float32 unless chosen otherwise), plus
+//   __metadata__ = {"rl_config": <config.json text, ConfigToString(config)>,
+//                   "rl_version": "<decimal u64>", "rl_format": "roleflow-model-2"}
+// Any safetensors reader can open the file; DecodeModel needs rl_config and rl_version. The
+// tensors and rl_config together are an HF model (config.json + model.safetensors) in one file.
+// (roleflow-model-1, before the HF layout, had other names and configs; it no longer loads.)
 // Thread safety: free functions; the model must not be changed by another thread during a call.
 #pragma once
 
@@ -24,7 +27,8 @@ struct LoadedModel {
 
 Result<std::string> EncodeModel(const Transformer& model, uint64_t version);
 
-// A new model built from the file's config, holding its weights. Corruption when the bytes are
+// A new model built from the file's config, holding its weights, computing in the dtype of the
+// file's tensors (float32 when they are float32). Corruption when the bytes are
 // not valid safetensors or rl_config/rl_version are missing or malformed; DataError when the
 // tensors do not match the config.
 Result<LoadedModel> DecodeModel(std::string_view bytes);

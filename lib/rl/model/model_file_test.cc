@@ -16,7 +16,7 @@ using testing::TinyConfig;
 
 TEST(ModelFileTest, StateDictRoundTripIsBitExact) {
   for (bool tied : {true, false}) {
-    auto model = Transformer::Create(TinyConfig(Positions::kLearned, Norm::kLayerNorm, tied), 9);
+    auto model = Transformer::Create(TinyConfig(Architecture::kQwen2, tied), 9);
     ASSERT_TRUE(model.ok());
     auto bytes = EncodeModel(*model, 42);
     ASSERT_TRUE(bytes.ok()) << bytes.status().ToString();
@@ -38,8 +38,35 @@ TEST(ModelFileTest, StateDictRoundTripIsBitExact) {
   }
 }
 
+TEST(ModelFileTest, TensorsCarryHuggingFaceNamesAndTheConfigIsAConfigJson) {
+  auto model = Transformer::Create(TinyConfig(Architecture::kQwen3, false), 2);
+  ASSERT_TRUE(model.ok());
+  auto bytes = EncodeModel(*model, 7);
+  ASSERT_TRUE(bytes.ok());
+  auto contents = DecodeSafetensors(*bytes);
+  ASSERT_TRUE(contents.ok());
+  EXPECT_EQ(contents->tensors.front().first, "model.embed_tokens.weight");
+  EXPECT_EQ(contents->tensors.back().first, "lm_head.weight");
+  auto config = ConfigFromString(contents->metadata.at("rl_config"));
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  EXPECT_EQ(*config, model->config());
+  EXPECT_NE(contents->metadata.at("rl_config").find("\"Qwen3ForCausalLM\""), std::string::npos);
+}
+
+TEST(ModelFileTest, Bfloat16ModelsDecodeAsBfloat16) {
+  auto model = Transformer::Create(TinyConfig(Architecture::kLlama), 2, DType::kBF16);
+  ASSERT_TRUE(model.ok());
+  auto bytes = EncodeModel(*model, 1);
+  ASSERT_TRUE(bytes.ok());
+  auto loaded = DecodeModel(*bytes);
+  ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+  EXPECT_EQ(loaded->model.dtype(), DType::kBF16);
+  const at::Tensor x = at::tensor({1, 4, 5}, at::kLong).unsqueeze(0);
+  EXPECT_TRUE(model->Forward(x)->equal(*loaded->model.Forward(x)));
+}
+
 TEST(ModelFileTest, LoadWeightsIntoAnExistingModel) {
-  const ModelConfig c = TinyConfig(Positions::kRotary);
+  const ModelConfig c = TinyConfig(Architecture::kLlama);
   auto source = Transformer::Create(c, 1);
   auto target = Transformer::Create(c, 2);
   ASSERT_TRUE(source.ok() && target.ok());
@@ -59,9 +86,9 @@ TEST(ModelFileTest, LoadWeightsIntoAnExistingModel) {
 }
 
 TEST(ModelFileTest, ConfigMismatchIsDataError) {
-  auto small = Transformer::Create(TinyConfig(Positions::kRotary), 1);
-  ModelConfig other_config = TinyConfig(Positions::kRotary);
-  other_config.n_layers = 1;
+  auto small = Transformer::Create(TinyConfig(Architecture::kLlama), 1);
+  ModelConfig other_config = TinyConfig(Architecture::kLlama);
+  other_config.num_hidden_layers = 1;
   auto other = Transformer::Create(other_config, 1);
   ASSERT_TRUE(small.ok() && other.ok());
   auto bytes = EncodeModel(*small, 1);
@@ -70,7 +97,7 @@ TEST(ModelFileTest, ConfigMismatchIsDataError) {
 }
 
 TEST(ModelFileTest, MissingOrBadMetadataIsCorruption) {
-  auto model = Transformer::Create(TinyConfig(Positions::kRotary), 1);
+  auto model = Transformer::Create(TinyConfig(Architecture::kLlama), 1);
   ASSERT_TRUE(model.ok());
   const std::string config = ConfigToString(model->config());
   const Metadata bad[] = {{},
@@ -86,8 +113,9 @@ TEST(ModelFileTest, MissingOrBadMetadataIsCorruption) {
   // A config far larger than the file is refused before anything is allocated.
   ModelConfig huge = model->config();
   huge.vocab_size = 1 << 24;
-  huge.d_model = 1 << 16;
-  huge.n_heads = 1 << 8;
+  huge.hidden_size = 1 << 16;
+  huge.num_attention_heads = 1 << 8;
+  huge.num_key_value_heads = 1 << 8;
   auto huge_bytes = EncodeSafetensors(model->NamedParameters(),
                                       {{"rl_config", ConfigToString(huge)}, {"rl_version", "1"}});
   ASSERT_TRUE(huge_bytes.ok());

@@ -14,16 +14,31 @@ namespace rl::model::testing {
 // reproducible.
 inline const bool kSingleThreaded = (at::set_num_threads(1), true);
 
-inline ModelConfig TinyConfig(Positions positions, Norm norm = Norm::kLayerNorm, bool tied = true) {
+// A tiny model of each family: vocabulary 15, hidden 32, 2 layers, 4 query heads over `kv_heads`
+// key/value heads, context 16. Qwen3 gets head_dim 16 (not hidden / heads = 8), Llama the Llama
+// 3.1 rope scaling (with a small original context, so that it changes the frequencies).
+inline ModelConfig TinyConfig(Architecture arch = Architecture::kLlama, bool tied = true,
+                              int64_t kv_heads = 2) {
   ModelConfig c;
+  c.architecture = arch;
   c.vocab_size = 15;
-  c.d_model = 32;
-  c.n_layers = 2;
-  c.n_heads = 4;
-  c.context = 16;
-  c.positions = positions;
-  c.norm = norm;
-  c.tie_embeddings = tied;
+  c.hidden_size = 32;
+  c.intermediate_size = 48;
+  c.num_hidden_layers = 2;
+  c.num_attention_heads = 4;
+  c.num_key_value_heads = kv_heads;
+  c.max_position_embeddings = 16;
+  c.tie_word_embeddings = tied;
+  c.rms_norm_eps = 1e-5;
+  if (arch == Architecture::kQwen3) c.head_dim = 16;
+  if (arch == Architecture::kLlama) {
+    c.rope_theta = 500000.0;
+    c.rope_scaling.llama3 = true;
+    c.rope_scaling.factor = 8;
+    c.rope_scaling.low_freq_factor = 1;
+    c.rope_scaling.high_freq_factor = 4;
+    c.rope_scaling.original_max_position_embeddings = 8;
+  }
   return c;
 }
 
@@ -32,6 +47,18 @@ inline ModelConfig TinyConfig(Positions positions, Norm norm = Norm::kLayerNorm,
 inline void ScaleWeights(Transformer* model, double factor) {
   c10::NoGradGuard no_grad;
   for (at::Tensor& p : model->Parameters()) p.mul_(factor);
+}
+
+// Replaces every parameter (norm weights and biases included) with N(mean, std) draws from a
+// generator seeded by `seed`, mean 1 for norm weights and 0 otherwise, so that every tensor
+// matters to the logits.
+inline void RandomizeWeights(Transformer* model, uint64_t seed, double std = 0.3) {
+  c10::NoGradGuard no_grad;
+  at::manual_seed(seed);
+  for (auto& [name, p] : model->NamedParameters()) {
+    const double mean = name.find("norm") != std::string::npos ? 1.0 : 0.0;
+    p.copy_(at::randn(p.sizes(), at::kFloat) * std + mean);
+  }
 }
 
 }  // namespace rl::model::testing

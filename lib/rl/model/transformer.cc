@@ -20,9 +20,9 @@ Status CheckTokens(const at::Tensor& tokens, const ModelConfig& c, const char* w
   if (tokens.size(0) < 1 || tokens.size(1) < 1) {
     return Status::InvalidArgument(std::string(what) + ": tokens must not be empty");
   }
-  if (tokens.size(1) > c.context) {
+  if (tokens.size(1) > c.context()) {
     return Status::InvalidArgument(std::string(what) + ": " + std::to_string(tokens.size(1)) +
-                                   " tokens exceed the context of " + std::to_string(c.context));
+                                   " tokens exceed the context of " + std::to_string(c.context()));
   }
   const int64_t lo = tokens.min().item<int64_t>(), hi = tokens.max().item<int64_t>();
   if (lo < 0 || hi >= c.vocab_size) {
@@ -58,16 +58,31 @@ Status CheckSlots(const at::Tensor& tokens, const std::vector<int64_t>& slots,
 
 }  // namespace
 
-Result<Transformer> Transformer::Create(const ModelConfig& config, uint64_t seed) {
+at::ScalarType ScalarTypeOf(DType d) {
+  switch (d) {
+    case DType::kBF16: return at::kBFloat16;
+    case DType::kF16: return at::kHalf;
+    default: return at::kFloat;
+  }
+}
+
+Result<Transformer> Transformer::Create(const ModelConfig& config, uint64_t seed, DType dtype) {
   RL_RETURN_IF_ERROR(config.Validate());
   return TorchGuard("transformer: create", [&]() -> Result<Transformer> {
     auto impl = std::make_shared<TransformerImpl>(config);
+    if (dtype != DType::kF32) impl->to(ScalarTypeOf(dtype));
     impl->InitWeights(seed);
     return Transformer(std::move(impl));
   });
 }
 
 const ModelConfig& Transformer::config() const { return impl_->config(); }
+
+DType Transformer::dtype() const {
+  const at::ScalarType t = impl_->parameters().front().scalar_type();
+  if (t == at::kBFloat16) return DType::kBF16;
+  return t == at::kHalf ? DType::kF16 : DType::kF32;
+}
 
 torch::nn::Module& Transformer::module() const { return *impl_; }
 
@@ -85,8 +100,9 @@ Result<at::Tensor> Transformer::ForwardStep(const at::Tensor& tokens,
                                             KvCache* cache) const {
   return TorchGuard("transformer: forward step", [&]() -> Result<at::Tensor> {
     RL_RETURN_IF_ERROR(CheckTokens(tokens, config(), "forward step"));
-    if (cache == nullptr || cache->n_layers() != config().n_layers ||
-        cache->capacity() != config().context) {
+    if (cache == nullptr || cache->n_layers() != config().num_hidden_layers ||
+        cache->capacity() != config().context() || cache->n_kv_heads() != config().kv_heads() ||
+        cache->head_dim() != config().head_width() || cache->dtype() != dtype()) {
       return Status::InvalidArgument("forward step: the cache does not match the model");
     }
     RL_RETURN_IF_ERROR(CheckSlots(tokens, slots, *cache));
@@ -146,7 +162,7 @@ Status Transformer::LoadNamedParameters(const NamedTensors& tensors) {
 }
 
 Result<Transformer> Transformer::Clone() const {
-  RL_ASSIGN_OR_RETURN(Transformer copy, Create(config(), 0));
+  RL_ASSIGN_OR_RETURN(Transformer copy, Create(config(), 0, dtype()));
   RL_RETURN_IF_ERROR(copy.LoadNamedParameters(NamedParameters()));
   return copy;
 }

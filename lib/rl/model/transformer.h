@@ -1,5 +1,10 @@
-// Transformer: the handle through which the toolkit uses its decoder-only language model —
-// full forward passes for training, incremental decoding against a KvCache, and the state dict.
+// Transformer: the handle through which the toolkit uses its decoder-only language model (a
+// Hugging Face Llama, Qwen2 or Qwen3, see config.h) — full forward passes for training,
+// incremental decoding against a KvCache, and the state dict under HF's tensor names.
+//
+// Compute dtype: the parameters are float32 by default; Create (and LoadHfModel) can make them
+// bfloat16 or float16. Logits are float32 whatever the compute dtype; RMSNorm and softmax run in
+// float32 as in HF.
 //
 // The network itself is TransformerImpl (transformer_module.h, a torch::nn module); this header
 // keeps libtorch's heavy headers out (it includes only the ATen tensor type), validates inputs,
@@ -31,19 +36,23 @@ namespace rl::model {
 class KvCache;
 class TransformerImpl;
 
+at::ScalarType ScalarTypeOf(DType d);
+
 // Named tensors in a fixed order: a state dict, or the contents of a safetensors file.
 using NamedTensors = std::vector<std::pair<std::string, at::Tensor>>;
 
 class Transformer {
  public:
   // A model with weights drawn from a generator seeded by `seed` (same seed, same weights; the
-  // global torch RNG is not touched). Config if the config is invalid.
-  static Result<Transformer> Create(const ModelConfig& config, uint64_t seed);
+  // global torch RNG is not touched), computing in `dtype`. Config if the config is invalid.
+  static Result<Transformer> Create(const ModelConfig& config, uint64_t seed,
+                                    DType dtype = DType::kF32);
 
   const ModelConfig& config() const;
+  DType dtype() const;  // of the parameters and of the computation
 
-  // tokens [B, T] int64 with 1 <= T <= context and ids in [0, vocab) -> logits [B, T, V] float32,
-  // positions 0..T-1. Records gradients when grad mode is on (it is by default).
+  // tokens [B, T] int64 with 1 <= T <= config().context() and ids in [0, vocab) -> logits
+  // [B, T, V] float32, positions 0..T-1. Records gradients when grad mode is on (the default).
   // Sequences of different lengths go in one batch right-padded with any valid id: attention is
   // causal, so padding after a sequence never changes its logits; ignore the padded positions.
   // InvalidArgument for bad tokens.
@@ -54,9 +63,10 @@ class Transformer {
   // equal (to float rounding) to those a full Forward over the slot's whole sequence gives at
   // those positions. Rows may be at different lengths; slots not named are left untouched.
   // Never records gradients.
-  // REQUIRES: *cache was created for this model's config and is not used concurrently.
-  // InvalidArgument when slots are out of range or repeated, B != slots.size(), or a slot would
-  // pass the context; on any error the cache lengths are unchanged.
+  // REQUIRES: *cache is not used concurrently.
+  // InvalidArgument when the cache was not made for this model's config and dtype, slots are out
+  // of range or repeated, B != slots.size(), or a slot would pass the context; on any error the
+  // cache lengths are unchanged.
   Result<at::Tensor> ForwardStep(const at::Tensor& tokens, const std::vector<int64_t>& slots,
                                  KvCache* cache) const;
 
@@ -69,7 +79,7 @@ class Transformer {
   // then no parameter has changed.
   Status LoadNamedParameters(const NamedTensors& tensors);
 
-  // An independent model with the same config and a copy of the weights.
+  // An independent model with the same config, dtype and a copy of the weights.
   Result<Transformer> Clone() const;
 
   // The underlying torch::nn module (include transformer_module.h to use it as TransformerImpl).

@@ -11,62 +11,74 @@
 
 namespace rl::model {
 
+DecoderStackImpl::DecoderStackImpl(const ModelConfig& config) {
+  embed_tokens_ =
+      register_module("embed_tokens", torch::nn::Embedding(config.vocab_size, config.hidden_size));
+  layers_ = register_module("layers", torch::nn::ModuleList());
+  for (int64_t i = 0; i < config.num_hidden_layers; ++i) {
+    layer_list_.push_back(DecoderLayer(config));
+    layers_->push_back(layer_list_.back());
+  }
+  norm_ = register_module("norm", RmsNorm(config.hidden_size, config.rms_norm_eps));
+}
+
+at::Tensor DecoderStackImpl::forward(const at::Tensor& tokens, const at::Tensor& positions,
+                                     const std::vector<CacheView>& caches) {
+  at::Tensor x = embed_tokens_->forward(tokens);
+  for (size_t i = 0; i < layer_list_.size(); ++i) {
+    x = layer_list_[i]->forward(x, positions, caches.empty() ? nullptr : &caches[i]);
+  }
+  return norm_->forward(x);
+}
+
 TransformerImpl::TransformerImpl(const ModelConfig& config) : config_(config) {
-  tok_emb_ = register_module("tok_emb", torch::nn::Embedding(config.vocab_size, config.d_model));
-  if (config.positions == Positions::kLearned) {
-    pos_emb_ = register_module("pos_emb", torch::nn::Embedding(config.context, config.d_model));
-  }
-  blocks_ = register_module("blocks", torch::nn::ModuleList());
-  for (int64_t i = 0; i < config.n_layers; ++i) {
-    block_list_.push_back(Block(config));
-    blocks_->push_back(block_list_.back());
-  }
-  norm_f_ = register_module("norm_f", NormLayer(config.d_model, config.norm));
-  if (!config.tie_embeddings) {
+  model_ = register_module("model", DecoderStack(config));
+  if (!config.tie_word_embeddings) {
     lm_head_ = register_module(
         "lm_head",
-        torch::nn::Linear(torch::nn::LinearOptions(config.d_model, config.vocab_size).bias(false)));
+        torch::nn::Linear(
+            torch::nn::LinearOptions(config.hidden_size, config.vocab_size).bias(false)));
   }
 }
 
 at::Tensor TransformerImpl::forward(const at::Tensor& tokens, const at::Tensor& positions,
                                     KvCache* cache, const at::Tensor& slots, bool all_slots,
                                     int64_t kv_len) {
-  at::Tensor x = tok_emb_->forward(tokens);
-  if (pos_emb_) x = x + pos_emb_->forward(positions);
-  for (size_t i = 0; i < block_list_.size(); ++i) {
-    if (cache == nullptr) {
-      x = block_list_[i]->forward(x, positions, nullptr);
-    } else {
-      const auto layer = static_cast<int64_t>(i);
-      const CacheView view{cache->keys(layer), cache->values(layer), slots, all_slots, kv_len};
-      x = block_list_[i]->forward(x, positions, &view);
+  std::vector<CacheView> views;
+  if (cache != nullptr) {
+    for (int64_t l = 0; l < config_.num_hidden_layers; ++l) {
+      views.push_back(CacheView{cache->keys(l), cache->values(l), slots, all_slots, kv_len});
     }
   }
-  x = norm_f_->forward(x);
-  return lm_head_ ? lm_head_->forward(x) : at::matmul(x, tok_emb_->weight.t());
+  const at::Tensor x = model_->forward(tokens, positions, views);
+  const at::Tensor logits =
+      lm_head_ ? lm_head_->forward(x) : at::matmul(x, model_->embedding().t());
+  return logits.to(at::kFloat);
 }
 
 void TransformerImpl::InitWeights(uint64_t seed) {
   c10::NoGradGuard no_grad;
   at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(seed);
-  const double std_proj = 0.02 / std::sqrt(2.0 * static_cast<double>(config_.n_layers));
+  const double std_out = 0.02 / std::sqrt(2.0 * static_cast<double>(config_.num_hidden_layers));
   for (auto& item : named_parameters()) {
     const std::string& name = item.key();
     at::Tensor& p = item.value();
-    const bool is_norm = name.find("norm") != std::string::npos;
     const auto ends_with = [&](const std::string& suffix) {
       return name.size() >= suffix.size() &&
              name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
     };
-    if (is_norm) {
-      ends_with(".bias") ? p.zero_() : p.fill_(1.0);
+    // Draw in float32 from the CPU generator, whatever the parameter's dtype.
+    const auto normal = [&](double std) {
+      p.copy_(at::empty(p.sizes(), at::kFloat).normal_(0.0, std, gen));
+    };
+    if (name.find("norm") != std::string::npos) {
+      p.fill_(1.0);
     } else if (ends_with(".bias")) {
       p.zero_();
-    } else if (ends_with("proj.weight")) {
-      p.normal_(0.0, std_proj, gen);
+    } else if (ends_with("o_proj.weight") || ends_with("down_proj.weight")) {
+      normal(std_out);
     } else {
-      p.normal_(0.0, 0.02, gen);
+      normal(0.02);
     }
   }
 }

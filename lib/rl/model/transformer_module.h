@@ -1,14 +1,16 @@
-// TransformerImpl: the decoder-only pre-norm transformer as a torch::nn module
-// (TORCH_MODULE(TransformerModule)).
+// TransformerImpl: the decoder-only causal language model (Llama, Qwen2, Qwen3) as a torch::nn
+// module (TORCH_MODULE(TransformerModule)), laid out as Hugging Face's *ForCausalLM:
 //
-//   tokens -> tok_emb (+ pos_emb when positions are learned) -> blocks.0 .. blocks.{L-1}
-//          -> norm_f -> LM head (tok_emb.weight^T when tied, else lm_head.weight) -> logits
+//   tokens -> model.embed_tokens -> model.layers.0 .. model.layers.{L-1} -> model.norm
+//          -> LM head (model.embed_tokens.weight^T when tied, else lm_head.weight) -> logits
 //
-// Parameter names (the state dict, and the tensor names in safetensors files):
-//   tok_emb.weight [V, D]; pos_emb.weight [C, D] (learned positions only);
-//   blocks.{i}.norm1.weight (+ .bias for layernorm); blocks.{i}.attn.qkv.{weight [3D, D], bias};
-//   blocks.{i}.attn.proj.{weight, bias}; blocks.{i}.norm2.*; blocks.{i}.mlp.fc.{weight, bias};
-//   blocks.{i}.mlp.proj.{weight, bias}; norm_f.*; lm_head.weight [V, D] (untied only).
+// Parameter names (the state dict, and the tensor names in safetensors files), as in HF:
+//   model.embed_tokens.weight [V, D]
+//   model.layers.{i}.self_attn.{q,k,v,o}_proj.weight (+ .bias per ModelConfig::qkv_bias/o_bias)
+//   model.layers.{i}.self_attn.{q,k}_norm.weight [Dh] (Qwen3)
+//   model.layers.{i}.mlp.{gate,up,down}_proj.weight
+//   model.layers.{i}.input_layernorm.weight, model.layers.{i}.post_attention_layernorm.weight
+//   model.norm.weight [D]; lm_head.weight [V, D] (untied only)
 //
 // This header includes torch::nn: most code should use the light handle in transformer.h, which
 // validates inputs and converts exceptions. Methods here throw c10::Error on bad shapes.
@@ -20,6 +22,8 @@
 #include <torch/nn/modules/embedding.h>
 #include <torch/nn/pimpl.h>
 
+#include <vector>
+
 #include "rl/model/config.h"
 #include "rl/model/layers.h"
 
@@ -27,13 +31,32 @@ namespace rl::model {
 
 class KvCache;
 
+// The "model." part: embeddings, decoder layers, final norm.
+class DecoderStackImpl : public torch::nn::Module {
+ public:
+  explicit DecoderStackImpl(const ModelConfig& config);
+  // tokens [B, T] -> hidden states [B, T, D] after the final norm. `caches` is empty or holds
+  // one view per layer.
+  at::Tensor forward(const at::Tensor& tokens, const at::Tensor& positions,
+                     const std::vector<CacheView>& caches);
+  const at::Tensor& embedding() const { return embed_tokens_->weight; }
+
+ private:
+  torch::nn::Embedding embed_tokens_{nullptr};
+  torch::nn::ModuleList layers_{nullptr};
+  std::vector<DecoderLayer> layer_list_;
+  RmsNorm norm_{nullptr};
+};
+TORCH_MODULE(DecoderStack);
+
 class TransformerImpl : public torch::nn::Module {
  public:
   explicit TransformerImpl(const ModelConfig& config);
 
   const ModelConfig& config() const { return config_; }
 
-  // tokens [B, T] int64, positions [B, T] int64 -> logits [B, T, V] float32.
+  // tokens [B, T] int64, positions [B, T] int64 -> logits [B, T, V] float32 (computed in the
+  // dtype of the parameters).
   // Without a cache a query attends to the rows' own tokens at positions <= its own; with one,
   // the tokens are appended to the cache at positions (which must be each slot's length onward)
   // and attend to the slot's whole prefix. `slots` [B] names the cache slot of each row;
@@ -42,16 +65,13 @@ class TransformerImpl : public torch::nn::Module {
                      KvCache* cache = nullptr, const at::Tensor& slots = {}, bool all_slots = false,
                      int64_t kv_len = 0);
 
-  // Draws fresh weights from N(0, 0.02) with a generator seeded by `seed` (output projections
-  // scaled by 1/sqrt(2 * n_layers)), biases 0, norm weights 1. Same seed, same weights.
+  // Draws fresh weights from N(0, 0.02) with a generator seeded by `seed` (o_proj and down_proj
+  // scaled by 1/sqrt(2 * layers)), biases 0, norm weights 1. Same seed, same weights.
   void InitWeights(uint64_t seed);
 
  private:
   ModelConfig config_;
-  torch::nn::Embedding tok_emb_{nullptr}, pos_emb_{nullptr};
-  torch::nn::ModuleList blocks_{nullptr};
-  std::vector<Block> block_list_;
-  NormLayer norm_f_{nullptr};
+  DecoderStack model_{nullptr};
   torch::nn::Linear lm_head_{nullptr};
 };
 TORCH_MODULE_IMPL(TransformerModule, TransformerImpl);

@@ -12,7 +12,7 @@ namespace {
 using testing::TinyConfig;
 
 TEST(TransformerTest, ForwardGivesLogitsPerPosition) {
-  auto model = Transformer::Create(TinyConfig(Positions::kRotary), 1);
+  auto model = Transformer::Create(TinyConfig(Architecture::kLlama), 1);
   ASSERT_TRUE(model.ok()) << model.status().ToString();
   auto logits = model->Forward(at::ones({3, 5}, at::kLong));
   ASSERT_TRUE(logits.ok()) << logits.status().ToString();
@@ -20,7 +20,7 @@ TEST(TransformerTest, ForwardGivesLogitsPerPosition) {
 }
 
 TEST(TransformerTest, LaterTokensDoNotChangeEarlierLogits) {
-  auto model = Transformer::Create(TinyConfig(Positions::kLearned), 1);
+  auto model = Transformer::Create(TinyConfig(Architecture::kQwen2), 1);
   ASSERT_TRUE(model.ok());
   testing::ScaleWeights(&*model, 3.0);
   const at::Tensor a = at::tensor({1, 4, 5, 6, 7}, at::kLong).unsqueeze(0);
@@ -31,9 +31,9 @@ TEST(TransformerTest, LaterTokensDoNotChangeEarlierLogits) {
 }
 
 TEST(TransformerTest, SameSeedSameWeights) {
-  auto a = Transformer::Create(TinyConfig(Positions::kRotary), 5);
-  auto b = Transformer::Create(TinyConfig(Positions::kRotary), 5);
-  auto c = Transformer::Create(TinyConfig(Positions::kRotary), 6);
+  auto a = Transformer::Create(TinyConfig(Architecture::kLlama), 5);
+  auto b = Transformer::Create(TinyConfig(Architecture::kLlama), 5);
+  auto c = Transformer::Create(TinyConfig(Architecture::kLlama), 6);
   ASSERT_TRUE(a.ok() && b.ok() && c.ok());
   const auto pa = a->NamedParameters(), pb = b->NamedParameters(), pc = c->NamedParameters();
   ASSERT_EQ(pa.size(), pb.size());
@@ -42,27 +42,52 @@ TEST(TransformerTest, SameSeedSameWeights) {
   EXPECT_FALSE(pa[0].second.equal(pc[0].second));
 }
 
-TEST(TransformerTest, ParameterNamesFollowTheLayout) {
-  auto tied = Transformer::Create(TinyConfig(Positions::kRotary, Norm::kRmsNorm, true), 1);
-  auto untied = Transformer::Create(TinyConfig(Positions::kLearned, Norm::kLayerNorm, false), 1);
-  ASSERT_TRUE(tied.ok() && untied.ok());
+TEST(TransformerTest, ParameterNamesAreHuggingFaces) {
+  auto untied = Transformer::Create(TinyConfig(Architecture::kQwen3, false), 1);
+  ASSERT_TRUE(untied.ok());
   std::vector<std::string> names;
   for (const auto& [name, t] : untied->NamedParameters()) names.push_back(name);
   const std::vector<std::string> expected_front = {
-      "tok_emb.weight",      "pos_emb.weight",           "blocks.0.norm1.weight",
-      "blocks.0.norm1.bias", "blocks.0.attn.qkv.weight", "blocks.0.attn.qkv.bias"};
-  EXPECT_EQ(std::vector<std::string>(names.begin(), names.begin() + 6), expected_front);
+      "model.embed_tokens.weight",
+      "model.layers.0.self_attn.q_proj.weight",
+      "model.layers.0.self_attn.k_proj.weight",
+      "model.layers.0.self_attn.v_proj.weight",
+      "model.layers.0.self_attn.o_proj.weight",
+      "model.layers.0.self_attn.q_norm.weight",
+      "model.layers.0.self_attn.k_norm.weight",
+      "model.layers.0.mlp.gate_proj.weight",
+      "model.layers.0.mlp.up_proj.weight",
+      "model.layers.0.mlp.down_proj.weight",
+      "model.layers.0.input_layernorm.weight",
+      "model.layers.0.post_attention_layernorm.weight"};
+  ASSERT_GE(names.size(), expected_front.size());
+  EXPECT_EQ(std::vector<std::string>(names.begin(), names.begin() + 12), expected_front);
+  EXPECT_EQ(names[names.size() - 2], "model.norm.weight");
   EXPECT_EQ(names.back(), "lm_head.weight");
-  // Tied, rotary, RMSNorm: no pos_emb, no lm_head, no norm biases.
-  // 1 + 2 layers * (norm1 + qkv 2 + proj 2 + norm2 + fc 2 + proj 2) + norm_f = 22
-  EXPECT_EQ(tied->NamedParameters().size(), 22u);
+  // Qwen2, tied: q/k/v biases, no o bias, no q/k norms, no lm_head.
+  // 1 + 2 layers * (q, k, v weights and biases 6 + o 1 + mlp 3 + norms 2) + norm = 26
+  auto qwen2 = Transformer::Create(TinyConfig(Architecture::kQwen2, true), 1);
+  ASSERT_TRUE(qwen2.ok());
+  const NamedTensors p = qwen2->NamedParameters();
+  EXPECT_EQ(p.size(), 26u);
+  EXPECT_EQ(p[2].first, "model.layers.0.self_attn.q_proj.bias");
+  EXPECT_EQ(p[2].second.sizes(), (std::vector<int64_t>{32}));
+  EXPECT_EQ(p[3].first, "model.layers.0.self_attn.k_proj.weight");
+  EXPECT_EQ(p[3].second.sizes(), (std::vector<int64_t>{16, 32}));  // 2 KV heads of 8
+  // Llama with attention_bias: o_proj has a bias too.
+  ModelConfig biased = TinyConfig(Architecture::kLlama);
+  biased.attention_bias = true;
+  auto llama = Transformer::Create(biased, 1);
+  ASSERT_TRUE(llama.ok());
+  EXPECT_EQ(llama->NamedParameters()[8].first, "model.layers.0.self_attn.o_proj.bias");
 }
 
 TEST(TransformerTest, ParameterCountMatchesTheModel) {
-  for (Positions p : {Positions::kLearned, Positions::kRotary}) {
-    for (Norm n : {Norm::kLayerNorm, Norm::kRmsNorm}) {
-      for (bool tied : {true, false}) {
-        const ModelConfig c = TinyConfig(p, n, tied);
+  for (Architecture a : {Architecture::kLlama, Architecture::kQwen2, Architecture::kQwen3}) {
+    for (bool tied : {true, false}) {
+      for (bool bias : {true, false}) {
+        ModelConfig c = TinyConfig(a, tied);
+        c.attention_bias = bias;
         auto model = Transformer::Create(c, 1);
         ASSERT_TRUE(model.ok());
         int64_t numel = 0;
@@ -73,14 +98,15 @@ TEST(TransformerTest, ParameterCountMatchesTheModel) {
       }
     }
   }
-  ModelConfig huge = TinyConfig(Positions::kRotary);
-  huge.d_model = huge.vocab_size = huge.n_layers = 1 << 24;
-  huge.n_heads = 1;
+  ModelConfig huge = TinyConfig();
+  huge.hidden_size = huge.vocab_size = huge.num_hidden_layers = huge.intermediate_size = 1 << 24;
+  huge.num_attention_heads = huge.num_key_value_heads = 1;
+  huge.head_dim = 2;
   EXPECT_EQ(ParameterCount(huge).status().code(), Code::kConfig);
 }
 
 TEST(TransformerTest, CloneIsIndependent) {
-  auto model = Transformer::Create(TinyConfig(Positions::kRotary), 1);
+  auto model = Transformer::Create(TinyConfig(Architecture::kLlama), 1);
   ASSERT_TRUE(model.ok());
   auto copy = model->Clone();
   ASSERT_TRUE(copy.ok());
@@ -91,7 +117,7 @@ TEST(TransformerTest, CloneIsIndependent) {
 }
 
 TEST(TransformerTest, LoadRejectsMismatchesAndChangesNothing) {
-  auto model = Transformer::Create(TinyConfig(Positions::kRotary), 1);
+  auto model = Transformer::Create(TinyConfig(Architecture::kLlama), 1);
   ASSERT_TRUE(model.ok());
   NamedTensors params = model->NamedParameters();
   const at::Tensor before = params[0].second.clone();
@@ -104,8 +130,51 @@ TEST(TransformerTest, LoadRejectsMismatchesAndChangesNothing) {
   EXPECT_EQ(model->LoadNamedParameters(bad).code(), Code::kDataError);
 }
 
+TEST(TransformerTest, GroupedQueryAttentionEqualsRepeatedKeyValueHeads) {
+  // A model with 2 KV heads gives the logits of a model with 4 whose heads 2g and 2g+1 both hold
+  // KV head g: HF's repeat_kv.
+  const ModelConfig gqa_config = TinyConfig(Architecture::kLlama, true, 2);
+  const ModelConfig mha_config = TinyConfig(Architecture::kLlama, true, 4);
+  auto gqa = Transformer::Create(gqa_config, 3);
+  auto mha = Transformer::Create(mha_config, 4);
+  ASSERT_TRUE(gqa.ok() && mha.ok());
+  testing::RandomizeWeights(&*gqa, 5);
+  NamedTensors weights;
+  for (const auto& [name, t] : gqa->NamedParameters()) {
+    const bool kv =
+        name.find("k_proj") != std::string::npos || name.find("v_proj") != std::string::npos;
+    // [2 * 8, 32] -> [2, 1, 8, 32] -> [2, 2, 8, 32] -> [4 * 8, 32]
+    weights.emplace_back(
+        name, kv ? t.view({2, 1, 8, -1}).expand({2, 2, 8, t.size(1)}).reshape({32, -1}) : t);
+  }
+  ASSERT_TRUE(mha->LoadNamedParameters(weights).ok());
+  const at::Tensor x = at::tensor({1, 4, 5, 13, 6, 7, 14}, at::kLong).unsqueeze(0);
+  const double diff = (*gqa->Forward(x) - *mha->Forward(x)).abs().max().item<double>();
+  EXPECT_LT(diff, 1e-5);
+}
+
+TEST(TransformerTest, Bfloat16ComputeTracksFloat32) {
+  auto f32 = Transformer::Create(TinyConfig(Architecture::kQwen3), 2);
+  ASSERT_TRUE(f32.ok());
+  testing::RandomizeWeights(&*f32, 9, 0.1);
+  auto bf16 = Transformer::Create(TinyConfig(Architecture::kQwen3), 2, DType::kBF16);
+  ASSERT_TRUE(bf16.ok());
+  EXPECT_EQ(bf16->dtype(), DType::kBF16);
+  ASSERT_TRUE(bf16->LoadNamedParameters(f32->NamedParameters()).ok());
+  EXPECT_EQ(bf16->NamedParameters()[0].second.scalar_type(), at::kBFloat16);
+  const at::Tensor x = at::tensor({1, 4, 5, 13, 6, 7, 14}, at::kLong).unsqueeze(0);
+  auto a = f32->Forward(x), b = bf16->Forward(x);
+  ASSERT_TRUE(a.ok() && b.ok()) << b.status().ToString();
+  EXPECT_EQ(b->scalar_type(), at::kFloat);
+  const double scale = a->abs().max().item<double>();
+  EXPECT_LT((*a - *b).abs().max().item<double>(), 0.05 * scale);
+  auto clone = bf16->Clone();
+  ASSERT_TRUE(clone.ok());
+  EXPECT_EQ(clone->dtype(), DType::kBF16);
+}
+
 TEST(TransformerTest, InputsOutsideTheModelAreInvalidArguments) {
-  auto model = Transformer::Create(TinyConfig(Positions::kLearned), 1);
+  auto model = Transformer::Create(TinyConfig(Architecture::kQwen2), 1);
   ASSERT_TRUE(model.ok());
   EXPECT_EQ(model->Forward(at::ones({1, 17}, at::kLong)).status().code(), Code::kInvalidArgument);
   EXPECT_EQ(model->Forward(at::full({1, 2}, 15, at::kLong)).status().code(),
@@ -116,8 +185,8 @@ TEST(TransformerTest, InputsOutsideTheModelAreInvalidArguments) {
 
 // A 1-layer model fits a fixed batch: the loss falls well within 50 Adam steps.
 TEST(TransformerTest, LossFallsOnAFixedBatch) {
-  ModelConfig c = TinyConfig(Positions::kRotary);
-  c.n_layers = 1;
+  ModelConfig c = TinyConfig(Architecture::kLlama);
+  c.num_hidden_layers = 1;
   auto model = Transformer::Create(c, 1);
   ASSERT_TRUE(model.ok());
   at::manual_seed(0);

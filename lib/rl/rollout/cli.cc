@@ -93,10 +93,6 @@ int RunLoop(RolloutOptions o, const std::string& weights, WeightSyncOptions sync
   return s.ok() ? kExitOk : Fail(kTool, s);
 }
 
-// The demo task's model: 3 layers, d 128, 4 heads, context 32, the character vocabulary.
-constexpr const char* kDemoConfig =
-    "{\"vocab_size\":15,\"d_model\":128,\"n_layers\":3,\"n_heads\":4,\"context\":32}";
-
 int RunRandomModel(const std::string& config_text, uint64_t seed, const std::string& out) {
   auto config = model::ConfigFromString(config_text);
   if (!config.ok()) return Fail(kTool, config.status().WithContext("--model-config"));
@@ -153,7 +149,7 @@ int RolloutMain(int argc, char** argv) {
   gen_f.Bind(cl, gen);
   cl.Require(cl.Bind(gen, "--weights", &gen_weights));
 
-  std::string out, model_config = kDemoConfig;
+  std::string out, model_config = model::ConfigToString(model::DemoConfig());
   uint64_t model_seed = 0;
   CLI::App* random = cl.Sub("random-model", "write a model file with random weights (version 0), for tests and warm starts");
   cl.Require(cl.Bind(random, "--out", &out));

@@ -45,7 +45,7 @@ class Runner {
     while (std::getline(in, line)) {
       ++n;
       if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-      Result<Pending> p = ParseLine(line, tok_, model_.config().context);
+      Result<Pending> p = ParseLine(line, tok_, model_.config().context());
       if (!p.ok()) {
         RL_RETURN_IF_ERROR(Flush());
         return Status::DataError("stdin line " + std::to_string(n) + ": " + p.status().message());
@@ -63,7 +63,7 @@ class Runner {
     for (const Pending& p : pending_) prompts.push_back(p.ids);
     model::GenerateOptions go = o_.generate;
     go.eos_id = tok_.eos_id();
-    if (go.max_new_tokens <= 0) go.max_new_tokens = model_.config().context;
+    if (go.max_new_tokens <= 0) go.max_new_tokens = model_.config().context();
     go.seed = o_.generate.seed + chunks_++;
     model::GenerateStats gs;
     int64_t start = MonoMillis();

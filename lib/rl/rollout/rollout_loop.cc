@@ -24,8 +24,8 @@ Result<std::vector<int64_t>> PromptIds(const GotRow& row, const model::ModelConf
   }
   std::vector<int64_t> ids = t->ToI64();
   if (ids.empty()) return Status::DataError("prompt_ids is empty");
-  if (static_cast<int64_t>(ids.size()) >= config.context) {
-    return Status::DataError("prompt_ids leaves no room in the context of " + std::to_string(config.context));
+  if (static_cast<int64_t>(ids.size()) >= config.context()) {
+    return Status::DataError("prompt_ids leaves no room in the context of " + std::to_string(config.context()));
   }
   for (int64_t id : ids) {
     if (id < 0 || id >= config.vocab_size) return Status::DataError("prompt_ids holds " + std::to_string(id) + ", outside the vocabulary");
@@ -164,7 +164,7 @@ class Loop {
     Prompts prompts = Read(got, model.config(), &put);
     model::GenerateOptions go = o_.generate;
     go.eos_id = model::CharTokenizer::kEos;
-    if (go.max_new_tokens <= 0) go.max_new_tokens = model.config().context;
+    if (go.max_new_tokens <= 0) go.max_new_tokens = model.config().context();
     go.seed = o_.generate.seed ^ (0x9e3779b97f4a7c15ULL * (got.rows.front().index + 1));
     model::GenerateStats gs;
     int64_t start = MonoMillis();

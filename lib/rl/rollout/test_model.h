@@ -17,12 +17,15 @@ namespace rl::rollout::testing {
 inline const bool kSingleThreaded = (at::set_num_threads(1), true);
 
 inline model::ModelConfig TinyConfig() {
-  model::ModelConfig c;
+  model::ModelConfig c;  // a tiny Llama
   c.vocab_size = 15;
-  c.d_model = 32;
-  c.n_layers = 2;
-  c.n_heads = 4;
-  c.context = 16;
+  c.hidden_size = 32;
+  c.intermediate_size = 64;
+  c.num_hidden_layers = 2;
+  c.num_attention_heads = 4;
+  c.num_key_value_heads = 2;
+  c.max_position_embeddings = 16;
+  c.tie_word_embeddings = true;
   return c;
 }
 

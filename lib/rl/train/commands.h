@@ -9,6 +9,7 @@
 
 #include "rl/core/fail.h"
 #include "rl/core/status.h"
+#include "rl/model/config.h"
 #include "rl/train/grpo_loop.h"
 #include "rl/train/sft.h"
 
@@ -16,9 +17,9 @@ namespace rl::train {
 
 struct SftFlags {
   std::string data, checkpoint_dir, weights, run_dir, id = "0";
-  // The demo model of the issue: GPT, 3 layers, d=128, 4 heads, context 32.
-  std::string model_config =
-      R"({"vocab_size": 15, "d_model": 128, "n_layers": 3, "n_heads": 4, "context": 32})";
+  // The demo model: a tiny Llama (model::DemoConfig(): hidden 128, 3 layers, 4 heads over 2 KV
+  // heads, context 32), as config.json text.
+  std::string model_config = model::ConfigToString(model::DemoConfig());
   int threads = 1;
   SftOptions sft;
 };

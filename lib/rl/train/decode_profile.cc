@@ -25,13 +25,7 @@ Result<model::Transformer> ModelFor(const DecodeProfileOptions& o) {
     RL_ASSIGN_OR_RETURN(model::LoadedModel m, model::LoadModelFile(o.weights));
     return m.model;
   }
-  model::ModelConfig c;  // the demo's shape (share/configs, man rl-train)
-  c.vocab_size = model::CharTokenizer().vocab_size();
-  c.d_model = 128;
-  c.n_layers = 3;
-  c.n_heads = 4;
-  c.context = 32;
-  return model::Transformer::Create(c, o.seed);
+  return model::Transformer::Create(model::DemoConfig(), o.seed);  // man rl-train
 }
 
 Result<DecodeFigure> TimeGenerate(const model::Transformer& m, const std::vector<std::vector<int64_t>>& prompts,
@@ -108,9 +102,9 @@ Result<std::vector<DecodeFigure>> MeasureDecode(const DecodeProfileOptions& o) {
   for (const Problem& p : problems) {
     RL_ASSIGN_OR_RETURN(std::vector<int64_t> ids, tok.Encode(p.prompt));
     ids.insert(ids.begin(), tok.bos_id());
-    if (static_cast<int64_t>(ids.size()) + o.max_new_tokens > m.config().context) {
+    if (static_cast<int64_t>(ids.size()) + o.max_new_tokens > m.config().context()) {
       return Status::InvalidArgument("--max-new-tokens does not fit the model's context of " +
-                                     std::to_string(m.config().context));
+                                     std::to_string(m.config().context()));
     }
     prompts.push_back(std::move(ids));
   }

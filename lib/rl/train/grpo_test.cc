@@ -88,10 +88,12 @@ TEST(TokenBatchTest, ResponseTokensArePredictedFromThePositionBefore) {
 model::ModelConfig Tiny() {
   model::ModelConfig c;
   c.vocab_size = 15;
-  c.d_model = 16;
-  c.n_layers = 1;
-  c.n_heads = 2;
-  c.context = 16;
+  c.hidden_size = 16;
+  c.intermediate_size = 32;
+  c.num_hidden_layers = 1;
+  c.num_attention_heads = 2;
+  c.max_position_embeddings = 16;
+  c.tie_word_embeddings = true;
   return c;
 }
 

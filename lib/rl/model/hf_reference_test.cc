@@ -1,0 +1,113 @@
+// Our logits against tests/reference/hf_reference.py, an independent float64 implementation of
+// the three families written from their public definitions (it needs python3 with torch; the test
+// skips without them).
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "rl/model/hf_dir.h"
+#include "rl/model/test_util.h"
+
+namespace rl::model {
+namespace {
+
+using testing::TinyConfig;
+
+const std::string kScript = std::string(RL_SOURCE_DIR) + "/tests/reference/hf_reference.py";
+
+// The first of $RL_PYTHON, python3 and /usr/bin/python3 (where Debian's python3-torch lives,
+// whatever PATH says) that imports torch; empty when none does.
+const std::string& TorchPython() {
+  static const std::string found = [] {
+    std::vector<std::string> candidates = {"python3", "/usr/bin/python3"};
+    if (const char* env = std::getenv("RL_PYTHON")) candidates.insert(candidates.begin(), env);
+    for (const std::string& p : candidates) {
+      if (std::system((p + " -c 'import torch' >/dev/null 2>&1").c_str()) == 0) return p;
+    }
+    return std::string();
+  }();
+  return found;
+}
+
+// The reference's logits [T, V] for `ids` over the model in `dir`; undefined on failure.
+at::Tensor ReferenceLogits(const std::string& dir, const std::vector<int64_t>& ids) {
+  std::string cmd = TorchPython() + " " + kScript + " " + dir;
+  for (int64_t id : ids) cmd += " " + std::to_string(id);
+  FILE* pipe = ::popen(cmd.c_str(), "r");
+  if (pipe == nullptr) return {};
+  std::string out;
+  char buf[4096];
+  for (size_t n; (n = std::fread(buf, 1, sizeof buf, pipe)) > 0;) out.append(buf, n);
+  if (::pclose(pipe) != 0) return {};
+  const nlohmann::json j = nlohmann::json::parse(out, nullptr, false);
+  if (!j.is_object() || !j.contains("logits")) return {};
+  std::vector<double> flat;
+  for (const auto& row : j.at("logits")) {
+    for (const auto& v : row) flat.push_back(v.get<double>());
+  }
+  return at::tensor(flat, at::kDouble).view({static_cast<int64_t>(ids.size()), -1});
+}
+
+struct Case {
+  const char* what;
+  ModelConfig config;
+  DType saved = DType::kF32;
+};
+
+std::vector<Case> Cases() {
+  ModelConfig llama_biased = TinyConfig(Architecture::kLlama, true, 4);
+  llama_biased.attention_bias = true;
+  llama_biased.rope_scaling = RopeScaling();  // plain rotary
+  ModelConfig qwen2 = TinyConfig(Architecture::kQwen2, true, 1);
+  qwen2.rope_theta = 1e6;
+  return {
+      {"Llama, llama3 rope scaling, 4 heads over 2 KV heads, untied",
+       TinyConfig(Architecture::kLlama, false, 2)},
+      {"Llama with attention_bias, plain rotary, tied", llama_biased},
+      {"Qwen2 with q/k/v biases, 1 KV head, tied", qwen2},
+      {"Qwen3 with q/k norms, head_dim 16 != 32 / 4, untied",
+       TinyConfig(Architecture::kQwen3, false, 2)},
+      {"Qwen3 saved as bfloat16, tied", TinyConfig(Architecture::kQwen3, true, 2), DType::kBF16},
+  };
+}
+
+TEST(HfReferenceTest, LogitsMatchAnIndependentImplementation) {
+  if (TorchPython().empty())
+    GTEST_SKIP()
+        << "no python3 with torch (RL_PYTHON, python3, /usr/bin/python3): reference not run";
+  const std::string root =
+      ::testing::TempDir() + "/hf_reference_test." + std::to_string(::getpid());
+  const std::vector<int64_t> ids = {1, 4, 5, 13, 6, 7, 14, 3, 12, 9, 2, 0, 11};
+  uint64_t seed = 20;
+  for (const Case& c : Cases()) {
+    SCOPED_TRACE(c.what);
+    auto model = Transformer::Create(c.config, ++seed);
+    ASSERT_TRUE(model.ok()) << model.status().ToString();
+    testing::RandomizeWeights(&*model, ++seed);
+    const std::string dir = root + "/" + std::to_string(seed);
+    HfSaveOptions save;
+    save.dtype = c.saved;
+    ASSERT_TRUE(SaveHfModel(dir, *model, save).ok());
+    auto loaded = LoadHfModel(dir);
+    ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+    auto ours = loaded->Forward(at::tensor(ids, at::kLong).unsqueeze(0));
+    ASSERT_TRUE(ours.ok()) << ours.status().ToString();
+    const at::Tensor reference = ReferenceLogits(dir, ids);
+    ASSERT_TRUE(reference.defined()) << "the reference script failed on " << dir;
+    ASSERT_EQ(reference.sizes(), ours->squeeze(0).sizes());
+    const double diff = (ours->squeeze(0).to(at::kDouble) - reference).abs().max().item<double>();
+    const double scale = reference.abs().max().item<double>();
+    EXPECT_LT(diff, 1e-4) << "logits up to " << scale;
+    EXPECT_GT(scale, 1.0);  // random weights large enough that every part shows in the logits
+  }
+  std::filesystem::remove_all(root);
+}
+
+}  // namespace
+}  // namespace rl::model

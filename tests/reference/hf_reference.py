@@ -1,0 +1,164 @@
+#!/usr/bin/env python3
+"""Reference logits for a Hugging Face Llama, Qwen2 or Qwen3 model directory.
+
+Usage: hf_reference.py MODEL_DIR TOKEN_ID...
+Prints {"logits": [[...V floats...] per token]} on stdout: the next-token logits at every position
+of the one sequence given, computed in float64.
+
+Written from the public definitions of the architectures (transformers' modeling_llama.py,
+modeling_qwen2.py, modeling_qwen3.py and _compute_llama3_parameters in
+modeling_rope_utils.py), without transformers and without roleflow: it parses config.json and the
+safetensors files by hand and does the arithmetic with plain torch tensor operations, so that it
+checks lib/rl/model independently. Every tensor in the files must be used (lm_head.weight aside
+when the embeddings are tied).
+"""
+import json
+import math
+import os
+import struct
+import sys
+
+import torch
+
+DTYPES = {"F32": torch.float32, "F16": torch.float16}
+
+
+def read_safetensors(path):
+    """safetensors: u64-le header length N, N bytes of JSON, then the raw little-endian data."""
+    with open(path, "rb") as f:
+        data = f.read()
+    (n,) = struct.unpack("<Q", data[:8])
+    header = json.loads(data[8:8 + n])
+    base = 8 + n
+    out = {}
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        begin, end = info["data_offsets"]
+        raw = bytearray(data[base + begin:base + end])
+        if info["dtype"] == "BF16":
+            t = torch.frombuffer(raw, dtype=torch.int16).view(torch.bfloat16)
+        else:
+            t = torch.frombuffer(raw, dtype=DTYPES[info["dtype"]])
+        out[name] = t.reshape(info["shape"]).to(torch.float64)
+    return out
+
+
+def read_weights(model_dir):
+    single = os.path.join(model_dir, "model.safetensors")
+    if os.path.exists(single):
+        return read_safetensors(single)
+    with open(os.path.join(model_dir, "model.safetensors.index.json")) as f:
+        shards = sorted(set(json.load(f)["weight_map"].values()))
+    weights = {}
+    for shard in shards:
+        weights.update(read_safetensors(os.path.join(model_dir, shard)))
+    return weights
+
+
+def inverse_frequencies(cfg, dim):
+    base = float(cfg.get("rope_theta", 10000.0))
+    inv = 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.float64) / dim))
+    rs = cfg.get("rope_scaling")
+    if not rs or rs.get("rope_type", rs.get("type")) == "default":
+        return inv
+    assert rs.get("rope_type", rs.get("type")) == "llama3", rs
+    factor, low, high = rs["factor"], rs["low_freq_factor"], rs["high_freq_factor"]
+    old = rs["original_max_position_embeddings"]
+    low_freq_wavelen, high_freq_wavelen = old / low, old / high
+    wavelen = 2 * math.pi / inv
+    inv_llama = torch.where(wavelen > low_freq_wavelen, inv / factor, inv)
+    smooth = (old / wavelen - low) / (high - low)
+    smoothed = (1 - smooth) * inv_llama / factor + smooth * inv_llama
+    is_medium = ~(wavelen < high_freq_wavelen) * ~(wavelen > low_freq_wavelen)
+    return torch.where(is_medium, smoothed, inv_llama)
+
+
+def rms_norm(x, weight, eps):
+    return weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps))
+
+
+def rotate_half(x):
+    half = x.shape[-1] // 2
+    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+
+
+def repeat_kv(x, n_rep):
+    heads, length, dim = x.shape
+    return x[:, None].expand(heads, n_rep, length, dim).reshape(heads * n_rep, length, dim)
+
+
+class Weights:
+    def __init__(self, tensors):
+        self.tensors, self.used = tensors, set()
+
+    def __call__(self, name):
+        self.used.add(name)
+        return self.tensors[name]
+
+    def linear(self, x, prefix, bias):
+        y = x @ self(prefix + ".weight").T
+        return y + self(prefix + ".bias") if bias else y
+
+
+def forward(cfg, w, ids):
+    arch = cfg["architectures"][0]
+    assert arch in ("LlamaForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM"), arch
+    assert cfg.get("hidden_act", "silu") == "silu"
+    heads = cfg["num_attention_heads"]
+    kv_heads = cfg.get("num_key_value_heads") or heads
+    head_dim = cfg.get("head_dim") or cfg["hidden_size"] // heads
+    eps = cfg.get("rms_norm_eps", 1e-6)
+    qkv_bias = arch == "Qwen2ForCausalLM" or cfg.get("attention_bias", False)
+    o_bias = arch != "Qwen2ForCausalLM" and cfg.get("attention_bias", False)
+    length = len(ids)
+
+    freqs = torch.outer(torch.arange(length, dtype=torch.float64), inverse_frequencies(cfg, head_dim))
+    emb = torch.cat((freqs, freqs), dim=-1)
+    cos, sin = emb.cos(), emb.sin()
+    causal = torch.full((length, length), float("-inf"), dtype=torch.float64).triu(1)
+
+    x = w("model.embed_tokens.weight")[torch.tensor(ids)]
+    for i in range(cfg["num_hidden_layers"]):
+        p = f"model.layers.{i}."
+        h = rms_norm(x, w(p + "input_layernorm.weight"), eps)
+        q = w.linear(h, p + "self_attn.q_proj", qkv_bias).view(length, heads, head_dim)
+        k = w.linear(h, p + "self_attn.k_proj", qkv_bias).view(length, kv_heads, head_dim)
+        v = w.linear(h, p + "self_attn.v_proj", qkv_bias).view(length, kv_heads, head_dim)
+        if arch == "Qwen3ForCausalLM":
+            q = rms_norm(q, w(p + "self_attn.q_norm.weight"), eps)
+            k = rms_norm(k, w(p + "self_attn.k_norm.weight"), eps)
+        q, k, v = q.transpose(0, 1), k.transpose(0, 1), v.transpose(0, 1)
+        q = q * cos + rotate_half(q) * sin
+        k = k * cos + rotate_half(k) * sin
+        k, v = repeat_kv(k, heads // kv_heads), repeat_kv(v, heads // kv_heads)
+        scores = q @ k.transpose(1, 2) / math.sqrt(head_dim) + causal
+        attn = torch.softmax(scores, dim=-1) @ v
+        attn = attn.transpose(0, 1).reshape(length, heads * head_dim)
+        x = x + w.linear(attn, p + "self_attn.o_proj", o_bias)
+        h = rms_norm(x, w(p + "post_attention_layernorm.weight"), eps)
+        gate = w.linear(h, p + "mlp.gate_proj", False)
+        up = w.linear(h, p + "mlp.up_proj", False)
+        x = x + w.linear(torch.nn.functional.silu(gate) * up, p + "mlp.down_proj", False)
+    x = rms_norm(x, w("model.norm.weight"), eps)
+    tied = cfg.get("tie_word_embeddings", False)
+    head = w("model.embed_tokens.weight") if tied else w("lm_head.weight")
+    return x @ head.T
+
+
+def main():
+    if len(sys.argv) < 3:
+        sys.exit("usage: hf_reference.py MODEL_DIR TOKEN_ID...")
+    model_dir, ids = sys.argv[1], [int(t) for t in sys.argv[2:]]
+    with open(os.path.join(model_dir, "config.json")) as f:
+        cfg = json.load(f)
+    w = Weights(read_weights(model_dir))
+    logits = forward(cfg, w, ids)
+    unused = set(w.tensors) - w.used - ({"lm_head.weight"} if cfg.get("tie_word_embeddings") else set())
+    if unused:
+        sys.exit(f"hf_reference: unused tensors {sorted(unused)}")
+    json.dump({"logits": logits.tolist()}, sys.stdout)
+
+
+if __name__ == "__main__":
+    main()
