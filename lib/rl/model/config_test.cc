@@ -4,6 +4,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include <fstream>
+#include <sstream>
+
 namespace rl::model {
 namespace {
 
@@ -164,6 +167,18 @@ TEST(ModelConfigTest, DemoConfigIsATinyTiedLlama) {
   ASSERT_TRUE(count.ok());
   // 15*128 embedding + 128 norm + 3 * (2*128 norms + 2*128*128 q,o + 2*128*64 k,v + 3*128*344)
   EXPECT_EQ(*count, 15 * 128 + 128 + 3 * (256 + 32768 + 16384 + 132096));
+}
+
+TEST(ModelConfigTest, TheDemoModelDirectoryHoldsTheDemoConfig) {
+  // share/models/addition-tiny is the demo model as a Hugging Face directory (config.json beside
+  // the tokenizer files); it must not drift from DemoConfig().
+  std::ifstream in(std::string(RL_SOURCE_DIR) + "/share/models/addition-tiny/config.json");
+  ASSERT_TRUE(in) << "share/models/addition-tiny/config.json is missing";
+  std::stringstream text;
+  text << in.rdbuf();
+  auto c = ConfigFromString(text.str());
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(*c, DemoConfig()) << "want: " << ConfigToString(DemoConfig());
 }
 
 }  // namespace
