@@ -21,7 +21,7 @@ void AppendRolloutOptions(std::vector<OptionSpec>* table) {
       {"--max-new-tokens", "RL_MAX_NEW_TOKENS", "most tokens per response (0: up to the model's context)",
        {"rl-rollout"}},
       {"--slots", "RL_SLOTS", "sequences decoded at once (continuous batching)", {"rl-rollout"}},
-      {"--out", "", "file to write", {"rl-rollout random-model"}},
+      {"--out", "", "file (rl-train export: directory) to write", {"rl-rollout random-model", "rl-train export"}},
       {"--progress-interval", "RL_PROGRESS_INTERVAL", "seconds between progress lines on stderr (0: none)",
        {"rl-rollout run", "rl-reward run"}},
 

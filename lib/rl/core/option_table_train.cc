@@ -5,7 +5,7 @@ namespace rl {
 
 void AppendTrainOptions(std::vector<OptionSpec>* table) {
   const std::string sft = "rl-train sft", grpo = "rl-train grpo", data = "rl-train make-data",
-                    eval = "rl-train eval";
+                    eval = "rl-train eval", xport = "rl-train export";
   AddTools(table, "--task", {data});  // option_table.cc
   table->insert(table->end(), {
       {"--batch-size", "RL_TRAIN_BATCH_SIZE", "SFT sequences per step", {sft}},
@@ -15,6 +15,8 @@ void AppendTrainOptions(std::vector<OptionSpec>* table) {
       {"--data", "RL_TRAIN_DATA", "SFT data: JSON lines of {\"prompt\", \"response\" or \"answer\"}", {sft}},
       {"--dynamic-sampling", "RL_TRAIN_DYNAMIC_SAMPLING",
        "drop groups whose rewards are all equal and feed more prompts (true/false)", {grpo}},
+      {"--dtype", "", "dtype of the exported tensors: float32, bfloat16 or float16 (default: the model's)",
+       {xport}},
       {"--eval-every", "RL_TRAIN_EVAL_EVERY", "steps between held-out greedy evaluations", {sft, grpo}},
       {"--eval-size", "RL_TRAIN_EVAL_SIZE", "problems in the fixed held-out set", {sft, grpo, eval}},
       {"--grad-clip", "RL_TRAIN_GRAD_CLIP", "clip the global gradient norm to this (0: off)", {sft, grpo}},
@@ -41,6 +43,8 @@ void AppendTrainOptions(std::vector<OptionSpec>* table) {
       {"--start-fraction", "RL_TRAIN_START_FRACTION",
        "f: fraction of a batch that must have arrived before training on it starts (overrides --mode)", {grpo}},
       {"--target-accuracy", "RL_TRAIN_TARGET_ACCURACY", "stop SFT when held-out greedy accuracy reaches this", {sft}},
+      {"--tokenizer-from", "RL_TRAIN_TOKENIZER_FROM",
+       "directory whose tokenizer files (tokenizer.json, ...) are copied into the exported one", {xport}},
       {"--warmup-steps", "RL_TRAIN_WARMUP_STEPS", "steps over which the learning rate ramps up linearly to --lr", {grpo}},
       {"--weight-decay", "RL_TRAIN_WEIGHT_DECAY", "AdamW decoupled weight decay", {sft, grpo}},
   });

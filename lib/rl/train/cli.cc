@@ -97,6 +97,12 @@ int TrainMain(int argc, char** argv) {
   cl.Require(cl.Bind(eval, "--weights", &ef.weights));
   cl.Bind(eval, "--eval-size", &ef.eval_size)->check(CLI::Range(1, 100000));
   cl.Bind(eval, "--threads", &ef.threads)->check(CLI::Range(1, 256));
+  ExportFlags xf;
+  CLI::App* exp = cl.Sub("export", "a model file or checkpoint as a Hugging Face model directory");
+  cl.Require(cl.Bind(exp, "--weights", &xf.weights));
+  cl.Require(cl.Bind(exp, "--out", &xf.out));
+  cl.Bind(exp, "--tokenizer-from", &xf.tokenizer_from);
+  cl.Bind(exp, "--dtype", &xf.dtype)->check(CLI::IsMember({"float32", "bfloat16", "float16"}));
   DataFlags df;
   CLI::App* data = cl.Sub("make-data", "problems as JSON lines {\"prompt\", \"answer\"} on stdout");
   cl.Bind(data, "--problems", &df.problems)->check(CLI::Range(1, 100000000));
@@ -117,6 +123,7 @@ int TrainMain(int argc, char** argv) {
   if (sft->parsed()) return RunSftCommand(sf, stop);
   if (grpo->parsed()) return RunGrpoCommand(gf, stop);
   if (eval->parsed()) return RunEvalCommand(ef, std::cout);
+  if (exp->parsed()) return RunExportCommand(xf, std::cout);
   if (data->parsed()) return RunMakeData(df, std::cout);
   return kExitUsage;
 }

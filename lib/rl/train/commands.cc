@@ -12,6 +12,7 @@
 #include "rl/task/make_data.h"
 #include "rl/train/checkpoint.h"
 #include "rl/train/evaluate.h"
+#include "rl/train/export.h"
 #include "rl/train/feeder.h"
 
 namespace rl::train {
@@ -86,6 +87,25 @@ int RunEvalCommand(const EvalFlags& f, std::ostream& out) {
   if (!acc.ok()) return Fail(kTool, acc.status());
   nlohmann::json line = {{"weights", f.weights}, {"version", m->version}, {"problems", f.eval_size},
                          {"accuracy", *acc}};
+  out << line.dump() << std::endl;
+  return kExitOk;
+}
+
+int RunExportCommand(const ExportFlags& f, std::ostream& out) {
+  ExportOptions o;
+  o.out = f.out;
+  o.tokenizer_from = f.tokenizer_from;
+  if (!f.dtype.empty()) {
+    auto dtype = model::DTypeFromName(f.dtype);
+    if (!dtype.ok()) return Fail(kTool, Status::InvalidArgument("--dtype: " + dtype.status().message()));
+    o.dtype = *dtype;
+  }
+  auto m = LoadAnyModelFile(f.weights);
+  if (!m.ok()) return Fail(kTool, m.status());
+  auto r = ExportHfDir(*m, o);
+  if (!r.ok()) return Fail(kTool, r.status());
+  nlohmann::json line = {{"out", f.out}, {"version", r->version}, {"parameters", r->parameters},
+                         {"dtype", model::DTypeName(r->dtype)}, {"files", r->files}};
   out << line.dump() << std::endl;
   return kExitOk;
 }

@@ -40,6 +40,10 @@ struct EvalFlags {
   int threads = 1;
 };
 
+struct ExportFlags {
+  std::string weights, out, tokenizer_from, dtype;  // dtype empty: the model's own
+};
+
 struct DataFlags {
   int64_t problems = 10000;
   uint64_t seed = 1;
@@ -52,6 +56,8 @@ constexpr char kTool[] = "rl-train";  // for rl::Fail
 int RunSftCommand(const SftFlags& f, const std::atomic<bool>& stop);
 int RunGrpoCommand(GrpoFlags f, const std::atomic<bool>& stop);
 int RunEvalCommand(const EvalFlags& f, std::ostream& out);
+// Prints {"out", "version", "parameters", "dtype", "files"} as one JSON line.
+int RunExportCommand(const ExportFlags& f, std::ostream& out);
 int RunMakeData(const DataFlags& f, std::ostream& out);
 
 }  // namespace rl::train
