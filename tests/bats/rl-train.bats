@@ -128,6 +128,63 @@ print("\n".join(sorted({r["prompt"] for r in rows})))' > "$TMP/train"
   [ "$status" -eq 0 ]
   [ -f "$TMP/ckpt/weights-0.safetensors" ]
   [[ "$output" == *'"problems":20'* ]]
+  [ -f "$TMP/hf-0/model.safetensors" ]
+}
+
+@test "export writes a random model as a Hugging Face directory and prints one JSON line" {
+  rl-rollout random-model --out m.safetensors
+  run rl-train export --weights m.safetensors --out hf \
+    --tokenizer-from "$RL_SOURCE_DIR/share/models/addition-tiny"
+  [ "$status" -eq 0 ]
+  [ "${#lines[@]}" -eq 1 ]
+  [[ "$output" == '{"dtype":"float32","files":["config.json","model.safetensors","tokenizer.json","tokenizer_config.json"],"out":"hf","parameters":'*',"version":0}' ]]
+  cmp hf/tokenizer.json "$RL_SOURCE_DIR/share/models/addition-tiny/tokenizer.json"
+  grep -q '"torch_dtype": *"float32"' hf/config.json
+  [ ! -e hf.tmp ]
+}
+
+@test "export exits 64 on a bad --dtype or without --weights" {
+  rl-rollout random-model --out m.safetensors
+  run rl-train export --weights m.safetensors --out hf --dtype int8
+  [ "$status" -eq 64 ]
+  [[ "$output" == *"--dtype: int8 not in {float32,bfloat16,float16}"* ]]
+  run rl-train export --out hf
+  [ "$status" -eq 64 ]
+  [[ "$output" == *"--weights is required"* ]]
+  [ ! -e hf ]
+}
+
+@test "export exits 65 with one line on a truncated weights file, and leaves no directory" {
+  rl-rollout random-model --out m.safetensors
+  head -c 100000 m.safetensors > cut.safetensors
+  run rl-train export --weights cut.safetensors --out hf
+  [ "$status" -eq 65 ]
+  [ "${#lines[@]}" -eq 1 ]
+  [[ "$output" == "rl-train: cut.safetensors: "* ]]
+  [ ! -e hf ] && [ ! -e hf.tmp ]
+}
+
+@test "export refuses an --out that is a file or a directory that is no model, and a tokenizer dir without tokenizer.json" {
+  rl-rollout random-model --out m.safetensors
+  echo keep > file
+  run rl-train export --weights m.safetensors --out file
+  [ "$status" -eq 74 ]
+  [ "$output" = "rl-train: file: exists and is not a directory" ]
+  mkdir notes && echo keep > notes/a.txt
+  run rl-train export --weights m.safetensors --out notes
+  [ "$status" -eq 74 ]
+  [ "$(cat file notes/a.txt)" = "$(printf 'keep\nkeep')" ]
+  run rl-train export --weights m.safetensors --out hf --tokenizer-from notes
+  [ "$status" -eq 65 ]
+  [ "$output" = "rl-train: --tokenizer-from notes: no tokenizer.json there" ]
+}
+
+@test "export writes sft's weights-0 with float16 tensors" {
+  small_sft 2>/dev/null
+  run rl-train export --weights "$TMP/ckpt/weights-0.safetensors" --out hf --dtype float16
+  [ "$status" -eq 0 ]
+  [[ "$output" == *'"dtype":"float16"'* && "$output" == *'"version":0'* ]]
+  grep -q '"torch_dtype": *"float16"' hf/config.json
 }
 
 @test "sft exits 65 on a data line without a prompt" {
