@@ -20,6 +20,8 @@ void AppendTrainOptions(std::vector<OptionSpec>* table) {
       {"--eval-every", "RL_TRAIN_EVAL_EVERY", "steps between held-out greedy evaluations", {sft, grpo}},
       {"--eval-size", "RL_TRAIN_EVAL_SIZE", "problems in the fixed held-out set", {sft, grpo, eval}},
       {"--grad-clip", "RL_TRAIN_GRAD_CLIP", "clip the global gradient norm to this (0: off)", {sft, grpo}},
+      {"--export-dir", "RL_TRAIN_EXPORT_DIR",
+       "after the last step, write the final version as a Hugging Face model directory here", {grpo}},
       {"--group-size", "RL_TRAIN_GROUP_SIZE", "responses per prompt (G): rows fed per prompt", {grpo}},
       {"--keep-checkpoints", "RL_TRAIN_KEEP", "checkpoints and weight versions kept on disk", {grpo}},
       {"--kl-coef", "RL_TRAIN_KL_COEF", "weight of the KL term to the version-0 reference model (0: off)", {grpo}},
@@ -44,7 +46,7 @@ void AppendTrainOptions(std::vector<OptionSpec>* table) {
        "f: fraction of a batch that must have arrived before training on it starts (overrides --mode)", {grpo}},
       {"--target-accuracy", "RL_TRAIN_TARGET_ACCURACY", "stop SFT when held-out greedy accuracy reaches this", {sft}},
       {"--tokenizer-from", "RL_TRAIN_TOKENIZER_FROM",
-       "directory whose tokenizer files (tokenizer.json, ...) are copied into the exported one", {xport}},
+       "directory whose tokenizer files (tokenizer.json, ...) are copied into the exported one", {xport, grpo}},
       {"--warmup-steps", "RL_TRAIN_WARMUP_STEPS", "steps over which the learning rate ramps up linearly to --lr", {grpo}},
       {"--weight-decay", "RL_TRAIN_WEIGHT_DECAY", "AdamW decoupled weight decay", {sft, grpo}},
   });

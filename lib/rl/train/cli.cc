@@ -51,6 +51,8 @@ void BindGrpo(CommandLine& cl, CLI::App* g, GrpoFlags* f) {
   cl.Bind(g, "--lease-seconds", &o.lease_s)->check(CLI::PositiveNumber);
   cl.Bind(g, "--eval-every", &o.eval_every)->check(CLI::NonNegativeNumber);
   cl.Bind(g, "--eval-size", &o.eval_size)->check(CLI::Range(1, 100000));
+  cl.Bind(g, "--export-dir", &f->export_dir);
+  cl.Bind(g, "--tokenizer-from", &f->tokenizer_from);
   cl.Bind(g, "--keep-checkpoints", &o.keep)->check(CLI::Range(1, 1000));
   cl.Bind(g, "--collapse-drop", &o.collapse_drop)->check(CLI::Range(0.0, 1.0));
   cl.Bind(g, "--weights-bind", &o.publish.bind);

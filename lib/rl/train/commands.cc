@@ -66,6 +66,25 @@ int RunSftCommand(const SftFlags& f, const std::atomic<bool>& stop) {
   return kExitOk;
 }
 
+namespace {
+
+// The newest checkpoint's policy (every step is checkpointed, and RunGrpo returns once the last is
+// on disk), or the starting weights when no step was trained.
+Result<model::LoadedModel> FinalVersion(const GrpoLoopOptions& o) {
+  RL_ASSIGN_OR_RETURN(std::optional<Checkpoint> c, LoadNewestCheckpoint(o.checkpoint_dir));
+  if (c && c->model) return model::LoadedModel{std::move(*c->model), c->version};
+  return LoadAnyModelFile(o.weights.empty() ? WeightsPath(o.checkpoint_dir, 0) : o.weights);
+}
+
+Status ExportFinalVersion(const GrpoLoopOptions& o, const ExportOptions& x) {
+  RL_ASSIGN_OR_RETURN(model::LoadedModel m, FinalVersion(o));
+  RL_ASSIGN_OR_RETURN(ExportReport r, ExportHfDir(m, x));
+  spdlog::info("exported version {} to {} ({})", r.version, x.out, model::DTypeName(r.dtype));
+  return Status::OK();
+}
+
+}  // namespace
+
 int RunGrpoCommand(GrpoFlags f, const std::atomic<bool>& stop) {
   at::set_num_threads(f.threads);
   GrpoLoopOptions& o = f.loop;
@@ -74,8 +93,17 @@ int RunGrpoCommand(GrpoFlags f, const std::atomic<bool>& stop) {
   if (f.fraction && f.fraction->count() > 0) o.start_fraction = f.fraction_value;
   o.grpo.norm = f.loss_norm == "sequence" ? LossNorm::kSequence : LossNorm::kToken;
   o.regenerate_stale = f.stale_rows == "regenerate";
+  ExportOptions x;
+  x.out = f.export_dir;
+  x.tokenizer_from = f.tokenizer_from;
+  if (!x.out.empty()) {
+    if (Status s = CheckExportTargets(x); !s.ok()) return Fail(kTool, s);  // before, not after, training
+  }
   Status s = RunGrpo(o, stop);
   if (!s.ok()) return Fail(kTool, s);
+  if (!x.out.empty()) {
+    if (Status e = ExportFinalVersion(o, x); !e.ok()) return Fail(kTool, e);
+  }
   return kExitOk;
 }
 

@@ -32,6 +32,7 @@ struct GrpoFlags {
   CLI::Option* fraction = nullptr;
   int64_t staleness_value = 0;
   double fraction_value = 1.0;
+  std::string export_dir, tokenizer_from;  // export_dir: the final version as an HF directory
 };
 
 struct EvalFlags {

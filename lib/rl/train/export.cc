@@ -75,9 +75,13 @@ Result<model::LoadedModel> LoadAnyModelFile(const std::string& path) {
   return loaded;
 }
 
-Result<ExportReport> ExportHfDir(const model::LoadedModel& loaded, const ExportOptions& options) {
+Status CheckExportTargets(const ExportOptions& options) {
   RL_RETURN_IF_ERROR(CheckOut(options.out));
-  RL_RETURN_IF_ERROR(CheckTokenizerFrom(options.tokenizer_from));
+  return CheckTokenizerFrom(options.tokenizer_from);
+}
+
+Result<ExportReport> ExportHfDir(const model::LoadedModel& loaded, const ExportOptions& options) {
+  RL_RETURN_IF_ERROR(CheckExportTargets(options));
   model::HfSaveOptions save;
   save.dtype = options.dtype.value_or(loaded.model.dtype());
   save.tokenizer_from = options.tokenizer_from;

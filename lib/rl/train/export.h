@@ -37,6 +37,10 @@ struct ExportReport {
   std::vector<std::string> files;  // the names written in `out`, sorted
 };
 
+// The checks ExportHfDir makes before writing (out may be replaced, tokenizer_from has
+// tokenizer.json), for a caller that exports later, such as rl-train grpo after its last step.
+Status CheckExportTargets(const ExportOptions& options);
+
 // Writes `loaded` as the HF directory options.out.
 Result<ExportReport> ExportHfDir(const model::LoadedModel& loaded, const ExportOptions& options);
 
