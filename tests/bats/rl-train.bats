@@ -187,6 +187,35 @@ print("\n".join(sorted({r["prompt"] for r in rows})))' > "$TMP/train"
   grep -q '"torch_dtype": *"float16"' hf/config.json
 }
 
+@test "grpo --export-dir writes the final version as a Hugging Face directory, the newest checkpoint's policy" {
+  small_sft
+  start_queue "$TMP/q" "${TASKS[@]}"
+  rl-rollout run --checkpoint-dir "$TMP/ckpt" --max-new-tokens 5 --id 0 --log-level warn 2>"$TMP/rollout.log" &
+  PIDS+=($!)
+  rl-reward run --verifier addition --id 0 --log-level warn 2>"$TMP/reward.log" &
+  PIDS+=($!)
+  run timeout 300 rl-train grpo --checkpoint-dir "$TMP/ckpt" --prompts "$TMP/problems.jsonl" \
+    --group-size 4 --prompts-per-step 2 --mode sync --dynamic-sampling false --eval-every 0 \
+    --eval-size 4 --max-steps 2 --export-dir hf \
+    --tokenizer-from "$RL_SOURCE_DIR/share/models/addition-tiny"
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"exported version 2 to hf (float32)"* ]]
+  [ -f hf/tokenizer.json ] && [ -f hf/config.json ]
+  rl-train export --weights "$TMP/ckpt/ckpt-00000002.safetensors" --out again
+  cmp hf/model.safetensors again/model.safetensors
+}
+
+@test "grpo exits before training when --tokenizer-from has no tokenizer.json" {
+  small_sft
+  mkdir empty
+  run rl-train grpo --checkpoint-dir "$TMP/ckpt" --prompts "$TMP/problems.jsonl" --timeout 1 \
+    --export-dir hf --tokenizer-from empty
+  [ "$status" -eq 65 ]
+  [[ "$output" == *"--tokenizer-from empty: no tokenizer.json there"* ]]
+  [ ! -e "$TMP/ckpt/ckpt-00000001.safetensors" ]
+}
+
 @test "sft exits 65 on a data line without a prompt" {
   printf '{"answer": "1"}\n' > "$TMP/bad.jsonl"
   run rl-train sft --data "$TMP/bad.jsonl" --checkpoint-dir "$TMP/ckpt"
