@@ -29,8 +29,16 @@ using model::testing::TinyConfig;
 
 const std::vector<int64_t> kIds = {1, 4, 5, 13, 6, 7, 14, 3, 12, 9, 2, 0, 11};
 
+const std::string kRoot = ::testing::TempDir() + "/export_test." + std::to_string(::getpid());
+
+// Removes the tests' directories when the binary ends.
+struct RemoveRoot : ::testing::Environment {
+  void TearDown() override { fs::remove_all(kRoot); }
+};
+const auto* const kRemoveRoot = ::testing::AddGlobalTestEnvironment(new RemoveRoot);
+
 std::string TempDir(const std::string& what) {
-  std::string d = ::testing::TempDir() + "/export_test." + std::to_string(::getpid()) + "/" + what;
+  std::string d = kRoot + "/" + what;
   fs::remove_all(d);
   fs::create_directories(d);
   return d;
