@@ -144,7 +144,10 @@ std::vector<Detection> Membership::OnHeartbeat(const Received& r, int64_t now_ms
 
 std::vector<Detection> Membership::Tick(int64_t now_ms) {
   std::vector<Detection> out;
-  for (auto& [key, m] : members_) {
+  for (auto& entry : members_) {
+    // A reference, not a structured binding: C++17 lambdas may not capture bindings (clang
+    // refuses; the fuzz build uses clang).
+    Member& m = entry.second;
     if (m.state == MemberState::kLeft || m.state == MemberState::kFailed) continue;
     int64_t interval = static_cast<int64_t>(m.last.interval_ms);
     int64_t silent = now_ms - m.seen_ms;
