@@ -14,6 +14,22 @@ namespace rl::model::testing {
 // reproducible.
 inline const bool kSingleThreaded = (at::set_num_threads(1), true);
 
+// A plain tied Llama of the given shape (kv_heads 0: as many as the query heads), for the tests
+// of the roles that need some small model rather than one family's features.
+inline ModelConfig TinyLlama(int64_t hidden, int64_t intermediate, int64_t layers, int64_t heads,
+                             int64_t kv_heads, int64_t context) {
+  ModelConfig c;
+  c.vocab_size = 15;
+  c.hidden_size = hidden;
+  c.intermediate_size = intermediate;
+  c.num_hidden_layers = layers;
+  c.num_attention_heads = heads;
+  c.num_key_value_heads = kv_heads;
+  c.max_position_embeddings = context;
+  c.tie_word_embeddings = true;
+  return c;
+}
+
 // A tiny model of each family: vocabulary 15, hidden 32, 2 layers, 4 query heads over `kv_heads`
 // key/value heads, context 16. Qwen3 gets head_dim 16 (not hidden / heads = 8), Llama the Llama
 // 3.1 rope scaling (with a small original context, so that it changes the frequencies).

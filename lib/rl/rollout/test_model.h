@@ -9,6 +9,7 @@
 #include <string>
 
 #include "rl/model/model_file.h"
+#include "rl/model/test_util.h"
 #include "rl/model/transformer.h"
 #include "rl/rollout/policy.h"
 
@@ -16,18 +17,7 @@ namespace rl::rollout::testing {
 
 inline const bool kSingleThreaded = (at::set_num_threads(1), true);
 
-inline model::ModelConfig TinyConfig() {
-  model::ModelConfig c;  // a tiny Llama
-  c.vocab_size = 15;
-  c.hidden_size = 32;
-  c.intermediate_size = 64;
-  c.num_hidden_layers = 2;
-  c.num_attention_heads = 4;
-  c.num_key_value_heads = 2;
-  c.max_position_embeddings = 16;
-  c.tie_word_embeddings = true;
-  return c;
-}
+inline model::ModelConfig TinyConfig() { return model::testing::TinyLlama(32, 64, 2, 4, 2, 16); }
 
 // A fresh directory for this test, removed by the caller.
 inline std::string TestDir(const std::string& what) {

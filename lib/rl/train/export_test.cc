@@ -18,6 +18,7 @@
 
 #include "rl/core/fs.h"
 #include "rl/model/hf_dir.h"
+#include "rl/model/hf_reference.h"
 #include "rl/model/test_util.h"
 #include "rl/train/checkpoint.h"
 
@@ -155,37 +156,8 @@ TEST(ExportTest, TruncatedFileIsCorruptionNamingTheFile) {
   EXPECT_EQ(r.status().message().rfind(dir + "/w.safetensors: ", 0), 0u) << r.status().ToString();
 }
 
-// The first of $RL_PYTHON, python3 and /usr/bin/python3 that imports torch; empty when none does.
-std::string TorchPython() {
-  std::vector<std::string> candidates = {"python3", "/usr/bin/python3"};
-  if (const char* env = std::getenv("RL_PYTHON")) candidates.insert(candidates.begin(), env);
-  for (const std::string& p : candidates) {
-    if (std::system((p + " -c 'import torch' >/dev/null 2>&1").c_str()) == 0) return p;
-  }
-  return "";
-}
-
-// tests/reference/hf_reference.py's logits [T, V] over the directory; undefined on failure.
-at::Tensor ReferenceLogits(const std::string& python, const std::string& dir) {
-  std::string cmd = python + " " RL_SOURCE_DIR "/tests/reference/hf_reference.py " + dir;
-  for (int64_t id : kIds) cmd += " " + std::to_string(id);
-  FILE* pipe = ::popen(cmd.c_str(), "r");
-  if (pipe == nullptr) return {};
-  std::string out;
-  char buf[4096];
-  for (size_t n; (n = std::fread(buf, 1, sizeof buf, pipe)) > 0;) out.append(buf, n);
-  if (::pclose(pipe) != 0) return {};
-  const nlohmann::json j = nlohmann::json::parse(out, nullptr, false);
-  if (!j.is_object() || !j.contains("logits")) return {};
-  std::vector<double> flat;
-  for (const auto& row : j.at("logits"))
-    for (const auto& v : row) flat.push_back(v.get<double>());
-  return at::tensor(flat, at::kDouble).view({static_cast<int64_t>(kIds.size()), -1});
-}
-
 TEST(ExportTest, TheIndependentReferenceReadsExportedDirectories) {
-  const std::string python = TorchPython();
-  if (python.empty()) GTEST_SKIP() << "no python3 with torch: reference not run";
+  if (model::testing::TorchPython().empty()) GTEST_SKIP() << "no python3 with torch: reference not run";
   const std::string dir = TempDir("reference");
   model::Transformer m = RandomModel(TinyConfig(model::Architecture::kQwen2, true, 1), 8);
   ASSERT_TRUE(model::SaveModelFile(dir + "/weights-3.safetensors", m, 3).ok());
@@ -203,7 +175,7 @@ TEST(ExportTest, TheIndependentReferenceReadsExportedDirectories) {
     SCOPED_TRACE(file);
     const std::string out = dir + "/hf" + std::to_string(i++);
     ExportAndCompare(file, out);
-    const at::Tensor reference = ReferenceLogits(python, out);
+    const at::Tensor reference = model::testing::ReferenceLogits(out, kIds);
     ASSERT_TRUE(reference.defined()) << "the reference script failed on " << out;
     ASSERT_EQ(reference.sizes(), ours.sizes());
     EXPECT_LT((ours.to(at::kDouble) - reference).abs().max().item<double>(), 1e-4);

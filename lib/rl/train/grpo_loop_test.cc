@@ -12,6 +12,7 @@
 
 #include "rl/model/generate.h"
 #include "rl/model/model_file.h"
+#include "rl/model/test_util.h"
 #include "rl/model/tokenizer.h"
 #include "rl/queue/server.h"
 #include "rl/train/checkpoint.h"
@@ -39,14 +40,7 @@ class GrpoLoopTest : public ::testing::Test {
                  {"train", {"prompt_ids", "response_ids", "logprobs", "reward", "version"}}};
     server_ = std::move(queue::Server::Open(o).value());
     server_thread_ = std::thread([this] { EXPECT_TRUE(server_->Run(stop_server_).ok()); });
-    model::ModelConfig c;  // a one-layer Llama
-    c.vocab_size = 15;
-    c.hidden_size = 16;
-    c.intermediate_size = 32;
-    c.num_hidden_layers = 1;
-    c.num_attention_heads = 2;
-    c.max_position_embeddings = 32;
-    c.tie_word_embeddings = true;
+    model::ModelConfig c = model::testing::TinyLlama(16, 32, 1, 2, 0, 32);  // one layer
     ASSERT_TRUE(model::SaveModelFile(dir_ + "/ckpt/weights-0.safetensors", model::Transformer::Create(c, 1).value(), 0).ok());
     std::ofstream(dir_ + "/prompts.jsonl") << "{\"prompt\":\"001+002=\",\"answer\":\"3\"}\n"
                                            << "{\"prompt\":\"010+020=\",\"answer\":\"30\"}\n";

@@ -8,6 +8,7 @@
 #include <random>
 #include <sstream>
 
+#include "rl/model/test_util.h"
 #include "rl/train/checkpoint.h"
 #include "rl/train/grpo_loss.h"
 #include "rl/train/grpo_trainer.h"
@@ -85,17 +86,7 @@ TEST(TokenBatchTest, ResponseTokensArePredictedFromThePositionBefore) {
   EXPECT_FLOAT_EQ(t.old_lp[1][1].item<float>(), -1.0f);
 }
 
-model::ModelConfig Tiny() {
-  model::ModelConfig c;
-  c.vocab_size = 15;
-  c.hidden_size = 16;
-  c.intermediate_size = 32;
-  c.num_hidden_layers = 1;
-  c.num_attention_heads = 2;
-  c.max_position_embeddings = 16;
-  c.tie_word_embeddings = true;
-  return c;
-}
+model::ModelConfig Tiny() { return model::testing::TinyLlama(16, 32, 1, 2, 0, 16); }
 
 std::vector<Group> Batch(uint64_t seed) {
   std::mt19937_64 gen(seed);
