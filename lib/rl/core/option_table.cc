@@ -51,6 +51,10 @@ std::vector<OptionSpec> CoreOptionTable() {
       {"--checkpoint-dir", "RL_CHECKPOINT_DIR", "directory of weight versions and trainer checkpoints",
        {"rl-rollout", "rl-train"}},
       {"--weights", "RL_WEIGHTS", "safetensors model file to start from", {"rl-rollout", "rl-train"}},
+      {"--model", "RL_MODEL",
+       "Hugging Face model directory: config.json, tokenizer.json, tokenizer_config.json, weights optional "
+       "(the demo's: share/models/addition-tiny)",
+       {"rl-rollout", "rl-train"}},
       {"--threads", "RL_THREADS", "compute threads of this role (roles share the cores: set it on purpose)",
        {"rl-rollout", "rl-reward", "rl-train", "rl-profile"}},
       {"--seed", "RL_SEED", "random seed", {"rl-rollout", "rl-train", "rl-profile"}},

@@ -10,7 +10,6 @@
 #include "rl/core/options.h"
 #include "rl/core/signals.h"
 #include "rl/health/flags.h"
-#include "rl/model/tokenizer.h"
 #include "rl/task/addition.h"
 #include "rl/task/dataset.h"
 #include "rl/reward/exec_verifier.h"
@@ -59,14 +58,9 @@ Result<double> ScoreLine(Verifier* verifier, const nlohmann::ordered_json& j) {
 
 int RunMakeData(const std::string& task, uint64_t count, uint64_t seed, bool heldout) {
   if (task != "addition") return Fail(kTool, Status::InvalidArgument("unknown task '" + task + "' (addition)"));
-  model::CharTokenizer tok;
   // The held-out set is rl-train's evaluation set (its first `count` problems), whatever the seed.
   for (const task::Problem& e : heldout ? task::HeldOutSet(count) : task::MakeProblems(count, seed)) {
-    std::vector<int64_t> ids = {tok.bos_id()};
-    auto enc = tok.Encode(e.prompt);
-    if (!enc.ok()) return Fail(kTool, enc.status());
-    ids.insert(ids.end(), enc->begin(), enc->end());
-    nlohmann::ordered_json j = {{"prompt", e.prompt}, {"answer", e.answer}, {"prompt_ids", ids}};
+    nlohmann::ordered_json j = {{"prompt", e.prompt}, {"answer", e.answer}};
     std::cout << j.dump() << "\n";
   }
   std::cout.flush();

@@ -12,7 +12,9 @@
 #include "rl/core/options.h"
 #include "rl/core/signals.h"
 #include "rl/health/flags.h"
+#include "rl/model/hf_dir.h"
 #include "rl/model/model_file.h"
+#include "rl/model/prompt_flags.h"
 #include "rl/rollout/generate_jsonl.h"
 #include "rl/rollout/rollout_loop.h"
 #include "rl/rollout/weight_sync.h"
@@ -46,10 +48,22 @@ struct SamplingFlags {
   }
 };
 
-int RunGenerate(const SamplingFlags& f, const std::string& weights) {
+int RunGenerate(const SamplingFlags& f, const std::string& weights, const model::PromptFlags& prompt) {
+  auto encoder = model::OpenPromptEncoder(prompt);
+  if (!encoder.ok()) return Fail(kTool, encoder.status());
   Policy policy;
-  if (Status s = policy.Load(weights); !s.ok()) return Fail(kTool, s);
+  if (!weights.empty()) {
+    if (Status s = policy.Load(weights); !s.ok()) return Fail(kTool, s);
+  } else if (encoder->dir().has_weights) {
+    auto m = model::LoadHfModel(prompt.model);
+    if (!m.ok()) return Fail(kTool, m.status());
+    policy.Use(std::move(*m), 0, prompt.model);
+  } else {
+    return Fail(kTool, Status::InvalidArgument(prompt.model + " has no weights: give --weights"));
+  }
   GenerateJsonlOptions o;
+  o.encoder = &*encoder;
+  o.records = prompt.dataset;
   o.generate = f.Options();
   GenerateJsonlStats stats;
   Status s = GenerateJsonl(policy.model(), o, std::cin, std::cout, &stats);
@@ -60,7 +74,10 @@ int RunGenerate(const SamplingFlags& f, const std::string& weights) {
 }
 
 int RunLoop(RolloutOptions o, const std::string& weights, WeightSyncOptions sync, const std::string& run_dir,
-            const std::string& id) {
+            const std::string& id, const std::string& model_dir) {
+  auto dir = model::OpenModelDir(model_dir);
+  if (!dir.ok()) return Fail(kTool, dir.status());
+  o.model = &*dir;
   Policy policy;
   if (!weights.empty()) {
     if (Status s = policy.Load(weights); !s.ok()) return Fail(kTool, s);
@@ -93,9 +110,12 @@ int RunLoop(RolloutOptions o, const std::string& weights, WeightSyncOptions sync
   return s.ok() ? kExitOk : Fail(kTool, s);
 }
 
-int RunRandomModel(const std::string& config_text, uint64_t seed, const std::string& out) {
-  auto config = model::ConfigFromString(config_text);
-  if (!config.ok()) return Fail(kTool, config.status().WithContext("--model-config"));
+int RunRandomModel(const std::string& model_dir, const std::string& config_text, uint64_t seed, const std::string& out) {
+  if (model_dir.empty() && config_text.empty()) {
+    return Fail(kTool, Status::InvalidArgument("random-model needs --model DIR (its config.json) or --model-config"));
+  }
+  auto config = config_text.empty() ? model::ReadHfConfig(model_dir) : model::ConfigFromString(config_text);
+  if (!config.ok()) return Fail(kTool, config_text.empty() ? config.status() : config.status().WithContext("--model-config"));
   auto m = model::Transformer::Create(*config, seed);
   if (!m.ok()) return Fail(kTool, m.status());
   if (Status s = model::SaveModelFile(out, *m, 0); !s.ok()) return Fail(kTool, s);
@@ -127,6 +147,8 @@ int RolloutMain(int argc, char** argv) {
   cl.Bind(run, "--timeout", &timeout_s);
   cl.Bind(run, "--checkpoint-dir", &o.checkpoint_dir);
   cl.Bind(run, "--weights", &run_weights);
+  std::string run_model;
+  cl.Require(cl.Bind(run, "--model", &run_model));
   cl.Bind(run, "--count", &o.count)->check(CLI::Range(1, 100000))->description("rows per get (whole groups)");
   cl.Bind(run, "--lease", &lease_s)->check(CLI::PositiveNumber);
   cl.Bind(run, "--wait", &wait_s)->check(CLI::Range(0.0, 3600.0));
@@ -147,12 +169,15 @@ int RolloutMain(int argc, char** argv) {
 
   CLI::App* gen = cl.Sub("generate", "responses for JSON lines {\"prompt\": ...} on stdin, as JSON lines on stdout");
   gen_f.Bind(cl, gen);
-  cl.Require(cl.Bind(gen, "--weights", &gen_weights));
+  cl.Bind(gen, "--weights", &gen_weights);
+  model::PromptFlags gen_prompt;
+  model::BindPromptFlags(cl, gen, &gen_prompt, false);
 
-  std::string out, model_config = model::ConfigToString(model::DemoConfig());
+  std::string out, model_config, random_model;
   uint64_t model_seed = 0;
   CLI::App* random = cl.Sub("random-model", "write a model file with random weights (version 0), for tests and warm starts");
   cl.Require(cl.Bind(random, "--out", &out));
+  cl.Bind(random, "--model", &random_model);
   cl.Bind(random, "--model-config", &model_config);
   cl.Bind(random, "--seed", &model_seed);
 
@@ -165,10 +190,10 @@ int RolloutMain(int argc, char** argv) {
     std::cerr << "rl-rollout: run needs --weights or --checkpoint-dir (see rl-rollout --help)\n";
     return kExitUsage;
   }
-  if (random->parsed()) return RunRandomModel(model_config, model_seed, out);
+  if (random->parsed()) return RunRandomModel(random_model, model_config, model_seed, out);
   SamplingFlags& f = run->parsed() ? run_f : gen_f;
   at::set_num_threads(f.threads);
-  if (gen->parsed()) return RunGenerate(f, gen_weights);
+  if (gen->parsed()) return RunGenerate(f, gen_weights, gen_prompt);
   o.generate = f.Options();
   o.client.endpoint = connect;
   o.client.give_up_s = timeout_s;
@@ -179,7 +204,7 @@ int RolloutMain(int argc, char** argv) {
   o.progress_ms = static_cast<int64_t>(progress_s * 1000);
   auto beat = heartbeat.Start("rollout", id, {{"queue", connect}});
   if (!beat.ok()) return Fail(kTool, beat.status());
-  return RunLoop(o, run_weights, sync, run_dir, id);
+  return RunLoop(o, run_weights, sync, run_dir, id, run_model);
 }
 
 }  // namespace rl::rollout

@@ -6,7 +6,6 @@
 #include <vector>
 
 #include "rl/core/clock.h"
-#include "rl/model/tokenizer.h"
 
 namespace rl::rollout {
 namespace {
@@ -18,16 +17,13 @@ struct Pending {
   std::vector<int64_t> ids;
 };
 
-Result<Pending> ParseLine(const std::string& line, const model::Tokenizer& tok, int64_t context) {
+Result<Pending> ParseLine(const std::string& line, const GenerateJsonlOptions& o, int64_t context) {
   Pending p;
+  task::DatasetOptions records = o.records;
+  records.answer_key.clear();  // passed through, not needed
+  RL_ASSIGN_OR_RETURN(task::Example e, task::ParseExample(line, records));
   p.input = Json::parse(line, nullptr, false);
-  if (p.input.is_discarded()) return Status::DataError("not valid JSON");
-  if (!p.input.is_object() || !p.input.contains("prompt") || !p.input["prompt"].is_string()) {
-    return Status::DataError("wants an object with a \"prompt\" string");
-  }
-  RL_ASSIGN_OR_RETURN(std::vector<int64_t> ids, tok.Encode(p.input["prompt"].get<std::string>()));
-  p.ids.push_back(tok.bos_id());
-  p.ids.insert(p.ids.end(), ids.begin(), ids.end());
+  RL_ASSIGN_OR_RETURN(p.ids, o.encoder->Prompt(e));
   if (static_cast<int64_t>(p.ids.size()) >= context) {
     return Status::DataError("the prompt leaves no room in the model's context of " + std::to_string(context));
   }
@@ -45,7 +41,7 @@ class Runner {
     while (std::getline(in, line)) {
       ++n;
       if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-      Result<Pending> p = ParseLine(line, tok_, model_.config().context());
+      Result<Pending> p = ParseLine(line, o_, model_.config().context());
       if (!p.ok()) {
         RL_RETURN_IF_ERROR(Flush());
         return Status::DataError("stdin line " + std::to_string(n) + ": " + p.status().message());
@@ -62,7 +58,7 @@ class Runner {
     std::vector<std::vector<int64_t>> prompts;
     for (const Pending& p : pending_) prompts.push_back(p.ids);
     model::GenerateOptions go = o_.generate;
-    go.eos_id = tok_.eos_id();
+    go.eos_id = o_.encoder->dir().eos_id;
     if (go.max_new_tokens <= 0) go.max_new_tokens = model_.config().context();
     go.seed = o_.generate.seed + chunks_++;
     model::GenerateStats gs;
@@ -72,7 +68,7 @@ class Runner {
     stats_->tokens += static_cast<uint64_t>(gs.new_tokens);
     for (size_t i = 0; i < gens.size(); ++i) {
       Json j = std::move(pending_[i].input);
-      RL_ASSIGN_OR_RETURN(std::string text, tok_.Decode(gens[i].response_ids));
+      RL_ASSIGN_OR_RETURN(std::string text, o_.encoder->Decode(gens[i].response_ids));
       j["response"] = text;
       j["response_ids"] = gens[i].response_ids;
       j["logprobs"] = gens[i].logprobs;
@@ -89,7 +85,6 @@ class Runner {
   const GenerateJsonlOptions& o_;
   std::ostream& out_;
   GenerateJsonlStats* stats_;
-  model::CharTokenizer tok_;
   std::vector<Pending> pending_;
   uint64_t chunks_ = 0;
 };

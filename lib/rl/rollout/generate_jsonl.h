@@ -1,8 +1,9 @@
 // GenerateJsonl: `rl-rollout generate`, generation without a queue, for evaluation and scripts.
 //
-// Input: JSON lines, each an object with a "prompt" string ("037+480="); the prompt is encoded
-// with the character tokenizer after <bos>. Output: one JSON line per input line, in order: the
-// input object's fields, then "prompt", "response" (decoded, no special tokens), "response_ids"
+// Input: JSON lines, each a dataset record (rl/task/dataset.h: a prompt string, or chat messages
+// with --messages-key), encoded by model::PromptEncoder (the model's tokenizer, the chat
+// template or none). Output: one JSON line per input line, in order: the
+// input object's fields, then "response" (decoded, no special tokens), "response_ids"
 // (eos included when sampled) and "logprobs" (the policy's log-probability of each response
 // token at temperature 1). Other input fields (an "answer", say) pass through, so the output can
 // go straight to `rl-reward score`.
@@ -17,11 +18,14 @@
 #include <ostream>
 
 #include "rl/model/generate.h"
+#include "rl/model/prompt_encoder.h"
 
 namespace rl::rollout {
 
 struct GenerateJsonlOptions {
-  model::GenerateOptions generate;  // eos_id set from the tokenizer; max_new_tokens 0: context
+  const model::PromptEncoder* encoder = nullptr;  // required
+  task::DatasetOptions records;     // keys of the input records (answers are not read)
+  model::GenerateOptions generate;  // eos_id set from the model dir; max_new_tokens 0: context
   size_t chunk = 512;
 };
 

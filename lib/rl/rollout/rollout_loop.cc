@@ -6,7 +6,6 @@
 #include "rl/core/clock.h"
 #include "rl/core/log.h"
 #include "rl/health/progress.h"
-#include "rl/model/tokenizer.h"
 #include "rl/queue/store.h"
 #include "rl/queue/watched_queue.h"
 
@@ -145,7 +144,7 @@ class Loop {
 
   Status AddResponses(const std::vector<model::Generation>& gens, const Prompts& p, queue::PutRequest* put) {
     for (size_t i = 0; i < gens.size(); ++i) {
-      RL_ASSIGN_OR_RETURN(std::string text, tokenizer_.Decode(gens[i].response_ids));
+      RL_ASSIGN_OR_RETURN(std::string text, o_.model->tokenizer->Decode(gens[i].response_ids));
       put->rows.push_back({p.indices[i],
                            {{"response_ids", Tensor::FromI64(gens[i].response_ids)},
                             {"response", std::move(text)},
@@ -158,12 +157,18 @@ class Loop {
   Status Batch(const queue::GetReply& got) {
     Phase("generate");
     const model::Transformer& model = policy_->model();
+    if (model.config().vocab_size != o_.model->config.vocab_size) {
+      (void)queue_.Nack(kGenerateTask, got.lease, {});
+      return Status::Config("weights version " + std::to_string(policy_->version()) + " has a vocabulary of " +
+                            std::to_string(model.config().vocab_size) + ", --model " + o_.model->path + " of " +
+                            std::to_string(o_.model->config.vocab_size) + ": not the same model");
+    }
     queue::PutRequest put;
     put.ack_task = kGenerateTask;
     put.ack_lease = got.lease;
     Prompts prompts = Read(got, model.config(), &put);
     model::GenerateOptions go = o_.generate;
-    go.eos_id = model::CharTokenizer::kEos;
+    go.eos_id = o_.model->eos_id;
     if (go.max_new_tokens <= 0) go.max_new_tokens = model.config().context();
     go.seed = o_.generate.seed ^ (0x9e3779b97f4a7c15ULL * (got.rows.front().index + 1));
     model::GenerateStats gs;
@@ -244,7 +249,6 @@ class Loop {
   queue::QueueClient client_;
   queue::WatchedQueue queue_{&client_, o_.watchdog};
   RolloutStats* stats_;
-  model::CharTokenizer tokenizer_;
   int64_t start_ms_ = MonoMillis();
   Mark last_{start_ms_, 0, 0, 0};
 };

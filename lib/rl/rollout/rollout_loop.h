@@ -20,6 +20,7 @@
 #include "rl/core/event_log.h"
 #include "rl/core/stop_watchdog.h"
 #include "rl/model/generate.h"
+#include "rl/model/model_dir.h"
 #include "rl/queue/client.h"
 #include "rl/rollout/policy.h"
 #include "rl/rollout/weight_sync.h"
@@ -33,7 +34,8 @@ struct RolloutOptions {
   std::string checkpoint_dir;          // newer weight versions come from here (may be empty)
   WeightSync* weights = nullptr;       // may be null; else versions come over UCX, and from
                                        // checkpoint_dir only while it is in fallback
-  model::GenerateOptions generate;     // eos_id is set from the tokenizer; max_new_tokens 0: context
+  const model::ModelDir* model = nullptr;  // required: its tokenizer decodes, its eos ends responses
+  model::GenerateOptions generate;     // eos_id is set from the model dir; max_new_tokens 0: context
   uint32_t count = 256;                // rows per get (whole groups)
   int64_t lease_ms = 120000;
   std::string holder;                  // names this role's leases ("rollout/ID"); unique among live ones
@@ -51,7 +53,7 @@ struct RolloutStats {
   double generate_s = 0;   // time inside Generate
 };
 
-// REQUIRES: policy->loaded(), options.checkpoint_dir or options.weights set (the loop then waits
+// REQUIRES: options.model; policy->loaded(), options.checkpoint_dir or options.weights set (the loop then waits
 // for a first version). Returns OK after *stop or max_batches; an error when the queue is
 // unreachable past the client's give-up time, or generation itself fails.
 Status RunRollout(const RolloutOptions& options, Policy* policy, const std::atomic<bool>& stop,

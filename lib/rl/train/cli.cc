@@ -27,6 +27,10 @@ void BindGrpo(CommandLine& cl, CLI::App* g, GrpoFlags* f) {
   cl.Bind(g, "--timeout", &o.timeout_s);
   cl.Require(cl.Bind(g, "--checkpoint-dir", &o.checkpoint_dir));
   cl.Require(cl.Bind(g, "--prompts", &o.prompts));
+  model::BindPromptFlags(cl, g, &o.prompt, true);
+  cl.Bind(g, "--eval-data", &o.eval_data);
+  cl.Bind(g, "--verifier", &o.verifier)->check(CLI::IsMember({"addition", "exact", "numeric", "math"}));
+  cl.Bind(g, "--max-new-tokens", &o.eval_max_new_tokens)->check(CLI::NonNegativeNumber);
   cl.Bind(g, "--weights", &o.weights);
   cl.Bind(g, "--run-dir", &o.run_dir);
   cl.Bind(g, "--id", &o.id);
@@ -64,7 +68,12 @@ void BindSft(CommandLine& cl, CLI::App* s, SftFlags* f) {
   cl.Require(cl.Bind(s, "--data", &f->data));
   cl.Require(cl.Bind(s, "--checkpoint-dir", &f->checkpoint_dir));
   cl.Bind(s, "--weights", &f->weights);
+  model::BindPromptFlags(cl, s, &f->prompt, true);
+  f->response_key_option = cl.Bind(s, "--response-key", &f->response_key);
   cl.Bind(s, "--model-config", &f->model_config);
+  cl.Bind(s, "--eval-data", &f->eval_data);
+  cl.Bind(s, "--verifier", &f->verifier)->check(CLI::IsMember({"addition", "exact", "numeric", "math"}));
+  cl.Bind(s, "--max-new-tokens", &f->sft.eval_max_new_tokens)->check(CLI::NonNegativeNumber);
   cl.Bind(s, "--run-dir", &f->run_dir);
   cl.Bind(s, "--id", &f->id);
   cl.Bind(s, "--seed", &f->sft.seed);
@@ -74,7 +83,7 @@ void BindSft(CommandLine& cl, CLI::App* s, SftFlags* f) {
   cl.Bind(s, "--max-steps", &f->sft.max_steps)->check(CLI::Range(1, 100000000));
   cl.Bind(s, "--target-accuracy", &f->sft.target_accuracy)->check(CLI::Range(0.0, 1.0));
   cl.Bind(s, "--eval-every", &f->sft.eval_every)->check(CLI::Range(1, 1000000));
-  cl.Bind(s, "--eval-size", &f->sft.eval_size)->check(CLI::Range(1, 100000));
+  cl.Bind(s, "--eval-size", &f->eval_size)->check(CLI::Range(1, 100000));
   cl.Bind(s, "--grad-clip", &f->sft.grad_clip)->check(CLI::NonNegativeNumber);
   cl.Bind(s, "--weight-decay", &f->sft.adamw.weight_decay)->check(CLI::NonNegativeNumber);
 }
@@ -95,10 +104,18 @@ int TrainMain(int argc, char** argv) {
   sft_beat.Bind(cl, sft);
   grpo_beat.Bind(cl, grpo);
   EvalFlags ef;
-  CLI::App* eval = cl.Sub("eval", "held-out greedy accuracy of a model file (one JSON line)");
-  cl.Require(cl.Bind(eval, "--weights", &ef.weights));
+  CLI::App* eval = cl.Sub("eval", "greedy pass@1 and sampled mean@k of a model on a dataset (one JSON line)");
+  model::BindPromptFlags(cl, eval, &ef.prompt, true);
+  cl.Bind(eval, "--weights", &ef.weights);
+  cl.Require(cl.Bind(eval, "--data", &ef.data));
+  cl.Bind(eval, "--verifier", &ef.verifier)->check(CLI::IsMember({"addition", "exact", "numeric", "math"}));
   cl.Bind(eval, "--eval-size", &ef.eval_size)->check(CLI::Range(1, 100000));
   cl.Bind(eval, "--threads", &ef.threads)->check(CLI::Range(1, 256));
+  cl.Bind(eval, "--samples", &ef.eval.samples)->check(CLI::Range(0, 1024));
+  cl.Bind(eval, "--temperature", &ef.eval.temperature)->check(CLI::NonNegativeNumber);
+  cl.Bind(eval, "--max-new-tokens", &ef.eval.max_new_tokens)->check(CLI::NonNegativeNumber);
+  cl.Bind(eval, "--slots", &ef.eval.slots)->check(CLI::Range(1, 4096));
+  cl.Bind(eval, "--seed", &ef.eval.seed);
   ExportFlags xf;
   CLI::App* exp = cl.Sub("export", "a model file or checkpoint as a Hugging Face model directory");
   cl.Require(cl.Bind(exp, "--weights", &xf.weights));

@@ -8,6 +8,7 @@
 
 #include "rl/core/event_log.h"
 #include "rl/core/fs.h"
+#include "rl/model/hf_dir.h"
 #include "rl/model/model_file.h"
 #include "rl/task/make_data.h"
 #include "rl/train/checkpoint.h"
@@ -18,30 +19,75 @@
 namespace rl::train {
 namespace {
 
-Result<model::Transformer> StartingModel(const SftFlags& f) {
+Result<model::Transformer> StartingModel(const SftFlags& f, const model::ModelDir& dir) {
   if (!f.weights.empty()) {
     RL_ASSIGN_OR_RETURN(model::LoadedModel m, model::LoadModelFile(f.weights));
     return m.model;
   }
-  RL_ASSIGN_OR_RETURN(model::ModelConfig config, model::ConfigFromString(f.model_config));
-  return model::Transformer::Create(config, f.sft.seed);
+  if (!f.model_config.empty()) {
+    auto config = model::ConfigFromString(f.model_config);
+    if (!config.ok()) return config.status().WithContext("--model-config");
+    if (config->vocab_size < dir.tokenizer->vocab_size()) {
+      return Status::Config("--model-config: vocab_size " + std::to_string(config->vocab_size) + " is below the " +
+                            std::to_string(dir.tokenizer->vocab_size()) + " tokens of " + dir.path);
+    }
+    return model::Transformer::Create(*config, f.sft.seed);
+  }
+  if (!dir.has_weights) spdlog::info("{} has no weights: starting from a random initialisation (seed {})", dir.path, f.sft.seed);
+  return model::InitialModel(dir, f.sft.seed);
+}
+
+// SFT records: prompt and response (--response-key), or messages ending in the reply.
+task::DatasetOptions SftDatasetOptions(const SftFlags& f) {
+  task::DatasetOptions o = f.prompt.dataset;
+  o.answer_key = "";
+  o.require_response = true;
+  bool given = f.response_key_option && f.response_key_option->count() > 0;
+  o.response_key = given || o.messages_key.empty() ? f.response_key : "";
+  return o;
+}
+
+struct HeldOut {
+  std::unique_ptr<reward::Verifier> verifier;
+  EvalSet set;
+};
+
+Result<std::optional<HeldOut>> OpenHeldOut(const std::string& path, const std::string& verifier,
+                                           const model::PromptFlags& prompt, const model::PromptEncoder& encoder,
+                                           int64_t size) {
+  if (path.empty()) return std::optional<HeldOut>();
+  HeldOut h;
+  RL_ASSIGN_OR_RETURN(h.verifier, reward::MakeVerifier(verifier, 1e-6));
+  RL_ASSIGN_OR_RETURN(h.set, LoadEvalSet(path, prompt.dataset, encoder, static_cast<size_t>(size)));
+  return std::optional<HeldOut>(std::move(h));
 }
 
 }  // namespace
 
 int RunSftCommand(const SftFlags& f, const std::atomic<bool>& stop) {
   at::set_num_threads(f.threads);
-  auto data = ReadProblems(f.data);
+  auto encoder = model::OpenPromptEncoder(f.prompt);
+  if (!encoder.ok()) return Fail(kTool, encoder.status());
+  auto data = task::Dataset::Open(f.data, SftDatasetOptions(f));
   if (!data.ok()) return Fail(kTool, data.status());
-  auto model = StartingModel(f);
+  auto model = StartingModel(f, encoder->dir());
   if (!model.ok()) return Fail(kTool, model.status());
+  auto examples = EncodeSftData(data->get(), *encoder, model->config().context());
+  if (!examples.ok()) return Fail(kTool, examples.status());
+  if (examples->too_long > 0) {
+    spdlog::warn("{} of {} examples are longer than the context of {} tokens: left out", examples->too_long,
+                 (*data)->size(), model->config().context());
+  }
+  auto held_out = OpenHeldOut(f.eval_data, f.verifier, f.prompt, *encoder, f.eval_size);
+  if (!held_out.ok()) return Fail(kTool, held_out.status());
+  SftEval eval{&*encoder, *held_out ? &(*held_out)->set : nullptr, *held_out ? (*held_out)->verifier.get() : nullptr};
   if (Status s = MakeDirs(f.checkpoint_dir); !s.ok()) return Fail(kTool, s);
   EventLog events;
   if (!f.run_dir.empty()) {
     if (Status s = events.Open(f.run_dir, "train", f.id); !s.ok()) return Fail(kTool, s);
   }
   events.SetPhase("train");
-  events.Emit("sft-start", {{"examples", data->size()}, {"lr", f.sft.lr}, {"batch_size", f.sft.batch_size}});
+  events.Emit("sft-start", {{"examples", examples->samples.size()}, {"lr", f.sft.lr}, {"batch_size", f.sft.batch_size}});
   auto on_step = [&](const SftProgress& p) {
     if (!p.evaluated) return;
     events.SetStep(p.step);
@@ -49,17 +95,19 @@ int RunSftCommand(const SftFlags& f, const std::atomic<bool>& stop) {
     spdlog::info("sft step {} loss {:.4f} held-out greedy accuracy {:.3f} ({:.1f} s)", p.step, p.loss, p.accuracy,
                  p.seconds);
   };
-  auto result = RunSft(&*model, *data, f.sft, on_step, stop);
+  auto result = RunSft(&*model, *examples, encoder->dir().pad_id, eval.set ? &eval : nullptr, f.sft, on_step, stop);
   if (!result.ok()) return Fail(kTool, result.status());
   events.SetPhase("checkpoint");
   std::string path = WeightsPath(f.checkpoint_dir, 0);
   if (Status s = model::SaveModelFile(path, *model, 0); !s.ok()) return Fail(kTool, s);
-  events.Emit("sft-done", {{"steps", result->steps}, {"accuracy", result->accuracy},
-                           {"seconds", result->seconds}, {"reached", result->reached}, {"weights", path}});
-  nlohmann::json line = {{"steps", result->steps}, {"accuracy", result->accuracy}, {"seconds", result->seconds},
-                         {"reached", result->reached}, {"weights", path}};
+  nlohmann::json line = {{"steps", result->steps}, {"seconds", result->seconds}, {"weights", path}};
+  if (result->evaluated) {
+    line["accuracy"] = result->accuracy;
+    line["reached"] = result->reached;
+  }
+  events.Emit("sft-done", line);
   std::cout << line.dump() << std::endl;
-  if (!result->reached && !stop) {
+  if (result->evaluated && !result->reached && !stop) {
     spdlog::warn("held-out accuracy {:.3f} did not reach {:.3f} in {} steps", result->accuracy,
                  f.sft.target_accuracy, result->steps);
   }
@@ -109,12 +157,33 @@ int RunGrpoCommand(GrpoFlags f, const std::atomic<bool>& stop) {
 
 int RunEvalCommand(const EvalFlags& f, std::ostream& out) {
   at::set_num_threads(f.threads);
-  auto m = model::LoadModelFile(f.weights);
+  auto encoder = model::OpenPromptEncoder(f.prompt);
+  if (!encoder.ok()) return Fail(kTool, encoder.status());
+  uint64_t version = 0;
+  Result<model::Transformer> m = Status::NotFound("");
+  if (!f.weights.empty()) {
+    auto loaded = LoadAnyModelFile(f.weights);
+    if (!loaded.ok()) return Fail(kTool, loaded.status());
+    version = loaded->version;
+    m = std::move(loaded->model);
+  } else if (encoder->dir().has_weights) {
+    m = model::LoadHfModel(f.prompt.model);
+  } else {
+    return Fail(kTool, Status::InvalidArgument("nothing to evaluate: " + f.prompt.model + " has no weights; give --weights"));
+  }
   if (!m.ok()) return Fail(kTool, m.status());
-  auto acc = GreedyAccuracy(m->model, HeldOutSet(static_cast<size_t>(f.eval_size)));
-  if (!acc.ok()) return Fail(kTool, acc.status());
-  nlohmann::json line = {{"weights", f.weights}, {"version", m->version}, {"problems", f.eval_size},
-                         {"accuracy", *acc}};
+  auto held_out = OpenHeldOut(f.data, f.verifier, f.prompt, *encoder, f.eval_size);
+  if (!held_out.ok()) return Fail(kTool, held_out.status());
+  auto r = Evaluate(*m, *encoder, (*held_out)->set, (*held_out)->verifier.get(), f.eval);
+  if (!r.ok()) return Fail(kTool, r.status());
+  nlohmann::json line = {{"weights", f.weights.empty() ? f.prompt.model : f.weights}, {"version", version},
+                         {"data", f.data}, {"verifier", f.verifier}, {"problems", r->examples},
+                         {"accuracy", r->pass_at_1}};
+  if (r->k > 0) {
+    line["k"] = r->k;
+    line["mean_at_k"] = r->mean_at_k;
+  }
+  if (r->unscorable > 0) line["unscorable"] = r->unscorable;
   out << line.dump() << std::endl;
   return kExitOk;
 }

@@ -10,6 +10,8 @@
 #include "rl/core/fail.h"
 #include "rl/core/status.h"
 #include "rl/model/config.h"
+#include "rl/model/prompt_flags.h"
+#include "rl/train/evaluate.h"
 #include "rl/train/grpo_loop.h"
 #include "rl/train/sft.h"
 
@@ -17,9 +19,12 @@ namespace rl::train {
 
 struct SftFlags {
   std::string data, checkpoint_dir, weights, run_dir, id = "0";
-  // The demo model: a tiny Llama (model::DemoConfig(): hidden 128, 3 layers, 4 heads over 2 KV
-  // heads, context 32), as config.json text.
-  std::string model_config = model::ConfigToString(model::DemoConfig());
+  model::PromptFlags prompt;             // --model (weights, or a random start) and encoding
+  std::string model_config;              // set: a random start of this config instead
+  std::string response_key = "response";
+  CLI::Option* response_key_option = nullptr;  // given: overrides the messages default
+  std::string eval_data, verifier = "math";
+  int64_t eval_size = 256;
   int threads = 1;
   SftOptions sft;
 };
@@ -36,9 +41,11 @@ struct GrpoFlags {
 };
 
 struct EvalFlags {
-  std::string weights;
+  model::PromptFlags prompt;
+  std::string weights, data, verifier = "math";  // weights empty: those of --model
   int64_t eval_size = 500;
   int threads = 1;
+  EvalOptions eval;
 };
 
 struct ExportFlags {

@@ -3,31 +3,27 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
-#include <fstream>
-
-#include "rl/model/tokenizer.h"
 
 namespace rl::train {
 
-Result<std::vector<Problem>> ReadProblems(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return Status::IOError("cannot open " + path);
-  std::vector<Problem> out;
-  std::string line;
-  for (int n = 1; std::getline(in, line); ++n) {
-    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    auto j = nlohmann::json::parse(line, nullptr, false);
-    if (!j.is_object() || !j.contains("prompt") || !j["prompt"].is_string()) {
-      return Status::DataError(path + ":" + std::to_string(n) + ": want a JSON object with a string \"prompt\"");
-    }
-    Problem p{j["prompt"].get<std::string>(), ""};
-    for (const char* key : {"answer", "response"}) {
-      if (j.contains(key) && j[key].is_string()) p.answer = j[key].get<std::string>();
-    }
-    out.push_back(std::move(p));
-  }
-  if (out.empty()) return Status::DataError(path + ": no prompts");
-  return out;
+Result<std::unique_ptr<PromptSource>> PromptSource::Open(const std::string& path, const task::DatasetOptions& options,
+                                                       std::shared_ptr<const model::PromptEncoder> encoder) {
+  auto source = std::make_unique<PromptSource>();
+  RL_ASSIGN_OR_RETURN(source->data_, task::Dataset::Open(path, options));
+  source->cursor_ = std::make_unique<task::DatasetCursor>(source->data_.get(), std::nullopt);
+  source->encoder_ = std::move(encoder);
+  return source;
+}
+
+Result<FedPrompt> PromptSource::At(uint64_t n) {
+  RL_ASSIGN_OR_RETURN(task::Example e, cursor_->At(n));
+  FedPrompt p;
+  auto ids = encoder_->Prompt(e);
+  if (!ids.ok()) return ids.status().WithContext(data_->path() + ":" + std::to_string(e.line));
+  p.ids = std::move(*ids);
+  p.prompt = model::QuestionOf(e);
+  p.answer = std::move(e.answer);
+  return p;
 }
 
 Result<uint64_t> RowsInFlight(queue::QueueClient* client) {
@@ -42,8 +38,8 @@ Result<uint64_t> RowsInFlight(queue::QueueClient* client) {
   return rows;
 }
 
-Feeder::Feeder(ClientOptions options, std::vector<Problem> problems, int64_t group_size)
-    : client_(std::move(options)), problems_(std::move(problems)), group_size_(group_size) {}
+Feeder::Feeder(ClientOptions options, std::unique_ptr<PromptSource> source, int64_t group_size)
+    : client_(std::move(options)), source_(std::move(source)), group_size_(group_size) {}
 
 Result<uint64_t> Feeder::Cursor() {
   if (have_cursor_) return cursor_;
@@ -63,13 +59,10 @@ Result<uint64_t> Feeder::Cursor() {
 
 Result<int64_t> Feeder::PutGroups(int64_t n) {
   RL_ASSIGN_OR_RETURN(uint64_t cursor, Cursor());
-  model::CharTokenizer tok;
   queue::PutRequest req;
   for (int64_t g = 0; g < n; ++g) {
-    const Problem& p = problems_[(cursor + g) % problems_.size()];
-    RL_ASSIGN_OR_RETURN(std::vector<int64_t> ids, tok.Encode(p.prompt));
-    ids.insert(ids.begin(), tok.bos_id());
-    Tensor prompt_ids = Tensor::FromI64(ids);
+    RL_ASSIGN_OR_RETURN(FedPrompt p, source_->At(cursor + g));
+    Tensor prompt_ids = Tensor::FromI64(p.ids);
     for (int64_t k = 0; k < group_size_; ++k) {
       req.rows.push_back({std::nullopt,
                           {{"prompt", p.prompt},

@@ -1,10 +1,12 @@
-// Feeder: puts the prompts of a JSON-lines file into rl-queue, exactly once across restarts of
-// rl-train, and keeps the data cursor (prompts fed so far) in rl-queue metadata.
+// Feeder: puts the prompts of a JSON-lines dataset into rl-queue, exactly once across restarts
+// of rl-train, and keeps the data cursor (prompts fed so far) in rl-queue metadata.
 //
 // Each prompt becomes one group of `group_size` rows, all put in one request:
-//   prompt (string), answer (string), prompt_ids (i64 tensor: <bos> + characters),
+//   prompt (string: the question, model::QuestionOf), answer (string),
+//   prompt_ids (i64 tensor: model::PromptEncoder's ids, chat template applied),
 //   group (int: the prompt's position in the stream, cursor + i)
-// Prompt n of the stream is line n % lines of the file (the file is read again after its end).
+// Prompt n of the stream is example n % size of the file, in file order (the file is read again
+// after its end). A record the encoder cannot take stops the feeder with DataError FILE:LINE.
 // Exactly once: a put of the groups starting at cursor c goes out under request id c + 1 from a
 // sender id that is stable across restarts (e.g. "rl-train-feeder:<id>"), and only then is the
 // cursor moved from c to c + n with compare-and-set. A feeder killed between the two repeats the
@@ -19,8 +21,9 @@
 #include <vector>
 
 #include "rl/core/status.h"
+#include "rl/model/prompt_encoder.h"
 #include "rl/queue/client.h"
-#include "rl/train/addition_task.h"
+#include "rl/task/dataset.h"
 
 namespace rl::train {
 
@@ -31,8 +34,26 @@ constexpr char kVersionKey[] = "train.version";
 // served but never checkpointed is known to a restarted trainer, which then does not reuse its number.
 constexpr char kServedKey[] = "train.served";
 
-// {"prompt": ..., "answer": ...} per line; DataError names the line.
-Result<std::vector<Problem>> ReadProblems(const std::string& path);
+struct FedPrompt {
+  std::string prompt, answer;
+  std::vector<int64_t> ids;
+};
+
+// The examples of a dataset file as the feeder puts them.
+class PromptSource {
+ public:
+  // Opens (and checks) the file; answers are required unless options.answer_key is empty.
+  static Result<std::unique_ptr<PromptSource>> Open(const std::string& path, const task::DatasetOptions& options,
+                                                    std::shared_ptr<const model::PromptEncoder> encoder);
+  // Stream position n: example n % size.
+  Result<FedPrompt> At(uint64_t n);
+  size_t size() const { return data_->size(); }
+
+ private:
+  std::unique_ptr<task::Dataset> data_;
+  std::unique_ptr<task::DatasetCursor> cursor_;
+  std::shared_ptr<const model::PromptEncoder> encoder_;
+};
 
 // Rows of the pipeline still on their way to the trainer: ready or leased in the tasks
 // generate, reward and train (tasks that do not exist count 0).
@@ -41,7 +62,7 @@ Result<uint64_t> RowsInFlight(queue::QueueClient* client);
 class Feeder {
  public:
   // REQUIRES: options.sender is stable across restarts of this feeder and used by nothing else.
-  Feeder(ClientOptions options, std::vector<Problem> problems, int64_t group_size);
+  Feeder(ClientOptions options, std::unique_ptr<PromptSource> source, int64_t group_size);
 
   // Adds groups until at least target_groups are in flight, at most max_per_put per put.
   // Returns the groups added.
@@ -59,7 +80,7 @@ class Feeder {
 
  private:
   queue::QueueClient client_;
-  std::vector<Problem> problems_;
+  std::unique_ptr<PromptSource> source_;
   int64_t group_size_;
   bool have_cursor_ = false;
   uint64_t cursor_ = 0;

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <charconv>
+#include <filesystem>
 #include <chrono>
 #include <cmath>
 #include <random>
@@ -11,6 +12,7 @@
 #include "rl/core/event_log.h"
 #include "rl/core/fs.h"
 #include "rl/health/progress.h"
+#include "rl/model/hf_dir.h"
 #include "rl/model/model_file.h"
 #include "rl/train/checkpoint.h"
 #include "rl/train/evaluate.h"
@@ -58,6 +60,19 @@ class GrpoLoop {
   Status AfterStep(const StepStats& s, std::vector<uint64_t> consumed, double seconds);
   void Evaluate(StepStats* s, nlohmann::json* fields);
   void Phase(const char* phase);
+  Result<double> HeldOutAccuracy() {
+    return GreedyAccuracy(trainer_->policy(), *encoder_, *held_out_, verifier_.get(), o_.eval_max_new_tokens);
+  }
+  // The weights must be of --model's architecture (its tokenizer made the prompts).
+  Status CheckSameArchitecture(const model::Transformer& m) const {
+    const model::ModelConfig &have = m.config(), &want = encoder_->dir().config;
+    if (have.architecture == want.architecture && have.vocab_size == want.vocab_size &&
+        have.hidden_size == want.hidden_size && have.num_hidden_layers == want.num_hidden_layers) {
+      return Status::OK();
+    }
+    return Status::Config("the starting weights are not a model of --model " + o_.prompt.model + ": " +
+                          model::ConfigToString(have) + " vs " + model::ConfigToString(want));
+  }
   void OnWritten(const Checkpoint& c, const Status& s);
 
   GrpoLoopOptions o_;
@@ -73,7 +88,9 @@ class GrpoLoop {
   std::string phase_;
   std::vector<std::string> step_groups_;  // the groups this step trained on, for the step event
   double train_s_ = 0;                    // this step's seconds in forward, backward and update
-  std::vector<Problem> held_out_;
+  std::shared_ptr<const model::PromptEncoder> encoder_;
+  std::optional<EvalSet> held_out_;                // none without --eval-data
+  std::unique_ptr<reward::Verifier> verifier_;
   std::mt19937_64 rng_;
   int64_t step_ = 0;
   uint64_t version_ = 0;
@@ -87,9 +104,14 @@ Status GrpoLoop::Start() {
   if (o_.checkpoint_dir.empty()) return Status::InvalidArgument("grpo needs --checkpoint-dir");
   RL_RETURN_IF_ERROR(MakeDirs(o_.checkpoint_dir));
   if (!o_.run_dir.empty()) RL_RETURN_IF_ERROR(events_.Open(o_.run_dir, "train", o_.id));
-  RL_ASSIGN_OR_RETURN(std::vector<Problem> problems, ReadProblems(o_.prompts));
-  feeder_ = std::make_unique<Feeder>(ClientFor(o_, "rl-train-feeder:" + o_.id), std::move(problems), o_.group_size);
-  held_out_ = HeldOutSet(static_cast<size_t>(o_.eval_size));
+  RL_ASSIGN_OR_RETURN(model::PromptEncoder encoder, model::OpenPromptEncoder(o_.prompt));
+  encoder_ = std::make_shared<const model::PromptEncoder>(std::move(encoder));
+  RL_ASSIGN_OR_RETURN(std::unique_ptr<PromptSource> source, PromptSource::Open(o_.prompts, o_.prompt.dataset, encoder_));
+  feeder_ = std::make_unique<Feeder>(ClientFor(o_, "rl-train-feeder:" + o_.id), std::move(source), o_.group_size);
+  if (!o_.eval_data.empty()) {
+    RL_ASSIGN_OR_RETURN(verifier_, reward::MakeVerifier(o_.verifier, 1e-6));
+    RL_ASSIGN_OR_RETURN(held_out_, LoadEvalSet(o_.eval_data, o_.prompt.dataset, *encoder_, static_cast<size_t>(o_.eval_size)));
+  }
   rng_.seed(o_.seed);
   RL_ASSIGN_OR_RETURN(std::optional<Checkpoint> ckpt, LoadNewestCheckpoint(o_.checkpoint_dir));
   // Bound before the model loads, so pullers see a source that is coming (not a dead one).
@@ -117,8 +139,8 @@ Status GrpoLoop::Start() {
   // A resumed trainer takes the accuracy its checkpoint holds (measured at accuracy_step_, on a
   // held-out set of the same size): evaluating again would hold up the restart (about 0.1 s of
   // the ~0.3 s a spare trainer needs to resume). It says which step measured it.
-  if (last_accuracy_ < 0) {
-    RL_ASSIGN_OR_RETURN(last_accuracy_, GreedyAccuracy(trainer_->policy(), held_out_));
+  if (last_accuracy_ < 0 && held_out_) {
+    RL_ASSIGN_OR_RETURN(last_accuracy_, HeldOutAccuracy());
     accuracy_step_ = step_;
   }
   best_accuracy_ = std::max(best_accuracy_, last_accuracy_);
@@ -149,6 +171,7 @@ Status GrpoLoop::StartFrom(Checkpoint c) {
     RL_ASSIGN_OR_RETURN(model::LoadedModel r, model::LoadModelFile(WeightsPath(o_.checkpoint_dir, 0)));
     ref = r.model;
   }
+  RL_RETURN_IF_ERROR(CheckSameArchitecture(*c.model));
   RL_ASSIGN_OR_RETURN(trainer_, GrpoTrainer::Create(*c.model, ref, o_.grpo));
   RL_RETURN_IF_ERROR(trainer_->optimizer().LoadState(c.adam, c.adam_steps));
   // The checkpoint holds the update these rows made: consume them if the last run could not.
@@ -161,11 +184,21 @@ Status GrpoLoop::StartFrom(Checkpoint c) {
 
 Status GrpoLoop::StartFresh() {
   std::string path = o_.weights.empty() ? WeightsPath(o_.checkpoint_dir, 0) : o_.weights;
-  auto loaded = model::LoadModelFile(path);
+  Result<model::LoadedModel> loaded = Status::NotFound(path);
+  if (o_.weights.empty() && !std::filesystem::exists(path) && encoder_->dir().has_weights) {
+    path = o_.prompt.model;
+    auto m = model::LoadHfModel(path);
+    loaded = m.ok() ? Result<model::LoadedModel>(model::LoadedModel{std::move(*m), 0}) : m.status();
+    if (!loaded.ok()) return loaded.status();
+  } else {
+    loaded = model::LoadModelFile(path);
+  }
   if (!loaded.ok()) {
     return Status::Config("no checkpoint in " + o_.checkpoint_dir + " and no starting weights (" +
-                          loaded.status().message() + "): run rl-train sft first or give --weights");
+                          loaded.status().message() + "): run rl-train sft first, give --weights, or a --model "
+                          "directory with weights");
   }
+  RL_RETURN_IF_ERROR(CheckSameArchitecture(loaded->model));
   step_ = 0;
   version_ = 0;
   if (!o_.weights.empty()) RL_RETURN_IF_ERROR(model::SaveModelFile(WeightsPath(o_.checkpoint_dir, 0), loaded->model, 0));
@@ -278,9 +311,9 @@ Status GrpoLoop::TrainOrDrop(const queue::GetReply& reply, std::vector<Group>* p
 
 void GrpoLoop::Evaluate(StepStats* s, nlohmann::json* fields) {
   reward_ema_ = reward_ema_ < 0 ? s->mean_reward : 0.8 * reward_ema_ + 0.2 * s->mean_reward;
-  bool eval = o_.eval_every > 0 && step_ % o_.eval_every == 0;
+  bool eval = held_out_ && o_.eval_every > 0 && step_ % o_.eval_every == 0;
   if (eval) {
-    auto acc = GreedyAccuracy(trainer_->policy(), held_out_);
+    auto acc = HeldOutAccuracy();
     if (acc.ok()) {
       last_accuracy_ = *acc;
       accuracy_step_ = step_;

@@ -9,7 +9,11 @@
 // which the batch's rows are acked and the metadata train.step / train.version set.
 // Modes (docs/design.md "Training modes"): sync k=0 f=1; semi-sync k=1 f=0.5; async k=1 f=0.
 // On start it resumes from the newest complete checkpoint (acking the rows it holds the update
-// of), else from --weights or <checkpoint-dir>/weights-0.safetensors (the SFT result).
+// of), else from --weights or <checkpoint-dir>/weights-0.safetensors (the SFT result), else from
+// the weights of the --model directory.
+// Prompts come from a dataset file (--prompts) through --model's tokenizer and chat template
+// (feeder.h); held-out evaluations take the first eval_size examples of --eval-data, scored by
+// --verifier.
 // Thread safety: RunGrpo runs on the calling thread plus one checkpoint writer thread (and the
 // weight publisher's thread and source thread when it serves weights).
 #pragma once
@@ -19,6 +23,7 @@
 #include <string>
 
 #include "rl/core/status.h"
+#include "rl/model/prompt_flags.h"
 #include "rl/train/grpo_trainer.h"
 #include "rl/train/weight_publisher.h"
 
@@ -28,6 +33,10 @@ struct GrpoLoopOptions {
   std::string connect = "tcp://127.0.0.1:5555";
   double timeout_s = 60;
   std::string checkpoint_dir, prompts, weights, run_dir, id = "0";
+  model::PromptFlags prompt;  // --model and how records become prompt ids
+  std::string eval_data;      // held-out examples; empty: no evaluations
+  std::string verifier = "math";
+  int64_t eval_max_new_tokens = 0;
   int64_t group_size = 8;
   int64_t prompts_per_step = 64;
   int64_t max_steps = 0;  // 0: until stopped

@@ -1,6 +1,11 @@
-// Supervised warm start: next-token cross-entropy on the response tokens (answer + <eos>) of
-// prompt/response pairs, AdamW, until held-out greedy accuracy first reaches a target (the policy
-// is then good enough for RL to find rewards, and not yet done) or a step limit.
+// Supervised warm start: next-token cross-entropy on the response tokens (the response and
+// <eos>, never the prompt) of prompt/response examples, AdamW, until held-out greedy accuracy
+// first reaches a target (the policy is then good enough for RL to find rewards, and not yet
+// done) or a step limit.
+// Examples come from a JSON-lines dataset (rl/task/dataset.h) of prompt and response, or of chat
+// messages ending in the assistant's reply, encoded by model::PromptEncoder as the feeder encodes
+// GRPO prompts (so SFT trains exactly the continuation that generation produces). Examples longer
+// than the model's context are left out and counted.
 // Thread safety: none; trains *model in place.
 #pragma once
 
@@ -10,9 +15,12 @@
 #include <vector>
 
 #include "rl/core/status.h"
+#include "rl/model/prompt_encoder.h"
 #include "rl/model/transformer.h"
+#include "rl/reward/verifier.h"
 #include "rl/train/adamw.h"
-#include "rl/train/addition_task.h"
+#include "rl/train/evaluate.h"
+#include "rl/train/sample.h"
 
 namespace rl::train {
 
@@ -22,10 +30,17 @@ struct SftOptions {
   int64_t max_steps = 5000;
   double target_accuracy = 0.3;
   int64_t eval_every = 25;
-  int64_t eval_size = 256;
+  int64_t eval_max_new_tokens = 0;  // 0: up to the context
   double grad_clip = 1.0;
   uint64_t seed = 0;
   AdamWOptions adamw;
+};
+
+// What held-out evaluation needs; RunSft evaluates nothing when it is null.
+struct SftEval {
+  const model::PromptEncoder* encoder;
+  const EvalSet* set;
+  reward::Verifier* verifier;
 };
 
 struct SftProgress {
@@ -37,13 +52,22 @@ struct SftProgress {
 struct SftResult {
   int64_t steps = 0;
   double accuracy = 0, seconds = 0;
-  bool reached = false;  // the target accuracy was reached (else the step limit or a stop)
+  bool evaluated = false;  // accuracy was measured at least once
+  bool reached = false;    // the target accuracy was reached (else the step limit or a stop)
 };
+
+struct SftData {
+  std::vector<Sample> samples;  // prompt_ids and response_ids (eos last)
+  uint64_t too_long = 0;        // examples left out: longer than the context
+};
+
+// Every example of `data` (which must have responses) encoded.
+Result<SftData> EncodeSftData(task::Dataset* data, const model::PromptEncoder& encoder, int64_t context);
 
 // Evaluates every eval_every steps, and every step once an evaluation reached half the target.
 // Calls on_step after every step (evaluated: accuracy was measured at this step).
-Result<SftResult> RunSft(model::Transformer* model, const std::vector<Problem>& data, const SftOptions& options,
-                         const std::function<void(const SftProgress&)>& on_step,
+Result<SftResult> RunSft(model::Transformer* model, const SftData& data, int64_t pad_id, const SftEval* eval,
+                         const SftOptions& options, const std::function<void(const SftProgress&)>& on_step,
                          const std::atomic<bool>& stop);
 
 }  // namespace rl::train
