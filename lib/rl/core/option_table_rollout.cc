@@ -5,6 +5,17 @@
 #include "rl/core/options.h"
 
 namespace rl {
+namespace {
+
+const OptionSpec* FindIn(const std::vector<OptionSpec>& table, const std::string& flag) {
+  for (const OptionSpec& s : table) {
+    if (s.flag == flag) return &s;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
 void AppendRolloutOptions(std::vector<OptionSpec>* table) {
   AddTools(table, "--count", {"rl-rollout run", "rl-reward run", "rl-reward make-data"});
   AddTools(table, "--lease", {"rl-rollout run", "rl-reward run"});
@@ -38,9 +49,17 @@ void AppendRolloutOptions(std::vector<OptionSpec>* table) {
        {"rl-reward make-data", "rl-train make-data"}},
   });
   // rl-profile decode measures generation with the same knobs.
-  AddTools(table, "--slots", {"rl-profile decode"});
   AddTools(table, "--max-new-tokens", {"rl-profile decode"});
   AddTools(table, "--weights", {"rl-profile decode"});
+  // --model is the roles' (option_table.cc); until a table declares it, rl-profile decode does.
+  if (FindIn(*table, "--model") == nullptr) {
+    table->push_back({"--model", "RL_MODEL", "Hugging Face model directory (config.json, tokenizer.json, weights)", {}});
+  }
+  AddTools(table, "--model", {"rl-profile decode"});
+  table->insert(table->end(), {
+      {"--batches", "", "batch sizes to measure, e.g. 1,16,64", {"rl-profile decode"}},
+      {"--prompt-tokens", "", "tokens of every prompt", {"rl-profile decode"}},
+  });
 }
 
 }  // namespace rl
