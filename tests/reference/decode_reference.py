@@ -2,7 +2,7 @@
 """python3-torch baseline of `rl-profile decode`: prefill, KV-cache decode and one GRPO step.
 
 Usage: decode_reference.py MODEL_DIR SPEC.json
-SPEC: {"threads", "seed", "batches": [..], "prompt_tokens", "new_tokens", "vocab" (ids drawn
+SPEC: {"threads", "seed", "runs" (of each figure; the median is printed), "batches": [..], "prompt_tokens", "new_tokens", "vocab" (ids drawn
 below it), "bos" (-1: none), "check": bool, "train": null or {"tokens": [[...]...] (K rows of
 prompt_tokens + new_tokens ids), "old_logprobs": [[...]...] (K rows of new_tokens),
 "rewards": [...], "groups": [sizes...], "clip", "lr", "grad_clip"}}.
@@ -162,6 +162,10 @@ def check(cfg, tensors64, prompt, new_tokens):
     return (torch.stack(got).double() - want).abs().max().item()
 
 
+def median(values):
+    return sorted(values)[len(values) // 2]
+
+
 def emit(obj):
     print(json.dumps(obj), flush=True)
 
@@ -191,12 +195,16 @@ def main():
         if spec["bos"] >= 0:
             prompts[:, 0] = spec["bos"]
         log(f"torch: batch {b}, {p} prompt and {n} new tokens each")
-        prefill_s, decode_s = generate(model, prompts, n, gen)
+        times = [generate(model, prompts, n, gen) for _ in range(spec.get("runs", 1))]
+        prefill_s, decode_s = median([t[0] for t in times]), median([t[1] for t in times])
         emit({"figure": "prefill", "batch": b, "tokens": b * p, "seconds": prefill_s})
         emit({"figure": "decode", "batch": b, "tokens": b * (n - 1), "seconds": decode_s})
     if spec.get("train"):
         log(f"torch: one GRPO step over {len(spec['train']['tokens'])} sequences")
-        emit(train_step(cfg, tensors, spec["train"]))
+        steps = [train_step(cfg, tensors, spec["train"]) for _ in range(spec.get("runs", 1))]
+        step = steps[0]
+        step["seconds"] = median([x["seconds"] for x in steps])
+        emit(step)
 
 
 if __name__ == "__main__":

@@ -51,6 +51,7 @@ void AppendRolloutOptions(std::vector<OptionSpec>* table) {
   // rl-profile decode measures generation with the same knobs.
   AddTools(table, "--max-new-tokens", {"rl-profile decode"});
   AddTools(table, "--weights", {"rl-profile decode"});
+  AddTools(table, "--runs", {"rl-profile decode"});
   // --model is the roles' (option_table.cc); until a table declares it, rl-profile decode does.
   if (FindIn(*table, "--model") == nullptr) {
     table->push_back({"--model", "RL_MODEL", "Hugging Face model directory (config.json, tokenizer.json, weights)", {}});

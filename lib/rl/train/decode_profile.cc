@@ -14,7 +14,8 @@
 #include <random>
 
 #include "rl/core/fail.h"
-#include "rl/model/generate.h"
+#include "rl/model/kv_cache.h"
+#include "rl/model/sampler.h"
 #include "rl/model/hf_dir.h"
 #include "rl/model/model_dir.h"
 #include "rl/model/model_file.h"
@@ -101,29 +102,55 @@ std::vector<std::vector<int64_t>> MakePrompts(const model::ModelDir& dir, int64_
   return out;
 }
 
-Result<double> TimeGenerate(const model::Transformer& m, const std::vector<std::vector<int64_t>>& prompts,
-                            int64_t new_tokens, uint64_t seed) {
-  model::GenerateOptions g;
-  g.max_new_tokens = new_tokens;
-  g.slots = static_cast<int64_t>(prompts.size());
-  g.seed = seed;  // eos_id stays -1: every response runs new_tokens
-  auto start = Clock::now();
-  RL_RETURN_IF_ERROR(model::Generate(m, prompts, g).status());
-  return Since(start);
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
 }
 
-// Prefill and decode figures of ours at each batch size.
+// One generation as model::Generate runs it with every slot busy from start to end (a KV cache,
+// ForwardStep over the prompts, then over each new token, the Sampler's draw after each), timed
+// in two parts: the prefill up to the first sampled token, and the decode steps after it.
+Result<std::pair<double, double>> TimeGeneration(const model::Transformer& m,
+                                                 const std::vector<std::vector<int64_t>>& prompts,
+                                                 int64_t new_tokens, uint64_t seed) {
+  const int64_t b = static_cast<int64_t>(prompts.size()), p = static_cast<int64_t>(prompts[0].size());
+  RL_ASSIGN_OR_RETURN(model::KvCache cache, model::KvCache::Create(m.config(), b, m.dtype()));
+  RL_ASSIGN_OR_RETURN(model::Sampler sampler, model::Sampler::Create(model::SamplingOptions{}, seed));
+  std::vector<int64_t> slots(static_cast<size_t>(b)), flat;
+  for (int64_t i = 0; i < b; ++i) slots[static_cast<size_t>(i)] = i;
+  for (const auto& prompt : prompts) flat.insert(flat.end(), prompt.begin(), prompt.end());
+  return model::TorchGuard("decode profile", [&]() -> Result<std::pair<double, double>> {
+    c10::NoGradGuard no_grad;
+    auto start = Clock::now();
+    RL_ASSIGN_OR_RETURN(at::Tensor logits, m.ForwardStep(at::tensor(flat, at::kLong).view({b, p}), slots, &cache));
+    RL_ASSIGN_OR_RETURN(model::Sample next, sampler.Draw(logits.select(1, p - 1)));
+    const double prefill = Since(start);
+    start = Clock::now();
+    for (int64_t t = 1; t < new_tokens; ++t) {
+      RL_ASSIGN_OR_RETURN(logits, m.ForwardStep(next.ids.unsqueeze(1), slots, &cache));
+      RL_ASSIGN_OR_RETURN(next, sampler.Draw(logits.select(1, 0)));
+      (void)next.logprobs.data_ptr<float>();  // as a rollout reads them
+    }
+    return std::make_pair(prefill, Since(start));
+  });
+}
+
+// Prefill and decode figures of ours at each batch size, the median of o.runs runs each.
 Status MeasureOurDecode(const model::Transformer& m, const std::vector<std::vector<int64_t>>& prompts,
                         const DecodeProfileOptions& o, DecodeReport* r) {
-  RL_RETURN_IF_ERROR(TimeGenerate(m, {prompts[0]}, 2, o.seed).status());  // warm-up
+  RL_RETURN_IF_ERROR(TimeGeneration(m, {prompts[0]}, 2, o.seed).status());  // warm-up
   for (int64_t b : o.batches) {
     Progress("ours: batch " + std::to_string(b) + ", " + std::to_string(o.prompt_tokens) + " prompt and " +
              std::to_string(o.max_new_tokens) + " new tokens each");
     std::vector<std::vector<int64_t>> batch(prompts.begin(), prompts.begin() + b);
-    RL_ASSIGN_OR_RETURN(double prefill, TimeGenerate(m, batch, 1, o.seed));
-    RL_ASSIGN_OR_RETURN(double whole, TimeGenerate(m, batch, o.max_new_tokens, o.seed));
-    r->figures.push_back({"prefill", b, b * o.prompt_tokens, prefill, std::nullopt});
-    r->figures.push_back({"decode", b, b * (o.max_new_tokens - 1), std::max(whole - prefill, 1e-9), std::nullopt});
+    std::vector<double> prefill, decode;
+    for (int run = 0; run < o.runs; ++run) {
+      RL_ASSIGN_OR_RETURN(auto t, TimeGeneration(m, batch, o.max_new_tokens, o.seed + static_cast<uint64_t>(run)));
+      prefill.push_back(t.first);
+      decode.push_back(t.second);
+    }
+    r->figures.push_back({"prefill", b, b * o.prompt_tokens, Median(prefill), std::nullopt});
+    r->figures.push_back({"decode", b, b * (o.max_new_tokens - 1), Median(decode), std::nullopt});
   }
   return Status::OK();
 }
@@ -167,19 +194,24 @@ nlohmann::json TrainSpec(const std::vector<Group>& groups, const GrpoOptions& go
 }
 
 Status MeasureOurTrain(const model::Transformer& m, const std::vector<Group>& groups, const GrpoOptions& go,
-                       DecodeReport* r) {
+                       const DecodeProfileOptions& o, DecodeReport* r) {
   Progress("ours: one GRPO step over " + std::to_string(groups.size()) + " groups");
-  RL_ASSIGN_OR_RETURN(model::Transformer copy, m.Clone());
-  RL_ASSIGN_OR_RETURN(std::unique_ptr<GrpoTrainer> trainer, GrpoTrainer::Create(std::move(copy), std::nullopt, go));
   int64_t tokens = 0, sequences = 0;
   for (const Group& g : groups) {
     for (const Sample& s : g.samples) tokens += static_cast<int64_t>(s.prompt_ids.size() + s.response_ids.size());
     sequences += static_cast<int64_t>(g.samples.size());
   }
-  auto start = Clock::now();
-  RL_RETURN_IF_ERROR(trainer->Accumulate(groups));
-  RL_ASSIGN_OR_RETURN(StepStats stats, trainer->FinishStep());
-  r->figures.push_back({"train", sequences, tokens, Since(start), std::nullopt});
+  std::vector<double> seconds;
+  StepStats stats;
+  for (int run = 0; run < o.runs; ++run) {  // each run from the same weights
+    RL_ASSIGN_OR_RETURN(model::Transformer copy, m.Clone());
+    RL_ASSIGN_OR_RETURN(std::unique_ptr<GrpoTrainer> trainer, GrpoTrainer::Create(std::move(copy), std::nullopt, go));
+    auto start = Clock::now();
+    RL_RETURN_IF_ERROR(trainer->Accumulate(groups));
+    RL_ASSIGN_OR_RETURN(stats, trainer->FinishStep());
+    seconds.push_back(Since(start));
+  }
+  r->figures.push_back({"train", sequences, tokens, Median(seconds), std::nullopt});
   r->loss_ours = stats.loss;
   r->grad_norm_ours = stats.grad_norm;
   return Status::OK();
@@ -218,7 +250,7 @@ Status MeasureTorch(const model::Transformer& m, const model::ModelDir& dir, con
     Progress("exporting the weights for torch to " + weights_dir);
     RL_RETURN_IF_ERROR(model::SaveHfModel(weights_dir, m));
   }
-  const nlohmann::json spec = {{"threads", o.threads},  {"seed", o.seed},
+  const nlohmann::json spec = {{"threads", o.threads},  {"seed", o.seed}, {"runs", o.runs},
                                {"batches", o.batches},  {"prompt_tokens", o.prompt_tokens},
                                {"new_tokens", o.max_new_tokens}, {"vocab", vocab},
                                {"bos", dir.bos_id},     {"check", true},
@@ -284,7 +316,7 @@ Result<DecodeReport> MeasureDecode(const DecodeProfileOptions& o) {
   GrpoOptions go;
   go.pad_id = dir.pad_id;
   const std::vector<Group> groups = MakeTrainGroups(prompts, vocab, o, &rng);
-  RL_RETURN_IF_ERROR(MeasureOurTrain(m, groups, go, &r));
+  RL_RETURN_IF_ERROR(MeasureOurTrain(m, groups, go, o, &r));
   RL_RETURN_IF_ERROR(MeasureTorch(m, dir, o, vocab, TrainSpec(groups, go), &r));
   return r;
 }
@@ -300,6 +332,7 @@ profile::Subcommand AddDecodeProfile(CommandLine& cl) {
   cl.Bind(app, "--prompt-tokens", &o->prompt_tokens)->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
   cl.Bind(app, "--max-new-tokens", &o->max_new_tokens)->check(CLI::Range(int64_t{2}, int64_t{1} << 20));
   cl.Bind(app, "--sequences", &o->sequences)->check(CLI::Range(int64_t{1}, int64_t{1} << 16));
+  cl.Bind(app, "--runs", &o->runs)->check(CLI::Range(1, 100));
   cl.Bind(app, "--threads", &o->threads)->check(CLI::Range(1, 256));
   cl.Bind(app, "--seed", &o->seed);
   cl.BindFlag(app, "--json", &o->json);

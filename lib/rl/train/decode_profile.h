@@ -3,12 +3,12 @@
 // see torch_baseline.h), and beside what the machine allows (memory bandwidth and f32 matmul
 // FLOP/s, measured in the same run).
 //
-// Figures: prefill and decode tokens/s at each batch size (model::Generate, as rl-rollout runs
-// it: B prompts of --prompt-tokens random ids in B slots, --max-new-tokens sampled tokens each,
-// no stop at eos), and the tokens/s of one GRPO step (GrpoTrainer: forward over prompt and
-// response, token log-probabilities, clipped loss, backward, AdamW) over --sequences sequences.
-// Prefill is timed as generation of one token (prompt forward plus one sample), decode as the
-// rest of a full generation (its time less the prefill's, over B * (max_new_tokens - 1) tokens).
+// Figures: prefill and decode tokens/s at each batch size (B prompts of --prompt-tokens random
+// ids decoded together as model::Generate does with every slot busy: a KvCache, ForwardStep,
+// the Sampler at temperature 1, --max-new-tokens tokens each, no stop at eos), and the tokens/s
+// of one GRPO step (GrpoTrainer: forward over prompt and response, token log-probabilities,
+// clipped loss, backward, AdamW) over --sequences sequences. Prefill is the time to the first
+// sampled token (B * prompt_tokens tokens), decode the rest (B * (max_new_tokens - 1) tokens).
 // Lives in lib/rl/train because it needs the model and the trainer; tools/rl-profile adds it
 // when the libtorch parts are built.
 // Thread safety: runs on the calling thread; libtorch uses --threads intra-op threads.
@@ -33,6 +33,7 @@ struct DecodeProfileOptions {
   int64_t prompt_tokens = 64;
   int64_t max_new_tokens = 64;         // every response runs this long, so both sides do the same work
   int64_t sequences = 16;              // in the GRPO step
+  int runs = 1;                        // of each figure, on each side; the median is printed
   int threads = 1;
   uint64_t seed = 1;
   bool json = false;
