@@ -14,18 +14,16 @@
 #include <random>
 
 #include "rl/core/fail.h"
-#include "rl/model/kv_cache.h"
-#include "rl/model/sampler.h"
 #include "rl/model/hf_dir.h"
+#include "rl/model/kv_cache.h"
 #include "rl/model/model_dir.h"
 #include "rl/model/model_file.h"
+#include "rl/model/sampler.h"
 #include "rl/model/torch_guard.h"
 #include "rl/train/grpo_trainer.h"
 #include "rl/train/torch_baseline.h"
 
 namespace rl::train {
-
-void PrintDecodeReport(const DecodeReport& r, const DecodeProfileOptions& o);  // decode_report.cc
 
 namespace {
 

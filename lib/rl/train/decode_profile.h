@@ -79,8 +79,10 @@ struct DecodeReport {
 // is not an error: torch_unavailable says so).
 Result<DecodeReport> MeasureDecode(const DecodeProfileOptions& options);
 
-// The report as one JSON object (the --json output).
+// The report as one JSON object (the --json output), and as the table people read, on stdout
+// (decode_report.cc).
 nlohmann::json DecodeReportJson(const DecodeReport& r, const DecodeProfileOptions& o);
+void PrintDecodeReport(const DecodeReport& r, const DecodeProfileOptions& o);
 
 // Registers `decode` on rl-profile's command line (see profile/cli.h).
 profile::Subcommand AddDecodeProfile(CommandLine& cl);
