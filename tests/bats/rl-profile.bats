@@ -141,6 +141,36 @@ PY
   [ "$output" = "ok with torch" ]
 }
 
+@test "decode's torch baseline computes Qwen2 (biases) and Qwen3 (q/k norms) with an untied head as we do" {
+  has_decode || skip "built without the libtorch parts"
+  has_torch || skip "no python3 with torch"
+  for arch in Qwen2ForCausalLM:qwen2 Qwen3ForCausalLM:qwen3; do
+    mkdir "$TMP/${arch#*:}"
+    cp "$RL_SOURCE_DIR"/share/models/addition-tiny/tokenizer*.json "$TMP/${arch#*:}/"
+    python3 - "$RL_SOURCE_DIR/share/models/addition-tiny/config.json" "$TMP/${arch#*:}/config.json" "${arch%:*}" "${arch#*:}" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1]))
+c.update(architectures=[sys.argv[3]], model_type=sys.argv[4], tie_word_embeddings=False)
+json.dump(c, open(sys.argv[2], "w"))
+PY
+    rl-profile decode --model "$TMP/${arch#*:}" --batches 2 --prompt-tokens 8 --max-new-tokens 4 --sequences 8 \
+      --json 2>/dev/null > "$TMP/${arch#*:}.json"
+    run python3 - "$TMP/${arch#*:}.json" "${arch%:*}" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert r["architecture"] == sys.argv[2], r["architecture"]
+assert r["torch"]["available"] and r["torch"]["check_max_abs_diff"] < 1e-4, r["torch"]
+c = r["train_check"]
+assert abs(c["loss_ours"] - c["loss_torch"]) <= 1e-4 * max(1, abs(c["loss_ours"])), c
+assert abs(c["grad_norm_ours"] - c["grad_norm_torch"]) <= 1e-3 * c["grad_norm_ours"], c
+assert all(f["ours_vs_torch"] > 0 for f in r["figures"]), r["figures"]
+print("ok")
+PY
+    echo "$arch: $output"
+    [ "$output" = "ok" ]
+  done
+}
+
 @test "decode without python3-torch prints our figures and says why torch's are missing" {
   has_decode || skip "built without the libtorch parts"
   RL_PYTHON=false run --separate-stderr decode_tiny
