@@ -3,6 +3,7 @@
 # EXAMPLES of its manual. Short runs only: the whole file takes well under 30 s.
 
 load helper
+bats_require_minimum_version 1.5.0
 
 setup() { setup_sealed; }
 teardown() { teardown_sealed; }
@@ -73,6 +74,7 @@ PY
   man_examples "$RL_SOURCE_DIR/man/rl-profile.1" > "$TMP/examples.sh"
   [ "$(wc -l < "$TMP/examples.sh")" -ge 10 ]
   has_decode || sed -i '/rl-profile decode/d' "$TMP/examples.sh"
+  sed -i "s#share/models/#$RL_SOURCE_DIR/share/models/#g" "$TMP/examples.sh"
   cd "$TMP"
   run bash -euo pipefail "$TMP/examples.sh"
   echo "$output"
@@ -82,24 +84,129 @@ PY
   [[ "$output" == *"bench "*"4000"* ]]
   [[ "$output" == *"exit 64"* ]]
   [ "$(grep -c '"figure":"fanout"' weights.jsonl)" -eq 2 ]
-  if has_decode; then [[ "$output" == *"kv-cache "*"no-cache "*"train "* ]]; fi
+  if has_decode; then [[ "$output" == *"prefill "*"decode "*"prefill "*"decode "*"train "* ]]; fi
 }
 
 # rl-profile decode exists when the libtorch parts are built (RL_BUILD_MODEL, the default).
 has_decode() { rl-profile --help 2>&1 | grep -q '^ *decode '; }
 
-@test "decode prints generation with and without the KV cache and training tokens/s, as JSON too" {
+# A short decode run of the demo model (half a million parameters, random weights).
+decode_tiny() {
+  rl-profile decode --model "$RL_SOURCE_DIR/share/models/addition-tiny" --batches 1,4 --prompt-tokens 8 \
+    --max-new-tokens 4 --sequences 8 "$@"
+}
+# As rl-profile looks for it (without RL_PYTHON): python3, then Debian's /usr/bin/python3.
+has_torch() { python3 -c 'import torch' 2>/dev/null || /usr/bin/python3 -c 'import torch' 2>/dev/null; }
+
+@test "decode sets prefill, decode and GRPO-step tokens/s beside torch's on the same weights, as one JSON object" {
   has_decode || skip "built without the libtorch parts"
-  run rl-profile decode --sequences 16 --max-new-tokens 4 --json
+  run --separate-stderr decode_tiny --json
+  echo "$output"; echo "$stderr"
+  [ "$status" -eq 0 ]
+  [[ "$stderr" == *"rl-profile decode: ours: batch 4"* ]]
+  printf '%s\n' "$output" > "$TMP/report.json"
+  [ "$(wc -l < "$TMP/report.json")" -eq 1 ]
+  has_torch && torch=1 || torch=0
+  run python3 - "$TMP/report.json" "$torch" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+torch = sys.argv[2] == "1"
+assert r["architecture"] == "LlamaForCausalLM" and r["threads"] == 1, r
+assert r["prompt_tokens"] == 8 and r["new_tokens"] == 4, r
+assert 400_000 < r["parameters"] < 600_000 and r["weight_bytes"] == 4 * r["matmul_parameters"], r
+m = r["machine"]
+assert m["read_gb_per_s"] > 0 and m["copy_gb_per_s"] > 0 and m["matmul_gflop_per_s"] > 0, m
+rows = [(f["figure"], f["batch"], f["tokens"]) for f in r["figures"]]
+assert rows == [("prefill", 1, 8), ("decode", 1, 3), ("prefill", 4, 32), ("decode", 4, 12), ("train", 8, 96)], rows
+for f in r["figures"]:
+    assert f["ours_tokens_per_s"] > 0 and f["of_matmul"] > 0, f
+    assert ("of_bandwidth" in f) == (f["figure"] == "decode"), f
+    if torch:
+        assert f["torch_tokens_per_s"] > 0 and f["ours_vs_torch"] > 0, f
+        assert abs(f["ours_vs_torch"] - f["ours_tokens_per_s"] / f["torch_tokens_per_s"]) < 1e-9, f
+c = r["train_check"]
+if torch:
+    assert r["torch"] == {"available": True, "check_max_abs_diff": r["torch"]["check_max_abs_diff"]}, r["torch"]
+    assert r["torch"]["check_max_abs_diff"] < 1e-4, r["torch"]
+    # Both sides computed the same GRPO step on the same weights and batch.
+    assert abs(c["loss_ours"] - c["loss_torch"]) <= 1e-4 * max(1, abs(c["loss_ours"])), c
+    assert abs(c["grad_norm_ours"] - c["grad_norm_torch"]) <= 1e-3 * c["grad_norm_ours"], c
+    print("ok with torch")
+else:
+    print("ok without torch")
+PY
   echo "$output"
   [ "$status" -eq 0 ]
-  [ "$(printf '%s\n' "$output" | grep -c '"tokens_per_s"')" -eq 3 ]
-  [[ "$output" == *'"path":"no-cache"'*'"vs_no_cache":1.0'* ]]
+  has_torch || skip "no python3 with torch: the torch columns were not checked"
+  [ "$output" = "ok with torch" ]
 }
 
-@test "decode exits 64 when the responses would not fit the model's context" {
+@test "decode's torch baseline computes Qwen2 (biases) and Qwen3 (q/k norms) with an untied head as we do" {
   has_decode || skip "built without the libtorch parts"
-  run rl-profile decode --max-new-tokens 30
+  has_torch || skip "no python3 with torch"
+  for arch in Qwen2ForCausalLM:qwen2 Qwen3ForCausalLM:qwen3; do
+    mkdir "$TMP/${arch#*:}"
+    cp "$RL_SOURCE_DIR"/share/models/addition-tiny/tokenizer*.json "$TMP/${arch#*:}/"
+    python3 - "$RL_SOURCE_DIR/share/models/addition-tiny/config.json" "$TMP/${arch#*:}/config.json" "${arch%:*}" "${arch#*:}" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1]))
+c.update(architectures=[sys.argv[3]], model_type=sys.argv[4], tie_word_embeddings=False)
+json.dump(c, open(sys.argv[2], "w"))
+PY
+    rl-profile decode --model "$TMP/${arch#*:}" --batches 2 --prompt-tokens 8 --max-new-tokens 4 --sequences 8 \
+      --json 2>/dev/null > "$TMP/${arch#*:}.json"
+    run python3 - "$TMP/${arch#*:}.json" "${arch%:*}" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert r["architecture"] == sys.argv[2], r["architecture"]
+assert r["torch"]["available"] and r["torch"]["check_max_abs_diff"] < 1e-4, r["torch"]
+c = r["train_check"]
+assert abs(c["loss_ours"] - c["loss_torch"]) <= 1e-4 * max(1, abs(c["loss_ours"])), c
+assert abs(c["grad_norm_ours"] - c["grad_norm_torch"]) <= 1e-3 * c["grad_norm_ours"], c
+assert all(f["ours_vs_torch"] > 0 for f in r["figures"]), r["figures"]
+print("ok")
+PY
+    echo "$arch: $output"
+    [ "$output" = "ok" ]
+  done
+}
+
+@test "decode without python3-torch prints our figures and says why torch's are missing" {
+  has_decode || skip "built without the libtorch parts"
+  RL_PYTHON=false run --separate-stderr decode_tiny
+  echo "$output"; echo "$stderr"
+  [ "$status" -eq 0 ]
+  [[ "$output" =~ decode\ +4\ +12\ +[0-9.]+\ +-\ +-\  ]]
+  [[ "$output" == *"torch: not run (RL_PYTHON=false does not import torch)" ]]
+  [[ "$stderr" == *"rl-profile decode: torch baseline not run: RL_PYTHON=false does not import torch"* ]]
+  RL_PYTHON=false run --separate-stderr decode_tiny --json
+  [ "$status" -eq 0 ]
+  [[ "$output" == *'"torch":{"available":false,"check_max_abs_diff":null,"reason":"RL_PYTHON=false does not import torch"}'* ]]
+  [[ "$output" == *'"torch_tokens_per_s":null'* ]]
+}
+
+@test "decode exits 64 without --model, 65 for a missing directory and 78 for a bad config.json" {
+  has_decode || skip "built without the libtorch parts"
+  run rl-profile decode
   [ "$status" -eq 64 ]
-  [ "$output" = "rl-profile: --max-new-tokens does not fit the model's context of 32" ]
+  [ "$output" = "rl-profile: --model is required (see rl-profile --help)" ]
+  RL_MODEL="$TMP/none" run rl-profile decode
+  [ "$status" -eq 65 ]
+  [ "$output" = "rl-profile: $TMP/none: no such model directory" ]
+  mkdir "$TMP/bad"
+  cp "$RL_SOURCE_DIR"/share/models/addition-tiny/tokenizer*.json "$TMP/bad/"
+  echo '{"architectures": ["LlamaForCausalLM"], "vocab_size": 15}' > "$TMP/bad/config.json"
+  run rl-profile decode --model "$TMP/bad"
+  [ "$status" -eq 78 ]
+  [ "$output" = "rl-profile: $TMP/bad/config.json: model config: missing 'hidden_size'" ]
+}
+
+@test "decode exits 64 when prompts and responses would not fit the model's context" {
+  has_decode || skip "built without the libtorch parts"
+  run rl-profile decode --model "$RL_SOURCE_DIR/share/models/addition-tiny" --prompt-tokens 30 --max-new-tokens 4
+  [ "$status" -eq 64 ]
+  [ "$output" = "rl-profile: --prompt-tokens + --max-new-tokens do not fit the model's context of 32" ]
+  run rl-profile decode --model "$RL_SOURCE_DIR/share/models/addition-tiny" --max-new-tokens 1
+  [ "$status" -eq 64 ]
+  [[ "$output" == "rl-profile: --max-new-tokens: Value 1 not in range 2 to 1048576"* ]]
 }

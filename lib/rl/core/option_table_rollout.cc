@@ -38,12 +38,17 @@ void AppendRolloutOptions(std::vector<OptionSpec>* table) {
        {"rl-reward make-data", "rl-train make-data"}},
   });
   // rl-profile decode measures generation with the same knobs.
-  AddTools(table, "--slots", {"rl-profile decode"});
   AddTools(table, "--max-new-tokens", {"rl-profile decode", "rl-train eval", "rl-train grpo", "rl-train sft"});
   AddTools(table, "--temperature", {"rl-train eval"});
   AddTools(table, "--verifier", {"rl-train sft", "rl-train grpo", "rl-train eval"});
   AddTools(table, "--slots", {"rl-train eval"});
   AddTools(table, "--weights", {"rl-profile decode"});
+  AddTools(table, "--runs", {"rl-profile decode"});
+  AddTools(table, "--model", {"rl-profile decode"});  // option_table.cc
+  table->insert(table->end(), {
+      {"--batches", "", "batch sizes to measure, e.g. 1,16,64", {"rl-profile decode"}},
+      {"--prompt-tokens", "", "tokens of every prompt", {"rl-profile decode"}},
+  });
 }
 
 }  // namespace rl

@@ -60,7 +60,7 @@ void AppendTrainOptions(std::vector<OptionSpec>* table) {
        "words: add an SFT \"response\" ending in \"#### n\" (gsm8k) or \"\\boxed{n}\" (boxed); none: no response",
        {data}},
       {"--prompts-per-step", "RL_TRAIN_PROMPTS_PER_STEP", "groups (prompts) per training batch", {grpo}},
-      {"--sequences", "", "prompts to generate from and train on", {"rl-profile decode"}},
+      {"--sequences", "", "sequences in the measured GRPO step", {"rl-profile decode"}},
       {"--stale-rows", "RL_TRAIN_STALE_ROWS", "rows older than the staleness bound: regenerate or drop", {grpo}},
       {"--start-fraction", "RL_TRAIN_START_FRACTION",
        "f: fraction of a batch that must have arrived before training on it starts (overrides --mode)", {grpo}},

@@ -3,7 +3,11 @@
 // algorithm learn" from "does the pipeline keep it fed", and prints generation and training
 // tokens/s.
 //
-//   rl_grpo_bench WEIGHTS [key=value ...]
+//   rl_grpo_bench model=DIR [key=value ...]
+// model: a Hugging Face model directory over the demo's tokenizer (share/models/addition-tiny, or
+// one trained by rl-train sft and exported); its weights, else a random model from seed.
+// weights=FILE: a roleflow model file instead of the directory's weights. Prompts and answers are
+// encoded by model::PromptEncoder (no chat template), as rl-train's feeder does.
 // keys (defaults): steps=200 lr=1e-4 prompts=64 group=8 seed=1 threads=1 eval_every=10
 //   eval_size=256 dynamic=0 (drop groups whose rewards are all equal, draw more prompts)
 //   stale=0 (1: sample with the weights of the step before, as async mode does)
@@ -22,10 +26,10 @@
 #include <string>
 
 #include "rl/model/generate.h"
+#include "rl/model/model_dir.h"
 #include "rl/model/model_file.h"
-#include "rl/model/tokenizer.h"
-#include "rl/train/addition_task.h"
-#include "rl/train/evaluate.h"
+#include "rl/model/prompt_encoder.h"
+#include "rl/task/addition.h"
 #include "rl/train/grpo_trainer.h"
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>
@@ -40,20 +44,57 @@ int Die(const rl::Status& s) {
   return 70;
 }
 
+// A problem as the model sees it: prompt ids, and the response that scores (answer ids, <eos>).
+struct Encoded {
+  std::vector<int64_t> prompt, response;
+};
+
+rl::Result<Encoded> Encode(const rl::model::PromptEncoder& enc, const rl::task::Problem& p) {
+  rl::task::Example e;
+  e.prompt = p.prompt;
+  Encoded out;
+  RL_ASSIGN_OR_RETURN(out.prompt, enc.Prompt(e));
+  RL_ASSIGN_OR_RETURN(out.response, enc.Response(p.answer));
+  return out;
+}
+
+// The fraction of problems whose greedy response is exactly the answer followed by <eos>.
+rl::Result<double> GreedyAccuracy(const rl::model::Transformer& m, const rl::model::PromptEncoder& enc,
+                                  const std::vector<rl::task::Problem>& problems) {
+  std::vector<std::vector<int64_t>> prompts, want;
+  for (const auto& p : problems) {
+    RL_ASSIGN_OR_RETURN(Encoded x, Encode(enc, p));
+    prompts.push_back(std::move(x.prompt));
+    want.push_back(std::move(x.response));
+  }
+  rl::model::GenerateOptions o;
+  o.max_new_tokens = 6;
+  o.sampling.temperature = 0;
+  o.slots = 64;
+  o.eos_id = enc.dir().eos_id;
+  RL_ASSIGN_OR_RETURN(std::vector<rl::model::Generation> gens, rl::model::Generate(m, prompts, o));
+  size_t correct = 0;
+  for (size_t i = 0; i < gens.size(); ++i) correct += gens[i].response_ids == want[i];
+  return problems.empty() ? 0.0 : static_cast<double>(correct) / static_cast<double>(problems.size());
+}
+
+rl::Result<rl::model::Transformer> StartModel(const rl::model::ModelDir& dir, const std::string& weights,
+                                              uint64_t seed) {
+  if (weights.empty()) return rl::model::InitialModel(dir, seed);
+  RL_ASSIGN_OR_RETURN(rl::model::LoadedModel m, rl::model::LoadModelFile(weights));
+  return m.model;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   using namespace rl;
-  if (argc < 2) {
-    std::fprintf(stderr, "usage: rl_grpo_bench WEIGHTS [key=value ...]\n");
-    return 64;
-  }
-  std::map<std::string, std::string> kv = {{"steps", "200"}, {"lr", "1e-4"},      {"prompts", "64"},
+  std::map<std::string, std::string> kv = {{"model", ""}, {"weights", ""}, {"steps", "200"}, {"lr", "1e-4"},      {"prompts", "64"},
                                            {"group", "8"},   {"seed", "1"},       {"threads", "1"},
                                            {"eval_every", "10"}, {"eval_size", "256"}, {"dynamic", "0"},
                                            {"stale", "0"},   {"clip", "0.2"},     {"norm", "token"},
                                            {"slots", "64"}, {"warmup", "0"}, {"epochs", "1"}, {"eps", "1e-8"}, {"beta2", "0.999"}, {"kl", "0"}, {"sft_warm", "0"}, {"sft_lr", "1e-5"}, {"grad_clip", "1"}};
-  for (int i = 2; i < argc; ++i) {
+  for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto eq = a.find('=');
     if (eq == std::string::npos || !kv.count(a.substr(0, eq))) {
@@ -62,9 +103,17 @@ int main(int argc, char** argv) {
     }
     kv[a.substr(0, eq)] = a.substr(eq + 1);
   }
+  if (kv["model"].empty()) {
+    std::fprintf(stderr, "usage: rl_grpo_bench model=DIR [weights=FILE] [key=value ...]\n");
+    return 64;
+  }
   auto num = [&](const char* k) { return std::stod(kv[k]); };
   at::set_num_threads(static_cast<int>(num("threads")));
-  auto loaded = model::LoadModelFile(argv[1]);
+  auto dir = model::OpenModelDir(kv["model"]);
+  if (!dir.ok()) return Die(dir.status());
+  auto encoder = model::PromptEncoder::Create(*dir, "none");
+  if (!encoder.ok()) return Die(encoder.status());
+  auto loaded = StartModel(*dir, kv["weights"], static_cast<uint64_t>(num("seed")));
   if (!loaded.ok()) return Die(loaded.status());
   train::GrpoOptions go;
   go.lr = num("lr");
@@ -74,24 +123,23 @@ int main(int argc, char** argv) {
   go.adamw.eps = num("eps");
   go.adamw.beta2 = num("beta2");
   go.norm = kv["norm"] == "sequence" ? train::LossNorm::kSequence : train::LossNorm::kToken;
-  go.pad_id = model::CharTokenizer::kPad;
+  go.pad_id = dir->pad_id;
   go.kl_coef = num("kl");
   std::optional<model::Transformer> reference;
-  if (go.kl_coef > 0) reference = *loaded->model.Clone();
-  auto trainer = train::GrpoTrainer::Create(loaded->model, reference, go);
+  if (go.kl_coef > 0) reference = *loaded->Clone();
+  auto trainer = train::GrpoTrainer::Create(*loaded, reference, go);
   if (!trainer.ok()) return Die(trainer.status());
   auto sampler_model = (*trainer)->policy().Clone();  // the weights generation uses when stale=1
   if (!sampler_model.ok()) return Die(sampler_model.status());
 
-  model::CharTokenizer tok;
   const int64_t prompts = static_cast<int64_t>(num("prompts")), group = static_cast<int64_t>(num("group"));
-  std::vector<train::Problem> pool = train::MakeProblems(200000, static_cast<uint64_t>(num("seed")) + 1000);
-  std::vector<train::Problem> held_out = train::HeldOutSet(static_cast<size_t>(num("eval_size")));
+  std::vector<task::Problem> pool = task::MakeProblems(200000, static_cast<uint64_t>(num("seed")) + 1000);
+  std::vector<task::Problem> held_out = task::HeldOutSet(static_cast<size_t>(num("eval_size")));
   size_t next = 0;
   model::GenerateOptions gen;
   gen.max_new_tokens = 6;
   gen.slots = static_cast<int64_t>(num("slots"));
-  gen.eos_id = tok.eos_id();
+  gen.eos_id = dir->eos_id;
   const bool dynamic = num("dynamic") != 0, stale = num("stale") != 0;
   // Optional: calibrate Adam's moments with supervised steps first (as if the optimizer of the
   // warm start carried on into RL).
@@ -99,11 +147,10 @@ int main(int argc, char** argv) {
     std::vector<train::Sample> sft(256);
     std::vector<const train::Sample*> ptrs;
     for (auto& x : sft) {
-      const train::Problem& pr = pool[next++ % pool.size()];
-      x.prompt_ids = *tok.Encode(pr.prompt);
-      x.prompt_ids.insert(x.prompt_ids.begin(), tok.bos_id());
-      x.response_ids = *tok.Encode(pr.answer);
-      x.response_ids.push_back(tok.eos_id());
+      auto enc = Encode(*encoder, pool[next++ % pool.size()]);
+      if (!enc.ok()) return Die(enc.status());
+      x.prompt_ids = enc->prompt;
+      x.response_ids = enc->response;
       x.logprobs.assign(x.response_ids.size(), 0.0f);
       ptrs.push_back(&x);
     }
@@ -116,7 +163,7 @@ int main(int argc, char** argv) {
     (void)(*trainer)->optimizer().Step(num("sft_lr"));
   }
   (*trainer)->BeginStep();
-  auto acc0 = train::GreedyAccuracy((*trainer)->policy(), held_out);
+  auto acc0 = GreedyAccuracy((*trainer)->policy(), *encoder, held_out);
   std::printf("%s\n", nlohmann::json({{"step", 0}, {"accuracy", acc0.ok() ? *acc0 : -1}}).dump().c_str());
   const auto start = Clock::now();
   for (int64_t step = 1; step <= static_cast<int64_t>(num("steps")); ++step) {
@@ -127,11 +174,10 @@ int main(int argc, char** argv) {
       std::vector<std::vector<int64_t>> answers;
       int64_t want = prompts - static_cast<int64_t>(groups.size());
       for (int64_t p = 0; p < want; ++p) {
-        const train::Problem& pr = pool[next++ % pool.size()];
-        auto ids = tok.Encode(pr.prompt);
-        ids->insert(ids->begin(), tok.bos_id());
-        for (int64_t g = 0; g < group; ++g) batch.push_back(*ids);
-        answers.push_back(*tok.Encode(pr.answer));
+        auto enc = Encode(*encoder, pool[next++ % pool.size()]);
+        if (!enc.ok()) return Die(enc.status());
+        for (int64_t g = 0; g < group; ++g) batch.push_back(enc->prompt);
+        answers.push_back(enc->response);
       }
       gen.seed = static_cast<uint64_t>(step * 7919 + next);
       auto t0 = Clock::now();
@@ -149,7 +195,7 @@ int main(int argc, char** argv) {
           s.prompt_ids = batch[p * group + j];
           s.response_ids = x.response_ids;
           s.logprobs = x.logprobs;
-          s.reward = train::IsCorrectIds(x.response_ids, answers[p], tok.eos_id()) ? 1.0 : 0.0;
+          s.reward = x.response_ids == answers[p] ? 1.0 : 0.0;
           gen_tokens += static_cast<double>(x.response_ids.size());
           reward_sum += s.reward;
           rewarded += 1;
@@ -205,7 +251,7 @@ int main(int argc, char** argv) {
                            {"dlogp_pos", n_pos ? up_pos / n_pos : 0},
                            {"dlogp_neg", n_neg ? up_neg / n_neg : 0}};
     if (step % static_cast<int64_t>(num("eval_every")) == 0) {
-      auto acc = train::GreedyAccuracy((*trainer)->policy(), held_out);
+      auto acc = GreedyAccuracy((*trainer)->policy(), *encoder, held_out);
       line["accuracy"] = acc.ok() ? *acc : -1;
     }
     std::printf("%s\n", line.dump().c_str());
