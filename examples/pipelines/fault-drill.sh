@@ -59,7 +59,7 @@ command = "rl-rollout run --checkpoint-dir $run/ckpt --weights-from $weights --t
 [role.reward]
 command = "rl-reward run --verifier addition --log-level warn"
 [role.train]
-command = "rl-train grpo --checkpoint-dir $run/ckpt --weights-bind $weights --prompts $top/sft/prompts.jsonl --threads 1 --seed $seed --mode async --max-steps $steps --eval-every 5 --lease-seconds 10 --log-level warn ${extra[*]}"
+command = "rl-train grpo --checkpoint-dir $run/ckpt --weights-bind $weights --prompts $top/sft/prompts.jsonl --threads 1 --seed $seed --mode async --max-steps $steps --eval-every 5 --eval-data $top/sft/heldout.jsonl --verifier addition --max-new-tokens 6 --lease-seconds 10 --log-level warn ${extra[*]}"
 stall = 120
 spares = $3
 TOML

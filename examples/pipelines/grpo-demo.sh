@@ -66,13 +66,16 @@ pids+=($!)
 rl-reward run --verifier addition --id 0 --log-level warn &
 pids+=($!)
 rl-train grpo --checkpoint-dir "$run/ckpt" --prompts "$run/prompts.jsonl" --threads 1 --seed "$seed" \
-  --mode "$mode" --max-steps "$steps" --eval-every 5 --id 0 "${serve[@]}" "${extra[@]}"
+  --mode "$mode" --max-steps "$steps" --eval-every 5 $(demo_eval "$run") --id 0 "${serve[@]}" "${extra[@]}"
 
 # The per-step evaluations use 256 problems (+-3 points of noise); the verdict uses 2000 (+-1).
 echo "== held-out greedy accuracy of the SFT start and the final weights on $final_eval problems" >&2
 last=$(ls "$run/ckpt"/weights-*.safetensors | sort -V | tail -n 1)
-rl-train eval --weights "$run/ckpt/weights-0.safetensors" --eval-size "$final_eval" --threads 2 > "$run/eval-start.json"
-rl-train eval --weights "$last" --eval-size "$final_eval" --threads 2 > "$run/eval-final.json"
+for w in start final; do
+  [ "$w" = start ] && file="$run/ckpt/weights-0.safetensors" || file="$last"
+  rl-train eval --weights "$file" --data "$run/heldout.jsonl" --verifier addition --max-new-tokens 6 \
+    --eval-size "$final_eval" --threads 2 > "$run/eval-$w.json"
+done
 
 python3 - "$run" <<'PY'
 import json, sys

@@ -83,8 +83,8 @@ kill_and_restart() {
 echo "== data and a short warm start in $run" >&2
 rl-train make-data --problems 2000 --seed "$seed" > "$run/sft.jsonl"
 rl-train make-data --problems 2000 --seed "$((seed + 1000))" > "$run/prompts.jsonl"
-rl-train sft --data "$run/sft.jsonl" --checkpoint-dir "$run/ckpt" --seed "$seed" --threads 2 \
-  --target-accuracy 0.99 --max-steps 40 --eval-size 16 --log-level warn > /dev/null
+rl-train sft --data "$run/sft.jsonl" --response-key answer --checkpoint-dir "$run/ckpt" --seed "$seed" \
+  --threads 2 --max-steps 40 --log-level warn > /dev/null
 
 rl-queue serve --dir "$run/queue" --bind "$RL_QUEUE" --id 0 --log-level warn \
   --declare generate=prompt_ids --declare reward=prompt,response,answer \

@@ -1,7 +1,9 @@
 # Shared by the pipeline scripts here (source it; it runs nothing on its own):
-#   rl_tools        puts every rl-* tool of the build on PATH (RL_BUILD_DIR, default ./build) and
-#                   exports OMP_WAIT_POLICY=PASSIVE: roles share the cores, and busy-waiting
-#                   OpenMP threads would starve the others
+#   rl_tools        puts every rl-* tool of the build on PATH (RL_BUILD_DIR, default ./build),
+#                   exports OMP_WAIT_POLICY=PASSIVE (roles share the cores, and busy-waiting
+#                   OpenMP threads would starve the others) and RL_MODEL, the model directory
+#                   every role's --model defaults to (the demo's, share/models/addition-tiny,
+#                   unless set)
 #   free_port       prints a TCP port free on 127.0.0.1 now
 #   free_endpoint   prints tcp://127.0.0.1:<a free port>
 #   run_dir NAME    prints $RL_RUN_DIR, or a new /tmp/rl-NAME.XXXXXX directory when it is unset
@@ -10,7 +12,7 @@ rl_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 rl_tools() {
   local build="${RL_BUILD_DIR:-$rl_root/build}" t
   for t in rl-queue rl-rollout rl-reward rl-train rl-relay rl-watchdog rl-profile; do PATH="$build/tools/$t:$PATH"; done
-  export PATH OMP_WAIT_POLICY=PASSIVE
+  export PATH OMP_WAIT_POLICY=PASSIVE RL_MODEL="${RL_MODEL:-$rl_root/share/models/addition-tiny}"
 }
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
@@ -20,15 +22,21 @@ free_endpoint() { echo "tcp://127.0.0.1:$(free_port)"; }
 run_dir() { echo "${RL_RUN_DIR:-$(mktemp -d "/tmp/rl-$1.XXXXXX")}"; }
 
 # demo_start DIR SEED TARGET MAX_STEPS [EVAL_EVERY]: the demo's data and warm start: DIR/sft.jsonl and
-# DIR/prompts.jsonl (200000 problems each, disjoint seeds), then SFT until held-out greedy
-# accuracy reaches TARGET: DIR/ckpt/weights-0.safetensors, and DIR/sft.json (its result).
+# DIR/prompts.jsonl (200000 problems each, disjoint seeds), DIR/heldout.jsonl (the fixed held-out
+# set, 2000 problems), then SFT (the answer is the response) until held-out greedy accuracy on 256
+# of them reaches TARGET: DIR/ckpt/weights-0.safetensors, and DIR/sft.json (its result).
+# demo_eval DIR: the flags that evaluate on DIR/heldout.jsonl as the demo does (exact match, an
+# answer is at most 4 digits and <eos>).
+demo_eval() { echo "--eval-data $1/heldout.jsonl --verifier addition --max-new-tokens 6"; }
 demo_start() {
   local dir="$1" seed="$2" target="$3" max="$4" every="${5:-5}"
   mkdir -p "$dir"
   echo "== data (seed $seed) in $dir" >&2
   rl-train make-data --problems 200000 --seed "$seed" > "$dir/sft.jsonl"
   rl-train make-data --problems 200000 --seed "$((seed + 1000))" > "$dir/prompts.jsonl"
+  rl-train make-data --problems 2000 --heldout > "$dir/heldout.jsonl"
   echo "== SFT warm start until held-out greedy accuracy >= $target (at most $max steps)" >&2
-  rl-train sft --data "$dir/sft.jsonl" --checkpoint-dir "$dir/ckpt" --seed "$seed" --threads 2 \
-    --target-accuracy "$target" --eval-every "$every" --max-steps "$max" > "$dir/sft.json"
+  # shellcheck disable=SC2046
+  rl-train sft --data "$dir/sft.jsonl" --response-key answer $(demo_eval "$dir") --eval-size 256 \
+    --checkpoint-dir "$dir/ckpt" --seed "$seed" --threads 2 --target-accuracy "$target" --eval-every "$every" --max-steps "$max" > "$dir/sft.json"
 }

@@ -20,7 +20,7 @@ teardown() {
   teardown_sealed
 }
 
-# prepared DIR: DIR holds what the pipeline files need: prompts.jsonl and an SFT checkpoint
+# prepared DIR: DIR holds what the pipeline files need: prompts.jsonl, heldout.jsonl and an SFT checkpoint
 # ckpt/weights-0.safetensors (a few steps: the pipeline has to run, not to learn). Made once per
 # file run, then copied.
 prepared() {
@@ -29,12 +29,14 @@ prepared() {
     mkdir -p "$cache"
     rl-train make-data --problems 2000 --seed 1 > "$cache/sft.jsonl"
     rl-train make-data --problems 2000 --seed 1001 > "$cache/prompts.jsonl"
-    rl-train sft --data "$cache/sft.jsonl" --checkpoint-dir "$cache/ckpt" --seed 1 --threads 1 \
+    rl-train make-data --problems 16 --heldout > "$cache/heldout.jsonl"
+    rl-train sft --data "$cache/sft.jsonl" --response-key answer --eval-data "$cache/heldout.jsonl" \
+      --verifier addition --max-new-tokens 6 --checkpoint-dir "$cache/ckpt" --seed 1 --threads 1 \
       --max-steps 4 --batch-size 32 --eval-every 4 --eval-size 16 --target-accuracy 0.99 \
       --log-level warn > "$cache/sft.json"
   fi
   mkdir -p "$1"
-  cp -r "$cache/prompts.jsonl" "$cache/ckpt" "$1/"
+  cp -r "$cache/prompts.jsonl" "$cache/heldout.jsonl" "$cache/ckpt" "$1/"
 }
 
 # A small, untrained pipeline: uniform rewards would make dynamic sampling drop every group.
@@ -220,7 +222,7 @@ PY
 @test "rl-train.toml: sft trains from it; grpo loads it and goes as far as the queue" {
   rl-train make-data --problems 200 --seed 1 > "$TMP/data.jsonl"
   run rl-train sft --config "$CONFIGS/rl-train.toml" --data "$TMP/data.jsonl" --checkpoint-dir "$TMP/ckpt" \
-    --max-steps 2 --eval-size 8 --batch-size 16 --log-level warn
+    --eval-data "$TMP/data.jsonl" --max-steps 2 --eval-size 8 --batch-size 16 --log-level warn
   echo "$output"
   [ "$status" -eq 0 ]
   [[ "$output" == *'"steps":2'* ]]

@@ -13,6 +13,8 @@ setup_sealed() {
   for v in $(env | sed -n 's/^\(RL_[A-Z_]*\)=.*/\1/p'); do
     case "$v" in RL_BUILD_DIR|RL_SOURCE_DIR) ;; *) unset "$v" ;; esac
   done
+  # The model directory every role's --model defaults to: the demo's.
+  export RL_MODEL="$RL_SOURCE_DIR/share/models/addition-tiny"
   PIDS=()
 }
 

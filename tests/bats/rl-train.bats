@@ -13,8 +13,8 @@ TASKS=(--declare generate=prompt_ids --declare reward=prompt,response,answer
 # A small model and its weights-0, fast to train for a few steps.
 small_sft() {
   rl-train make-data --problems 500 --seed 1 > "$TMP/problems.jsonl"
-  rl-train sft --data "$TMP/problems.jsonl" --checkpoint-dir "$TMP/ckpt" --max-steps 2 \
-    --eval-every 2 --eval-size 8 --batch-size 16 \
+  rl-train sft --data "$TMP/problems.jsonl" --response-key answer --checkpoint-dir "$TMP/ckpt" --max-steps 2 \
+    --eval-data "$TMP/problems.jsonl" --verifier addition --eval-every 2 --eval-size 8 --batch-size 16 \
     --model-config '{"architectures": ["LlamaForCausalLM"], "vocab_size": 15, "hidden_size": 16, "intermediate_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2, "max_position_embeddings": 32, "tie_word_embeddings": true}'
 }
 
@@ -220,7 +220,7 @@ print("\n".join(sorted({r["prompt"] for r in rows})))' > "$TMP/train"
   printf '{"answer": "1"}\n' > "$TMP/bad.jsonl"
   run rl-train sft --data "$TMP/bad.jsonl" --checkpoint-dir "$TMP/ckpt"
   [ "$status" -eq 65 ]
-  [[ "$output" == *"bad.jsonl:1: want a JSON object with a string \"prompt\""* ]]
+  [[ "$output" == *'bad.jsonl:1: no "prompt"'* ]]
 }
 
 @test "grpo exits 78 when there is neither a checkpoint nor starting weights" {
@@ -228,7 +228,7 @@ print("\n".join(sorted({r["prompt"] for r in rows})))' > "$TMP/train"
   rl-train make-data --problems 5 > "$TMP/p.jsonl"
   run rl-train grpo --checkpoint-dir "$TMP/empty" --prompts "$TMP/p.jsonl" --timeout 5
   [ "$status" -eq 78 ]
-  [[ "$output" == *"run rl-train sft first or give --weights"* ]]
+  [[ "$output" == *"run rl-train sft first, give --weights, or a --model directory with weights"* ]]
 }
 
 @test "grpo feeds G rows per prompt and a kill -9 between feeds adds no prompt twice" {

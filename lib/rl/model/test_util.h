@@ -1,6 +1,8 @@
 // Helpers shared by the tests of lib/rl/model (not part of the library).
 #pragma once
 
+#include <string>
+
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <c10/core/GradMode.h>
@@ -9,6 +11,11 @@
 #include "rl/model/transformer.h"
 
 namespace rl::model::testing {
+
+#ifdef RL_SOURCE_DIR
+// The demo's model directory (config and tokenizer, no weights).
+inline std::string DemoDir() { return std::string(RL_SOURCE_DIR) + "/share/models/addition-tiny"; }
+#endif
 
 // Every test binary runs libtorch on one thread: the machine is shared, and results stay
 // reproducible.

@@ -27,6 +27,7 @@ class GenerateJsonlTest : public ::testing::Test {
   }
   Status Run(const std::string& input, std::string* output, double temperature = 0) {
     GenerateJsonlOptions o;
+    o.encoder = &testing::DemoEncoder();
     o.generate.sampling.temperature = temperature;
     o.generate.max_new_tokens = 6;
     o.chunk = 2;

@@ -49,6 +49,7 @@ class RolloutLoopTest : public ::testing::Test {
 
   RolloutOptions Options() const {
     RolloutOptions o;
+    o.model = &testing::DemoModelDir();
     o.client = queue_->Options();
     o.checkpoint_dir = dir_;
     o.count = 8;

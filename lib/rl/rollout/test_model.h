@@ -9,6 +9,7 @@
 #include <string>
 
 #include "rl/model/model_file.h"
+#include "rl/model/prompt_encoder.h"
 #include "rl/model/test_util.h"
 #include "rl/model/transformer.h"
 #include "rl/rollout/policy.h"
@@ -18,6 +19,17 @@ namespace rl::rollout::testing {
 inline const bool kSingleThreaded = (at::set_num_threads(1), true);
 
 inline model::ModelConfig TinyConfig() { return model::testing::TinyLlama(32, 64, 2, 4, 2, 16); }
+
+// The demo's model directory (its tokenizer: <bos> 1, <eos> 2, digits 3..12, '+' 13, '=' 14) and
+// its encoder without a chat template, opened once.
+inline const model::ModelDir& DemoModelDir() {
+  static const model::ModelDir dir = model::OpenModelDir(model::testing::DemoDir()).value();
+  return dir;
+}
+inline const model::PromptEncoder& DemoEncoder() {
+  static const model::PromptEncoder enc = model::PromptEncoder::Create(DemoModelDir(), "none").value();
+  return enc;
+}
 
 // A fresh directory for this test, removed by the caller.
 inline std::string TestDir(const std::string& what) {

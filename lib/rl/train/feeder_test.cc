@@ -6,9 +6,14 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
 #include <thread>
 
+#include <nlohmann/json.hpp>
+
+#include "rl/model/test_util.h"
 #include "rl/queue/server.h"
+#include "rl/task/addition.h"
 
 namespace rl::train {
 namespace {
@@ -29,6 +34,10 @@ class FeederTest : public ::testing::Test {
     ASSERT_TRUE(s.ok()) << s.status().ToString();
     server_ = std::move(*s);
     thread_ = std::thread([this] { EXPECT_TRUE(server_->Run(stop_).ok()); });
+    std::ofstream data(dir_ + "/prompts.jsonl");
+    for (const task::Problem& p : task::MakeProblems(5, 7)) {
+      data << nlohmann::json{{"prompt", p.prompt}, {"answer", p.answer}}.dump() << "\n";
+    }
   }
   void TearDown() override {
     stop_ = true;
@@ -45,7 +54,11 @@ class FeederTest : public ::testing::Test {
   }
   // A feeder process as it would start: a new object with the stable sender id.
   std::unique_ptr<Feeder> Start() {
-    return std::make_unique<Feeder>(Options("rl-train-feeder:test"), MakeProblems(5, 7), kG);
+    static const auto encoder = std::make_shared<const model::PromptEncoder>(
+        model::PromptEncoder::Create(model::OpenModelDir(model::testing::DemoDir()).value(), "auto").value());
+    auto source = PromptSource::Open(dir_ + "/prompts.jsonl", task::DatasetOptions{}, encoder);
+    EXPECT_TRUE(source.ok()) << source.status().ToString();
+    return std::make_unique<Feeder>(Options("rl-train-feeder:test"), std::move(*source), kG);
   }
   uint64_t Rows() {
     queue::QueueClient c(Options(""));
@@ -74,7 +87,7 @@ TEST_F(FeederTest, PutsGroupsOfGRowsWithTheContractColumns) {
   auto got = c.Get(g);
   ASSERT_TRUE(got.ok());
   ASSERT_EQ(got->rows.size(), 3u * kG);
-  std::vector<Problem> p = MakeProblems(5, 7);
+  std::vector<task::Problem> p = task::MakeProblems(5, 7);
   const auto& cols = got->rows[kG].columns;  // the second group
   auto col = [&](const std::string& name) -> const Value& {
     for (const auto& [n, v] : cols) if (n == name) return v;

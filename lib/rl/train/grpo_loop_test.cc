@@ -131,6 +131,10 @@ class GrpoLoopTest : public ::testing::Test {
     o.timeout_s = 10;
     o.checkpoint_dir = dir_ + "/ckpt";
     o.prompts = dir_ + "/prompts.jsonl";
+    o.prompt.model = model::testing::DemoDir();
+    o.eval_data = dir_ + "/prompts.jsonl";  // held-out evaluations on the same two prompts
+    o.verifier = "addition";
+    o.eval_max_new_tokens = 4;
     o.run_dir = dir_ + "/run";
     o.group_size = 4;
     o.prompts_per_step = 2;
