@@ -54,10 +54,13 @@ man_examples() {
   [ "$status" -eq 64 ]
 }
 
-@test "exits 64 when generate has no --weights or run has no weights at all" {
+@test "exits 64 without weights or without --model, and when run has no weights at all" {
   run rl-rollout generate < /dev/null
   [ "$status" -eq 64 ]
-  [[ "$output" == *"--weights is required"* ]]
+  [[ "$output" == *"has no weights: give --weights"* ]]
+  run env -u RL_MODEL rl-rollout generate --weights "$MODEL" < /dev/null
+  [ "$status" -eq 64 ]
+  [[ "$output" == *"--model"* ]]
   run rl-rollout run
   [ "$status" -eq 64 ]
   [ "$output" = "rl-rollout: run needs --weights or --checkpoint-dir (see rl-rollout --help)" ]
@@ -103,7 +106,7 @@ for line in sys.stdin:
   start_queue "$TMP/q" --declare generate=prompt_ids --declare reward=prompt,response,answer
   mkdir "$TMP/ckpt"
   cp "$MODEL" "$TMP/ckpt/weights-3.safetensors"
-  rl-reward make-data --count 3 --seed 2 | rl-queue put --repeat 4 > /dev/null
+  rl-reward make-data --count 3 --seed 2 | rl-train encode | rl-queue put --repeat 4 > /dev/null
   rl-rollout run --checkpoint-dir "$TMP/ckpt" --wait 0.5 --max-new-tokens 4 --count 8 \
     --run-dir "$TMP/run" --id r1 --progress-interval 0 2>"$TMP/rollout.log" &
   pid=$!

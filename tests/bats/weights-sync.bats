@@ -152,14 +152,14 @@ EOF
 
 @test "with its weight source dead the rollout reads the checkpoint files, and says why once" {
   start_queue "$TMP/q" --declare generate=prompt_ids
-  rl-reward make-data --count 6 --seed 2 | rl-queue put --repeat 2 > /dev/null
+  rl-reward make-data --count 6 --seed 2 | rl-train encode | rl-queue put --repeat 2 > /dev/null
   mv ckpt/weights-0.safetensors ckpt/weights-1.safetensors
   D=$(endpoint)
   rollout rollout --weights-from "$D" --checkpoint-dir ckpt --weights-timeout 1 --count 4 --id r1
   wait_for run/events/rollout-r1.jsonl '"event":"weights".*"version":1,.*"via":"file"' 20
   cp ckpt/weights-1.safetensors ckpt/tmp && mv ckpt/tmp ckpt/weights-2.safetensors  # whole, as the trainer writes
   wait_for run/events/rollout-r1.jsonl '"event":"weights".*"version":2,.*"via":"file"' 20
-  rl-reward make-data --count 6 --seed 3 | rl-queue put --repeat 2 > /dev/null
+  rl-reward make-data --count 6 --seed 3 | rl-train encode | rl-queue put --repeat 2 > /dev/null
   wait_for run/events/rollout-r1.jsonl '"event":"batch".*"version":2' 20
   sleep 2  # several more looks at the dead source: still one warning
   kill -TERM "$PID_rollout"

@@ -130,6 +130,9 @@ int TrainMain(int argc, char** argv) {
       ->description("addition (3-digit, the default) or words (English word problems)");
   cl.BindFlag(data, "--heldout", &df.heldout);
   cl.Bind(data, "--response-format", &df.response_format)->check(CLI::IsMember({"none", "gsm8k", "boxed"}));
+  model::PromptFlags encode_flags;
+  CLI::App* encode = cl.Sub("encode", "JSON lines on stdin with the prompt_ids rl-train would feed for them added");
+  model::BindPromptFlags(cl, encode, &encode_flags, false);
   cl.app().require_subcommand(1);
   if (auto code = cl.Parse(argc, argv)) return *code;
   if (Status s = InitLogging(kTool, log_level); !s.ok()) return Fail(kTool, s);
@@ -144,6 +147,7 @@ int TrainMain(int argc, char** argv) {
   if (eval->parsed()) return RunEvalCommand(ef, std::cout);
   if (exp->parsed()) return RunExportCommand(xf, std::cout);
   if (data->parsed()) return RunMakeData(df, std::cout);
+  if (encode->parsed()) return RunEncodeCommand(encode_flags, std::cin, std::cout);
   return kExitUsage;
 }
 

@@ -207,6 +207,25 @@ int RunExportCommand(const ExportFlags& f, std::ostream& out) {
   return kExitOk;
 }
 
+int RunEncodeCommand(const model::PromptFlags& f, std::istream& in, std::ostream& out) {
+  auto encoder = model::OpenPromptEncoder(f);
+  if (!encoder.ok()) return Fail(kTool, encoder.status());
+  task::DatasetOptions o = f.dataset;
+  o.answer_key.clear();  // passed through
+  std::string line;
+  for (uint64_t n = 1; std::getline(in, line); ++n) {
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    auto e = task::ParseExample(line, o);
+    Result<std::vector<int64_t>> ids = e.ok() ? encoder->Prompt(*e) : Result<std::vector<int64_t>>(e.status());
+    if (!ids.ok()) return Fail(kTool, ids.status().WithContext("stdin line " + std::to_string(n)));
+    auto j = nlohmann::ordered_json::parse(line);
+    j["prompt_ids"] = *ids;
+    out << j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) << "\n";
+  }
+  out.flush();
+  return out ? kExitOk : Fail(kTool, Status::IOError("writing stdout failed"));
+}
+
 int RunMakeData(const DataFlags& f, std::ostream& out) {
   task::MakeDataOptions o;
   o.task = f.task;

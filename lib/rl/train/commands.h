@@ -4,6 +4,7 @@
 #include <CLI/CLI.hpp>
 
 #include <atomic>
+#include <istream>
 #include <ostream>
 #include <string>
 
@@ -67,5 +68,7 @@ int RunEvalCommand(const EvalFlags& f, std::ostream& out);
 // Prints {"out", "version", "parameters", "dtype", "files"} as one JSON line.
 int RunExportCommand(const ExportFlags& f, std::ostream& out);
 int RunMakeData(const DataFlags& f, std::ostream& out);
+// Each JSON line of `in` with "prompt_ids" added: the ids the feeder would put for it.
+int RunEncodeCommand(const model::PromptFlags& f, std::istream& in, std::ostream& out);
 
 }  // namespace rl::train
