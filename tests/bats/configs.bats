@@ -271,7 +271,7 @@ TOML
   echo "$output"
   [ "$status" -eq 0 ]
   [[ "$output" == *'"system":"rl-queue"'* ]]
-  run rl-profile decode --config "$CONFIGS/rl-profile.toml" --sequences 4 --max-new-tokens 4 --json
+  run rl-profile decode --config "$CONFIGS/rl-profile.toml" --batches 1 --prompt-tokens 8 --sequences 4 --max-new-tokens 4 --json
   echo "$output"
   [ "$status" -eq 0 ]
 }

@@ -187,7 +187,7 @@ PY
 
 @test "decode exits 64 without --model, 65 for a missing directory and 78 for a bad config.json" {
   has_decode || skip "built without the libtorch parts"
-  run rl-profile decode
+  run env -u RL_MODEL rl-profile decode
   [ "$status" -eq 64 ]
   [ "$output" = "rl-profile: --model is required (see rl-profile --help)" ]
   RL_MODEL="$TMP/none" run rl-profile decode

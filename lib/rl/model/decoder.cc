@@ -35,7 +35,7 @@ class CacheDecoder final : public Decoder {
       const at::Tensor tokens = IdsTensor(flat).view(
           {static_cast<int64_t>(members.size()), static_cast<int64_t>(length)});
       ++forward_calls_;
-      RL_ASSIGN_OR_RETURN(at::Tensor logits, model_->ForwardStep(tokens, group_slots, &cache_));
+      RL_ASSIGN_OR_RETURN(at::Tensor logits, model_->ForwardStep(tokens, group_slots, &cache_, /*last_only=*/true));
       for (size_t j = 0; j < members.size(); ++j) {
         rows[members[j]] = logits[static_cast<int64_t>(j)][-1];
       }

@@ -95,9 +95,26 @@ Result<at::Tensor> Transformer::Forward(const at::Tensor& tokens) const {
   });
 }
 
+Result<at::Tensor> Transformer::MaskedTokenLogprobs(const at::Tensor& tokens, const at::Tensor& mask) const {
+  return TorchGuard("transformer: token logprobs", [&]() -> Result<at::Tensor> {
+    RL_RETURN_IF_ERROR(CheckTokens(tokens, config(), "token logprobs"));
+    const int64_t len = tokens.size(1);
+    if (len < 2 || mask.dim() != 2 || mask.size(0) != tokens.size(0) || mask.size(1) != len - 1) {
+      return Status::InvalidArgument("token logprobs: the mask must be [B, T-1] for tokens [B, T]");
+    }
+    const at::Tensor positions = at::arange(len, tokens.options()).unsqueeze(0).expand_as(tokens);
+    const at::Tensor x = impl_->hidden(tokens, positions).narrow(1, 0, len - 1);
+    const at::Tensor keep = mask.ne(0);
+    const at::Tensor next = tokens.narrow(1, 1, len - 1).index({keep});
+    const at::Tensor logp = at::log_softmax(impl_->logits(x.index({keep})), -1);
+    const at::Tensor picked = logp.gather(1, next.unsqueeze(1)).squeeze(1);
+    return at::zeros({tokens.size(0), len - 1}, picked.options()).index_put({keep}, picked);
+  });
+}
+
 Result<at::Tensor> Transformer::ForwardStep(const at::Tensor& tokens,
                                             const std::vector<int64_t>& slots,
-                                            KvCache* cache) const {
+                                            KvCache* cache, bool last_only) const {
   return TorchGuard("transformer: forward step", [&]() -> Result<at::Tensor> {
     RL_RETURN_IF_ERROR(CheckTokens(tokens, config(), "forward step"));
     if (cache == nullptr || cache->n_layers() != config().num_hidden_layers ||
@@ -119,7 +136,7 @@ Result<at::Tensor> Transformer::ForwardStep(const at::Tensor& tokens,
     const at::Tensor positions =
         at::tensor(starts, at::kLong).unsqueeze(1) + at::arange(t, at::kLong).unsqueeze(0);
     const at::Tensor slot_t = at::tensor(slots, at::kLong);
-    at::Tensor logits = impl_->forward(tokens, positions, cache, slot_t, all_slots, kv_len);
+    at::Tensor logits = impl_->forward(tokens, positions, cache, slot_t, all_slots, kv_len, last_only);
     for (int64_t s : slots) cache->Advance(s, t);
     return logits;
   });

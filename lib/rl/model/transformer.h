@@ -67,8 +67,15 @@ class Transformer {
   // InvalidArgument when the cache was not made for this model's config and dtype, slots are out
   // of range or repeated, B != slots.size(), or a slot would pass the context; on any error the
   // cache lengths are unchanged.
+  // last_only: logits [B, 1, V] of each row's last position only (a prefill's next token).
   Result<at::Tensor> ForwardStep(const at::Tensor& tokens, const std::vector<int64_t>& slots,
-                                 KvCache* cache) const;
+                                 KvCache* cache, bool last_only = false) const;
+
+  // The log-probability of each next token where `mask` [B, T-1] is nonzero, 0 elsewhere:
+  // [B, T-1] float32, entry (b, t) = log_softmax(logits(b, t))[tokens(b, t+1)]. The LM head runs
+  // on the masked positions only (a response's tokens), which is what makes training a model
+  // with a vocabulary of 150k tokens affordable. Records gradients in grad mode.
+  Result<at::Tensor> MaskedTokenLogprobs(const at::Tensor& tokens, const at::Tensor& mask) const;
 
   // The trainable tensors (they share storage with the model), for an optimizer.
   std::vector<at::Tensor> Parameters() const;

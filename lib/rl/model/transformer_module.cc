@@ -43,16 +43,24 @@ TransformerImpl::TransformerImpl(const ModelConfig& config) : config_(config) {
 
 at::Tensor TransformerImpl::forward(const at::Tensor& tokens, const at::Tensor& positions,
                                     KvCache* cache, const at::Tensor& slots, bool all_slots,
-                                    int64_t kv_len) {
+                                    int64_t kv_len, bool last_only) {
   std::vector<CacheView> views;
   if (cache != nullptr) {
     for (int64_t l = 0; l < config_.num_hidden_layers; ++l) {
       views.push_back(CacheView{cache->keys(l), cache->values(l), slots, all_slots, kv_len});
     }
   }
-  const at::Tensor x = model_->forward(tokens, positions, views);
-  const at::Tensor logits =
-      lm_head_ ? lm_head_->forward(x) : at::matmul(x, model_->embedding().t());
+  at::Tensor x = model_->forward(tokens, positions, views);
+  if (last_only) x = x.narrow(1, x.size(1) - 1, 1);
+  return logits(x);
+}
+
+at::Tensor TransformerImpl::hidden(const at::Tensor& tokens, const at::Tensor& positions) {
+  return model_->forward(tokens, positions, {});
+}
+
+at::Tensor TransformerImpl::logits(const at::Tensor& x) {
+  const at::Tensor logits = lm_head_ ? lm_head_->forward(x) : at::matmul(x, model_->embedding().t());
   return logits.to(at::kFloat);
 }
 

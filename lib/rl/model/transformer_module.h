@@ -61,9 +61,15 @@ class TransformerImpl : public torch::nn::Module {
   // the tokens are appended to the cache at positions (which must be each slot's length onward)
   // and attend to the slot's whole prefix. `slots` [B] names the cache slot of each row;
   // all_slots says slots is exactly 0..S-1.
+  // last_only: logits of the last position only ([B, 1, V]): a prefill needs no more, and with
+  // a vocabulary of 150k the LM head over every prompt position would dominate it.
   at::Tensor forward(const at::Tensor& tokens, const at::Tensor& positions,
                      KvCache* cache = nullptr, const at::Tensor& slots = {}, bool all_slots = false,
-                     int64_t kv_len = 0);
+                     int64_t kv_len = 0, bool last_only = false);
+  // The two halves of forward without a cache: hidden states [B, T, D] after the final norm, and
+  // the LM head over hidden states [..., D] -> float32 logits [..., V].
+  at::Tensor hidden(const at::Tensor& tokens, const at::Tensor& positions);
+  at::Tensor logits(const at::Tensor& hidden);
 
   // Draws fresh weights from N(0, 0.02) with a generator seeded by `seed` (o_proj and down_proj
   // scaled by 1/sqrt(2 * layers)), biases 0, norm weights 1. Same seed, same weights.

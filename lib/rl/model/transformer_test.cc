@@ -30,6 +30,23 @@ TEST(TransformerTest, LaterTokensDoNotChangeEarlierLogits) {
   EXPECT_FALSE(at::allclose(la.narrow(1, 3, 2), lb.narrow(1, 3, 2), 0, 1e-3));
 }
 
+TEST(TransformerTest, MaskedTokenLogprobsEqualTheFullLogSoftmaxWhereMaskedAndGradientsFlow) {
+  for (bool tied : {true, false}) {
+    auto model = Transformer::Create(TinyConfig(Architecture::kQwen3, tied), 2);
+    ASSERT_TRUE(model.ok());
+    const at::Tensor tokens = at::tensor({1, 4, 5, 6, 7, 2, 1, 9, 8, 3, 0, 0}, at::kLong).view({2, 6});
+    const at::Tensor mask = at::tensor({0, 0, 1, 1, 1, 0, 0, 1, 1, 0}, at::kFloat).view({2, 5});
+    auto lp = model->MaskedTokenLogprobs(tokens, mask);
+    ASSERT_TRUE(lp.ok()) << lp.status().ToString();
+    const at::Tensor full = at::log_softmax(*model->Forward(tokens), -1).narrow(1, 0, 5);
+    const at::Tensor want = full.gather(2, tokens.narrow(1, 1, 5).unsqueeze(2)).squeeze(2) * mask;
+    EXPECT_TRUE(at::allclose(*lp, want, 1e-5, 1e-5)) << *lp << want;
+    lp->sum().backward();
+    EXPECT_TRUE(model->NamedParameters().front().second.grad().defined());
+    EXPECT_FALSE(model->MaskedTokenLogprobs(tokens, mask.narrow(1, 0, 4)).ok());
+  }
+}
+
 TEST(TransformerTest, SameSeedSameWeights) {
   auto a = Transformer::Create(TinyConfig(Architecture::kLlama), 5);
   auto b = Transformer::Create(TinyConfig(Architecture::kLlama), 5);

@@ -107,6 +107,7 @@ Status GrpoLoop::Start() {
   if (!o_.run_dir.empty()) RL_RETURN_IF_ERROR(events_.Open(o_.run_dir, "train", o_.id));
   RL_ASSIGN_OR_RETURN(model::PromptEncoder encoder, model::OpenPromptEncoder(o_.prompt));
   encoder_ = std::make_shared<const model::PromptEncoder>(std::move(encoder));
+  o_.grpo.pad_id = encoder_->dir().pad_id;
   RL_ASSIGN_OR_RETURN(std::unique_ptr<PromptSource> source, PromptSource::Open(o_.prompts, o_.prompt.dataset, encoder_));
   feeder_ = std::make_unique<Feeder>(ClientFor(o_, "rl-train-feeder:" + o_.id), std::move(source), o_.group_size);
   if (!o_.eval_data.empty()) {

@@ -74,4 +74,8 @@ Result<at::Tensor> TokenLogprobs(const model::Transformer& model, const at::Tens
   });
 }
 
+Result<at::Tensor> TokenLogprobs(const model::Transformer& model, const at::Tensor& tokens, const at::Tensor& mask) {
+  return model.MaskedTokenLogprobs(tokens, mask);
+}
+
 }  // namespace rl::train

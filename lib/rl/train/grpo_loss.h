@@ -48,5 +48,8 @@ TokenBatch MakeTokenBatch(const std::vector<const Sample*>& samples, int64_t pad
 
 // log_softmax(model(tokens))[b, p, tokens[b, p+1]]: [B, L-1], differentiable when grad mode is on.
 Result<at::Tensor> TokenLogprobs(const model::Transformer& model, const at::Tensor& tokens);
+// The same where mask [B, L-1] is nonzero (0 elsewhere), with the LM head on those positions
+// only (model::Transformer::MaskedTokenLogprobs): what training uses.
+Result<at::Tensor> TokenLogprobs(const model::Transformer& model, const at::Tensor& tokens, const at::Tensor& mask);
 
 }  // namespace rl::train

@@ -75,9 +75,9 @@ Status GrpoTrainer::AccumulatePiece(const std::vector<const Sample*>& samples, c
     at::Tensor ref_lp;
     if (reference_ && options_.kl_coef > 0) {
       c10::NoGradGuard no_grad;
-      RL_ASSIGN_OR_RETURN(ref_lp, TokenLogprobs(*reference_, batch.tokens));
+      RL_ASSIGN_OR_RETURN(ref_lp, TokenLogprobs(*reference_, batch.tokens, batch.mask));
     }
-    RL_ASSIGN_OR_RETURN(at::Tensor new_lp, TokenLogprobs(policy_, batch.tokens));
+    RL_ASSIGN_OR_RETURN(at::Tensor new_lp, TokenLogprobs(policy_, batch.tokens, batch.mask));
     at::Tensor a = at::tensor(std::vector<float>(adv.begin(), adv.end()), at::kFloat);
     RL_ASSIGN_OR_RETURN(LossSums sums, PolicyLossSums(new_lp, batch.old_lp, batch.mask, a, options_.clip,
                                                       options_.norm, ref_lp, options_.kl_coef));

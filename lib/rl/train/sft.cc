@@ -19,7 +19,7 @@ Result<double> SftStep(model::Transformer* model, AdamW* opt, const std::vector<
                        int64_t pad_id, const SftOptions& o) {
   return model::TorchGuard("sft step", [&]() -> Result<double> {
     TokenBatch tb = MakeTokenBatch(batch, pad_id);
-    RL_ASSIGN_OR_RETURN(at::Tensor lp, TokenLogprobs(*model, tb.tokens));
+    RL_ASSIGN_OR_RETURN(at::Tensor lp, TokenLogprobs(*model, tb.tokens, tb.mask));
     at::Tensor loss = -(lp * tb.mask).sum() / tb.mask.sum();
     opt->ZeroGrad();
     loss.backward();
