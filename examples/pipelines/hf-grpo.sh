@@ -55,8 +55,11 @@ export RL_QUEUE="$(free_endpoint)" RL_RUN_DIR="$run" RL_MODEL="$run/model"
 export RL_CHAT_TEMPLATE_VARS='{"enable_thinking": false}'
 weights="$(free_endpoint)"
 pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+cleanup() {  # the roles first, the queue (pids[0]) last, so that they stop while it still answers
+  local i
+  for ((i = ${#pids[@]} - 1; i >= 1; i--)); do kill "${pids[$i]}" 2>/dev/null || true; done
+  for ((i = ${#pids[@]} - 1; i >= 1; i--)); do wait "${pids[$i]}" 2>/dev/null || true; done
+  [ ${#pids[@]} -eq 0 ] || kill "${pids[0]}" 2>/dev/null || true
   wait 2>/dev/null || true
 }
 trap cleanup EXIT
