@@ -114,26 +114,15 @@ rl-rollout generate --weights "$last" --temperature 0 --max-new-tokens 40 < "$ru
 rl-rollout generate --model "$run/final" --temperature 0 --max-new-tokens 40 < "$run/probe.jsonl" \
   2>/dev/null > "$run/probe-export.jsonl"
 
+python3 "$(dirname "$0")/verdict.py" "$run"
 python3 - "$run" <<'PY'
 import json, sys
 run = sys.argv[1]
-sft = json.load(open(f"{run}/sft.json"))
-steps = [e for e in map(json.loads, open(f"{run}/events/train-0.jsonl")) if e["event"] == "step"]
-print(f"{'step':>5} {'reward':>7} {'heldout':>8} {'samples/s':>10}")
-print(f"{'sft':>5} {'':>7} {sft.get('accuracy', 0):>8.3f} {'':>10}")
-for e in steps:
-    acc = e.get("accuracy")
-    acc = "" if acc is None else format(acc, ".3f")
-    print(f"{e['step']:>5} {e['reward']:>7.3f} {acc:>8} {e['samples_per_s']:>10.1f}")
 a = [json.loads(l) for l in open(f"{run}/probe-checkpoint.jsonl")]
 b = [json.loads(l) for l in open(f"{run}/probe-export.jsonl")]
 same = len(a) == len(b) > 0 and all(x["response_ids"] == y["response_ids"] and x["logprobs"] == y["logprobs"]
                                     for x, y in zip(a, b))
 print(f"exported Hugging Face directory {run}/final reloads with identical greedy responses and "
       f"log-probabilities on {len(a)} prompts: {'yes' if same else 'NO'}")
-start, final = (json.load(open(f"{run}/eval-{w}.json")) for w in ("start", "final"))
-print(f"held-out greedy accuracy on {final['problems']} problems: {start['accuracy']:.3f} after SFT -> "
-      f"{final['accuracy']:.3f} after {len(steps)} GRPO steps (version {steps[-1]['version'] if steps else 0}): "
-      f"{100 * (final['accuracy'] - start['accuracy']):+.1f} points")
 sys.exit(0 if same else 1)
 PY
