@@ -271,3 +271,37 @@ print("\n".join(sorted({r["prompt"] for r in rows})))' > "$TMP/train"
   grep '"event":"released"' "$TMP/run/events/train-0.jsonl" | grep -F '"rows":4' | grep -qF '"holder":"train/0"'
   grep -q "gave back 4 rows of task 'train' an earlier train/0 had leased" "$TMP/train.log"
 }
+
+@test "--model: a missing directory exits 65, a config.json or tokenizer.json it cannot take 78, one line each" {
+  rl-train make-data --problems 5 > "$TMP/p.jsonl"
+  run rl-train sft --model "$TMP/none" --data "$TMP/p.jsonl" --response-key answer --checkpoint-dir "$TMP/c"
+  [ "$status" -eq 65 ]
+  [ "$output" = "rl-train: $TMP/none: no such model directory" ]
+  cp -r "$RL_MODEL" "$TMP/m"
+  python3 - "$TMP/m/config.json" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1])); c["architectures"] = ["MistralForCausalLM"]; json.dump(c, open(sys.argv[1], "w"))
+PY
+  run rl-train sft --model "$TMP/m" --data "$TMP/p.jsonl" --response-key answer --checkpoint-dir "$TMP/c"
+  [ "$status" -eq 78 ]
+  [ "${#lines[@]}" -eq 1 ]
+  [[ "$output" == *"MistralForCausalLM"* ]]
+  cp "$RL_MODEL/config.json" "$TMP/m/config.json"
+  python3 - "$TMP/m/tokenizer.json" <<'PY'
+import json, sys
+t = json.load(open(sys.argv[1])); t["model"]["type"] = "Unigram"; json.dump(t, open(sys.argv[1], "w"))
+PY
+  run rl-train sft --model "$TMP/m" --data "$TMP/p.jsonl" --response-key answer --checkpoint-dir "$TMP/c"
+  [ "$status" -eq 78 ]
+  [ "${#lines[@]}" -eq 1 ]
+  [[ "$output" == *"Unigram"* ]]
+}
+
+@test "encode adds the prompt ids the feeder puts: <bos> and the demo's characters" {
+  run bash -c 'echo "{\"prompt\":\"12+34=\",\"answer\":\"0046\"}" | rl-train encode'
+  [ "$status" -eq 0 ]
+  [ "$output" = '{"prompt":"12+34=","answer":"0046","prompt_ids":[1,4,5,13,6,7,14]}' ]
+  run bash -c 'echo "{\"prompt\":\"1+x=\"}" | rl-train encode'
+  [ "$status" -eq 65 ]
+  [[ "$output" == *"stdin line 1"*"'x'"* ]]
+}
