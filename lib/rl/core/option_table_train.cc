@@ -36,7 +36,7 @@ void AppendTrainOptions(std::vector<OptionSpec>* table) {
       {"--dtype", "", "dtype of the exported tensors: float32, bfloat16 or float16 (default: the model's)",
        {xport}},
       {"--eval-every", "RL_TRAIN_EVAL_EVERY", "steps between held-out greedy evaluations", {sft, grpo}},
-      {"--eval-size", "RL_TRAIN_EVAL_SIZE", "examples of --eval-data (its first ones) evaluated", {sft, grpo, eval}},
+      {"--eval-size", "RL_TRAIN_EVAL_SIZE", "examples evaluated: the first ones of --eval-data (eval: of --data)", {sft, grpo, eval}},
       {"--grad-clip", "RL_TRAIN_GRAD_CLIP", "clip the global gradient norm to this (0: off)", {sft, grpo}},
       {"--export-dir", "RL_TRAIN_EXPORT_DIR",
        "after the last step, write the final version as a Hugging Face model directory here", {grpo}},

@@ -45,6 +45,12 @@ Result<ModelDir> OpenModelDir(const std::string& dir) {
   return m;
 }
 
+Status CheckVocabulary(const Transformer& model, const ModelDir& dir, const std::string& what) {
+  if (model.config().vocab_size == dir.config.vocab_size) return Status::OK();
+  return Status::Config(what + " has a vocabulary of " + std::to_string(model.config().vocab_size) + ", --model " +
+                        dir.path + " of " + std::to_string(dir.config.vocab_size) + ": not a model of its tokenizer");
+}
+
 Result<Transformer> InitialModel(const ModelDir& dir, uint64_t seed, const HfLoadOptions& options) {
   if (dir.has_weights) return LoadHfModel(dir.path, options);
   ModelConfig config = dir.config;

@@ -40,6 +40,10 @@ struct ModelDir {
 // rule; DataError for one that is not JSON.
 Result<ModelDir> OpenModelDir(const std::string& dir);
 
+// OK when `model` reads dir's token ids (the same vocab_size); Config otherwise, naming `what`
+// (the weights' origin). Weights of another shape are fine (a model trained with --model-config).
+Status CheckVocabulary(const Transformer& model, const ModelDir& dir, const std::string& what);
+
 // The model to start from: the directory's weights when it has them (converted to
 // options.dtype), else a random initialisation from `seed` (model::Transformer::Create).
 Result<Transformer> InitialModel(const ModelDir& dir, uint64_t seed, const HfLoadOptions& options = {});

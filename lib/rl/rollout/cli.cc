@@ -61,6 +61,9 @@ int RunGenerate(const SamplingFlags& f, const std::string& weights, const model:
   } else {
     return Fail(kTool, Status::InvalidArgument(prompt.model + " has no weights: give --weights"));
   }
+  if (Status s = model::CheckVocabulary(policy.model(), encoder->dir(), "--weights " + weights); !s.ok()) {
+    return Fail(kTool, s);
+  }
   GenerateJsonlOptions o;
   o.encoder = &*encoder;
   o.records = prompt.dataset;

@@ -157,11 +157,10 @@ class Loop {
   Status Batch(const queue::GetReply& got) {
     Phase("generate");
     const model::Transformer& model = policy_->model();
-    if (model.config().vocab_size != o_.model->config.vocab_size) {
+    if (Status s = model::CheckVocabulary(model, *o_.model, "weights version " + std::to_string(policy_->version()));
+        !s.ok()) {
       (void)queue_.Nack(kGenerateTask, got.lease, {});
-      return Status::Config("weights version " + std::to_string(policy_->version()) + " has a vocabulary of " +
-                            std::to_string(model.config().vocab_size) + ", --model " + o_.model->path + " of " +
-                            std::to_string(o_.model->config.vocab_size) + ": not the same model");
+      return s;
     }
     queue::PutRequest put;
     put.ack_task = kGenerateTask;

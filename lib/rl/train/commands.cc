@@ -72,6 +72,7 @@ int RunSftCommand(const SftFlags& f, const std::atomic<bool>& stop) {
   if (!data.ok()) return Fail(kTool, data.status());
   auto model = StartingModel(f, encoder->dir());
   if (!model.ok()) return Fail(kTool, model.status());
+  if (Status s = model::CheckVocabulary(*model, encoder->dir(), "the starting model"); !s.ok()) return Fail(kTool, s);
   auto examples = EncodeSftData(data->get(), *encoder, model->config().context());
   if (!examples.ok()) return Fail(kTool, examples.status());
   if (examples->too_long > 0) {
@@ -180,6 +181,7 @@ int RunEvalCommand(const EvalFlags& f, std::ostream& out) {
     return Fail(kTool, Status::InvalidArgument("nothing to evaluate: " + f.prompt.model + " has no weights; give --weights"));
   }
   if (!m.ok()) return Fail(kTool, m.status());
+  if (Status s = model::CheckVocabulary(*m, encoder->dir(), "--weights " + f.weights); !s.ok()) return Fail(kTool, s);
   auto held_out = OpenHeldOut(f.data, f.verifier, f.prompt, *encoder, f.eval_size);
   if (!held_out.ok()) return Fail(kTool, held_out.status());
   auto r = Evaluate(*m, *encoder, (*held_out)->set, (*held_out)->verifier.get(), f.eval);

@@ -63,17 +63,6 @@ class GrpoLoop {
   Result<double> HeldOutAccuracy() {
     return GreedyAccuracy(trainer_->policy(), *encoder_, *held_out_, verifier_.get(), o_.eval_max_new_tokens);
   }
-  // The weights must read --model's token ids (its tokenizer made the prompts). Their shape may
-  // differ from its config.json (a model trained from scratch with --model-config).
-  Status CheckSameArchitecture(const model::Transformer& m) const {
-    const model::ModelConfig &have = m.config(), &want = encoder_->dir().config;
-    if (have.vocab_size == want.vocab_size) {
-      return Status::OK();
-    }
-    return Status::Config("the starting weights have a vocabulary of " + std::to_string(have.vocab_size) +
-                          ", --model " + o_.prompt.model + " of " + std::to_string(want.vocab_size) +
-                          ": they are not a model of its tokenizer");
-  }
   void OnWritten(const Checkpoint& c, const Status& s);
 
   GrpoLoopOptions o_;
@@ -173,7 +162,7 @@ Status GrpoLoop::StartFrom(Checkpoint c) {
     RL_ASSIGN_OR_RETURN(model::LoadedModel r, model::LoadModelFile(WeightsPath(o_.checkpoint_dir, 0)));
     ref = r.model;
   }
-  RL_RETURN_IF_ERROR(CheckSameArchitecture(*c.model));
+  RL_RETURN_IF_ERROR(model::CheckVocabulary(*c.model, encoder_->dir(), "checkpoint step " + std::to_string(c.step)));
   RL_ASSIGN_OR_RETURN(trainer_, GrpoTrainer::Create(*c.model, ref, o_.grpo));
   RL_RETURN_IF_ERROR(trainer_->optimizer().LoadState(c.adam, c.adam_steps));
   // The checkpoint holds the update these rows made: consume them if the last run could not.
@@ -200,7 +189,7 @@ Status GrpoLoop::StartFresh() {
                           loaded.status().message() + "): run rl-train sft first, give --weights, or a --model "
                           "directory with weights");
   }
-  RL_RETURN_IF_ERROR(CheckSameArchitecture(loaded->model));
+  RL_RETURN_IF_ERROR(model::CheckVocabulary(loaded->model, encoder_->dir(), "the starting weights " + path));
   step_ = 0;
   version_ = 0;
   if (!o_.weights.empty()) RL_RETURN_IF_ERROR(model::SaveModelFile(WeightsPath(o_.checkpoint_dir, 0), loaded->model, 0));
