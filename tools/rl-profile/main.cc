@@ -1,4 +1,5 @@
 // rl-profile: measurements of roleflow (benchmarks, event-log analysis). See man/rl-profile.1.
+#include "rl/core/compute_process.h"
 #include "rl/profile/cli.h"
 #include "rl/profile/redis/redis_driver.h"
 #ifdef RL_PROFILE_WITH_MODEL
@@ -6,6 +7,7 @@
 #endif
 
 int main(int argc, char** argv) {
+  rl::PrepareComputeProcess(argv);  // passive OpenMP, malloc that reuses large blocks
   rl::profile::ProfileHooks hooks;
   hooks.redis_drivers = rl::profile::RedisDrivers;
   std::vector<rl::profile::SubcommandFactory> extra;

@@ -34,6 +34,41 @@ at::Tensor TopP(const at::Tensor& logits, double p) {
   return logits.masked_fill(drop, kNegInf);
 }
 
+// One pick per row of probs [B, V] (float, rows summing to about 1, zeros where filtered out) by
+// inverting the cumulative distribution at a uniform draw u[b]: the first token whose cumulative
+// probability exceeds u[b] times the row's total. ATen's multinomial(1) draws V exponentials per
+// row instead (the Gumbel-style trick), which on Qwen3's 151936 tokens cost more than the model's
+// whole decode step; this costs one uniform and one pass over the row.
+at::Tensor InverseCdfPicks(const at::Tensor& probs, const at::Tensor& u) {
+  const at::Tensor p = probs.contiguous();
+  const int64_t rows = p.size(0), vocab = p.size(1);
+  at::Tensor ids = at::empty({rows}, at::kLong);
+  const float* data = p.data_ptr<float>();
+  const double* draw = u.data_ptr<double>();
+  int64_t* out = ids.data_ptr<int64_t>();
+  for (int64_t b = 0; b < rows; ++b) {
+    const float* row = data + b * vocab;
+    double total = 0;
+    int64_t last_positive = -1;
+    for (int64_t v = 0; v < vocab; ++v) {
+      total += row[v];
+      if (row[v] > 0) last_positive = v;
+    }
+    const double target = draw[b] * total;
+    double cumulative = 0;
+    int64_t pick = last_positive;  // rounding can leave the target at the very end
+    for (int64_t v = 0; v < vocab; ++v) {
+      cumulative += row[v];
+      if (cumulative > target && row[v] > 0) {
+        pick = v;
+        break;
+      }
+    }
+    out[b] = pick < 0 ? 0 : pick;
+  }
+  return ids;
+}
+
 }  // namespace
 
 Status SamplingOptions::Validate() const {
@@ -66,9 +101,12 @@ Result<Sample> Sampler::Draw(const at::Tensor& logits) {
     } else {
       const at::Tensor filtered =
           TopP(TopK(x / options_.temperature, options_.top_k), options_.top_p);
-      ids = at::softmax(filtered, -1).multinomial(1, /*replacement=*/false, gen_).squeeze(-1);
+      const at::Tensor u = at::rand({x.size(0)}, gen_, at::TensorOptions().dtype(at::kDouble));
+      ids = InverseCdfPicks(at::softmax(filtered, -1), u);
     }
-    const at::Tensor logprobs = at::log_softmax(x, -1).gather(-1, ids.unsqueeze(-1)).squeeze(-1);
+    // log_softmax at the picks only: no second [B, V] tensor.
+    const at::Tensor logprobs =
+        x.gather(-1, ids.unsqueeze(-1)).squeeze(-1) - at::logsumexp(x, {-1}, /*keepdim=*/false);
     return Sample{ids, logprobs};
   });
 }

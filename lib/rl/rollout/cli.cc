@@ -129,12 +129,6 @@ int RunRandomModel(const std::string& model_dir, const std::string& config_text,
 
 }  // namespace
 
-void EnsurePassiveOpenMp(char** argv) {
-  if (std::getenv("OMP_WAIT_POLICY") != nullptr) return;
-  ::setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
-  ::execv("/proc/self/exe", argv);
-}
-
 int RolloutMain(int argc, char** argv) {
   CommandLine cl(kTool, "rl-rollout: generates responses with per-token log-probabilities (see man rl-rollout)");
   std::string log_level = "info";

@@ -13,12 +13,6 @@
 
 namespace rl::train {
 
-void EnsurePassiveOpenMp(char** argv) {
-  if (std::getenv("OMP_WAIT_POLICY") != nullptr) return;
-  ::setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
-  ::execv("/proc/self/exe", argv);  // returns only on failure: go on with the active policy
-}
-
 namespace {
 
 void BindGrpo(CommandLine& cl, CLI::App* g, GrpoFlags* f) {
