@@ -11,6 +11,7 @@ namespace {
 
 Status WriteAddition(const MakeDataOptions& o, std::ostream& out) {
   if (o.response_format != "none") return Status::InvalidArgument("--response-format is for --task words");
+  if (o.max_number != 0) return Status::InvalidArgument("--max-number is for --task words");
   for (const Problem& p : o.held_out ? HeldOutSet(o.count) : MakeProblems(o.count, o.seed)) {
     out << nlohmann::json{{"prompt", p.prompt}, {"answer", p.answer}}.dump() << "\n";
   }
@@ -19,7 +20,9 @@ Status WriteAddition(const MakeDataOptions& o, std::ostream& out) {
 
 Status WriteWords(const MakeDataOptions& o, std::ostream& out) {
   RL_ASSIGN_OR_RETURN(ResponseFormat format, ParseResponseFormat(o.response_format));
-  for (const WordProblem& p : o.held_out ? WordProblemsHeldOut(o.count) : DrawWordProblems(o.count, o.seed, false)) {
+  RL_ASSIGN_OR_RETURN(std::vector<WordProblem> problems, o.held_out ? WordProblemsHeldOut(o.count, o.max_number)
+                                                                      : DrawWordProblems(o.count, o.seed, false, o.max_number));
+  for (const WordProblem& p : problems) {
     nlohmann::ordered_json j = {{"prompt", p.prompt}, {"answer", p.answer}};
     if (format != ResponseFormat::kNone) j["response"] = WordProblemResponse(p, format);
     RL_RETURN_IF_ERROR(WriteJsonLine(out, j));

@@ -21,6 +21,7 @@ struct MakeDataOptions {
   uint64_t seed = 1;
   bool held_out = false;
   std::string response_format = "none";  // words only: "none", "gsm8k" or "boxed"
+  int64_t max_number = 0;                 // words only: every number at most this (0: no limit)
 };
 
 // InvalidArgument for an unknown task or format (or a format for addition); IOError when the

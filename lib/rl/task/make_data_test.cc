@@ -41,11 +41,12 @@ TEST(MakeDataTest, WordsCarryAResponseOnlyWhenAFormatIsAsked) {
   ASSERT_TRUE(WriteTaskData(o, held).ok());
   auto a = Lines(plain.str()), b = Lines(sft.str()), h = Lines(held.str());
   ASSERT_EQ(a.size(), 3u);
-  std::vector<WordProblem> want = DrawWordProblems(3, 1, false);
+  std::vector<WordProblem> want = *DrawWordProblems(3, 1, false);
+  std::vector<WordProblem> want_held = *WordProblemsHeldOut(3);
   for (size_t i = 0; i < 3; ++i) {
     EXPECT_EQ(a[i].dump(), nlohmann::ordered_json({{"prompt", want[i].prompt}, {"answer", want[i].answer}}).dump());
     EXPECT_EQ(b[i]["response"], WordProblemResponse(want[i], ResponseFormat::kGsm8k));
-    EXPECT_EQ(h[i]["prompt"], WordProblemsHeldOut(3)[i].prompt);
+    EXPECT_EQ(h[i]["prompt"], want_held[i].prompt);
   }
 }
 
@@ -60,6 +61,12 @@ TEST(MakeDataTest, AnUnknownTaskOrFormatIsAUsageError) {
   o.task = "words";
   o.response_format = "latex";
   EXPECT_EQ(WriteTaskData(o, out).code(), Code::kInvalidArgument);
+  o.response_format = "none";
+  o.max_number = 9;  // below what a subtraction needs
+  EXPECT_EQ(WriteTaskData(o, out).code(), Code::kInvalidArgument);
+  o.task = "addition";
+  o.max_number = 20;
+  EXPECT_EQ(WriteTaskData(o, out).message(), "--max-number is for --task words");
   EXPECT_EQ(out.str(), "");
 }
 

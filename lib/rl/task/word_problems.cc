@@ -1,5 +1,6 @@
 #include "rl/task/word_problems.h"
 
+#include <algorithm>
 #include <random>
 
 namespace rl::task {
@@ -101,18 +102,40 @@ bool IsHeldOutKey(const std::string& key) {
   return h % 10 == 0;
 }
 
-std::vector<WordProblem> DrawWordProblems(size_t count, uint64_t seed, bool held_out) {
+int64_t LargestNumber(const WordProblem& p) {
+  // The solution states every number of the problem: "a * b = c. c + d = e."
+  int64_t largest = 0, current = 0;
+  for (char ch : p.solution + " ") {
+    if (ch >= '0' && ch <= '9') {
+      current = current * 10 + (ch - '0');
+    } else {
+      largest = std::max(largest, current);
+      current = 0;
+    }
+  }
+  return largest;
+}
+
+Result<std::vector<WordProblem>> DrawWordProblems(size_t count, uint64_t seed, bool held_out, int64_t max_number) {
+  if (max_number != 0 && max_number < kWordsLeastMaxNumber) {
+    return Status::InvalidArgument("the largest number of word problems must be 0 (no limit) or at least " +
+                                   std::to_string(kWordsLeastMaxNumber) + ", not " + std::to_string(max_number));
+  }
   std::mt19937_64 gen(seed);
   std::vector<WordProblem> out;
   out.reserve(count);
   while (out.size() < count) {
     WordProblem p = Make(gen() % (sizeof kTemplates / sizeof kTemplates[0]), gen);
-    if (IsHeldOutKey(p.key) == held_out) out.push_back(std::move(p));
+    if (IsHeldOutKey(p.key) != held_out) continue;
+    if (max_number != 0 && LargestNumber(p) > max_number) continue;
+    out.push_back(std::move(p));
   }
   return out;
 }
 
-std::vector<WordProblem> WordProblemsHeldOut(size_t count) { return DrawWordProblems(count, kWordsHeldOutSeed, true); }
+Result<std::vector<WordProblem>> WordProblemsHeldOut(size_t count, int64_t max_number) {
+  return DrawWordProblems(count, kWordsHeldOutSeed, true, max_number);
+}
 
 std::string WordProblemResponse(const WordProblem& p, ResponseFormat format) {
   switch (format) {

@@ -3,6 +3,9 @@
 //   "Tom has 12 apples and buys 7 more. How many apples does Tom have now?" -> "19"
 // Six templates, drawn uniformly: add, subtract, multiply, divide (exactly), and two two-step
 // ones (add then subtract, multiply then add). Every number is a whole number from 1 to 144.
+// A limit on the numbers (max_number, at least kWordsLeastMaxNumber) makes the task easier: only
+// the problems whose every number, results included, is at most the limit are kept (drawn as
+// without a limit, the others skipped), so a small model learns the few facts left quickly.
 // Every problem has a worked solution ("12 + 7 = 19."), which an SFT response ends with
 // "#### 19" (GSM8K style) or "The answer is \boxed{19}." after.
 //
@@ -26,6 +29,8 @@
 namespace rl::task {
 
 constexpr uint64_t kWordsHeldOutSeed = 0x0dd5eed5;
+// The smallest limit on the numbers every template can meet (a subtraction starts at 10).
+constexpr int64_t kWordsLeastMaxNumber = 10;
 
 struct WordProblem {
   std::string prompt;    // the question
@@ -40,10 +45,14 @@ enum class ResponseFormat { kNone, kGsm8k, kBoxed };
 Result<ResponseFormat> ParseResponseFormat(const std::string& name);
 
 bool IsHeldOutKey(const std::string& key);
-// `count` problems drawn with `seed` from the held-out keys (held_out) or from the others.
-std::vector<WordProblem> DrawWordProblems(size_t count, uint64_t seed, bool held_out);
-// The fixed held-out set: the first `count` held-out problems drawn with kWordsHeldOutSeed.
-std::vector<WordProblem> WordProblemsHeldOut(size_t count);
+// The largest number in a problem: its operands, intermediate results and answer.
+int64_t LargestNumber(const WordProblem& p);
+// `count` problems drawn with `seed` from the held-out keys (held_out) or from the others, every
+// number at most max_number (0: no limit; else at least kWordsLeastMaxNumber, or InvalidArgument).
+Result<std::vector<WordProblem>> DrawWordProblems(size_t count, uint64_t seed, bool held_out, int64_t max_number = 0);
+// The fixed held-out set: the first `count` held-out problems drawn with kWordsHeldOutSeed (of
+// those within max_number).
+Result<std::vector<WordProblem>> WordProblemsHeldOut(size_t count, int64_t max_number = 0);
 // The SFT response: "12 + 7 = 19.\n#### 19" (kGsm8k) or "12 + 7 = 19. The answer is
 // \boxed{19}." (kBoxed); the bare answer for kNone.
 std::string WordProblemResponse(const WordProblem& p, ResponseFormat format);

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <cstdio>
 #include <map>
 #include <set>
@@ -11,6 +12,16 @@
 
 namespace rl::task {
 namespace {
+
+std::vector<WordProblem> Draw(size_t count, uint64_t seed, bool held_out = false, int64_t max_number = 0) {
+  auto r = DrawWordProblems(count, seed, held_out, max_number);
+  EXPECT_TRUE(r.ok()) << r.status().ToString();
+  return r.ok() ? *r : std::vector<WordProblem>{};
+}
+
+std::vector<WordProblem> HeldOut(size_t count, int64_t max_number = 0) {
+  return Draw(count, kWordsHeldOutSeed, true, max_number);
+}
 
 // Checks a solution independently of the generator: each "x op y = z." is true arithmetic and
 // the last z is the answer; the numbers of the first step are in the prompt.
@@ -38,17 +49,17 @@ void ExpectSolutionAddsUp(const WordProblem& p) {
 
 TEST(WordProblemsTest, AnswersFollowFromTheSolutionsOfEveryTemplate) {
   std::map<std::string, int> templates;
-  for (const WordProblem& p : DrawWordProblems(3000, 1, false)) {
+  for (const WordProblem& p : Draw(3000, 1)) {
     ExpectSolutionAddsUp(p);
     templates[p.key.substr(0, p.key.find(' '))]++;
   }
-  for (const WordProblem& p : WordProblemsHeldOut(300)) ExpectSolutionAddsUp(p);
+  for (const WordProblem& p : HeldOut(300)) ExpectSolutionAddsUp(p);
   EXPECT_EQ(templates.size(), 6u);
   for (auto& [name, n] : templates) EXPECT_GT(n, 300) << name;  // about 500 each
 }
 
 TEST(WordProblemsTest, TheSameSeedGivesTheSameProblems) {
-  auto a = DrawWordProblems(200, 7, false), b = DrawWordProblems(200, 7, false), c = DrawWordProblems(200, 8, false);
+  auto a = Draw(200, 7), b = Draw(200, 7), c = Draw(200, 8);
   for (size_t i = 0; i < a.size(); ++i) EXPECT_EQ(a[i].prompt, b[i].prompt);
   size_t same = 0;
   for (size_t i = 0; i < a.size(); ++i) same += a[i].prompt == c[i].prompt;
@@ -61,7 +72,7 @@ TEST(WordProblemsTest, TheSameSeedGivesTheSameProblems) {
 
 TEST(WordProblemsTest, HeldOutKeysAreNeverTrainedOnAndTheSetIsFixedAndNested) {
   std::set<std::string> held;
-  auto small = WordProblemsHeldOut(100), big = WordProblemsHeldOut(1000);
+  auto small = HeldOut(100), big = HeldOut(1000);
   for (size_t i = 0; i < small.size(); ++i) EXPECT_EQ(small[i].prompt, big[i].prompt);
   for (const WordProblem& p : big) {
     EXPECT_TRUE(IsHeldOutKey(p.key));
@@ -69,7 +80,7 @@ TEST(WordProblemsTest, HeldOutKeysAreNeverTrainedOnAndTheSetIsFixedAndNested) {
   }
   size_t keys = 0, held_keys = 0;
   for (uint64_t seed : {1, 2, 3}) {
-    for (const WordProblem& p : DrawWordProblems(5000, seed, false)) {
+    for (const WordProblem& p : Draw(5000, seed)) {
       EXPECT_EQ(held.count(p.key), 0u) << p.key;
       EXPECT_FALSE(IsHeldOutKey(p.key));
     }
@@ -80,8 +91,41 @@ TEST(WordProblemsTest, HeldOutKeysAreNeverTrainedOnAndTheSetIsFixedAndNested) {
   EXPECT_NEAR(static_cast<double>(held_keys) / keys, 0.1, 0.02);
 }
 
+TEST(WordProblemsTest, MaxNumberKeepsOnlyProblemsWithinItAndEveryTemplate) {
+  std::map<std::string, int> templates;
+  std::vector<WordProblem> small = Draw(3000, 1, false, 20);
+  ASSERT_EQ(small.size(), 3000u);
+  for (const WordProblem& p : small) {
+    ExpectSolutionAddsUp(p);
+    // Independently of LargestNumber: every number written in the prompt and the answer.
+    for (const std::string& text : {p.prompt, p.answer}) {
+      for (size_t i = 0; i < text.size();) {
+        if (!isdigit(static_cast<unsigned char>(text[i]))) { ++i; continue; }
+        size_t j = i;
+        while (j < text.size() && isdigit(static_cast<unsigned char>(text[j]))) ++j;
+        EXPECT_LE(std::stol(text.substr(i, j - i)), 20) << text;
+        i = j;
+      }
+    }
+    EXPECT_LE(LargestNumber(p), 20) << p.solution;
+    templates[p.key.substr(0, p.key.find(' '))]++;
+  }
+  EXPECT_EQ(templates.size(), 6u);  // every template can meet the limit
+  // The held-out split and its nesting hold under a limit too.
+  auto held = HeldOut(200, 20), held_more = HeldOut(400, 20);
+  for (size_t i = 0; i < held.size(); ++i) {
+    EXPECT_EQ(held[i].prompt, held_more[i].prompt);
+    EXPECT_TRUE(IsHeldOutKey(held[i].key));
+    EXPECT_LE(LargestNumber(held[i]), 20);
+  }
+  // The intermediate result counts: 9 * 8 = 72 is over 20 even when 72 + 3 is the question.
+  EXPECT_EQ(LargestNumber({"q", "75", "9 * 8 = 72. 72 + 3 = 75.", "muladd 9 8 3"}), 75);
+  EXPECT_EQ(DrawWordProblems(5, 1, false, 9).status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(Draw(5, 1, false, kWordsLeastMaxNumber).size(), 5u);
+}
+
 TEST(WordProblemsTest, SftResponsesScoreOneWithTheMathVerifier) {
-  for (const WordProblem& p : DrawWordProblems(200, 3, false)) {
+  for (const WordProblem& p : Draw(200, 3)) {
     for (ResponseFormat f : {ResponseFormat::kGsm8k, ResponseFormat::kBoxed, ResponseFormat::kNone}) {
       std::string r = WordProblemResponse(p, f);
       EXPECT_EQ(*MathReward(r, p.answer), 1.0) << r;

@@ -124,6 +124,7 @@ int TrainMain(int argc, char** argv) {
       ->description("addition (3-digit, the default) or words (English word problems)");
   cl.BindFlag(data, "--heldout", &df.heldout);
   cl.Bind(data, "--response-format", &df.response_format)->check(CLI::IsMember({"none", "gsm8k", "boxed"}));
+  cl.Bind(data, "--max-number", &df.max_number)->check(CLI::Range(int64_t{0}, int64_t{1000000}));
   model::PromptFlags encode_flags;
   CLI::App* encode = cl.Sub("encode", "JSON lines on stdin with the prompt_ids rl-train would feed for them added");
   model::BindPromptFlags(cl, encode, &encode_flags, false);

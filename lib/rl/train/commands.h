@@ -58,6 +58,7 @@ struct DataFlags {
   uint64_t seed = 1;
   std::string task = "addition", response_format = "none";  // see rl/task/make_data.h
   bool heldout = false;
+  int64_t max_number = 0;  // words only: every number at most this (0: no limit)
 };
 
 constexpr char kTool[] = "rl-train";  // for rl::Fail
