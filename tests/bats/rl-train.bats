@@ -87,6 +87,21 @@ assert not held & train, sorted(held & train)[:5]
 PY
 }
 
+@test "make-data --task words --max-number keeps every number of the problem and its solution within the limit" {
+  rl-train make-data --task words --problems 300 --max-number 20 --response-format gsm8k > "$TMP/small"
+  [ "$(wc -l < "$TMP/small")" -eq 300 ]
+  # every number anywhere in a line (prompt, worked solution, answer) is at most 20
+  [ "$(grep -o '[0-9]\+' "$TMP/small" | sort -n | tail -n 1)" -le 20 ]
+  rl-train make-data --task words --problems 300 > "$TMP/big"
+  [ "$(grep -o '[0-9]\+' "$TMP/big" | sort -n | tail -n 1)" -gt 20 ]
+  run rl-train make-data --task words --max-number 9
+  [ "$status" -eq 64 ]
+  [ "$output" = "rl-train: the largest number of word problems must be 0 (no limit) or at least 10, not 9" ]
+  run rl-train make-data --max-number 20
+  [ "$status" -eq 64 ]
+  [ "$output" = "rl-train: --max-number is for --task words" ]
+}
+
 @test "make-data --task words --response-format writes SFT responses the math verifier scores 1" {
   command -v rl-reward >/dev/null || skip "rl-reward is not built"
   for f in gsm8k boxed; do
