@@ -64,7 +64,8 @@ struct SftData {
 // Every example of `data` (which must have responses) encoded.
 Result<SftData> EncodeSftData(task::Dataset* data, const model::PromptEncoder& encoder, int64_t context);
 
-// Evaluates every eval_every steps, and every step once an evaluation reached half the target.
+// Evaluates every eval_every steps, and once an evaluation reached half the target, at the first
+// step after the training since the last evaluation took as long as that evaluation.
 // Calls on_step after every step (evaluated: accuracy was measured at this step).
 Result<SftResult> RunSft(model::Transformer* model, const SftData& data, int64_t pad_id, const SftEval* eval,
                          const SftOptions& options, const std::function<void(const SftProgress&)>& on_step,
