@@ -46,6 +46,7 @@ man_examples() {
   [ "$(printf '%s\n' "$output" | grep -cE '^ +[12] ')" -eq 2 ]
   [[ "$output" == *"reloads with identical greedy responses and log-probabilities on 8 prompts: yes"* ]]
   [[ "$output" =~ held-out\ greedy\ accuracy\ on\ 8\ problems:\ [0-9.]+\ after\ SFT\ -\>\ [0-9.]+\ after\ 2\ GRPO\ steps ]]
+  [[ "$output" =~ training-distribution\ prompts\ \(8\ of\ prompts.jsonl,\ greedy\):\ [0-9.]+\ after\ SFT\ -\>\ [0-9.]+\ after\ GRPO ]]
 }
 
 @test "examples/pipelines/sync-vs-async.sh runs both modes in its short form and prints the comparison" {
