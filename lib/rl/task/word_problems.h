@@ -5,7 +5,8 @@
 // ones (add then subtract, multiply then add). Every number is a whole number from 1 to 144.
 // A limit on the numbers (max_number, at least kWordsLeastMaxNumber) makes the task easier: only
 // the problems whose every number, results included, is at most the limit are kept (drawn as
-// without a limit, the others skipped), so a small model learns the few facts left quickly.
+// without a limit, the others skipped). Few distinct problems are left, and since the split below
+// is by numbers, a held-out problem under a limit asks an arithmetic fact never trained on.
 // Every problem has a worked solution ("12 + 7 = 19."), which an SFT response ends with
 // "#### 19" (GSM8K style) or "The answer is \boxed{19}." after.
 //
