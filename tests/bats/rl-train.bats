@@ -102,6 +102,18 @@ PY
   [ "$output" = "rl-train: --max-number is for --task words" ]
 }
 
+@test "a learning-rate decay without a step limit beyond the warm-up exits 64 before reading anything" {
+  run rl-train grpo --checkpoint-dir "$TMP/c" --prompts "$TMP/none.jsonl" --lr-decay cosine
+  [ "$status" -eq 64 ]
+  [ "$output" = "rl-train: a learning-rate decay needs a step limit (--max-steps 0) beyond the warm-up (0 steps)" ]
+  run rl-train sft --data "$TMP/none.jsonl" --checkpoint-dir "$TMP/c" --lr-decay linear --max-steps 5 --warmup-steps 5
+  [ "$status" -eq 64 ]
+  [[ "$output" == *"(--max-steps 5) beyond the warm-up (5 steps)" ]]
+  run rl-train sft --data "$TMP/none.jsonl" --checkpoint-dir "$TMP/c" --lr-decay step
+  [ "$status" -eq 64 ]
+  [ ! -e "$TMP/c" ]
+}
+
 @test "make-data --task words --response-format writes SFT responses the math verifier scores 1" {
   command -v rl-reward >/dev/null || skip "rl-reward is not built"
   for f in gsm8k boxed; do

@@ -46,6 +46,8 @@ void AppendTrainOptions(std::vector<OptionSpec>* table) {
       {"--lease-seconds", "RL_TRAIN_LEASE", "lease on the rows of a batch being trained", {grpo}},
       {"--loss-norm", "RL_TRAIN_LOSS_NORM", "loss normalisation: token (token mean) or sequence", {grpo}},
       {"--lr", "RL_TRAIN_LR", "learning rate (AdamW)", {sft, grpo}},
+      {"--lr-decay", "RL_TRAIN_LR_DECAY",
+       "after the warm-up: constant, or a linear or cosine decay to --min-lr-ratio x --lr at --max-steps", {sft, grpo}},
       {"--max-staleness", "RL_TRAIN_MAX_STALENESS",
        "k: train on rows generated with version >= current - k (overrides --mode)", {grpo}},
       {"--max-steps", "RL_TRAIN_MAX_STEPS", "stop after this many steps (grpo: 0 runs until stopped)", {sft, grpo}},
@@ -54,6 +56,7 @@ void AppendTrainOptions(std::vector<OptionSpec>* table) {
       {"--max-number", "",
        "words: keep only problems whose every number (results included) is at most this; 0: no limit, else >= 10",
        {data}},
+      {"--min-lr-ratio", "RL_TRAIN_MIN_LR_RATIO", "the floor of --lr-decay, as a fraction of --lr", {sft, grpo}},
       {"--model-config", "RL_TRAIN_MODEL_CONFIG",
        "config.json text of a model to start from random weights, instead of --model's config (same tokenizer)",
        {sft}},
@@ -70,7 +73,7 @@ void AppendTrainOptions(std::vector<OptionSpec>* table) {
       {"--target-accuracy", "RL_TRAIN_TARGET_ACCURACY", "stop SFT when held-out greedy accuracy reaches this", {sft}},
       {"--tokenizer-from", "RL_TRAIN_TOKENIZER_FROM",
        "directory whose tokenizer files (tokenizer.json, ...) are copied into the exported one", {xport, grpo}},
-      {"--warmup-steps", "RL_TRAIN_WARMUP_STEPS", "steps over which the learning rate ramps up linearly to --lr", {grpo}},
+      {"--warmup-steps", "RL_TRAIN_WARMUP_STEPS", "steps over which the learning rate ramps up linearly to --lr", {sft, grpo}},
       {"--weight-decay", "RL_TRAIN_WEIGHT_DECAY", "AdamW decoupled weight decay", {sft, grpo}},
   });
 }

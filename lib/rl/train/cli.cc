@@ -30,8 +30,10 @@ void BindGrpo(CommandLine& cl, CLI::App* g, GrpoFlags* f) {
   cl.Bind(g, "--id", &o.id);
   cl.Bind(g, "--seed", &o.seed);
   cl.Bind(g, "--threads", &f->threads)->check(CLI::Range(1, 256));
-  cl.Bind(g, "--lr", &o.grpo.lr)->check(CLI::PositiveNumber);
-  cl.Bind(g, "--warmup-steps", &o.grpo.warmup_steps)->check(CLI::Range(0, 1000000));
+  cl.Bind(g, "--lr", &o.grpo.schedule.lr)->check(CLI::PositiveNumber);
+  cl.Bind(g, "--warmup-steps", &o.grpo.schedule.warmup_steps)->check(CLI::Range(0, 1000000));
+  cl.Bind(g, "--lr-decay", &f->lr_decay)->check(CLI::IsMember({"constant", "linear", "cosine"}));
+  cl.Bind(g, "--min-lr-ratio", &o.grpo.schedule.min_ratio)->check(CLI::Range(0.0, 1.0));
   cl.Bind(g, "--clip", &o.grpo.clip)->check(CLI::Range(0.0, 10.0));
   cl.Bind(g, "--kl-coef", &o.grpo.kl_coef)->check(CLI::NonNegativeNumber);
   cl.Bind(g, "--grad-clip", &o.grpo.grad_clip)->check(CLI::NonNegativeNumber);
@@ -72,7 +74,10 @@ void BindSft(CommandLine& cl, CLI::App* s, SftFlags* f) {
   cl.Bind(s, "--id", &f->id);
   cl.Bind(s, "--seed", &f->sft.seed);
   cl.Bind(s, "--threads", &f->threads)->check(CLI::Range(1, 256));
-  cl.Bind(s, "--lr", &f->sft.lr)->check(CLI::PositiveNumber);
+  cl.Bind(s, "--lr", &f->sft.schedule.lr)->check(CLI::PositiveNumber);
+  cl.Bind(s, "--warmup-steps", &f->sft.schedule.warmup_steps)->check(CLI::Range(0, 1000000));
+  cl.Bind(s, "--lr-decay", &f->lr_decay)->check(CLI::IsMember({"constant", "linear", "cosine"}));
+  cl.Bind(s, "--min-lr-ratio", &f->sft.schedule.min_ratio)->check(CLI::Range(0.0, 1.0));
   cl.Bind(s, "--batch-size", &f->sft.batch_size)->check(CLI::Range(1, 1 << 20));
   cl.Bind(s, "--max-steps", &f->sft.max_steps)->check(CLI::Range(1, 100000000));
   cl.Bind(s, "--target-accuracy", &f->sft.target_accuracy)->check(CLI::Range(0.0, 1.0));

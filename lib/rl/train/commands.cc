@@ -62,10 +62,18 @@ Result<std::optional<HeldOut>> OpenHeldOut(const std::string& path, const std::s
   return std::optional<HeldOut>(std::move(h));
 }
 
+// --lr-decay over a run of `horizon` steps (checked before any data or model is read).
+Status ApplyLrDecay(const std::string& name, int64_t horizon, LrSchedule* s) {
+  RL_ASSIGN_OR_RETURN(s->decay, ParseLrDecay(name));
+  s->horizon = horizon;
+  return ValidateLrSchedule(*s);
+}
+
 }  // namespace
 
-int RunSftCommand(const SftFlags& f, const std::atomic<bool>& stop) {
+int RunSftCommand(SftFlags f, const std::atomic<bool>& stop) {
   at::set_num_threads(f.threads);
+  if (Status s = ApplyLrDecay(f.lr_decay, f.sft.max_steps, &f.sft.schedule); !s.ok()) return Fail(kTool, s);
   auto encoder = model::OpenPromptEncoder(f.prompt);
   if (!encoder.ok()) return Fail(kTool, encoder.status());
   auto data = task::Dataset::Open(f.data, SftDatasetOptions(f));
@@ -88,7 +96,7 @@ int RunSftCommand(const SftFlags& f, const std::atomic<bool>& stop) {
     if (Status s = events.Open(f.run_dir, "train", f.id); !s.ok()) return Fail(kTool, s);
   }
   events.SetPhase("train");
-  events.Emit("sft-start", {{"examples", examples->samples.size()}, {"lr", f.sft.lr}, {"batch_size", f.sft.batch_size}});
+  events.Emit("sft-start", {{"examples", examples->samples.size()}, {"lr", f.sft.schedule.lr}, {"batch_size", f.sft.batch_size}});
   double said_s = 0;
   auto on_step = [&](const SftProgress& p) {
     if (!p.evaluated) {
@@ -100,7 +108,7 @@ int RunSftCommand(const SftFlags& f, const std::atomic<bool>& stop) {
     }
     said_s = p.seconds;
     events.SetStep(p.step);
-    events.Emit("sft-eval", {{"loss", p.loss}, {"accuracy", p.accuracy}, {"seconds", p.seconds}});
+    events.Emit("sft-eval", {{"loss", p.loss}, {"accuracy", p.accuracy}, {"seconds", p.seconds}, {"lr", p.lr}});
     spdlog::info("sft step {} loss {:.4f} held-out greedy accuracy {:.3f} ({:.1f} s)", p.step, p.loss, p.accuracy,
                  p.seconds);
   };
@@ -149,6 +157,7 @@ int RunGrpoCommand(GrpoFlags f, const std::atomic<bool>& stop) {
   if (f.staleness && f.staleness->count() > 0) o.staleness = f.staleness_value;
   if (f.fraction && f.fraction->count() > 0) o.start_fraction = f.fraction_value;
   o.grpo.norm = f.loss_norm == "sequence" ? LossNorm::kSequence : LossNorm::kToken;
+  if (Status s = ApplyLrDecay(f.lr_decay, o.max_steps, &o.grpo.schedule); !s.ok()) return Fail(kTool, s);
   o.regenerate_stale = f.stale_rows == "regenerate";
   ExportOptions x;
   x.out = f.export_dir;

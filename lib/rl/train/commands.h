@@ -28,12 +28,13 @@ struct SftFlags {
   int64_t eval_size = 256;
   int threads = 1;
   SftOptions sft;
+  std::string lr_decay = "constant";  // see rl/train/lr_schedule.h
 };
 
 struct GrpoFlags {
   GrpoLoopOptions loop;
   int threads = 1;
-  std::string loss_norm = "token", mode = "sync", stale_rows = "regenerate";
+  std::string loss_norm = "token", mode = "sync", stale_rows = "regenerate", lr_decay = "constant";
   CLI::Option* staleness = nullptr;  // set when given: they override --mode
   CLI::Option* fraction = nullptr;
   int64_t staleness_value = 0;
@@ -63,7 +64,7 @@ struct DataFlags {
 
 constexpr char kTool[] = "rl-train";  // for rl::Fail
 
-int RunSftCommand(const SftFlags& f, const std::atomic<bool>& stop);
+int RunSftCommand(SftFlags f, const std::atomic<bool>& stop);
 int RunGrpoCommand(GrpoFlags f, const std::atomic<bool>& stop);
 int RunEvalCommand(const EvalFlags& f, std::ostream& out);
 // Prints {"out", "version", "parameters", "dtype", "files"} as one JSON line.

@@ -188,7 +188,7 @@ nlohmann::json TrainSpec(const std::vector<Group>& groups, const GrpoOptions& go
     }
   }
   return {{"tokens", tokens}, {"old_logprobs", old}, {"rewards", rewards}, {"groups", sizes},
-          {"clip", go.clip},  {"lr", go.lr},         {"grad_clip", go.grad_clip}};
+          {"clip", go.clip},  {"lr", go.schedule.lr},         {"grad_clip", go.grad_clip}};
 }
 
 Status MeasureOurTrain(const model::Transformer& m, const std::vector<Group>& groups, const GrpoOptions& go,

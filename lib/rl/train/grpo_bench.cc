@@ -116,9 +116,9 @@ int main(int argc, char** argv) {
   auto loaded = StartModel(*dir, kv["weights"], static_cast<uint64_t>(num("seed")));
   if (!loaded.ok()) return Die(loaded.status());
   train::GrpoOptions go;
-  go.lr = num("lr");
+  go.schedule.lr = num("lr");
   go.clip = num("clip");
-  go.warmup_steps = static_cast<int64_t>(num("warmup"));
+  go.schedule.warmup_steps = static_cast<int64_t>(num("warmup"));
   go.grad_clip = num("grad_clip");
   go.adamw.eps = num("eps");
   go.adamw.beta2 = num("beta2");

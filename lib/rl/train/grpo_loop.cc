@@ -140,7 +140,7 @@ Status GrpoLoop::Start() {
   events_.SetStep(step_);
   events_.Emit("start", {{"version", version_}, {"accuracy", last_accuracy_}, {"accuracy_step", accuracy_step_},
                          {"staleness", o_.staleness},
-                         {"start_fraction", o_.start_fraction}, {"lr", o_.grpo.lr}});
+                         {"start_fraction", o_.start_fraction}, {"lr", o_.grpo.schedule.lr}});
   return Status::OK();
 }
 
@@ -321,8 +321,8 @@ void GrpoLoop::Evaluate(StepStats* s, nlohmann::json* fields) {
   best_reward_ema_ = std::max(best_reward_ema_, reward_ema_);
   if (!why.empty()) {
     spdlog::error("COLLAPSE at step {}: {} (lr {}; a lower --lr, on-policy --mode sync or a KL term may help)",
-                  step_, why, o_.grpo.lr);
-    events_.Emit("collapse", {{"why", why}, {"lr", o_.grpo.lr}});
+                  step_, why, o_.grpo.schedule.lr);
+    events_.Emit("collapse", {{"why", why}, {"lr", o_.grpo.schedule.lr}});
   }
 }
 
@@ -336,7 +336,7 @@ Status GrpoLoop::AfterStep(const StepStats& s0, std::vector<uint64_t> consumed, 
   nlohmann::json f = {{"version", version_}, {"reward", s.mean_reward}, {"loss", s.loss},
                       {"samples", s.samples}, {"groups", s.groups}, {"tokens", s.tokens},
                       {"samples_per_s", s.samples / seconds}, {"seconds", seconds},
-                      {"clip_fraction", s.clip_fraction}, {"kl", s.kl}, {"grad_norm", s.grad_norm},
+                      {"clip_fraction", s.clip_fraction}, {"kl", s.kl}, {"grad_norm", s.grad_norm}, {"lr", s.lr},
                       {"min_version", s.min_version}, {"max_version", s.max_version},
                       {"trained_groups", step_groups_}, {"train_seconds", train_s_},
                       {"train_tokens_per_s", train_s_ > 0 ? static_cast<double>(s.tokens) / train_s_ : 0.0}};

@@ -142,7 +142,7 @@ class GrpoLoopTest : public ::testing::Test {
     o.dynamic_sampling = false;
     o.eval_size = 4;
     o.eval_every = 1;
-    o.grpo.lr = 1e-3;
+    o.grpo.schedule.lr = 1e-3;
     return o;
   }
 

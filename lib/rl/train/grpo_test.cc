@@ -111,7 +111,7 @@ std::vector<Group> Batch(uint64_t seed) {
 
 std::unique_ptr<GrpoTrainer> NewTrainer(model::Transformer m) {
   GrpoOptions o;
-  o.lr = 1e-2;
+  o.schedule.lr = 1e-2;
   o.adamw.weight_decay = 0.01;
   auto t = GrpoTrainer::Create(std::move(m), std::nullopt, o);
   EXPECT_TRUE(t.ok());
@@ -209,6 +209,38 @@ TEST(GrpoTrainerTest, PiecesOfABatchAccumulateTheSameGradientAsTheWhole) {
   EXPECT_GT(largest, 1e-3);  // the batch did produce a gradient
   EXPECT_TRUE(whole->FinishStep().ok());
   EXPECT_TRUE(pieces->FinishStep().ok());
+}
+
+// The trainer steps with the schedule's rate for its optimizer's step count, resumed or not.
+TEST(GrpoTrainerTest, StepsFollowTheLearningRateScheduleAcrossAResume) {
+  at::set_num_threads(1);
+  GrpoOptions o;
+  o.schedule = {1e-2, 2, LrDecay::kCosine, 6, 0.1};
+  auto t = GrpoTrainer::Create(model::Transformer::Create(Tiny(), 4).value(), std::nullopt, o);
+  ASSERT_TRUE(t.ok());
+  std::vector<double> used;
+  for (int s = 0; s < 4; ++s) {
+    (*t)->BeginStep();
+    ASSERT_TRUE((*t)->Accumulate(Batch(s + 1)).ok());
+    auto stats = (*t)->FinishStep();
+    ASSERT_TRUE(stats.ok());
+    used.push_back(stats->lr);
+  }
+  auto resumed = GrpoTrainer::Create((*t)->policy().Clone().value(), std::nullopt, o);
+  ASSERT_TRUE(resumed.ok());
+  ASSERT_TRUE((*resumed)->optimizer().LoadState((*t)->optimizer().State(), (*t)->optimizer().steps()).ok());
+  for (int s = 4; s < 7; ++s) {
+    (*resumed)->BeginStep();
+    ASSERT_TRUE((*resumed)->Accumulate(Batch(s + 1)).ok());
+    auto stats = (*resumed)->FinishStep();
+    ASSERT_TRUE(stats.ok());
+    used.push_back(stats->lr);
+  }
+  // warm-up 0.5 and 1 (x 1e-2), then cosine over 4 steps to the floor 0.1 at step 6.
+  const double half = 0.1 + 0.9 * (1 + std::cos(M_PI / 4)) / 2, low = 0.1 + 0.9 * (1 + std::cos(3 * M_PI / 4)) / 2;
+  std::vector<double> want = {0.5, 1, 1, half, 0.55, low, 0.1};
+  ASSERT_EQ(used.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(used[i], 1e-2 * want[i], 1e-12) << "step " << i + 1;
 }
 
 }  // namespace

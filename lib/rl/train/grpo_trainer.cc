@@ -100,10 +100,9 @@ Result<StepStats> GrpoTrainer::FinishStep() {
   out.grad_norm = optimizer_->ClipGradNorm(options_.grad_clip);
   // Adam's first steps move every weight by about lr whatever its gradient (m/sqrt(v) is the sign
   // of g at t = 1): on a freshly fine-tuned policy that random-looking jolt is what a warm-up avoids.
-  double ramp = options_.warmup_steps > 0
-                    ? std::min(1.0, static_cast<double>(optimizer_->steps() + 1) / static_cast<double>(options_.warmup_steps))
-                    : 1.0;
-  RL_RETURN_IF_ERROR(optimizer_->Step(options_.lr * ramp));
+  // The optimizer's step count comes back with a checkpoint, so a resumed run keeps its schedule.
+  out.lr = LearningRate(options_.schedule, optimizer_->steps());
+  RL_RETURN_IF_ERROR(optimizer_->Step(out.lr));
   out.loss = loss_sum_ / denom;
   out.mean_reward = reward_sum_ / static_cast<double>(out.samples);
   out.tokens = static_cast<int64_t>(tokens_);

@@ -17,13 +17,13 @@
 #include "rl/model/transformer.h"
 #include "rl/train/adamw.h"
 #include "rl/train/grpo_loss.h"
+#include "rl/train/lr_schedule.h"
 #include "rl/train/sample.h"
 
 namespace rl::train {
 
 struct GrpoOptions {
-  double lr = 1e-4;
-  int64_t warmup_steps = 0;  // the learning rate ramps linearly from lr/warmup to lr over these steps
+  LrSchedule schedule;  // lr 1e-4, constant, no warm-up unless set
   double clip = 0.2;
   double kl_coef = 0;      // > 0 needs a reference model
   double grad_clip = 1.0;  // global norm; <= 0: none
@@ -34,7 +34,7 @@ struct GrpoOptions {
 };
 
 struct StepStats {
-  double loss = 0, mean_reward = 0, clip_fraction = 0, kl = 0, grad_norm = 0;
+  double loss = 0, mean_reward = 0, clip_fraction = 0, kl = 0, grad_norm = 0, lr = 0;
   int64_t samples = 0, groups = 0, tokens = 0;
   int64_t min_version = 0, max_version = 0;
 };

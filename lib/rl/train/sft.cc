@@ -16,15 +16,15 @@ namespace rl::train {
 namespace {
 
 Result<double> SftStep(model::Transformer* model, AdamW* opt, const std::vector<const Sample*>& batch,
-                       int64_t pad_id, const SftOptions& o) {
+                       int64_t pad_id, double lr, double grad_clip) {
   return model::TorchGuard("sft step", [&]() -> Result<double> {
     TokenBatch tb = MakeTokenBatch(batch, pad_id);
     RL_ASSIGN_OR_RETURN(at::Tensor lp, TokenLogprobs(*model, tb.tokens, tb.mask));
     at::Tensor loss = -(lp * tb.mask).sum() / tb.mask.sum();
     opt->ZeroGrad();
     loss.backward();
-    opt->ClipGradNorm(o.grad_clip);
-    RL_RETURN_IF_ERROR(opt->Step(o.lr));
+    opt->ClipGradNorm(grad_clip);
+    RL_RETURN_IF_ERROR(opt->Step(lr));
     return loss.item<double>();
   });
 }
@@ -58,6 +58,9 @@ Result<SftResult> RunSft(model::Transformer* model, const SftData& data, int64_t
                          const std::atomic<bool>& stop) {
   const std::vector<Sample>& samples = data.samples;
   if (samples.empty()) return Status::DataError("no SFT examples fit the model's context");
+  LrSchedule schedule = o.schedule;
+  schedule.horizon = o.max_steps;
+  RL_RETURN_IF_ERROR(ValidateLrSchedule(schedule));
   AdamW opt(model->NamedParameters(), o.adamw);
   std::mt19937_64 gen(o.seed);
   std::vector<size_t> order(samples.size());
@@ -78,7 +81,8 @@ Result<SftResult> RunSft(model::Transformer* model, const SftData& data, int64_t
     SftProgress p;
     p.step = step;
     auto step_start = std::chrono::steady_clock::now();
-    RL_ASSIGN_OR_RETURN(p.loss, SftStep(model, &opt, batch, pad_id, o));
+    p.lr = LearningRate(schedule, step - 1);
+    RL_ASSIGN_OR_RETURN(p.loss, SftStep(model, &opt, batch, pad_id, p.lr, o.grad_clip));
     trained_since_eval_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - step_start).count();
     p.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     result.steps = step;

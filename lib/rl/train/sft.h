@@ -20,12 +20,13 @@
 #include "rl/reward/verifier.h"
 #include "rl/train/adamw.h"
 #include "rl/train/evaluate.h"
+#include "rl/train/lr_schedule.h"
 #include "rl/train/sample.h"
 
 namespace rl::train {
 
 struct SftOptions {
-  double lr = 1e-3;
+  LrSchedule schedule{1e-3};  // constant unless set; a decay's horizon is max_steps
   int64_t batch_size = 256;
   int64_t max_steps = 5000;
   double target_accuracy = 0.3;
@@ -45,7 +46,7 @@ struct SftEval {
 
 struct SftProgress {
   int64_t step = 0;
-  double loss = 0, accuracy = 0, seconds = 0;
+  double loss = 0, accuracy = 0, seconds = 0, lr = 0;
   bool evaluated = false;
 };
 
