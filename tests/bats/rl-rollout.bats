@@ -52,6 +52,12 @@ man_examples() {
   [[ "$output" == *"--no-such-option"* ]]
   run rl-rollout generate --weights "$MODEL" --top-p 2
   [ "$status" -eq 64 ]
+  # training rollouts sample the whole tempered distribution, whose log-probabilities they record
+  run rl-rollout run --checkpoint-dir "$TMP/ckpt" --top-k 5
+  [ "$status" -eq 64 ]
+  [[ "$output" == *"--top-k and --top-p are for rl-rollout generate"* ]]
+  run rl-rollout run --checkpoint-dir "$TMP/ckpt" --top-p 0.9
+  [ "$status" -eq 64 ]
 }
 
 @test "exits 64 without weights or without --model, and when run has no weights at all" {

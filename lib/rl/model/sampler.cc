@@ -94,13 +94,13 @@ Result<Sample> Sampler::Draw(const at::Tensor& logits) {
     return Status::InvalidArgument("sampler: logits must be a non-empty 2-D floating tensor");
   }
   return TorchGuard("sampler: draw", [&]() -> Result<Sample> {
-    const at::Tensor x = logits.detach().to(at::kFloat);
+    at::Tensor x = logits.detach().to(at::kFloat);
     at::Tensor ids;
     if (options_.temperature == 0) {
       ids = x.argmax(-1);
     } else {
-      const at::Tensor filtered =
-          TopP(TopK(x / options_.temperature, options_.top_k), options_.top_p);
+      if (options_.temperature != 1) x = x / options_.temperature;
+      const at::Tensor filtered = TopP(TopK(x, options_.top_k), options_.top_p);
       const at::Tensor u = at::rand({x.size(0)}, gen_, at::TensorOptions().dtype(at::kDouble));
       ids = InverseCdfPicks(at::softmax(filtered, -1), u);
     }

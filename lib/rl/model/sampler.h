@@ -6,10 +6,11 @@
 // reaches top_p (top_p 1: no limit), renormalized, and drawn from with the sampler's own
 // generator. temperature 0 is greedy: the argmax, with no random draw.
 //
-// Reported log-probability: log_softmax(logits)[chosen] — the untempered, unfiltered policy at
-// temperature 1, whatever the sampling options. This is the quantity PPO/GRPO importance ratios
-// need (the trainer recomputes the same thing with gradients); it is not the log-probability
-// under the distribution that was actually sampled from.
+// Reported log-probability: log_softmax(logits / temperature)[chosen], the tempered policy that
+// was sampled from, before top_k/top_p truncation (the trainer recomputes the same quantity with
+// gradients at the same temperature, so the PPO/GRPO ratio compares like with like; a truncated
+// distribution is not modelled, which is why rl-rollout run refuses top_k/top_p). Greedy
+// (temperature 0) reports the model's own log_softmax(logits)[chosen].
 //
 // Determinism: the same seed, options and sequence of logits give the same picks.
 // Thread safety: a Sampler owns its generator; use one Sampler per thread. This header includes
@@ -36,7 +37,7 @@ struct SamplingOptions {
 
 struct Sample {
   at::Tensor ids;       // [B] int64
-  at::Tensor logprobs;  // [B] float32: log_softmax(logits)[b, ids[b]]
+  at::Tensor logprobs;  // [B] float32: log_softmax(logits / temperature)[b, ids[b]] (temperature 0: 1)
 };
 
 class Sampler {

@@ -48,14 +48,20 @@ TEST(SamplerTest, TinyTopPEqualsGreedy) {
   EXPECT_TRUE(DrawOnce(o, 9, logits).ids.equal(logits.argmax(-1)));
 }
 
-TEST(SamplerTest, LogprobsAreLogSoftmaxAtChosenIds) {
+TEST(SamplerTest, LogprobsAreThoseOfTheTemperedDistributionBeforeTruncation) {
   const at::Tensor logits = RandomLogits(32, 15, 4);
-  SamplingOptions o;
-  o.temperature = 0.5;  // the reported logprob ignores temperature and filtering
-  o.top_k = 4;
-  const Sample s = DrawOnce(o, 11, logits);
-  const at::Tensor expected = at::log_softmax(logits, -1).gather(1, s.ids.unsqueeze(1)).squeeze(1);
-  EXPECT_TRUE(at::allclose(s.logprobs, expected, 0, 1e-6));
+  for (double t : {0.5, 1.0, 1.7}) {
+    SamplingOptions o;
+    o.temperature = t;
+    o.top_k = 4;  // truncation does not change the reported logprob
+    const Sample s = DrawOnce(o, 11, logits);
+    const at::Tensor expected = at::log_softmax(logits / t, -1).gather(1, s.ids.unsqueeze(1)).squeeze(1);
+    EXPECT_TRUE(at::allclose(s.logprobs, expected, 0, 1e-6)) << "temperature " << t;
+  }
+  SamplingOptions greedy;
+  greedy.temperature = 0;  // greedy: the model's own logprob of the argmax
+  const Sample g = DrawOnce(greedy, 11, logits);
+  EXPECT_TRUE(at::allclose(g.logprobs, std::get<0>(at::log_softmax(logits, -1).max(-1)), 0, 1e-6));
 }
 
 TEST(SamplerTest, PicksStayInsideTopK) {

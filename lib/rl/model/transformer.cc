@@ -4,6 +4,7 @@
 #include <c10/core/GradMode.h>
 
 #include <algorithm>
+#include <cmath>
 #include <unordered_map>
 
 #include "rl/model/kv_cache.h"
@@ -95,7 +96,11 @@ Result<at::Tensor> Transformer::Forward(const at::Tensor& tokens) const {
   });
 }
 
-Result<at::Tensor> Transformer::MaskedTokenLogprobs(const at::Tensor& tokens, const at::Tensor& mask) const {
+Result<at::Tensor> Transformer::MaskedTokenLogprobs(const at::Tensor& tokens, const at::Tensor& mask,
+                                                    double temperature) const {
+  if (!(temperature > 0) || !std::isfinite(temperature)) {
+    return Status::InvalidArgument("token logprobs: the temperature must be positive and finite");
+  }
   return TorchGuard("transformer: token logprobs", [&]() -> Result<at::Tensor> {
     RL_RETURN_IF_ERROR(CheckTokens(tokens, config(), "token logprobs"));
     const int64_t len = tokens.size(1);
@@ -106,7 +111,9 @@ Result<at::Tensor> Transformer::MaskedTokenLogprobs(const at::Tensor& tokens, co
     const at::Tensor x = impl_->hidden(tokens, positions).narrow(1, 0, len - 1);
     const at::Tensor keep = mask.ne(0);
     const at::Tensor next = tokens.narrow(1, 1, len - 1).index({keep});
-    const at::Tensor logp = at::log_softmax(impl_->logits(x.index({keep})), -1);
+    at::Tensor logits = impl_->logits(x.index({keep}));
+    if (temperature != 1) logits = logits / temperature;
+    const at::Tensor logp = at::log_softmax(logits, -1);
     const at::Tensor picked = logp.gather(1, next.unsqueeze(1)).squeeze(1);
     return at::zeros({tokens.size(0), len - 1}, picked.options()).index_put({keep}, picked);
   });

@@ -72,10 +72,12 @@ class Transformer {
                                  KvCache* cache, bool last_only = false) const;
 
   // The log-probability of each next token where `mask` [B, T-1] is nonzero, 0 elsewhere:
-  // [B, T-1] float32, entry (b, t) = log_softmax(logits(b, t))[tokens(b, t+1)]. The LM head runs
-  // on the masked positions only (a response's tokens), which is what makes training a model
-  // with a vocabulary of 150k tokens affordable. Records gradients in grad mode.
-  Result<at::Tensor> MaskedTokenLogprobs(const at::Tensor& tokens, const at::Tensor& mask) const;
+  // [B, T-1] float32, entry (b, t) = log_softmax(logits(b, t) / temperature)[tokens(b, t+1)]
+  // (temperature > 0: that of the sampler, see sampler.h). The LM head runs on the masked
+  // positions only (a response's tokens), which is what makes training a model with a vocabulary
+  // of 150k tokens affordable. Records gradients in grad mode.
+  Result<at::Tensor> MaskedTokenLogprobs(const at::Tensor& tokens, const at::Tensor& mask,
+                                         double temperature = 1.0) const;
 
   // The trainable tensors (they share storage with the model), for an optimizer.
   std::vector<at::Tensor> Parameters() const;

@@ -78,6 +78,12 @@ int RunGenerate(const SamplingFlags& f, const std::string& weights, const model:
 
 int RunLoop(RolloutOptions o, const std::string& weights, WeightSyncOptions sync, const std::string& run_dir,
             const std::string& id, const std::string& model_dir) {
+  const model::SamplingOptions& sampling = o.generate.sampling;
+  if (sampling.top_k != 0 || sampling.top_p != 1) {
+    return Fail(kTool, Status::InvalidArgument(
+                           "--top-k and --top-p are for rl-rollout generate: the trainer's ratio needs the "
+                           "log-probabilities of the distribution sampled, which truncation changes"));
+  }
   auto dir = model::OpenModelDir(model_dir);
   if (!dir.ok()) return Fail(kTool, dir.status());
   o.model = &*dir;

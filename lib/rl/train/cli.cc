@@ -38,7 +38,13 @@ void BindGrpo(CommandLine& cl, CLI::App* g, GrpoFlags* f) {
   cl.Bind(g, "--kl-coef", &o.grpo.kl_coef)->check(CLI::NonNegativeNumber);
   cl.Bind(g, "--grad-clip", &o.grpo.grad_clip)->check(CLI::NonNegativeNumber);
   cl.Bind(g, "--weight-decay", &o.grpo.adamw.weight_decay)->check(CLI::NonNegativeNumber);
-  cl.Bind(g, "--loss-norm", &f->loss_norm)->check(CLI::IsMember({"token", "sequence"}));
+  cl.Bind(g, "--loss-norm", &f->loss_norm)
+      ->check(CLI::IsMember({"token", "sequence", "token-mean", "seq-mean-token-mean", "seq-mean-token-sum",
+                             "seq-mean-token-sum-norm"}));
+  cl.Bind(g, "--loss-norm-constant", &o.grpo.norm_constant)->check(CLI::NonNegativeNumber);
+  cl.Bind(g, "--minibatches", &o.grpo.minibatches)->check(CLI::Range(1, 100000));
+  cl.Bind(g, "--epochs", &o.grpo.epochs)->check(CLI::Range(1, 1000));
+  cl.Bind(g, "--temperature", &o.grpo.temperature)->check(CLI::PositiveNumber);
   cl.Bind(g, "--micro-batch", &o.grpo.micro_batch)->check(CLI::Range(1, 1 << 20));
   cl.Bind(g, "--group-size", &o.group_size)->check(CLI::Range(1, 4096));
   cl.Bind(g, "--prompts-per-step", &o.prompts_per_step)->check(CLI::Range(1, 100000));

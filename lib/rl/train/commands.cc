@@ -156,7 +156,13 @@ int RunGrpoCommand(GrpoFlags f, const std::atomic<bool>& stop) {
   if (Status s = ApplyMode(f.mode, &o); !s.ok()) return Fail(kTool, s);
   if (f.staleness && f.staleness->count() > 0) o.staleness = f.staleness_value;
   if (f.fraction && f.fraction->count() > 0) o.start_fraction = f.fraction_value;
-  o.grpo.norm = f.loss_norm == "sequence" ? LossNorm::kSequence : LossNorm::kToken;
+  auto norm = ParseLossNorm(f.loss_norm);
+  if (!norm.ok()) return Fail(kTool, norm.status());
+  o.grpo.norm = *norm;
+  if (o.grpo.norm == LossNorm::kSequenceSumNorm && !(o.grpo.norm_constant > 0)) {
+    return Fail(kTool, Status::InvalidArgument("--loss-norm seq-mean-token-sum-norm needs --loss-norm-constant C > 0"));
+  }
+  o.grpo.seed = o.seed;
   if (Status s = ApplyLrDecay(f.lr_decay, o.max_steps, &o.grpo.schedule); !s.ok()) return Fail(kTool, s);
   o.regenerate_stale = f.stale_rows == "regenerate";
   ExportOptions x;

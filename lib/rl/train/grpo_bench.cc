@@ -122,7 +122,10 @@ int main(int argc, char** argv) {
   go.grad_clip = num("grad_clip");
   go.adamw.eps = num("eps");
   go.adamw.beta2 = num("beta2");
-  go.norm = kv["norm"] == "sequence" ? train::LossNorm::kSequence : train::LossNorm::kToken;
+  auto norm = train::ParseLossNorm(kv["norm"]);
+  if (!norm.ok()) return Die(norm.status());
+  go.norm = *norm;
+  go.epochs = static_cast<int64_t>(num("epochs"));
   go.pad_id = dir->pad_id;
   go.kl_coef = num("kl");
   std::optional<model::Transformer> reference;
@@ -211,12 +214,9 @@ int main(int argc, char** argv) {
       *sampler_model = std::move(*c);
     }
     auto t1 = Clock::now();
-    Result<train::StepStats> stats = Status::Internal("no epoch");
-    for (int e = 0; e < static_cast<int>(num("epochs")); ++e) {
-      if (Status s = (*trainer)->Accumulate(groups); !s.ok()) return Die(s);
-      stats = (*trainer)->FinishStep();
-      if (!stats.ok()) return Die(stats.status());
-    }
+    if (Status s = (*trainer)->Accumulate(groups); !s.ok()) return Die(s);
+    Result<train::StepStats> stats = (*trainer)->FinishStep();
+    if (!stats.ok()) return Die(stats.status());
     double train_s = Since(t1);
     double up_pos = 0, up_neg = 0, n_pos = 0, n_neg = 0;
     {  // how the step moved the log-probability of the sequences it pushed up and down

@@ -6,6 +6,28 @@
 
 namespace rl::train {
 
+Result<LossNorm> ParseLossNorm(const std::string& name) {
+  if (name == "token" || name == "token-mean") return LossNorm::kToken;
+  if (name == "sequence" || name == "seq-mean-token-mean") return LossNorm::kSequence;
+  if (name == "seq-mean-token-sum") return LossNorm::kSequenceSum;
+  if (name == "seq-mean-token-sum-norm") return LossNorm::kSequenceSumNorm;
+  return Status::InvalidArgument("unknown loss aggregation '" + name +
+                                 "' (token-mean, seq-mean-token-mean, seq-mean-token-sum or seq-mean-token-sum-norm)");
+}
+
+double LossDenominator(LossNorm norm, double tokens, double sequences, double constant) {
+  switch (norm) {
+    case LossNorm::kToken:
+      return tokens;
+    case LossNorm::kSequence:
+    case LossNorm::kSequenceSum:
+      return sequences;
+    case LossNorm::kSequenceSumNorm:
+      return sequences * constant;
+  }
+  return tokens;
+}
+
 Result<LossSums> PolicyLossSums(const at::Tensor& new_lp, const at::Tensor& old_lp,
                                 const at::Tensor& mask, const at::Tensor& adv, double clip,
                                 LossNorm norm, const at::Tensor& ref_lp, double kl_coef) {
@@ -31,10 +53,10 @@ Result<LossSums> PolicyLossSums(const at::Tensor& new_lp, const at::Tensor& old_
     out.tokens = lengths.sum().item<double>();
     out.sequences = (lengths > 0).sum().item<double>();
     out.clipped = ((clipped.detach() < unclipped.detach()).to(at::kFloat) * mask).sum().item<double>();
-    if (norm == LossNorm::kToken) {
-      out.sum = per_token.sum();
-    } else {
+    if (norm == LossNorm::kSequence) {
       out.sum = (per_token.sum(1) / lengths.clamp_min(1)).sum();
+    } else {
+      out.sum = per_token.sum();
     }
     return out;
   });
@@ -74,8 +96,9 @@ Result<at::Tensor> TokenLogprobs(const model::Transformer& model, const at::Tens
   });
 }
 
-Result<at::Tensor> TokenLogprobs(const model::Transformer& model, const at::Tensor& tokens, const at::Tensor& mask) {
-  return model.MaskedTokenLogprobs(tokens, mask);
+Result<at::Tensor> TokenLogprobs(const model::Transformer& model, const at::Tensor& tokens, const at::Tensor& mask,
+                                 double temperature) {
+  return model.MaskedTokenLogprobs(tokens, mask, temperature);
 }
 
 }  // namespace rl::train

@@ -4,14 +4,18 @@
 // policy's log-probability, recorded by the rollout) and the sequence's advantage A:
 //   l = -min(ratio * A, clamp(ratio, 1 - clip, 1 + clip) * A)
 //       + kl_coef * (exp(ref_lp - new_lp) - (ref_lp - new_lp) - 1)      (k3 KL estimator)
-// Normalisation over a whole batch (which may arrive in several pieces, see LossSums):
-//   token:    sum over every token of l / number of tokens in the batch
-//   sequence: sum over sequences of (mean of l over the sequence) / number of sequences
+// Aggregation over a batch or minibatch (which may arrive in several pieces, see LossSums), with
+// the names verl gives them (B sequences, T_b response tokens of sequence b, C a constant):
+//   token-mean               sum_b sum_t l / sum_b T_b              (also "token"; the default)
+//   seq-mean-token-mean      sum_b (sum_t l / T_b) / B              (also "sequence")
+//   seq-mean-token-sum       sum_b sum_t l / B
+//   seq-mean-token-sum-norm  sum_b sum_t l / (B * C)                (Dr. GRPO: C the token budget)
 // Thread safety: free functions over tensors.
 #pragma once
 
 #include <ATen/core/Tensor.h>
 
+#include <string>
 #include <vector>
 
 #include "rl/core/status.h"
@@ -20,11 +24,16 @@
 
 namespace rl::train {
 
-enum class LossNorm { kToken, kSequence };
+enum class LossNorm { kToken, kSequence, kSequenceSum, kSequenceSumNorm };
+
+// The names above (and "token", "sequence"); InvalidArgument otherwise.
+Result<LossNorm> ParseLossNorm(const std::string& name);
+// The denominator of the aggregation for `tokens` tokens in `sequences` sequences (constant: C).
+double LossDenominator(LossNorm norm, double tokens, double sequences, double constant);
 
 // The numerator of the loss for a piece of a batch, and what the denominators need.
 struct LossSums {
-  at::Tensor sum;        // scalar, differentiable: sum of l (token) or of per-sequence means
+  at::Tensor sum;        // scalar, differentiable: sum of l, or of per-sequence means (seq-mean-token-mean)
   double tokens = 0;     // response tokens in the piece
   double sequences = 0;  // sequences with at least one response token
   double clipped = 0;    // tokens whose ratio was clipped (the min chose the clamped term)
@@ -49,7 +58,8 @@ TokenBatch MakeTokenBatch(const std::vector<const Sample*>& samples, int64_t pad
 // log_softmax(model(tokens))[b, p, tokens[b, p+1]]: [B, L-1], differentiable when grad mode is on.
 Result<at::Tensor> TokenLogprobs(const model::Transformer& model, const at::Tensor& tokens);
 // The same where mask [B, L-1] is nonzero (0 elsewhere), with the LM head on those positions
-// only (model::Transformer::MaskedTokenLogprobs): what training uses.
-Result<at::Tensor> TokenLogprobs(const model::Transformer& model, const at::Tensor& tokens, const at::Tensor& mask);
+// only (model::Transformer::MaskedTokenLogprobs), of logits / temperature: what training uses.
+Result<at::Tensor> TokenLogprobs(const model::Transformer& model, const at::Tensor& tokens, const at::Tensor& mask,
+                                 double temperature = 1.0);
 
 }  // namespace rl::train

@@ -66,6 +66,24 @@ TEST(PolicyLossTest, SequenceMeanAveragesEachSequenceFirst) {
   EXPECT_NEAR(sums->sum.item<double>(), (-1.2 - 1.0) / 2 + 1.6, 1e-6);
 }
 
+// The per-token losses of HandCase are -1.2, -1 (sequence 0) and 1.6 (sequence 1).
+TEST(PolicyLossTest, AggregationsAsPeersNameThem) {
+  const std::vector<std::pair<std::string, double>> want = {
+      {"token-mean", (-1.2 - 1.0 + 1.6) / 3},          {"token", (-1.2 - 1.0 + 1.6) / 3},
+      {"seq-mean-token-mean", ((-1.2 - 1.0) / 2 + 1.6) / 2}, {"sequence", ((-1.2 - 1.0) / 2 + 1.6) / 2},
+      {"seq-mean-token-sum", (-1.2 - 1.0 + 1.6) / 2},  {"seq-mean-token-sum-norm", (-1.2 - 1.0 + 1.6) / (2 * 4.0)}};
+  for (const auto& [name, loss] : want) {
+    auto norm = ParseLossNorm(name);
+    ASSERT_TRUE(norm.ok()) << name;
+    LossCase c = HandCase();
+    auto sums = PolicyLossSums(c.new_lp, c.old_lp, c.mask, c.adv, 0.2, *norm, at::Tensor(), 0);
+    ASSERT_TRUE(sums.ok());
+    EXPECT_NEAR(sums->sum.item<double>() / LossDenominator(*norm, sums->tokens, sums->sequences, 4.0), loss, 1e-6)
+        << name;
+  }
+  EXPECT_FALSE(ParseLossNorm("seq-sum").ok());
+}
+
 TEST(PolicyLossTest, KlTermIsTheK3EstimatorOnResponseTokens) {
   LossCase c = HandCase();
   at::Tensor ref = c.old_lp.clone();
@@ -209,6 +227,81 @@ TEST(GrpoTrainerTest, PiecesOfABatchAccumulateTheSameGradientAsTheWhole) {
   EXPECT_GT(largest, 1e-3);  // the batch did produce a gradient
   EXPECT_TRUE(whole->FinishStep().ok());
   EXPECT_TRUE(pieces->FinishStep().ok());
+}
+
+std::unique_ptr<GrpoTrainer> EpochTrainer(int64_t minibatches, int64_t epochs, uint64_t seed = 0) {
+  GrpoOptions o;
+  o.schedule.lr = 1e-2;
+  o.minibatches = minibatches;
+  o.epochs = epochs;
+  o.seed = seed;
+  auto t = GrpoTrainer::Create(model::Transformer::Create(Tiny(), 6).value(), std::nullopt, o);
+  EXPECT_TRUE(t.ok()) << t.status().ToString();
+  return std::move(*t);
+}
+
+// Two epochs of one minibatch are two updates on the same batch, each with the ratio against the
+// generation's log-probabilities: what two plain steps on that batch compute.
+TEST(GrpoTrainerTest, EpochsAreRepeatedUpdatesAgainstTheGenerationLogprobs) {
+  at::set_num_threads(1);
+  auto epochs = EpochTrainer(1, 2), plain = EpochTrainer(1, 1);
+  std::vector<Group> batch = Batch(7);
+  epochs->BeginStep();
+  ASSERT_TRUE(epochs->Accumulate({batch[0], batch[1]}).ok());  // in pieces, as streaming delivers
+  ASSERT_TRUE(epochs->Accumulate({batch[2]}).ok());
+  auto stats = epochs->FinishStep();
+  ASSERT_TRUE(stats.ok()) << stats.status().ToString();
+  EXPECT_EQ(stats->updates, 2);
+  EXPECT_EQ(epochs->optimizer().steps(), 2);
+  TrainStep(plain.get(), batch);
+  TrainStep(plain.get(), batch);
+  auto a = epochs->policy().NamedParameters(), b = plain->policy().NamedParameters();
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_TRUE(at::allclose(a[i].second, b[i].second, 1e-5, 1e-6)) << a[i].first;
+  }
+}
+
+TEST(GrpoTrainerTest, MinibatchesTakeOneStepEachInASeededOrder) {
+  at::set_num_threads(1);
+  std::vector<Group> batch = Batch(8);
+  int64_t tokens = 0;
+  for (const Group& g : batch) {
+    for (const Sample& s : g.samples) tokens += static_cast<int64_t>(s.response_ids.size());
+  }
+  auto run = [&](uint64_t seed) {
+    auto t = EpochTrainer(3, 2, seed);
+    t->BeginStep();
+    EXPECT_TRUE(t->Accumulate(batch).ok());
+    auto stats = t->FinishStep();
+    EXPECT_TRUE(stats.ok());
+    EXPECT_EQ(stats->updates, 6);
+    EXPECT_EQ(stats->tokens, tokens);  // the batch's tokens, not six minibatches' worth
+    EXPECT_EQ(t->optimizer().steps(), 6);
+    EXPECT_GT(stats->clip_fraction, 0);  // later updates move the ratio past the clip range
+    return t;
+  };
+  auto a = run(1), b = run(1), c = run(2);
+  bool differs = false;
+  auto pa = a->policy().NamedParameters(), pb = b->policy().NamedParameters(), pc = c->policy().NamedParameters();
+  for (size_t i = 0; i < pa.size(); ++i) {
+    EXPECT_TRUE(at::equal(pa[i].second, pb[i].second)) << pa[i].first;
+    differs = differs || !at::equal(pa[i].second, pc[i].second);
+  }
+  EXPECT_TRUE(differs) << "another seed, another minibatch order";
+}
+
+TEST(GrpoTrainerTest, BadUpdateOptionsAreRefused) {
+  GrpoOptions o;
+  o.minibatches = 0;
+  EXPECT_FALSE(GrpoTrainer::Create(model::Transformer::Create(Tiny(), 1).value(), std::nullopt, o).ok());
+  o = GrpoOptions();
+  o.temperature = 0;
+  EXPECT_FALSE(GrpoTrainer::Create(model::Transformer::Create(Tiny(), 1).value(), std::nullopt, o).ok());
+  o = GrpoOptions();
+  o.norm = LossNorm::kSequenceSumNorm;
+  EXPECT_FALSE(GrpoTrainer::Create(model::Transformer::Create(Tiny(), 1).value(), std::nullopt, o).ok());
+  o.norm_constant = 64;
+  EXPECT_TRUE(GrpoTrainer::Create(model::Transformer::Create(Tiny(), 1).value(), std::nullopt, o).ok());
 }
 
 // The trainer steps with the schedule's rate for its optimizer's step count, resumed or not.

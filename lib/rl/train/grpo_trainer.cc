@@ -4,6 +4,9 @@
 #include <c10/core/GradMode.h>
 
 #include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <random>
 
 #include "rl/model/torch_guard.h"
 
@@ -14,6 +17,15 @@ Result<std::unique_ptr<GrpoTrainer>> GrpoTrainer::Create(model::Transformer poli
                                                          GrpoOptions options) {
   if (options.kl_coef > 0 && !reference) return Status::InvalidArgument("a KL term needs a reference model");
   if (options.micro_batch < 1) return Status::InvalidArgument("micro batch must be positive");
+  if (options.minibatches < 1 || options.epochs < 1) {
+    return Status::InvalidArgument("minibatches and epochs must be positive");
+  }
+  if (!(options.temperature > 0) || !std::isfinite(options.temperature)) {
+    return Status::InvalidArgument("the trainer's temperature must be positive and finite (greedy rollouts have none)");
+  }
+  if (options.norm == LossNorm::kSequenceSumNorm && !(options.norm_constant > 0)) {
+    return Status::InvalidArgument("seq-mean-token-sum-norm needs a positive constant (--loss-norm-constant)");
+  }
   return std::unique_ptr<GrpoTrainer>(new GrpoTrainer(std::move(policy), std::move(reference), options));
 }
 
@@ -24,12 +36,23 @@ GrpoTrainer::GrpoTrainer(model::Transformer policy, std::optional<model::Transfo
   BeginStep();
 }
 
+void GrpoTrainer::Totals::Add(const Totals& t) {
+  loss += t.loss;
+  tokens += t.tokens;
+  sequences += t.sequences;
+  clipped += t.clipped;
+  kl += t.kl;
+}
+
 void GrpoTrainer::BeginStep() {
   optimizer_->ZeroGrad();
   acc_ = StepStats();
   acc_.min_version = INT64_MAX;
   acc_.max_version = INT64_MIN;
-  loss_sum_ = reward_sum_ = tokens_ = sequences_ = clipped_ = kl_ = 0;
+  step_ = Totals();
+  reward_sum_ = 0;
+  held_.clear();
+  held_adv_.clear();
 }
 
 Status GrpoTrainer::Accumulate(const std::vector<Group>& groups) {
@@ -50,12 +73,25 @@ Status GrpoTrainer::Accumulate(const std::vector<Group>& groups) {
     acc_.groups++;
   }
   acc_.samples += static_cast<int64_t>(samples.size());
+  if (Buffered()) {
+    held_.insert(held_.end(), groups.begin(), groups.end());
+    held_adv_.insert(held_adv_.end(), adv.begin(), adv.end());
+    return Status::OK();
+  }
+  RL_ASSIGN_OR_RETURN(Totals t, Backward(samples, adv));
+  step_.Add(t);
+  return Status::OK();
+}
+
+Result<GrpoTrainer::Totals> GrpoTrainer::Backward(const std::vector<const Sample*>& samples,
+                                                  const std::vector<double>& adv) {
   // A micro-batch is padded to its longest sequence, so one runaway response (no <eos> until the
   // context is full) would make its whole micro-batch that long: take the samples by length.
   std::vector<size_t> order(samples.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
   auto length = [&](size_t i) { return samples[i]->prompt_ids.size() + samples[i]->response_ids.size(); };
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return length(a) < length(b); });
+  Totals total;
   for (size_t at = 0; at < order.size(); at += options_.micro_batch) {
     size_t end = std::min(order.size(), at + static_cast<size_t>(options_.micro_batch));
     std::vector<const Sample*> piece;
@@ -64,51 +100,105 @@ Status GrpoTrainer::Accumulate(const std::vector<Group>& groups) {
       piece.push_back(samples[order[k]]);
       piece_adv.push_back(adv[order[k]]);
     }
-    RL_RETURN_IF_ERROR(AccumulatePiece(piece, piece_adv));
+    RL_ASSIGN_OR_RETURN(Totals t, BackwardPiece(piece, piece_adv));
+    total.Add(t);
   }
-  return Status::OK();
+  return total;
 }
 
-Status GrpoTrainer::AccumulatePiece(const std::vector<const Sample*>& samples, const std::vector<double>& adv) {
-  return model::TorchGuard("grpo accumulate", [&]() -> Status {
+Result<GrpoTrainer::Totals> GrpoTrainer::BackwardPiece(const std::vector<const Sample*>& samples,
+                                                       const std::vector<double>& adv) {
+  return model::TorchGuard("grpo accumulate", [&]() -> Result<Totals> {
     TokenBatch batch = MakeTokenBatch(samples, options_.pad_id);
     at::Tensor ref_lp;
     if (reference_ && options_.kl_coef > 0) {
       c10::NoGradGuard no_grad;
-      RL_ASSIGN_OR_RETURN(ref_lp, TokenLogprobs(*reference_, batch.tokens, batch.mask));
+      RL_ASSIGN_OR_RETURN(ref_lp, TokenLogprobs(*reference_, batch.tokens, batch.mask, options_.temperature));
     }
-    RL_ASSIGN_OR_RETURN(at::Tensor new_lp, TokenLogprobs(policy_, batch.tokens, batch.mask));
+    RL_ASSIGN_OR_RETURN(at::Tensor new_lp, TokenLogprobs(policy_, batch.tokens, batch.mask, options_.temperature));
     at::Tensor a = at::tensor(std::vector<float>(adv.begin(), adv.end()), at::kFloat);
     RL_ASSIGN_OR_RETURN(LossSums sums, PolicyLossSums(new_lp, batch.old_lp, batch.mask, a, options_.clip,
                                                       options_.norm, ref_lp, options_.kl_coef));
     sums.sum.backward();
-    loss_sum_ += sums.sum.item<double>();
-    tokens_ += sums.tokens;
-    sequences_ += sums.sequences;
-    clipped_ += sums.clipped;
-    kl_ += sums.kl;
-    return Status::OK();
+    return Totals{sums.sum.item<double>(), sums.tokens, sums.sequences, sums.clipped, sums.kl};
   });
+}
+
+Result<double> GrpoTrainer::Update(const Totals& t, double lr) {
+  double denom = LossDenominator(options_.norm, t.tokens, t.sequences, options_.norm_constant);
+  if (denom <= 0) return Status::DataError("no response tokens in this step");
+  optimizer_->ScaleGrad(1.0 / denom);
+  double norm = optimizer_->ClipGradNorm(options_.grad_clip);
+  RL_RETURN_IF_ERROR(optimizer_->Step(lr));
+  return norm;
 }
 
 Result<StepStats> GrpoTrainer::FinishStep() {
   if (acc_.samples == 0) return Status::InvalidArgument("no samples in this step");
-  double denom = options_.norm == LossNorm::kToken ? tokens_ : sequences_;
-  if (denom <= 0) return Status::DataError("no response tokens in this step");
-  optimizer_->ScaleGrad(1.0 / denom);
   StepStats out = acc_;
-  out.grad_norm = optimizer_->ClipGradNorm(options_.grad_clip);
+  out.mean_reward = reward_sum_ / static_cast<double>(out.samples);
   // Adam's first steps move every weight by about lr whatever its gradient (m/sqrt(v) is the sign
   // of g at t = 1): on a freshly fine-tuned policy that random-looking jolt is what a warm-up avoids.
-  // The optimizer's step count comes back with a checkpoint, so a resumed run keeps its schedule.
-  out.lr = LearningRate(options_.schedule, optimizer_->steps());
-  RL_RETURN_IF_ERROR(optimizer_->Step(out.lr));
-  out.loss = loss_sum_ / denom;
-  out.mean_reward = reward_sum_ / static_cast<double>(out.samples);
-  out.tokens = static_cast<int64_t>(tokens_);
-  out.clip_fraction = tokens_ > 0 ? clipped_ / tokens_ : 0;
-  out.kl = tokens_ > 0 ? kl_ / tokens_ : 0;
+  // The schedule counts training steps; every update of a step takes the same rate. The
+  // optimizer's step count comes back with a checkpoint, so a resumed run keeps its schedule.
+  out.lr = LearningRate(options_.schedule, optimizer_->steps() / (options_.minibatches * options_.epochs));
+  if (Buffered()) {
+    auto r = FinishBuffered(out, out.lr);
+    BeginStep();
+    return r;
+  }
+  auto norm = Update(step_, out.lr);
+  if (!norm.ok()) {
+    BeginStep();
+    return norm.status();
+  }
+  out.grad_norm = *norm;
+  out.updates = 1;
+  double denom = LossDenominator(options_.norm, step_.tokens, step_.sequences, options_.norm_constant);
+  out.loss = step_.loss / denom;
+  out.tokens = static_cast<int64_t>(step_.tokens);
+  out.clip_fraction = step_.tokens > 0 ? step_.clipped / step_.tokens : 0;
+  out.kl = step_.tokens > 0 ? step_.kl / step_.tokens : 0;
   BeginStep();
+  return out;
+}
+
+Result<StepStats> GrpoTrainer::FinishBuffered(StepStats out, double lr) {
+  std::vector<const Sample*> samples;
+  for (const Group& g : held_) {
+    for (const Sample& s : g.samples) samples.push_back(&s);
+  }
+  const size_t n = samples.size();
+  const size_t parts = std::min(n, static_cast<size_t>(options_.minibatches));
+  std::mt19937_64 gen(options_.seed ^ (0x9e3779b97f4a7c15ULL * static_cast<uint64_t>(optimizer_->steps() + 1)));
+  std::vector<size_t> order(n);
+  Totals all;
+  double loss_sum = 0, norm_sum = 0;
+  for (int64_t epoch = 0; epoch < options_.epochs; ++epoch) {
+    std::iota(order.begin(), order.end(), 0);
+    std::shuffle(order.begin(), order.end(), gen);
+    for (size_t part = 0; part < parts; ++part) {
+      // Minibatch `part` is order[n * part / parts, n * (part + 1) / parts).
+      std::vector<const Sample*> mb;
+      std::vector<double> mb_adv;
+      for (size_t k = n * part / parts; k < n * (part + 1) / parts; ++k) {
+        mb.push_back(samples[order[k]]);
+        mb_adv.push_back(held_adv_[order[k]]);
+      }
+      optimizer_->ZeroGrad();
+      RL_ASSIGN_OR_RETURN(Totals t, Backward(mb, mb_adv));
+      RL_ASSIGN_OR_RETURN(double norm, Update(t, lr));
+      loss_sum += t.loss / LossDenominator(options_.norm, t.tokens, t.sequences, options_.norm_constant);
+      norm_sum += norm;
+      all.Add(t);
+      out.updates++;
+    }
+  }
+  out.loss = loss_sum / static_cast<double>(out.updates);
+  out.grad_norm = norm_sum / static_cast<double>(out.updates);
+  out.tokens = static_cast<int64_t>(all.tokens / static_cast<double>(options_.epochs));
+  out.clip_fraction = all.tokens > 0 ? all.clipped / all.tokens : 0;
+  out.kl = all.tokens > 0 ? all.kl / all.tokens : 0;
   return out;
 }
 

@@ -1,11 +1,19 @@
-// GrpoTrainer: one GRPO update from whole groups of samples, over a batch that may arrive in
-// pieces (streaming: the trainer starts on the first groups while later ones are generated).
+// GrpoTrainer: the GRPO updates of one training step from whole groups of samples, over a batch
+// that may arrive in pieces (streaming: the trainer starts on the first groups while later ones
+// are generated).
 //
 //   BeginStep(); Accumulate(piece) ...; FinishStep()
-// Accumulate runs forward and backward on a piece and adds its unnormalised loss gradient;
-// FinishStep divides by the batch's token (or sequence) count, clips the global gradient norm,
-// and takes one AdamW step. Since gradients are linear, the result is the same as one pass over
-// the whole batch, whatever the pieces were (up to float summation order).
+// With one minibatch and one epoch (the default), Accumulate runs forward and backward on a piece
+// and adds its unnormalised loss gradient; FinishStep divides by the batch's denominator (see
+// grpo_loss.h), clips the global gradient norm, and takes one AdamW step. Since gradients are
+// linear, the result is the same as one pass over the whole batch, whatever the pieces were (up
+// to float summation order).
+// With M minibatches or E epochs, Accumulate only keeps the groups (advantages are computed per
+// whole group); FinishStep then passes over the batch E times, each time in a fresh random order
+// (seeded by options.seed and the optimizer's step count, so a resumed run repeats it) split into
+// M minibatches of nearly equal size, and takes one AdamW step per minibatch. Every ratio is
+// against the log-probabilities the samples were generated with, so from the second update on
+// the ratio moves away from 1 and the clip acts, as in PPO.
 // Thread safety: none. The policy model must not be used elsewhere during Accumulate/FinishStep.
 #pragma once
 
@@ -28,20 +36,28 @@ struct GrpoOptions {
   double kl_coef = 0;      // > 0 needs a reference model
   double grad_clip = 1.0;  // global norm; <= 0: none
   LossNorm norm = LossNorm::kToken;
+  double norm_constant = 0;   // C of seq-mean-token-sum-norm (> 0 there)
+  int64_t minibatches = 1;    // optimizer steps per epoch over the batch
+  int64_t epochs = 1;         // passes over the batch
+  double temperature = 1.0;   // of the log-probabilities: the rollout's sampling temperature
+  uint64_t seed = 0;          // of the minibatch order
   int64_t micro_batch = 128;  // sequences per forward pass
   int64_t pad_id = 0;
   AdamWOptions adamw;
 };
 
 struct StepStats {
+  // loss and grad_norm: means over the step's updates; clip_fraction and kl: over every token of
+  // every update; tokens: the batch's response tokens.
   double loss = 0, mean_reward = 0, clip_fraction = 0, kl = 0, grad_norm = 0, lr = 0;
-  int64_t samples = 0, groups = 0, tokens = 0;
+  int64_t samples = 0, groups = 0, tokens = 0, updates = 0;
   int64_t min_version = 0, max_version = 0;
 };
 
 class GrpoTrainer {
  public:
-  // `reference` may be empty when options.kl_coef == 0 (InvalidArgument otherwise).
+  // `reference` may be empty when options.kl_coef == 0 (InvalidArgument otherwise, and for a
+  // non-positive temperature, minibatch or epoch count, or seq-mean-token-sum-norm without C).
   static Result<std::unique_ptr<GrpoTrainer>> Create(model::Transformer policy,
                                                      std::optional<model::Transformer> reference,
                                                      GrpoOptions options);
@@ -57,14 +73,28 @@ class GrpoTrainer {
 
  private:
   GrpoTrainer(model::Transformer policy, std::optional<model::Transformer> reference, GrpoOptions options);
-  Status AccumulatePiece(const std::vector<const Sample*>& samples, const std::vector<double>& adv);
+  // What the loss of some samples added up to (its gradient is in the parameters' .grad).
+  struct Totals {
+    double loss = 0, tokens = 0, sequences = 0, clipped = 0, kl = 0;
+    void Add(const Totals& t);
+  };
+  bool Buffered() const { return options_.minibatches * options_.epochs > 1; }
+  // Forward and backward over `samples` in micro-batches, shortest first.
+  Result<Totals> Backward(const std::vector<const Sample*>& samples, const std::vector<double>& adv);
+  Result<Totals> BackwardPiece(const std::vector<const Sample*>& samples, const std::vector<double>& adv);
+  // Normalise the accumulated gradient by t's denominator, clip it and step; returns the norm.
+  Result<double> Update(const Totals& t, double lr);
+  Result<StepStats> FinishBuffered(StepStats out, double lr);
 
   model::Transformer policy_;
   std::optional<model::Transformer> reference_;
   GrpoOptions options_;
   std::unique_ptr<AdamW> optimizer_;
   StepStats acc_;
-  double loss_sum_ = 0, reward_sum_ = 0, tokens_ = 0, sequences_ = 0, clipped_ = 0, kl_ = 0;
+  Totals step_;             // streaming: the whole batch so far
+  double reward_sum_ = 0;
+  std::vector<Group> held_;  // buffered: the batch's groups
+  std::vector<double> held_adv_;  // their samples' advantages, in order
 };
 
 }  // namespace rl::train
