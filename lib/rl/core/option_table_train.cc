@@ -48,6 +48,8 @@ void AppendTrainOptions(std::vector<OptionSpec>* table) {
        "loss aggregation: token-mean, seq-mean-token-mean, seq-mean-token-sum or seq-mean-token-sum-norm", {grpo}},
       {"--loss-norm-constant", "RL_TRAIN_LOSS_NORM_CONSTANT", "C of seq-mean-token-sum-norm: the tokens one response may have",
        {grpo}},
+      {"--dump-dir", "RL_TRAIN_DUMP_DIR",
+       "write the tensors of every step's loss here (for tests/reference/grpo_loss_reference.py)", {grpo}},
       {"--minibatches", "RL_TRAIN_MINIBATCHES", "optimizer steps per pass over a training batch", {grpo}},
       {"--epochs", "RL_TRAIN_EPOCHS", "passes over each training batch", {grpo}},
       {"--lr", "RL_TRAIN_LR", "learning rate (AdamW)", {sft, grpo}},

@@ -4,10 +4,16 @@
 #include <ATen/Parallel.h>
 #include <gtest/gtest.h>
 
+#include <sys/wait.h>
+
 #include <cmath>
+#include <cstdlib>
+#include <filesystem>
 #include <random>
 #include <sstream>
 
+#include "rl/model/hf_reference.h"
+#include "rl/model/safetensors.h"
 #include "rl/model/test_util.h"
 #include "rl/train/checkpoint.h"
 #include "rl/train/grpo_loss.h"
@@ -302,6 +308,58 @@ TEST(GrpoTrainerTest, BadUpdateOptionsAreRefused) {
   EXPECT_FALSE(GrpoTrainer::Create(model::Transformer::Create(Tiny(), 1).value(), std::nullopt, o).ok());
   o.norm_constant = 64;
   EXPECT_TRUE(GrpoTrainer::Create(model::Transformer::Create(Tiny(), 1).value(), std::nullopt, o).ok());
+}
+
+int RunLossReference(const std::string& dir) {
+  std::string cmd = model::testing::TorchPython() + " " RL_SOURCE_DIR "/tests/reference/grpo_loss_reference.py " + dir;
+  int rc = std::system(cmd.c_str());
+  return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+
+// The dumped tensors of real steps, recomputed by tests/reference/grpo_loss_reference.py
+// (python3-torch, from the public definitions): advantages, PPO-clip with the k3 KL term, and
+// each aggregation, streaming and over minibatch epochs.
+TEST(GrpoTrainerTest, DumpedStepsAgreeWithTheIndependentReference) {
+  if (model::testing::TorchPython().empty()) GTEST_SKIP() << "no python3 with torch: reference not run";
+  at::set_num_threads(1);
+  const std::string root = ::testing::TempDir() + "/grpo_dump." + std::to_string(::getpid());
+  struct Case {
+    std::string name;
+    LossNorm norm;
+    int64_t minibatches, epochs;
+    double kl;
+  };
+  const std::vector<Case> cases = {{"token-kl", LossNorm::kToken, 1, 1, 0.1},
+                                   {"seqmean-epochs", LossNorm::kSequence, 2, 2, 0},
+                                   {"seqsumnorm-kl-epochs", LossNorm::kSequenceSumNorm, 3, 1, 0.05}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    GrpoOptions o;
+    o.schedule.lr = 3e-2;  // large, so that later updates move the ratio past the clip range
+    o.norm = c.norm;
+    o.norm_constant = 8;
+    o.minibatches = c.minibatches;
+    o.epochs = c.epochs;
+    o.kl_coef = c.kl;
+    o.temperature = 0.8;
+    o.micro_batch = 5;  // several pieces per update
+    o.dump_dir = root + "/" + c.name;
+    model::Transformer policy = model::Transformer::Create(Tiny(), 12).value();
+    std::optional<model::Transformer> ref;
+    if (c.kl > 0) ref = policy.Clone().value();
+    auto t = GrpoTrainer::Create(std::move(policy), std::move(ref), o);
+    ASSERT_TRUE(t.ok()) << t.status().ToString();
+    for (uint64_t step = 1; step <= 2; ++step) TrainStep(t->get(), Batch(step));
+    EXPECT_EQ(RunLossReference(o.dump_dir), 0);
+  }
+  // The reference does disagree with a wrong value.
+  const std::string piece = root + "/token-kl/step-1-update-0-piece-0.safetensors";
+  auto contents = model::ReadSafetensorsFile(piece);
+  ASSERT_TRUE(contents.ok()) << contents.status().ToString();
+  contents->metadata["sum"] = std::to_string(std::stod(contents->metadata["sum"]) + 0.01);
+  ASSERT_TRUE(model::WriteSafetensorsFile(piece, contents->tensors, contents->metadata).ok());
+  EXPECT_EQ(RunLossReference(root + "/token-kl"), 1);
+  std::filesystem::remove_all(root);
 }
 
 // The trainer steps with the schedule's rate for its optimizer's step count, resumed or not.

@@ -8,6 +8,10 @@
 #include <numeric>
 #include <random>
 
+#include <nlohmann/json.hpp>
+
+#include "rl/core/fs.h"
+#include "rl/model/safetensors.h"
 #include "rl/model/torch_guard.h"
 
 namespace rl::train {
@@ -26,6 +30,7 @@ Result<std::unique_ptr<GrpoTrainer>> GrpoTrainer::Create(model::Transformer poli
   if (options.norm == LossNorm::kSequenceSumNorm && !(options.norm_constant > 0)) {
     return Status::InvalidArgument("seq-mean-token-sum-norm needs a positive constant (--loss-norm-constant)");
   }
+  if (!options.dump_dir.empty()) RL_RETURN_IF_ERROR(MakeDirs(options.dump_dir));
   return std::unique_ptr<GrpoTrainer>(new GrpoTrainer(std::move(policy), std::move(reference), options));
 }
 
@@ -53,6 +58,10 @@ void GrpoTrainer::BeginStep() {
   reward_sum_ = 0;
   held_.clear();
   held_adv_.clear();
+  dump_rewards_.clear();
+  dump_groups_.clear();
+  dump_adv_.clear();
+  dump_update_ = dump_piece_ = 0;
 }
 
 Status GrpoTrainer::Accumulate(const std::vector<Group>& groups) {
@@ -67,6 +76,11 @@ Status GrpoTrainer::Accumulate(const std::vector<Group>& groups) {
       samples.push_back(&s);
       adv.push_back(a[i]);
       reward_sum_ += s.reward;
+      if (!options_.dump_dir.empty()) {
+        dump_rewards_.push_back(static_cast<float>(s.reward));
+        dump_groups_.push_back(static_cast<float>(acc_.groups));
+        dump_adv_.push_back(static_cast<float>(a[i]));
+      }
       acc_.min_version = std::min(acc_.min_version, s.version);
       acc_.max_version = std::max(acc_.max_version, s.version);
     }
@@ -119,6 +133,7 @@ Result<GrpoTrainer::Totals> GrpoTrainer::BackwardPiece(const std::vector<const S
     at::Tensor a = at::tensor(std::vector<float>(adv.begin(), adv.end()), at::kFloat);
     RL_ASSIGN_OR_RETURN(LossSums sums, PolicyLossSums(new_lp, batch.old_lp, batch.mask, a, options_.clip,
                                                       options_.norm, ref_lp, options_.kl_coef));
+    if (!options_.dump_dir.empty()) RL_RETURN_IF_ERROR(DumpPiece(new_lp, batch.old_lp, batch.mask, a, ref_lp, sums));
     sums.sum.backward();
     return Totals{sums.sum.item<double>(), sums.tokens, sums.sequences, sums.clipped, sums.kl};
   });
@@ -130,7 +145,38 @@ Result<double> GrpoTrainer::Update(const Totals& t, double lr) {
   optimizer_->ScaleGrad(1.0 / denom);
   double norm = optimizer_->ClipGradNorm(options_.grad_clip);
   RL_RETURN_IF_ERROR(optimizer_->Step(lr));
+  ++dump_update_;
+  dump_piece_ = 0;
   return norm;
+}
+
+namespace {
+std::string DumpName(const std::string& dir, int64_t step, const std::string& rest) {
+  return dir + "/step-" + std::to_string(step) + "-" + rest + ".safetensors";
+}
+at::Tensor Floats(const std::vector<float>& v) { return at::tensor(v, at::kFloat); }
+}  // namespace
+
+Status GrpoTrainer::DumpPiece(const at::Tensor& new_lp, const at::Tensor& old_lp, const at::Tensor& mask,
+                              const at::Tensor& adv, const at::Tensor& ref_lp, const LossSums& sums) {
+  model::NamedTensors t = {{"new_lp", new_lp.detach()}, {"old_lp", old_lp}, {"mask", mask}, {"adv", adv}};
+  if (ref_lp.defined()) t.push_back({"ref_lp", ref_lp});
+  auto num = [](double x) { return nlohmann::json(x).dump(); };
+  model::Metadata m = {{"sum", num(sums.sum.item<double>())}, {"tokens", num(sums.tokens)},
+                       {"sequences", num(sums.sequences)},    {"clipped", num(sums.clipped)},
+                       {"kl", num(sums.kl)},                  {"clip", num(options_.clip)},
+                       {"kl_coef", num(options_.kl_coef)},    {"norm", std::to_string(static_cast<int>(options_.norm))}};
+  const int64_t step = optimizer_->steps() / (options_.minibatches * options_.epochs);
+  return model::WriteSafetensorsFile(
+      DumpName(options_.dump_dir, step, "update-" + std::to_string(dump_update_) + "-piece-" + std::to_string(dump_piece_++)),
+      t, m);
+}
+
+Status GrpoTrainer::DumpBatch() {
+  const int64_t step = optimizer_->steps() / (options_.minibatches * options_.epochs);
+  return model::WriteSafetensorsFile(
+      DumpName(options_.dump_dir, step, "batch"),
+      {{"rewards", Floats(dump_rewards_)}, {"group", Floats(dump_groups_)}, {"adv", Floats(dump_adv_)}}, {});
 }
 
 Result<StepStats> GrpoTrainer::FinishStep() {
@@ -142,6 +188,12 @@ Result<StepStats> GrpoTrainer::FinishStep() {
   // The schedule counts training steps; every update of a step takes the same rate. The
   // optimizer's step count comes back with a checkpoint, so a resumed run keeps its schedule.
   out.lr = LearningRate(options_.schedule, optimizer_->steps() / (options_.minibatches * options_.epochs));
+  if (!options_.dump_dir.empty()) {
+    if (Status s = DumpBatch(); !s.ok()) {
+      BeginStep();
+      return s;
+    }
+  }
   if (Buffered()) {
     auto r = FinishBuffered(out, out.lr);
     BeginStep();

@@ -19,6 +19,7 @@
 
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "rl/core/status.h"
@@ -41,6 +42,11 @@ struct GrpoOptions {
   int64_t epochs = 1;         // passes over the batch
   double temperature = 1.0;   // of the log-probabilities: the rollout's sampling temperature
   uint64_t seed = 0;          // of the minibatch order
+  // Set: every step writes the tensors its loss came from here, for an independent check
+  // (tests/reference/grpo_loss_reference.py): step-S-batch.safetensors (rewards, group, adv of
+  // every sample) and step-S-update-U-piece-P.safetensors (new_lp, old_lp, mask, adv, ref_lp;
+  // the loss sums and options as metadata), S counting from 0 per trainer step.
+  std::string dump_dir;
   int64_t micro_batch = 128;  // sequences per forward pass
   int64_t pad_id = 0;
   AdamWOptions adamw;
@@ -85,6 +91,9 @@ class GrpoTrainer {
   // Normalise the accumulated gradient by t's denominator, clip it and step; returns the norm.
   Result<double> Update(const Totals& t, double lr);
   Result<StepStats> FinishBuffered(StepStats out, double lr);
+  Status DumpPiece(const at::Tensor& new_lp, const at::Tensor& old_lp, const at::Tensor& mask, const at::Tensor& adv,
+                   const at::Tensor& ref_lp, const LossSums& sums);
+  Status DumpBatch();
 
   model::Transformer policy_;
   std::optional<model::Transformer> reference_;
@@ -95,6 +104,9 @@ class GrpoTrainer {
   double reward_sum_ = 0;
   std::vector<Group> held_;  // buffered: the batch's groups
   std::vector<double> held_adv_;  // their samples' advantages, in order
+  // Dumping: the batch's rewards, group numbers and advantages, and where the next piece goes.
+  std::vector<float> dump_rewards_, dump_groups_, dump_adv_;
+  int64_t dump_update_ = 0, dump_piece_ = 0;
 };
 
 }  // namespace rl::train

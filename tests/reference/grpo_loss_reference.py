@@ -1,0 +1,110 @@
+#!/usr/bin/env python3
+"""An independent GRPO loss, from the tensors rl-train's trainer dumps (GrpoOptions::dump_dir,
+rl-train grpo --dump-dir): usage grpo_loss_reference.py DIR.
+
+Written from the public definitions (DeepSeekMath's GRPO, PPO-clip, Schulman's k3 estimator), not
+from roleflow's code, with plain torch in float64:
+  advantage   (r - mean(group)) / (std(group, sample) + 1e-4), 0 for a group of one
+  ratio       exp(new_lp - old_lp)
+  per token   -min(ratio A, clamp(ratio, 1 - clip, 1 + clip) A) + kl_coef (exp(d) - d - 1), d = ref - new
+  sum         over tokens (norm 0, 2, 3: token-mean and the seq-mean-token-sum modes) or of
+              per-sequence means (norm 1: seq-mean-token-mean)
+It checks every step-S-batch file's advantages and every piece's sum, token, sequence, clipped
+token and KL counts, prints what it compared, and exits 1 on any disagreement beyond f32 rounding.
+"""
+import glob
+import json
+import math
+import os
+import struct
+import sys
+
+import torch
+
+
+def read_safetensors(path):
+    """safetensors: u64-le header length N, N bytes of JSON, then the raw little-endian data."""
+    with open(path, "rb") as f:
+        data = f.read()
+    (n,) = struct.unpack("<Q", data[:8])
+    header = json.loads(data[8:8 + n])
+    meta = header.pop("__metadata__", {})
+    out = {}
+    for name, info in header.items():
+        if info["dtype"] != "F32":
+            raise SystemExit(f"{path}: {name} is {info['dtype']}, expected F32")
+        begin, end = info["data_offsets"]
+        raw = bytearray(data[8 + n + begin:8 + n + end])
+        out[name] = torch.frombuffer(raw, dtype=torch.float32).reshape(info["shape"]).to(torch.float64)
+    return out, meta
+
+
+def advantages(rewards, groups):
+    adv = torch.zeros_like(rewards)
+    for g in torch.unique(groups):
+        idx = (groups == g).nonzero().flatten()
+        r = rewards[idx]
+        if len(idx) < 2:
+            continue
+        mean = r.mean()
+        std = math.sqrt(((r - mean) ** 2).sum().item() / (len(idx) - 1))
+        adv[idx] = (r - mean) / (std + 1e-4)
+    return adv
+
+
+def piece_sums(t, meta):
+    new, old, mask, adv = t["new_lp"], t["old_lp"], t["mask"], t["adv"].unsqueeze(1)
+    clip, kl_coef, norm = float(meta["clip"]), float(meta["kl_coef"]), int(meta["norm"])
+    ratio = torch.exp((new - old) * mask)
+    unclipped = ratio * adv
+    clipped = torch.clamp(ratio, 1 - clip, 1 + clip) * adv
+    loss = -torch.minimum(unclipped, clipped)
+    kl_sum = 0.0
+    if "ref_lp" in t and kl_coef != 0:
+        d = (t["ref_lp"] - new) * mask
+        kl = torch.exp(d) - d - 1
+        loss = loss + kl_coef * kl
+        kl_sum = (kl * mask).sum().item()
+    loss = loss * mask
+    lengths = mask.sum(1)
+    total = (loss.sum(1) / lengths.clamp(min=1)).sum() if norm == 1 else loss.sum()
+    return {"sum": total.item(), "tokens": lengths.sum().item(), "sequences": (lengths > 0).sum().item(),
+            "clipped": ((clipped < unclipped).double() * mask).sum().item(), "kl": kl_sum}
+
+
+def main():
+    if len(sys.argv) != 2:
+        raise SystemExit("usage: grpo_loss_reference.py DIR")
+    bad, worst = 0, 0.0
+    batches = sorted(glob.glob(os.path.join(sys.argv[1], "step-*-batch.safetensors")))
+    pieces = sorted(glob.glob(os.path.join(sys.argv[1], "step-*-update-*-piece-*.safetensors")))
+    if not batches or not pieces:
+        raise SystemExit(f"{sys.argv[1]}: no dumped steps")
+    for path in batches:
+        t, _ = read_safetensors(path)
+        diff = (advantages(t["rewards"], t["group"]) - t["adv"]).abs().max().item()
+        worst = max(worst, diff)
+        if diff > 1e-5:
+            print(f"{path}: advantages differ by {diff:.3g}")
+            bad += 1
+    for path in pieces:
+        t, meta = read_safetensors(path)
+        mine = piece_sums(t, meta)
+        scale = max(1.0, abs(mine["sum"]))
+        for key in ("tokens", "sequences", "clipped"):
+            if mine[key] != float(meta[key]):
+                print(f"{path}: {key} {meta[key]}, reference {mine[key]}")
+                bad += 1
+        for key in ("sum", "kl"):
+            diff = abs(mine[key] - float(meta[key])) / max(1.0, abs(mine[key]))
+            worst = max(worst, diff)
+            if diff > 1e-5 * scale:
+                print(f"{path}: {key} {meta[key]}, reference {mine[key]:.9g}")
+                bad += 1
+    print(f"{len(batches)} batches, {len(pieces)} pieces: largest relative difference {worst:.2e}, "
+          f"{bad} disagreements")
+    sys.exit(1 if bad else 0)
+
+
+if __name__ == "__main__":
+    main()
