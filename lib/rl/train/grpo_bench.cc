@@ -11,7 +11,8 @@
 // keys (defaults): steps=200 lr=1e-4 prompts=64 group=8 seed=1 threads=1 eval_every=10
 //   eval_size=256 dynamic=0 (drop groups whose rewards are all equal, draw more prompts)
 //   stale=0 (1: sample with the weights of the step before, as async mode does)
-//   clip=0.2 norm=token|sequence slots=64 warmup=0 grad_clip=1 epochs=1 (updates per batch)
+//   clip=0.2 norm=token|sequence slots=64 warmup=0 grad_clip=1 minibatches=1 epochs=1
+//   (GrpoOptions: minibatches x epochs updates per batch)
 //   eps=1e-8 beta2=0.999 kl=0 (KL coefficient to the starting model)
 //   sft_warm=0 sft_lr=1e-5 (supervised steps first, to calibrate Adam's moments)
 // One JSON line per step on stdout: step, reward, accuracy (when evaluated), gen_s, train_s,
@@ -93,7 +94,7 @@ int main(int argc, char** argv) {
                                            {"group", "8"},   {"seed", "1"},       {"threads", "1"},
                                            {"eval_every", "10"}, {"eval_size", "256"}, {"dynamic", "0"},
                                            {"stale", "0"},   {"clip", "0.2"},     {"norm", "token"},
-                                           {"slots", "64"}, {"warmup", "0"}, {"epochs", "1"}, {"eps", "1e-8"}, {"beta2", "0.999"}, {"kl", "0"}, {"sft_warm", "0"}, {"sft_lr", "1e-5"}, {"grad_clip", "1"}};
+                                           {"slots", "64"}, {"warmup", "0"}, {"epochs", "1"}, {"minibatches", "1"}, {"eps", "1e-8"}, {"beta2", "0.999"}, {"kl", "0"}, {"sft_warm", "0"}, {"sft_lr", "1e-5"}, {"grad_clip", "1"}};
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto eq = a.find('=');
@@ -126,6 +127,7 @@ int main(int argc, char** argv) {
   if (!norm.ok()) return Die(norm.status());
   go.norm = *norm;
   go.epochs = static_cast<int64_t>(num("epochs"));
+  go.minibatches = static_cast<int64_t>(num("minibatches"));
   go.pad_id = dir->pad_id;
   go.kl_coef = num("kl");
   std::optional<model::Transformer> reference;
