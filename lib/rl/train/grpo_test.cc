@@ -296,6 +296,39 @@ TEST(GrpoTrainerTest, MinibatchesTakeOneStepEachInASeededOrder) {
   EXPECT_TRUE(differs) << "another seed, another minibatch order";
 }
 
+// Rows whose log-probabilities the policy itself recorded at temperature 0.7: a trainer at 0.7
+// finds them where it is (gap ~0), one at temperature 1 does not.
+TEST(GrpoTrainerTest, TheLogprobGapShowsATemperatureMismatch) {
+  at::set_num_threads(1);
+  model::Transformer policy = model::Transformer::Create(Tiny(), 21).value();
+  model::testing::ScaleWeights(&policy, 3.0);
+  std::vector<Group> batch = Batch(5);
+  for (Group& g : batch) {
+    for (Sample& s : g.samples) {
+      TokenBatch tb = MakeTokenBatch({&s}, 0);
+      at::Tensor lp = TokenLogprobs(policy, tb.tokens, tb.mask, 0.7).value();
+      int64_t p = static_cast<int64_t>(s.prompt_ids.size());
+      for (size_t j = 0; j < s.response_ids.size(); ++j) s.logprobs[j] = lp[0][p + j - 1].item<float>();
+    }
+  }
+  for (double t : {0.7, 1.0}) {
+    GrpoOptions o;
+    o.temperature = t;
+    o.minibatches = t == 1.0 ? 2 : 1;  // both paths report it
+    auto trainer = GrpoTrainer::Create(policy.Clone().value(), std::nullopt, o);
+    ASSERT_TRUE(trainer.ok());
+    (*trainer)->BeginStep();
+    ASSERT_TRUE((*trainer)->Accumulate(batch).ok());
+    auto stats = (*trainer)->FinishStep();
+    ASSERT_TRUE(stats.ok());
+    if (t == 0.7) {
+      EXPECT_LT(stats->logprob_gap, 1e-5);
+    } else {
+      EXPECT_GT(stats->logprob_gap, 1e-2);
+    }
+  }
+}
+
 TEST(GrpoTrainerTest, BadUpdateOptionsAreRefused) {
   GrpoOptions o;
   o.minibatches = 0;

@@ -47,6 +47,8 @@ void GrpoTrainer::Totals::Add(const Totals& t) {
   sequences += t.sequences;
   clipped += t.clipped;
   kl += t.kl;
+  gap += t.gap;
+  gap_tokens += t.gap_tokens;
 }
 
 void GrpoTrainer::BeginStep() {
@@ -61,7 +63,7 @@ void GrpoTrainer::BeginStep() {
   dump_rewards_.clear();
   dump_groups_.clear();
   dump_adv_.clear();
-  dump_update_ = dump_piece_ = 0;
+  update_ = dump_piece_ = 0;
 }
 
 Status GrpoTrainer::Accumulate(const std::vector<Group>& groups) {
@@ -135,7 +137,12 @@ Result<GrpoTrainer::Totals> GrpoTrainer::BackwardPiece(const std::vector<const S
                                                       options_.norm, ref_lp, options_.kl_coef));
     if (!options_.dump_dir.empty()) RL_RETURN_IF_ERROR(DumpPiece(new_lp, batch.old_lp, batch.mask, a, ref_lp, sums));
     sums.sum.backward();
-    return Totals{sums.sum.item<double>(), sums.tokens, sums.sequences, sums.clipped, sums.kl};
+    Totals t{sums.sum.item<double>(), sums.tokens, sums.sequences, sums.clipped, sums.kl};
+    if (update_ == 0) {  // the weights the step started from
+      t.gap = ((new_lp.detach() - batch.old_lp).abs() * batch.mask).sum().item<double>();
+      t.gap_tokens = sums.tokens;
+    }
+    return t;
   });
 }
 
@@ -145,7 +152,7 @@ Result<double> GrpoTrainer::Update(const Totals& t, double lr) {
   optimizer_->ScaleGrad(1.0 / denom);
   double norm = optimizer_->ClipGradNorm(options_.grad_clip);
   RL_RETURN_IF_ERROR(optimizer_->Step(lr));
-  ++dump_update_;
+  ++update_;
   dump_piece_ = 0;
   return norm;
 }
@@ -168,7 +175,7 @@ Status GrpoTrainer::DumpPiece(const at::Tensor& new_lp, const at::Tensor& old_lp
                        {"kl_coef", num(options_.kl_coef)},    {"norm", std::to_string(static_cast<int>(options_.norm))}};
   const int64_t step = optimizer_->steps() / (options_.minibatches * options_.epochs);
   return model::WriteSafetensorsFile(
-      DumpName(options_.dump_dir, step, "update-" + std::to_string(dump_update_) + "-piece-" + std::to_string(dump_piece_++)),
+      DumpName(options_.dump_dir, step, "update-" + std::to_string(update_) + "-piece-" + std::to_string(dump_piece_++)),
       t, m);
 }
 
@@ -211,6 +218,7 @@ Result<StepStats> GrpoTrainer::FinishStep() {
   out.tokens = static_cast<int64_t>(step_.tokens);
   out.clip_fraction = step_.tokens > 0 ? step_.clipped / step_.tokens : 0;
   out.kl = step_.tokens > 0 ? step_.kl / step_.tokens : 0;
+  out.logprob_gap = step_.gap_tokens > 0 ? step_.gap / step_.gap_tokens : 0;
   BeginStep();
   return out;
 }
@@ -251,6 +259,7 @@ Result<StepStats> GrpoTrainer::FinishBuffered(StepStats out, double lr) {
   out.tokens = static_cast<int64_t>(all.tokens / static_cast<double>(options_.epochs));
   out.clip_fraction = all.tokens > 0 ? all.clipped / all.tokens : 0;
   out.kl = all.tokens > 0 ? all.kl / all.tokens : 0;
+  out.logprob_gap = all.gap_tokens > 0 ? all.gap / all.gap_tokens : 0;  // the first minibatch's
   return out;
 }
 

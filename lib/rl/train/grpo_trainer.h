@@ -54,8 +54,11 @@ struct GrpoOptions {
 
 struct StepStats {
   // loss and grad_norm: means over the step's updates; clip_fraction and kl: over every token of
-  // every update; tokens: the batch's response tokens.
-  double loss = 0, mean_reward = 0, clip_fraction = 0, kl = 0, grad_norm = 0, lr = 0;
+  // every update; tokens: the batch's response tokens. logprob_gap: the mean over the batch's
+  // tokens of |new_lp - old_lp| before the step's first update, i.e. how far the trainer's
+  // log-probabilities are from those the rollout recorded; rows of the current version (sync
+  // mode) give ~1e-6 unless the temperatures or the weights differ.
+  double loss = 0, mean_reward = 0, clip_fraction = 0, kl = 0, grad_norm = 0, lr = 0, logprob_gap = 0;
   int64_t samples = 0, groups = 0, tokens = 0, updates = 0;
   int64_t min_version = 0, max_version = 0;
 };
@@ -82,6 +85,7 @@ class GrpoTrainer {
   // What the loss of some samples added up to (its gradient is in the parameters' .grad).
   struct Totals {
     double loss = 0, tokens = 0, sequences = 0, clipped = 0, kl = 0;
+    double gap = 0, gap_tokens = 0;  // sum of |new_lp - old_lp| before the step's first update
     void Add(const Totals& t);
   };
   bool Buffered() const { return options_.minibatches * options_.epochs > 1; }
@@ -104,9 +108,10 @@ class GrpoTrainer {
   double reward_sum_ = 0;
   std::vector<Group> held_;  // buffered: the batch's groups
   std::vector<double> held_adv_;  // their samples' advantages, in order
-  // Dumping: the batch's rewards, group numbers and advantages, and where the next piece goes.
+  int64_t update_ = 0;  // updates taken in this step so far
+  // Dumping: the batch's rewards, group numbers and advantages, and the next piece's number.
   std::vector<float> dump_rewards_, dump_groups_, dump_adv_;
-  int64_t dump_update_ = 0, dump_piece_ = 0;
+  int64_t dump_piece_ = 0;
 };
 
 }  // namespace rl::train
