@@ -50,6 +50,8 @@ void AppendTrainOptions(std::vector<OptionSpec>* table) {
        {grpo}},
       {"--dump-dir", "RL_TRAIN_DUMP_DIR",
        "write the tensors of every step's loss here (for tests/reference/grpo_loss_reference.py)", {grpo}},
+      {"--max-redraws", "RL_TRAIN_MAX_REDRAWS",
+       "groups dynamic sampling may drop per step; past it the step trains on what it has (none: exit 65)", {grpo}},
       {"--minibatches", "RL_TRAIN_MINIBATCHES", "optimizer steps per pass over a training batch", {grpo}},
       {"--epochs", "RL_TRAIN_EPOCHS", "passes over each training batch", {grpo}},
       {"--lr", "RL_TRAIN_LR", "learning rate (AdamW)", {sft, grpo}},

@@ -54,6 +54,7 @@ void BindGrpo(CommandLine& cl, CLI::App* g, GrpoFlags* f) {
   f->staleness = cl.Bind(g, "--max-staleness", &f->staleness_value)->check(CLI::Range(0, 1000));
   f->fraction = cl.Bind(g, "--start-fraction", &f->fraction_value)->check(CLI::Range(0.0, 1.0));
   cl.Bind(g, "--dynamic-sampling", &o.dynamic_sampling);
+  cl.Bind(g, "--max-redraws", &o.max_redraws)->check(CLI::Range(int64_t{0}, int64_t{1} << 30));
   cl.Bind(g, "--stale-rows", &f->stale_rows)->check(CLI::IsMember({"regenerate", "drop"}));
   cl.Bind(g, "--lease-seconds", &o.lease_s)->check(CLI::PositiveNumber);
   cl.Bind(g, "--eval-every", &o.eval_every)->check(CLI::NonNegativeNumber);

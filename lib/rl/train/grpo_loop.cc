@@ -57,6 +57,7 @@ class GrpoLoop {
   Status SkipServedVersions();
   Status CollectAndTrain(std::vector<uint64_t>* consumed, int64_t* samples);
   Status TrainOrDrop(const queue::GetReply& reply, std::vector<Group>* pending, std::vector<uint64_t>* consumed);
+  Status RedrawLimit(int64_t dropped_groups, int64_t kept_rows, const std::vector<uint64_t>& consumed);
   Status AfterStep(const StepStats& s, std::vector<uint64_t> consumed, double seconds);
   void Evaluate(StepStats* s, nlohmann::json* fields);
   void Phase(const char* phase);
@@ -235,8 +236,8 @@ Status GrpoLoop::CollectAndTrain(std::vector<uint64_t>* consumed, int64_t* sampl
   const int64_t need = o_.prompts_per_step * o_.group_size;
   int64_t start_groups = std::max<int64_t>(1, static_cast<int64_t>(std::ceil(o_.start_fraction * o_.prompts_per_step)));
   std::vector<Group> pending;
-  int64_t got = 0;
-  bool started = false;
+  int64_t got = 0, dropped_rows = 0;
+  bool started = false, out_of_redraws = false;
   step_groups_.clear();
   train_s_ = 0;
   Phase("waiting-for-data");
@@ -263,15 +264,21 @@ Status GrpoLoop::CollectAndTrain(std::vector<uint64_t>* consumed, int64_t* sampl
     req.regenerate_stale = o_.regenerate_stale;
     if (o_.dynamic_sampling) req.drop_uniform = "reward";
     RL_ASSIGN_OR_RETURN(queue::GetReply reply, client_.Get(req));
-    if (reply.rows.empty()) continue;
+    dropped_rows += static_cast<int64_t>(reply.dropped);
+    if (dropped_rows > o_.max_redraws * o_.group_size && !out_of_redraws) {
+      out_of_redraws = true;
+      RL_RETURN_IF_ERROR(RedrawLimit(dropped_rows / o_.group_size, got + static_cast<int64_t>(reply.rows.size()), *consumed));
+    }
+    if (reply.rows.empty() && !out_of_redraws) continue;
     got += static_cast<int64_t>(reply.rows.size());
     RL_RETURN_IF_ERROR(TrainOrDrop(reply, &pending, consumed));
     if (!started && static_cast<int64_t>(consumed->size()) >= start_groups * o_.group_size) started = true;
+    if (out_of_redraws) started = true;
     // Small pieces waste the cores (a forward pass over 8 rows costs nearly what one over 64
     // does): train once a micro-batch has gathered, or the batch is complete.
     int64_t pending_rows = 0;
     for (const Group& g : pending) pending_rows += static_cast<int64_t>(g.samples.size());
-    if (started && !pending.empty() && (pending_rows >= o_.grpo.micro_batch || got >= need)) {
+    if (started && !pending.empty() && (pending_rows >= o_.grpo.micro_batch || got >= need || out_of_redraws)) {
       Phase("train");
       auto t0 = std::chrono::steady_clock::now();
       RL_RETURN_IF_ERROR(trainer_->Accumulate(pending));
@@ -280,8 +287,25 @@ Status GrpoLoop::CollectAndTrain(std::vector<uint64_t>* consumed, int64_t* sampl
       ++health::Progress().micro_batches;  // the watchdog's stall detection watches this
       pending.clear();
     }
+    if (out_of_redraws) break;
   }
   *samples = got;
+  return Status::OK();
+}
+
+// More than --max-redraws groups dropped while this step's batch filled: train on what came, or
+// stop with the reason when nothing did.
+Status GrpoLoop::RedrawLimit(int64_t dropped_groups, int64_t kept_rows, const std::vector<uint64_t>& consumed) {
+  events_.Emit("redraw-limit", {{"dropped_groups", dropped_groups}, {"kept_groups", kept_rows / o_.group_size}});
+  if (kept_rows == 0) {
+    if (!consumed.empty()) (void)client_.Nack(kTrainTask, 0, consumed);
+    return Status::DataError("dynamic sampling dropped " + std::to_string(dropped_groups) +
+                             " groups this step and kept none: every group's rewards were equal (the task is too "
+                             "easy or too hard for the policy, or the verifier scores everything alike); "
+                             "see --max-redraws");
+  }
+  spdlog::warn("step {}: dynamic sampling dropped {} groups (--max-redraws {}); training on the {} groups kept",
+               step_ + 1, dropped_groups, o_.max_redraws, kept_rows / o_.group_size);
   return Status::OK();
 }
 

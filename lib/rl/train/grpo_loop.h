@@ -43,6 +43,10 @@ struct GrpoLoopOptions {
   int64_t staleness = 0;  // k
   double start_fraction = 1.0;  // f
   bool dynamic_sampling = true;
+  // Groups the queue may drop (uniform rewards, or stale rows with regenerate_stale off) while one
+  // step's batch fills. Past it the step trains on the groups it has; with none, RunGrpo stops
+  // with DataError (every group had equal rewards: the task is too easy or too hard).
+  int64_t max_redraws = 256;
   bool regenerate_stale = true;
   double lease_s = 60;
   int64_t eval_every = 5;

@@ -105,6 +105,10 @@ class GrpoLoopTest : public ::testing::Test {
         for (const auto& r : got->rows) {
           const std::string& resp = std::get<std::string>(*Col(r, "response"));
           double reward = !resp.empty() && resp[0] >= '0' && resp[0] <= '9' ? 1.0 : 0.0;
+          if (uniform_rewards_) reward = 0;
+          if (half_uniform_) {  // groups of the first prompt always differ, those of the second never
+            reward = std::get<std::string>(*Col(r, "prompt")) == "001+002=" ? static_cast<double>(r.index % 2) : 0.0;
+          }
           put.rows.push_back({r.index, {{"reward", reward}}});
         }
         ASSERT_TRUE(c.Put(put).ok());
@@ -149,6 +153,8 @@ class GrpoLoopTest : public ::testing::Test {
   std::string dir_;
   std::unique_ptr<queue::Server> server_;
   std::atomic<bool> stop_server_{false}, stop_roles_{false};
+  std::atomic<bool> uniform_rewards_{false};  // every response scores 0: dynamic sampling keeps no group
+  std::atomic<bool> half_uniform_{false};     // it keeps the first prompt's groups only
   std::thread server_thread_, roles_;
 };
 
@@ -178,6 +184,37 @@ TEST_F(GrpoLoopTest, TrainsPublishesVersionsAndResumesFromItsCheckpoint) {
       EXPECT_EQ(t["consumed"].get<uint64_t>(), 24u) << "3 steps of 2 groups of 4, once each";
     }
   }
+}
+
+// With every group's rewards equal, dynamic sampling would redraw forever: past --max-redraws the
+// trainer stops and says why, releasing nothing it did not train on.
+TEST_F(GrpoLoopTest, DynamicSamplingStopsWithADiagnosisPastMaxRedraws) {
+  uniform_rewards_ = true;
+  std::atomic<bool> stop{false};
+  GrpoLoopOptions o = Loop(2);
+  o.dynamic_sampling = true;
+  o.max_redraws = 3;
+  Status s = RunGrpo(o, stop);
+  EXPECT_EQ(s.code(), Code::kDataError) << s.ToString();
+  EXPECT_NE(s.message().find("every group's rewards were equal"), std::string::npos) << s.message();
+  EXPECT_FALSE(std::filesystem::exists(dir_ + "/ckpt/weights-1.safetensors")) << "no step was trained";
+  std::ifstream events(dir_ + "/run/events/train-0.jsonl");
+  std::string all((std::istreambuf_iterator<char>(events)), std::istreambuf_iterator<char>());
+  EXPECT_NE(all.find("\"redraw-limit\""), std::string::npos);
+}
+
+TEST_F(GrpoLoopTest, PastMaxRedrawsAStepTrainsOnTheGroupsItKept) {
+  half_uniform_ = true;
+  std::atomic<bool> stop{false};
+  GrpoLoopOptions o = Loop(2);
+  o.dynamic_sampling = true;
+  o.max_redraws = 1;
+  Status s = RunGrpo(o, stop);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_TRUE(std::filesystem::exists(dir_ + "/ckpt/weights-2.safetensors"));
+  std::ifstream events(dir_ + "/run/events/train-0.jsonl");
+  std::string all((std::istreambuf_iterator<char>(events)), std::istreambuf_iterator<char>());
+  EXPECT_NE(all.find("\"redraw-limit\""), std::string::npos);
 }
 
 // A trainer serving weights over UCX records each version in train.served before it can be
