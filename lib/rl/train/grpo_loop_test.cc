@@ -115,6 +115,10 @@ class GrpoLoopTest : public ::testing::Test {
       }
     }
   }
+  std::string TrainEvents() {
+    std::ifstream events(dir_ + "/run/events/train-0.jsonl");
+    return std::string((std::istreambuf_iterator<char>(events)), std::istreambuf_iterator<char>());
+  }
   uint64_t ListVersions() {
     uint64_t best = 0;
     for (const auto& e : std::filesystem::directory_iterator(dir_ + "/ckpt")) {
@@ -198,9 +202,7 @@ TEST_F(GrpoLoopTest, DynamicSamplingStopsWithADiagnosisPastMaxRedraws) {
   EXPECT_EQ(s.code(), Code::kDataError) << s.ToString();
   EXPECT_NE(s.message().find("every group's rewards were equal"), std::string::npos) << s.message();
   EXPECT_FALSE(std::filesystem::exists(dir_ + "/ckpt/weights-1.safetensors")) << "no step was trained";
-  std::ifstream events(dir_ + "/run/events/train-0.jsonl");
-  std::string all((std::istreambuf_iterator<char>(events)), std::istreambuf_iterator<char>());
-  EXPECT_NE(all.find("\"redraw-limit\""), std::string::npos);
+  EXPECT_NE(TrainEvents().find("\"redraw-limit\""), std::string::npos);
 }
 
 TEST_F(GrpoLoopTest, PastMaxRedrawsAStepTrainsOnTheGroupsItKept) {
@@ -212,9 +214,7 @@ TEST_F(GrpoLoopTest, PastMaxRedrawsAStepTrainsOnTheGroupsItKept) {
   Status s = RunGrpo(o, stop);
   ASSERT_TRUE(s.ok()) << s.ToString();
   EXPECT_TRUE(std::filesystem::exists(dir_ + "/ckpt/weights-2.safetensors"));
-  std::ifstream events(dir_ + "/run/events/train-0.jsonl");
-  std::string all((std::istreambuf_iterator<char>(events)), std::istreambuf_iterator<char>());
-  EXPECT_NE(all.find("\"redraw-limit\""), std::string::npos);
+  EXPECT_NE(TrainEvents().find("\"redraw-limit\""), std::string::npos);
 }
 
 // A trainer serving weights over UCX records each version in train.served before it can be
