@@ -88,6 +88,7 @@ class GrpoLoop {
   double best_accuracy_ = 0, last_accuracy_ = -1, reward_ema_ = -1, best_reward_ema_ = 0;
   int64_t start_step_ = 0;
   int64_t accuracy_step_ = -1;  // the step last_accuracy_ was measured at
+  bool warned_gap_ = false;     // the logprob-gap warning is given once per process
   std::chrono::steady_clock::time_point started_;
 };
 
@@ -352,6 +353,18 @@ void GrpoLoop::Evaluate(StepStats* s, nlohmann::json* fields) {
 
 Status GrpoLoop::AfterStep(const StepStats& s0, std::vector<uint64_t> consumed, double seconds) {
   StepStats s = s0;
+  // Rows generated with the weights this step started from must give the trainer's own
+  // log-probabilities back (to float rounding, ~1e-6): a larger gap means the ratio compares two
+  // different distributions.
+  constexpr double kGapWarn = 1e-2;
+  if (!warned_gap_ && s.min_version == s.max_version && s.max_version == static_cast<int64_t>(version_) &&
+      s.logprob_gap > kGapWarn) {
+    warned_gap_ = true;
+    spdlog::warn("step {}: on rows of the current version the rollout's log-probabilities differ from the "
+                 "trainer's by {:.3g} per token: is rl-rollout's --temperature this trainer's ({})?",
+                 step_ + 1, s.logprob_gap, o_.grpo.temperature);
+    events_.Emit("logprob-gap", {{"gap", s.logprob_gap}, {"temperature", o_.grpo.temperature}});
+  }
   ++step_;
   ++version_;
   health::Progress().version = static_cast<int64_t>(version_);

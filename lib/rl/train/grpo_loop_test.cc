@@ -8,7 +8,10 @@
 
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <thread>
+
+#include <nlohmann/json.hpp>
 
 #include "rl/model/generate.h"
 #include "rl/model/model_file.h"
@@ -81,6 +84,7 @@ class GrpoLoopTest : public ::testing::Test {
         model::GenerateOptions o;
         o.max_new_tokens = 4;
         o.seed = seed++;
+        o.sampling.temperature = rollout_temperature_;
         o.eos_id = tok.eos_id();
         auto gens = model::Generate(m->model, prompts, o).value();
         queue::PutRequest put;
@@ -159,6 +163,7 @@ class GrpoLoopTest : public ::testing::Test {
   std::atomic<bool> stop_server_{false}, stop_roles_{false};
   std::atomic<bool> uniform_rewards_{false};  // every response scores 0: dynamic sampling keeps no group
   std::atomic<bool> half_uniform_{false};     // it keeps the first prompt's groups only
+  std::atomic<double> rollout_temperature_{1.0};
   std::thread server_thread_, roles_;
 };
 
@@ -168,6 +173,19 @@ TEST_F(GrpoLoopTest, TrainsPublishesVersionsAndResumesFromItsCheckpoint) {
   ASSERT_TRUE(s.ok()) << s.ToString();
   EXPECT_TRUE(std::filesystem::exists(dir_ + "/ckpt/weights-2.safetensors"));
   EXPECT_EQ(ListCheckpoints(dir_ + "/ckpt"), (std::vector<int64_t>{1, 2}));
+  // Sync mode: the rows were generated (KV cache, one token at a time) with the weights each step
+  // started from, so the trainer's full forward pass gives their log-probabilities back.
+  int steps = 0;
+  std::istringstream lines(TrainEvents());
+  for (std::string line; std::getline(lines, line);) {
+    auto e = nlohmann::json::parse(line);
+    if (e["event"] != "step") continue;
+    ++steps;
+    EXPECT_LT(e["logprob_gap"].get<double>(), 1e-4) << line;
+    EXPECT_EQ(e["min_version"], e["version"].get<int64_t>() - 1) << line;
+  }
+  EXPECT_EQ(steps, 2);
+  EXPECT_EQ(TrainEvents().find("\"logprob-gap\""), std::string::npos);
   queue::QueueClient c(Options());
   EXPECT_EQ(c.MetaGet(kStepKey).value(), std::optional<std::string>("2"));
 
@@ -203,6 +221,14 @@ TEST_F(GrpoLoopTest, DynamicSamplingStopsWithADiagnosisPastMaxRedraws) {
   EXPECT_NE(s.message().find("every group's rewards were equal"), std::string::npos) << s.message();
   EXPECT_FALSE(std::filesystem::exists(dir_ + "/ckpt/weights-1.safetensors")) << "no step was trained";
   EXPECT_NE(TrainEvents().find("\"redraw-limit\""), std::string::npos);
+}
+
+TEST_F(GrpoLoopTest, ARolloutAtAnotherTemperatureIsReported) {
+  rollout_temperature_ = 0.5;
+  std::atomic<bool> stop{false};
+  Status s = RunGrpo(Loop(1), stop);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_NE(TrainEvents().find("\"logprob-gap\""), std::string::npos);
 }
 
 TEST_F(GrpoLoopTest, PastMaxRedrawsAStepTrainsOnTheGroupsItKept) {
