@@ -7,6 +7,9 @@ from roleflow's code, with plain torch in float64:
   advantage   (r - mean(group)) / (std(group, sample) + 1e-4), 0 for a group of one
   ratio       exp(new_lp - old_lp)
   per token   -min(ratio A, clamp(ratio, 1 - clip, 1 + clip) A) + kl_coef (exp(d) - d - 1), d = ref - new
+  corrections (behaviour = old, proximal = prox, w capped at C, without gradient):
+    1 tis        -min(exp(new - old), C) A new, no clip (truncated importance sampling)
+    2 decoupled  -min(exp(prox - old), C) min(r A, clamp(r, 1 - clip, 1 + clip) A), r = exp(new - prox)
   sum         over tokens (norm 0, 2, 3: token-mean and the seq-mean-token-sum modes) or of
               per-sequence means (norm 1: seq-mean-token-mean)
 It checks every step-S-batch file's advantages and every piece's sum, token, sequence, clipped
@@ -55,10 +58,19 @@ def advantages(rewards, groups):
 def piece_sums(t, meta):
     new, old, mask, adv = t["new_lp"], t["old_lp"], t["mask"], t["adv"].unsqueeze(1)
     clip, kl_coef, norm = float(meta["clip"]), float(meta["kl_coef"]), int(meta["norm"])
-    ratio = torch.exp((new - old) * mask)
+    correction, cap = int(meta.get("correction", "0")), float(meta.get("cap", "1"))
+    base = t["prox_lp"] if correction == 2 else old
+    ratio = torch.exp((new - base) * mask)
     unclipped = ratio * adv
     clipped = torch.clamp(ratio, 1 - clip, 1 + clip) * adv
     loss = -torch.minimum(unclipped, clipped)
+    weights = {}
+    if correction:
+        w = torch.exp(((new if correction == 1 else t["prox_lp"]) - old) * mask)
+        weights = {"weight_sum": (w * mask).sum().item(), "weight_max": (w * mask).max().item(),
+                   "capped": ((w > cap).double() * mask).sum().item()}
+        w = torch.clamp(w, max=cap)
+        loss = -w * adv * new if correction == 1 else w * loss
     kl_sum = 0.0
     if "ref_lp" in t and kl_coef != 0:
         d = (t["ref_lp"] - new) * mask
@@ -68,8 +80,11 @@ def piece_sums(t, meta):
     loss = loss * mask
     lengths = mask.sum(1)
     total = (loss.sum(1) / lengths.clamp(min=1)).sum() if norm == 1 else loss.sum()
-    return {"sum": total.item(), "tokens": lengths.sum().item(), "sequences": (lengths > 0).sum().item(),
-            "clipped": ((clipped < unclipped).double() * mask).sum().item(), "kl": kl_sum}
+    n_clipped = 0.0 if correction == 1 else ((clipped < unclipped).double() * mask).sum().item()
+    out = {"sum": total.item(), "tokens": lengths.sum().item(), "sequences": (lengths > 0).sum().item(),
+           "clipped": n_clipped, "kl": kl_sum}
+    out.update(weights)
+    return out
 
 
 def main():
@@ -91,11 +106,15 @@ def main():
         t, meta = read_safetensors(path)
         mine = piece_sums(t, meta)
         scale = max(1.0, abs(mine["sum"]))
-        for key in ("tokens", "sequences", "clipped"):
+        for key in ("tokens", "sequences", "clipped", "capped"):
+            if key not in mine:
+                continue
             if mine[key] != float(meta[key]):
                 print(f"{path}: {key} {meta[key]}, reference {mine[key]}")
                 bad += 1
-        for key in ("sum", "kl"):
+        for key in ("sum", "kl", "weight_sum", "weight_max"):
+            if key not in mine:
+                continue
             diff = abs(mine[key] - float(meta[key])) / max(1.0, abs(mine[key]))
             worst = max(worst, diff)
             if diff > 1e-5 * scale:

@@ -46,6 +46,8 @@ void BindGrpo(CommandLine& cl, CLI::App* g, GrpoFlags* f) {
   cl.Bind(g, "--epochs", &o.grpo.epochs)->check(CLI::Range(1, 1000));
   cl.Bind(g, "--temperature", &o.grpo.temperature)->check(CLI::PositiveNumber);
   cl.Bind(g, "--dump-dir", &o.grpo.dump_dir);
+  cl.Bind(g, "--correction", &f->correction)->check(CLI::IsMember({"none", "tis", "decoupled"}));
+  cl.Bind(g, "--correction-cap", &o.grpo.off.cap)->check(CLI::PositiveNumber);
   cl.Bind(g, "--micro-batch", &o.grpo.micro_batch)->check(CLI::Range(1, 1 << 20));
   cl.Bind(g, "--group-size", &o.group_size)->check(CLI::Range(1, 4096));
   cl.Bind(g, "--prompts-per-step", &o.prompts_per_step)->check(CLI::Range(1, 100000));

@@ -163,6 +163,9 @@ int RunGrpoCommand(GrpoFlags f, const std::atomic<bool>& stop) {
     return Fail(kTool, Status::InvalidArgument("--loss-norm seq-mean-token-sum-norm needs --loss-norm-constant C > 0"));
   }
   o.grpo.seed = o.seed;
+  auto correction = ParseCorrection(f.correction);
+  if (!correction.ok()) return Fail(kTool, correction.status());
+  o.grpo.off.kind = *correction;
   if (Status s = ApplyLrDecay(f.lr_decay, o.max_steps, &o.grpo.schedule); !s.ok()) return Fail(kTool, s);
   o.regenerate_stale = f.stale_rows == "regenerate";
   ExportOptions x;

@@ -375,6 +375,8 @@ Status GrpoLoop::AfterStep(const StepStats& s0, std::vector<uint64_t> consumed, 
                       {"samples_per_s", s.samples / seconds}, {"seconds", seconds},
                       {"clip_fraction", s.clip_fraction}, {"kl", s.kl}, {"grad_norm", s.grad_norm}, {"lr", s.lr}, {"updates", s.updates},
                       {"logprob_gap", s.logprob_gap},
+                      {"is_weight_mean", s.is_weight_mean}, {"is_weight_max", s.is_weight_max},
+                      {"is_capped_fraction", s.is_capped_fraction},
                       {"min_version", s.min_version}, {"max_version", s.max_version},
                       {"trained_groups", step_groups_}, {"train_seconds", train_s_},
                       {"train_tokens_per_s", train_s_ > 0 ? static_cast<double>(s.tokens) / train_s_ : 0.0}};

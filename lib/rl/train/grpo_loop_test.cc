@@ -223,6 +223,30 @@ TEST_F(GrpoLoopTest, DynamicSamplingStopsWithADiagnosisPastMaxRedraws) {
   EXPECT_NE(TrainEvents().find("\"redraw-limit\""), std::string::npos);
 }
 
+// Asynchronous (k = 1) with decoupled PPO over two minibatches: the step events report the
+// importance weights of the behaviour/proximal mismatch.
+TEST_F(GrpoLoopTest, AsyncTrainingWithDecoupledPpoReportsItsImportanceWeights) {
+  std::atomic<bool> stop{false};
+  GrpoLoopOptions o = Loop(3);
+  o.staleness = 1;
+  o.start_fraction = 0;
+  o.grpo.minibatches = 2;
+  o.grpo.off = {Correction::kDecoupled, 2.0};
+  Status s = RunGrpo(o, stop);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  int steps = 0;
+  std::istringstream lines(TrainEvents());
+  for (std::string line; std::getline(lines, line);) {
+    auto e = nlohmann::json::parse(line);
+    if (e["event"] != "step") continue;
+    ++steps;
+    EXPECT_GT(e["is_weight_mean"].get<double>(), 0.5) << line;
+    EXPECT_GE(e["is_weight_max"].get<double>(), e["is_weight_mean"].get<double>()) << line;
+    EXPECT_EQ(e["updates"], 2) << line;
+  }
+  EXPECT_EQ(steps, 3);
+}
+
 TEST_F(GrpoLoopTest, ARolloutAtAnotherTemperatureIsReported) {
   rollout_temperature_ = 0.5;
   std::atomic<bool> stop{false};

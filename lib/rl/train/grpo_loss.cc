@@ -15,6 +15,13 @@ Result<LossNorm> ParseLossNorm(const std::string& name) {
                                  "' (token-mean, seq-mean-token-mean, seq-mean-token-sum or seq-mean-token-sum-norm)");
 }
 
+Result<Correction> ParseCorrection(const std::string& name) {
+  if (name == "none") return Correction::kNone;
+  if (name == "tis") return Correction::kTis;
+  if (name == "decoupled") return Correction::kDecoupled;
+  return Status::InvalidArgument("unknown off-policy correction '" + name + "' (none, tis or decoupled)");
+}
+
 double LossDenominator(LossNorm norm, double tokens, double sequences, double constant) {
   switch (norm) {
     case LossNorm::kToken:
@@ -30,18 +37,35 @@ double LossDenominator(LossNorm norm, double tokens, double sequences, double co
 
 Result<LossSums> PolicyLossSums(const at::Tensor& new_lp, const at::Tensor& old_lp,
                                 const at::Tensor& mask, const at::Tensor& adv, double clip,
-                                LossNorm norm, const at::Tensor& ref_lp, double kl_coef) {
+                                LossNorm norm, const at::Tensor& ref_lp, double kl_coef,
+                                const OffPolicy& off, const at::Tensor& prox_lp) {
   if (new_lp.dim() != 2 || !new_lp.sizes().equals(old_lp.sizes()) || !new_lp.sizes().equals(mask.sizes()) ||
-      adv.dim() != 1 || adv.size(0) != new_lp.size(0) || (ref_lp.defined() && !ref_lp.sizes().equals(new_lp.sizes()))) {
+      adv.dim() != 1 || adv.size(0) != new_lp.size(0) || (ref_lp.defined() && !ref_lp.sizes().equals(new_lp.sizes())) ||
+      (off.kind == Correction::kDecoupled && (!prox_lp.defined() || !prox_lp.sizes().equals(new_lp.sizes())))) {
     return Status::InvalidArgument("policy loss: mismatched shapes");
   }
   return model::TorchGuard("policy loss", [&]() -> Result<LossSums> {
+    LossSums out;
     at::Tensor a = adv.to(at::kFloat).unsqueeze(1);
-    at::Tensor ratio = at::exp((new_lp - old_lp) * mask);
+    // The importance weight of a correction, without gradient, and the ratio the clip sees.
+    at::Tensor weight, base = old_lp;
+    if (off.kind == Correction::kTis) weight = at::exp((new_lp.detach() - old_lp) * mask);
+    if (off.kind == Correction::kDecoupled) {
+      weight = at::exp((prox_lp - old_lp) * mask);
+      base = prox_lp;
+    }
+    at::Tensor ratio = at::exp((new_lp - base) * mask);
     at::Tensor unclipped = ratio * a;
     at::Tensor clipped = at::clamp(ratio, 1 - clip, 1 + clip) * a;
     at::Tensor per_token = -at::min(unclipped, clipped);
-    LossSums out;
+    if (weight.defined()) {
+      at::Tensor masked = weight * mask;
+      out.weight_sum = masked.sum().item<double>();
+      out.weight_max = masked.max().item<double>();
+      out.capped = ((weight > off.cap).to(at::kFloat) * mask).sum().item<double>();
+      at::Tensor w = at::clamp_max(weight, off.cap);
+      per_token = off.kind == Correction::kTis ? -w * a * new_lp : w * per_token;
+    }
     if (ref_lp.defined() && kl_coef != 0) {
       at::Tensor d = (ref_lp - new_lp) * mask;
       at::Tensor kl = at::exp(d) - d - 1;
@@ -52,7 +76,9 @@ Result<LossSums> PolicyLossSums(const at::Tensor& new_lp, const at::Tensor& old_
     at::Tensor lengths = mask.sum(1);
     out.tokens = lengths.sum().item<double>();
     out.sequences = (lengths > 0).sum().item<double>();
-    out.clipped = ((clipped.detach() < unclipped.detach()).to(at::kFloat) * mask).sum().item<double>();
+    out.clipped = off.kind == Correction::kTis
+                      ? 0.0
+                      : ((clipped.detach() < unclipped.detach()).to(at::kFloat) * mask).sum().item<double>();
     if (norm == LossNorm::kSequence) {
       out.sum = (per_token.sum(1) / lengths.clamp_min(1)).sum();
     } else {

@@ -4,6 +4,15 @@
 // policy's log-probability, recorded by the rollout) and the sequence's advantage A:
 //   l = -min(ratio * A, clamp(ratio, 1 - clip, 1 + clip) * A)
 //       + kl_coef * (exp(ref_lp - new_lp) - (ref_lp - new_lp) - 1)      (k3 KL estimator)
+// Off-policy corrections (behaviour = old_lp, what the rollout sampled with; proximal = prox_lp,
+// the trainer's weights before this step's first update, without gradient; w capped at C):
+//   none       as above
+//   tis        l = -min(exp(new - old), C) A new_lp, the weight without gradient (truncated
+//              importance sampling: a policy gradient, no clip)
+//   decoupled  l = -min(exp(prox - old), C) min(r A, clamp(r, 1 - clip, 1 + clip) A),
+//              r = exp(new - prox) (decoupled PPO: clip against the proximal policy, weight by the
+//              capped behaviour ratio)
+// The KL term is added as above in every case.
 // Aggregation over a batch or minibatch (which may arrive in several pieces, see LossSums), with
 // the names verl gives them (B sequences, T_b response tokens of sequence b, C a constant):
 //   token-mean               sum_b sum_t l / sum_b T_b              (also "token"; the default)
@@ -25,6 +34,15 @@
 namespace rl::train {
 
 enum class LossNorm { kToken, kSequence, kSequenceSum, kSequenceSumNorm };
+enum class Correction { kNone, kTis, kDecoupled };
+
+// "none", "tis" or "decoupled"; InvalidArgument otherwise.
+Result<Correction> ParseCorrection(const std::string& name);
+
+struct OffPolicy {
+  Correction kind = Correction::kNone;
+  double cap = 2.0;  // C
+};
 
 // The names above (and "token", "sequence"); InvalidArgument otherwise.
 Result<LossNorm> ParseLossNorm(const std::string& name);
@@ -38,13 +56,18 @@ struct LossSums {
   double sequences = 0;  // sequences with at least one response token
   double clipped = 0;    // tokens whose ratio was clipped (the min chose the clamped term)
   double kl = 0;         // sum of the KL estimate over tokens (0 without a reference)
+  // The importance weights of a correction (before the cap) over tokens: sum, largest, and how
+  // many the cap cut. All 0 without a correction.
+  double weight_sum = 0, weight_max = 0, capped = 0;
 };
 
 // new_lp, old_lp, mask: [B, T] float32 (mask 1 on response tokens); adv: [B]. ref_lp undefined
-// for no KL term. InvalidArgument on shape mismatches.
+// for no KL term; prox_lp [B, T] is needed by the decoupled correction only. InvalidArgument on
+// shape mismatches.
 Result<LossSums> PolicyLossSums(const at::Tensor& new_lp, const at::Tensor& old_lp,
                                 const at::Tensor& mask, const at::Tensor& adv, double clip,
-                                LossNorm norm, const at::Tensor& ref_lp, double kl_coef);
+                                LossNorm norm, const at::Tensor& ref_lp, double kl_coef,
+                                const OffPolicy& off = {}, const at::Tensor& prox_lp = {});
 
 // The padded token matrices of a list of samples: row b holds prompt_ids + response_ids
 // right-padded with pad_id; position p of the [B, L-1] matrices is the prediction of token p+1.

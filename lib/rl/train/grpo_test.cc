@@ -90,6 +90,40 @@ TEST(PolicyLossTest, AggregationsAsPeersNameThem) {
   EXPECT_FALSE(ParseLossNorm("seq-sum").ok());
 }
 
+// HandCase's ratios new/old are 1.25, 1 and 1.6; cap 1.5 cuts the last.
+TEST(PolicyLossTest, TruncatedImportanceSamplingWeightsAPolicyGradient) {
+  LossCase c = HandCase();
+  auto sums = PolicyLossSums(c.new_lp, c.old_lp, c.mask, c.adv, 0.2, LossNorm::kToken, at::Tensor(), 0,
+                             {Correction::kTis, 1.5});
+  ASSERT_TRUE(sums.ok());
+  // -w A new_lp: -(1.25)(1) log 0.5 - (1)(1) log 0.25 - (1.5)(-1) log 0.8
+  EXPECT_NEAR(sums->sum.item<double>(), -1.25 * std::log(0.5) - std::log(0.25) + 1.5 * std::log(0.8), 1e-6);
+  EXPECT_NEAR(sums->weight_sum, 1.25 + 1 + 1.6, 1e-6);
+  EXPECT_NEAR(sums->weight_max, 1.6, 1e-6);
+  EXPECT_EQ(sums->capped, 1);
+  EXPECT_EQ(sums->clipped, 0);
+  sums->sum.backward();
+  EXPECT_NEAR(c.new_lp.grad()[1][0].item<double>(), 1.5, 1e-6);  // -w A with w capped
+}
+
+TEST(PolicyLossTest, DecoupledPpoClipsAgainstTheProximalPolicy) {
+  LossCase c = HandCase();
+  // Proximal probabilities 0.45, 0.25, 0.6: r = new/prox = 1.111, 1, 1.333; w = prox/old = 1.125, 1, 1.2.
+  at::Tensor prox = at::log(at::tensor({0.45f, 0.25f, 0.6f, 1.0f})).reshape({2, 2});
+  auto sums = PolicyLossSums(c.new_lp, c.old_lp, c.mask, c.adv, 0.2, LossNorm::kToken, at::Tensor(), 0,
+                             {Correction::kDecoupled, 1.15}, prox);
+  ASSERT_TRUE(sums.ok()) << sums.status().ToString();
+  // -w min(r A, clamp(r) A): -1.125 * 1.111 (not clipped), -1 * 1, and 1.15 (capped) * 1.333 (A < 0:
+  // the min takes the unclipped -1.333).
+  EXPECT_NEAR(sums->sum.item<double>(), -1.125 * (0.5 / 0.45) - 1.0 + 1.15 * (0.8 / 0.6), 1e-5);
+  EXPECT_EQ(sums->capped, 1);
+  EXPECT_EQ(sums->clipped, 0);
+  EXPECT_FALSE(PolicyLossSums(c.new_lp, c.old_lp, c.mask, c.adv, 0.2, LossNorm::kToken, at::Tensor(), 0,
+                              {Correction::kDecoupled, 2})
+                   .ok())
+      << "decoupled needs the proximal log-probabilities";
+}
+
 TEST(PolicyLossTest, KlTermIsTheK3EstimatorOnResponseTokens) {
   LossCase c = HandCase();
   at::Tensor ref = c.old_lp.clone();
@@ -361,10 +395,14 @@ TEST(GrpoTrainerTest, DumpedStepsAgreeWithTheIndependentReference) {
     LossNorm norm;
     int64_t minibatches, epochs;
     double kl;
+    Correction correction = Correction::kNone;
   };
   const std::vector<Case> cases = {{"token-kl", LossNorm::kToken, 1, 1, 0.1},
                                    {"seqmean-epochs", LossNorm::kSequence, 2, 2, 0},
-                                   {"seqsumnorm-kl-epochs", LossNorm::kSequenceSumNorm, 3, 1, 0.05}};
+                                   {"seqsumnorm-kl-epochs", LossNorm::kSequenceSumNorm, 3, 1, 0.05},
+                                   {"tis", LossNorm::kToken, 1, 1, 0, Correction::kTis},
+                                   {"decoupled-kl-epochs", LossNorm::kToken, 2, 2, 0.1, Correction::kDecoupled},
+                                   {"decoupled-streaming", LossNorm::kSequence, 1, 1, 0, Correction::kDecoupled}};
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
     GrpoOptions o;
@@ -376,6 +414,7 @@ TEST(GrpoTrainerTest, DumpedStepsAgreeWithTheIndependentReference) {
     o.kl_coef = c.kl;
     o.temperature = 0.8;
     o.micro_batch = 5;  // several pieces per update
+    o.off = {c.correction, 1.5};
     o.dump_dir = root + "/" + c.name;
     model::Transformer policy = model::Transformer::Create(Tiny(), 12).value();
     std::optional<model::Transformer> ref;

@@ -49,6 +49,9 @@ void GrpoTrainer::Totals::Add(const Totals& t) {
   kl += t.kl;
   gap += t.gap;
   gap_tokens += t.gap_tokens;
+  weight_sum += t.weight_sum;
+  weight_max = std::max(weight_max, t.weight_max);
+  capped += t.capped;
 }
 
 void GrpoTrainer::BeginStep() {
@@ -60,6 +63,7 @@ void GrpoTrainer::BeginStep() {
   reward_sum_ = 0;
   held_.clear();
   held_adv_.clear();
+  prox_.clear();
   dump_rewards_.clear();
   dump_groups_.clear();
   dump_adv_.clear();
@@ -133,11 +137,20 @@ Result<GrpoTrainer::Totals> GrpoTrainer::BackwardPiece(const std::vector<const S
     }
     RL_ASSIGN_OR_RETURN(at::Tensor new_lp, TokenLogprobs(policy_, batch.tokens, batch.mask, options_.temperature));
     at::Tensor a = at::tensor(std::vector<float>(adv.begin(), adv.end()), at::kFloat);
+    at::Tensor prox_lp;
+    if (options_.off.kind == Correction::kDecoupled) {
+      // Streaming, the weights before the update are the current ones; over minibatches, those
+      // the step started from, recorded before its first update.
+      prox_lp = prox_.empty() ? new_lp.detach() : ProximalTensor(samples, batch.mask);
+    }
     RL_ASSIGN_OR_RETURN(LossSums sums, PolicyLossSums(new_lp, batch.old_lp, batch.mask, a, options_.clip,
-                                                      options_.norm, ref_lp, options_.kl_coef));
-    if (!options_.dump_dir.empty()) RL_RETURN_IF_ERROR(DumpPiece(new_lp, batch.old_lp, batch.mask, a, ref_lp, sums));
+                                                      options_.norm, ref_lp, options_.kl_coef, options_.off, prox_lp));
+    if (!options_.dump_dir.empty()) RL_RETURN_IF_ERROR(DumpPiece(new_lp, batch.old_lp, batch.mask, a, ref_lp, prox_lp, sums));
     sums.sum.backward();
     Totals t{sums.sum.item<double>(), sums.tokens, sums.sequences, sums.clipped, sums.kl};
+    t.weight_sum = sums.weight_sum;
+    t.weight_max = sums.weight_max;
+    t.capped = sums.capped;
     if (update_ == 0) {  // the weights the step started from
       t.gap = ((new_lp.detach() - batch.old_lp).abs() * batch.mask).sum().item<double>();
       t.gap_tokens = sums.tokens;
@@ -165,14 +178,19 @@ at::Tensor Floats(const std::vector<float>& v) { return at::tensor(v, at::kFloat
 }  // namespace
 
 Status GrpoTrainer::DumpPiece(const at::Tensor& new_lp, const at::Tensor& old_lp, const at::Tensor& mask,
-                              const at::Tensor& adv, const at::Tensor& ref_lp, const LossSums& sums) {
+                              const at::Tensor& adv, const at::Tensor& ref_lp, const at::Tensor& prox_lp,
+                              const LossSums& sums) {
   model::NamedTensors t = {{"new_lp", new_lp.detach()}, {"old_lp", old_lp}, {"mask", mask}, {"adv", adv}};
   if (ref_lp.defined()) t.push_back({"ref_lp", ref_lp});
+  if (prox_lp.defined()) t.push_back({"prox_lp", prox_lp});
   auto num = [](double x) { return nlohmann::json(x).dump(); };
   model::Metadata m = {{"sum", num(sums.sum.item<double>())}, {"tokens", num(sums.tokens)},
                        {"sequences", num(sums.sequences)},    {"clipped", num(sums.clipped)},
                        {"kl", num(sums.kl)},                  {"clip", num(options_.clip)},
-                       {"kl_coef", num(options_.kl_coef)},    {"norm", std::to_string(static_cast<int>(options_.norm))}};
+                       {"kl_coef", num(options_.kl_coef)},    {"norm", std::to_string(static_cast<int>(options_.norm))},
+                       {"correction", std::to_string(static_cast<int>(options_.off.kind))},
+                       {"cap", num(options_.off.cap)},        {"weight_sum", num(sums.weight_sum)},
+                       {"weight_max", num(sums.weight_max)},  {"capped", num(sums.capped)}};
   const int64_t step = optimizer_->steps() / (options_.minibatches * options_.epochs);
   return model::WriteSafetensorsFile(
       DumpName(options_.dump_dir, step, "update-" + std::to_string(update_) + "-piece-" + std::to_string(dump_piece_++)),
@@ -219,7 +237,47 @@ Result<StepStats> GrpoTrainer::FinishStep() {
   out.clip_fraction = step_.tokens > 0 ? step_.clipped / step_.tokens : 0;
   out.kl = step_.tokens > 0 ? step_.kl / step_.tokens : 0;
   out.logprob_gap = step_.gap_tokens > 0 ? step_.gap / step_.gap_tokens : 0;
+  SetWeights(step_, &out);
   BeginStep();
+  return out;
+}
+
+void GrpoTrainer::SetWeights(const Totals& t, StepStats* out) {
+  if (options_.off.kind == Correction::kNone || t.tokens <= 0) return;
+  out->is_weight_mean = t.weight_sum / t.tokens;
+  out->is_weight_max = t.weight_max;
+  out->is_capped_fraction = t.capped / t.tokens;
+}
+
+Status GrpoTrainer::RecordProximal(const std::vector<const Sample*>& samples) {
+  return model::TorchGuard("grpo proximal log-probabilities", [&]() -> Status {
+    c10::NoGradGuard no_grad;
+    for (size_t at = 0; at < samples.size(); at += options_.micro_batch) {
+      size_t end = std::min(samples.size(), at + static_cast<size_t>(options_.micro_batch));
+      std::vector<const Sample*> piece(samples.begin() + at, samples.begin() + end);
+      TokenBatch batch = MakeTokenBatch(piece, options_.pad_id);
+      RL_ASSIGN_OR_RETURN(at::Tensor lp, TokenLogprobs(policy_, batch.tokens, batch.mask, options_.temperature));
+      auto acc = lp.accessor<float, 2>();
+      for (size_t i = 0; i < piece.size(); ++i) {
+        const Sample& s = *piece[i];
+        std::vector<float>& out = prox_[&s];
+        int64_t p = static_cast<int64_t>(s.prompt_ids.size());
+        for (size_t j = 0; j < s.response_ids.size(); ++j) out.push_back(acc[i][p + j - 1]);
+      }
+    }
+    return Status::OK();
+  });
+}
+
+at::Tensor GrpoTrainer::ProximalTensor(const std::vector<const Sample*>& samples, const at::Tensor& mask) const {
+  at::Tensor out = at::zeros(mask.sizes(), at::kFloat);
+  auto acc = out.accessor<float, 2>();
+  for (size_t i = 0; i < samples.size(); ++i) {
+    const Sample& s = *samples[i];
+    const std::vector<float>& lp = prox_.at(&s);
+    int64_t p = static_cast<int64_t>(s.prompt_ids.size());
+    for (size_t j = 0; j < lp.size(); ++j) acc[i][p + j - 1] = lp[j];
+  }
   return out;
 }
 
@@ -230,6 +288,7 @@ Result<StepStats> GrpoTrainer::FinishBuffered(StepStats out, double lr) {
   }
   const size_t n = samples.size();
   const size_t parts = std::min(n, static_cast<size_t>(options_.minibatches));
+  if (options_.off.kind == Correction::kDecoupled) RL_RETURN_IF_ERROR(RecordProximal(samples));
   std::mt19937_64 gen(options_.seed ^ (0x9e3779b97f4a7c15ULL * static_cast<uint64_t>(optimizer_->steps() + 1)));
   std::vector<size_t> order(n);
   Totals all;
@@ -260,6 +319,7 @@ Result<StepStats> GrpoTrainer::FinishBuffered(StepStats out, double lr) {
   out.clip_fraction = all.tokens > 0 ? all.clipped / all.tokens : 0;
   out.kl = all.tokens > 0 ? all.kl / all.tokens : 0;
   out.logprob_gap = all.gap_tokens > 0 ? all.gap / all.gap_tokens : 0;  // the first minibatch's
+  SetWeights(all, &out);
   return out;
 }
 

@@ -20,6 +20,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "rl/core/status.h"
@@ -41,6 +42,7 @@ struct GrpoOptions {
   int64_t minibatches = 1;    // optimizer steps per epoch over the batch
   int64_t epochs = 1;         // passes over the batch
   double temperature = 1.0;   // of the log-probabilities: the rollout's sampling temperature
+  OffPolicy off;              // correction of the behaviour/proximal mismatch (grpo_loss.h)
   uint64_t seed = 0;          // of the minibatch order
   // Set: every step writes the tensors its loss came from here, for an independent check
   // (tests/reference/grpo_loss_reference.py): step-S-batch.safetensors (rewards, group, adv of
@@ -59,6 +61,9 @@ struct StepStats {
   // log-probabilities are from those the rollout recorded; rows of the current version (sync
   // mode) give ~1e-6 unless the temperatures or the weights differ.
   double loss = 0, mean_reward = 0, clip_fraction = 0, kl = 0, grad_norm = 0, lr = 0, logprob_gap = 0;
+  // With a correction: its importance weights over every token of every update (mean, largest)
+  // and the share the cap cut.
+  double is_weight_mean = 0, is_weight_max = 0, is_capped_fraction = 0;
   int64_t samples = 0, groups = 0, tokens = 0, updates = 0;
   int64_t min_version = 0, max_version = 0;
 };
@@ -86,6 +91,7 @@ class GrpoTrainer {
   struct Totals {
     double loss = 0, tokens = 0, sequences = 0, clipped = 0, kl = 0;
     double gap = 0, gap_tokens = 0;  // sum of |new_lp - old_lp| before the step's first update
+    double weight_sum = 0, weight_max = 0, capped = 0;
     void Add(const Totals& t);
   };
   bool Buffered() const { return options_.minibatches * options_.epochs > 1; }
@@ -96,7 +102,10 @@ class GrpoTrainer {
   Result<double> Update(const Totals& t, double lr);
   Result<StepStats> FinishBuffered(StepStats out, double lr);
   Status DumpPiece(const at::Tensor& new_lp, const at::Tensor& old_lp, const at::Tensor& mask, const at::Tensor& adv,
-                   const at::Tensor& ref_lp, const LossSums& sums);
+                   const at::Tensor& ref_lp, const at::Tensor& prox_lp, const LossSums& sums);
+  void SetWeights(const Totals& t, StepStats* out);
+  Status RecordProximal(const std::vector<const Sample*>& samples);
+  at::Tensor ProximalTensor(const std::vector<const Sample*>& samples, const at::Tensor& mask) const;
   Status DumpBatch();
 
   model::Transformer policy_;
@@ -108,6 +117,9 @@ class GrpoTrainer {
   double reward_sum_ = 0;
   std::vector<Group> held_;  // buffered: the batch's groups
   std::vector<double> held_adv_;  // their samples' advantages, in order
+  // Decoupled correction over minibatches: each held sample's log-probabilities under the weights
+  // the step started from (the proximal policy), taken before the first update.
+  std::unordered_map<const Sample*, std::vector<float>> prox_;
   int64_t update_ = 0;  // updates taken in this step so far
   // Dumping: the batch's rewards, group numbers and advantages, and the next piece's number.
   std::vector<float> dump_rewards_, dump_groups_, dump_adv_;
