@@ -119,6 +119,22 @@ class GrpoLoopTest : public ::testing::Test {
       }
     }
   }
+  // Two steps with dynamic sampling and this --max-redraws.
+  GrpoLoopOptions Redrawing(int64_t max_redraws) {
+    GrpoLoopOptions o = Loop(2);
+    o.dynamic_sampling = true;
+    o.max_redraws = max_redraws;
+    return o;
+  }
+  std::vector<nlohmann::json> StepEvents() {
+    std::vector<nlohmann::json> out;
+    std::istringstream lines(TrainEvents());
+    for (std::string line; std::getline(lines, line);) {
+      auto e = nlohmann::json::parse(line);
+      if (e["event"] == "step") out.push_back(std::move(e));
+    }
+    return out;
+  }
   std::string TrainEvents() {
     std::ifstream events(dir_ + "/run/events/train-0.jsonl");
     return std::string((std::istreambuf_iterator<char>(events)), std::istreambuf_iterator<char>());
@@ -175,16 +191,12 @@ TEST_F(GrpoLoopTest, TrainsPublishesVersionsAndResumesFromItsCheckpoint) {
   EXPECT_EQ(ListCheckpoints(dir_ + "/ckpt"), (std::vector<int64_t>{1, 2}));
   // Sync mode: the rows were generated (KV cache, one token at a time) with the weights each step
   // started from, so the trainer's full forward pass gives their log-probabilities back.
-  int steps = 0;
-  std::istringstream lines(TrainEvents());
-  for (std::string line; std::getline(lines, line);) {
-    auto e = nlohmann::json::parse(line);
-    if (e["event"] != "step") continue;
-    ++steps;
-    EXPECT_LT(e["logprob_gap"].get<double>(), 1e-4) << line;
-    EXPECT_EQ(e["min_version"], e["version"].get<int64_t>() - 1) << line;
+  auto steps = StepEvents();
+  EXPECT_EQ(steps.size(), 2u);
+  for (const auto& e : steps) {
+    EXPECT_LT(e["logprob_gap"].get<double>(), 1e-4) << e;
+    EXPECT_EQ(e["min_version"], e["version"].get<int64_t>() - 1) << e;
   }
-  EXPECT_EQ(steps, 2);
   EXPECT_EQ(TrainEvents().find("\"logprob-gap\""), std::string::npos);
   queue::QueueClient c(Options());
   EXPECT_EQ(c.MetaGet(kStepKey).value(), std::optional<std::string>("2"));
@@ -213,10 +225,7 @@ TEST_F(GrpoLoopTest, TrainsPublishesVersionsAndResumesFromItsCheckpoint) {
 TEST_F(GrpoLoopTest, DynamicSamplingStopsWithADiagnosisPastMaxRedraws) {
   uniform_rewards_ = true;
   std::atomic<bool> stop{false};
-  GrpoLoopOptions o = Loop(2);
-  o.dynamic_sampling = true;
-  o.max_redraws = 3;
-  Status s = RunGrpo(o, stop);
+  Status s = RunGrpo(Redrawing(3), stop);
   EXPECT_EQ(s.code(), Code::kDataError) << s.ToString();
   EXPECT_NE(s.message().find("every group's rewards were equal"), std::string::npos) << s.message();
   EXPECT_FALSE(std::filesystem::exists(dir_ + "/ckpt/weights-1.safetensors")) << "no step was trained";
@@ -234,17 +243,13 @@ TEST_F(GrpoLoopTest, AsyncTrainingWithDecoupledPpoReportsItsImportanceWeights) {
   o.grpo.off = {Correction::kDecoupled, 2.0};
   Status s = RunGrpo(o, stop);
   ASSERT_TRUE(s.ok()) << s.ToString();
-  int steps = 0;
-  std::istringstream lines(TrainEvents());
-  for (std::string line; std::getline(lines, line);) {
-    auto e = nlohmann::json::parse(line);
-    if (e["event"] != "step") continue;
-    ++steps;
-    EXPECT_GT(e["is_weight_mean"].get<double>(), 0.5) << line;
-    EXPECT_GE(e["is_weight_max"].get<double>(), e["is_weight_mean"].get<double>()) << line;
-    EXPECT_EQ(e["updates"], 2) << line;
+  auto steps = StepEvents();
+  EXPECT_EQ(steps.size(), 3u);
+  for (const auto& e : steps) {
+    EXPECT_GT(e["is_weight_mean"].get<double>(), 0.5) << e;
+    EXPECT_GE(e["is_weight_max"].get<double>(), e["is_weight_mean"].get<double>()) << e;
+    EXPECT_EQ(e["updates"], 2) << e;
   }
-  EXPECT_EQ(steps, 3);
 }
 
 TEST_F(GrpoLoopTest, ARolloutAtAnotherTemperatureIsReported) {
@@ -258,10 +263,7 @@ TEST_F(GrpoLoopTest, ARolloutAtAnotherTemperatureIsReported) {
 TEST_F(GrpoLoopTest, PastMaxRedrawsAStepTrainsOnTheGroupsItKept) {
   half_uniform_ = true;
   std::atomic<bool> stop{false};
-  GrpoLoopOptions o = Loop(2);
-  o.dynamic_sampling = true;
-  o.max_redraws = 1;
-  Status s = RunGrpo(o, stop);
+  Status s = RunGrpo(Redrawing(1), stop);
   ASSERT_TRUE(s.ok()) << s.ToString();
   EXPECT_TRUE(std::filesystem::exists(dir_ + "/ckpt/weights-2.safetensors"));
   EXPECT_NE(TrainEvents().find("\"redraw-limit\""), std::string::npos);
