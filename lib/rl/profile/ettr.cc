@@ -26,7 +26,11 @@ void Steps(const std::vector<RunEvent>& lane, EttrReport* r, std::vector<double>
       boundary = e.ts;
       starts->push_back(e.ts);
     } else if (e.event == "step" && !std::isnan(boundary)) {
-      all.push_back({e.step, boundary, e.ts, {}});
+      StepTime s{e.step, boundary, e.ts, {}, {}};
+      for (const char* key : {"clip_fraction", "is_weight_mean", "is_weight_max", "is_capped_fraction"}) {
+        if (e.fields.contains(key) && e.fields[key].is_number()) s.update[key] = e.fields[key].get<double>();
+      }
+      all.push_back(std::move(s));
       boundary = e.ts;
     }
   }

@@ -31,6 +31,9 @@ struct StepTime {
   int64_t step = 0;
   double start = 0, end = 0;
   std::map<std::string, double> phases;  // the trainer's seconds in each phase during the step
+  // What the step event says of its update: clip_fraction, and with an off-policy correction
+  // is_weight_mean, is_weight_max and is_capped_fraction (those the event has).
+  std::map<std::string, double> update;
   double seconds() const { return end - start; }
 };
 

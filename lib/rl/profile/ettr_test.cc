@@ -76,6 +76,20 @@ TEST(EttrTest, PhasesOfAStepAddUpToItsDuration) {
   EXPECT_DOUBLE_EQ(s.phases.at("train"), 1.0);
 }
 
+TEST(EttrTest, StepsKeepTheImportanceWeightsTheirEventsReport) {
+  auto run = ParseRunEvents({{"train-0", R"({"ts":1.0,"event":"start","step":0}
+{"ts":2.0,"event":"step","step":1,"clip_fraction":0.05,"is_weight_mean":1.02,"is_weight_max":3.5,"is_capped_fraction":0.01}
+{"ts":3.0,"event":"step","step":2,"clip_fraction":0.0}
+)"}});
+  ASSERT_TRUE(run.ok());
+  auto r = ComputeEttr(*run);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ(r->steps.size(), 2u);
+  EXPECT_DOUBLE_EQ(r->steps[0].update.at("is_weight_max"), 3.5);
+  EXPECT_DOUBLE_EQ(r->steps[0].update.at("is_capped_fraction"), 0.01);
+  EXPECT_EQ(r->steps[1].update.count("is_weight_mean"), 0u);
+}
+
 TEST(EttrTest, ARunWithoutATrainerIsNotFound) {
   auto run = ParseRunEvents({{"rollout-0", R"({"ts":1,"event":"start"})"}});
   ASSERT_TRUE(run.ok());

@@ -48,7 +48,8 @@ void PrintJson(const EttrReport& r, std::ostream& out) {
     out << j.dump() << "\n";
   }
   for (const StepTime& s : r.steps) {
-    nlohmann::json j = {{"type", "step"}, {"step", s.step}, {"seconds", s.seconds()}, {"phases", s.phases}};
+    nlohmann::json j = {{"type", "step"}, {"step", s.step}, {"seconds", s.seconds()}, {"phases", s.phases},
+                        {"update", s.update}};
     out << j.dump() << "\n";
   }
 }
@@ -74,11 +75,24 @@ void PrintReport(const EttrReport& r, const std::string& run_dir, bool json, std
                     f.reason.c_str(), f.ready_ts ? "" : " (never ready)");
     }
   }
-  out << "\n step  seconds  waiting    train  checkpoint    other\n";
+  // With an off-policy correction, each step's importance weights (mean, largest) and the share of
+  // tokens their cap cut, beside the PPO clip's share.
+  bool weights = false;
+  for (const StepTime& s : r.steps) {
+    weights = weights || (s.update.count("is_weight_mean") && s.update.at("is_weight_mean") > 0);
+  }
+  out << "\n step  seconds  waiting    train  checkpoint    other" << (weights ? "  clipped  w-mean   w-max   capped" : "")
+      << "\n";
   for (const StepTime& s : r.steps) {
     double wait = Phase(s, "waiting-for-data"), train = Phase(s, "train"), ckpt = Phase(s, "checkpoint");
-    out << Format("%5lld %8.2f %8.2f %8.2f %11.2f %8.2f\n", static_cast<long long>(s.step), s.seconds(), wait, train,
+    out << Format("%5lld %8.2f %8.2f %8.2f %11.2f %8.2f", static_cast<long long>(s.step), s.seconds(), wait, train,
                   ckpt, s.seconds() - wait - train - ckpt);
+    if (weights) {
+      auto get = [&](const char* k) { return s.update.count(k) ? s.update.at(k) : 0.0; };
+      out << Format("  %7.3f %7.3f %7.3f  %7.3f", get("clip_fraction"), get("is_weight_mean"), get("is_weight_max"),
+                    get("is_capped_fraction"));
+    }
+    out << "\n";
   }
 }
 
