@@ -114,6 +114,18 @@ PY
   [ ! -e "$TMP/c" ]
 }
 
+@test "grpo exits 64 on update options it cannot use, before reading anything" {
+  run rl-train grpo --checkpoint-dir "$TMP/c" --prompts "$TMP/none.jsonl" --loss-norm seq-mean-token-sum-norm
+  [ "$status" -eq 64 ]
+  [ "$output" = "rl-train: --loss-norm seq-mean-token-sum-norm needs --loss-norm-constant C > 0" ]
+  for bad in "--minibatches 0" "--epochs 0" "--correction vtrace" "--correction-cap 0" "--temperature 0" \
+             "--loss-norm seq-sum" "--max-redraws -1"; do
+    run rl-train grpo --checkpoint-dir "$TMP/c" --prompts "$TMP/none.jsonl" $bad
+    [ "$status" -eq 64 ] || { echo "$bad: $status $output"; false; }
+  done
+  [ ! -e "$TMP/c" ]
+}
+
 @test "make-data --task words --response-format writes SFT responses the math verifier scores 1" {
   command -v rl-reward >/dev/null || skip "rl-reward is not built"
   for f in gsm8k boxed; do

@@ -46,8 +46,8 @@ void AppendTrainOptions(std::vector<OptionSpec>* table) {
       {"--lease-seconds", "RL_TRAIN_LEASE", "lease on the rows of a batch being trained", {grpo}},
       {"--loss-norm", "RL_TRAIN_LOSS_NORM",
        "loss aggregation: token-mean, seq-mean-token-mean, seq-mean-token-sum or seq-mean-token-sum-norm", {grpo}},
-      {"--loss-norm-constant", "RL_TRAIN_LOSS_NORM_CONSTANT", "C of seq-mean-token-sum-norm: the tokens one response may have",
-       {grpo}},
+      {"--loss-norm-constant", "RL_TRAIN_LOSS_NORM_CONSTANT",
+       "C of seq-mean-token-sum-norm: the tokens one response may have", {grpo}},
       {"--correction", "RL_TRAIN_CORRECTION",
        "off-policy correction: none, tis (truncated importance sampling) or decoupled (decoupled PPO)", {grpo}},
       {"--correction-cap", "RL_TRAIN_CORRECTION_CAP", "C: the cap of the correction's importance weight", {grpo}},
@@ -85,7 +85,8 @@ void AppendTrainOptions(std::vector<OptionSpec>* table) {
       {"--target-accuracy", "RL_TRAIN_TARGET_ACCURACY", "stop SFT when held-out greedy accuracy reaches this", {sft}},
       {"--tokenizer-from", "RL_TRAIN_TOKENIZER_FROM",
        "directory whose tokenizer files (tokenizer.json, ...) are copied into the exported one", {xport, grpo}},
-      {"--warmup-steps", "RL_TRAIN_WARMUP_STEPS", "steps over which the learning rate ramps up linearly to --lr", {sft, grpo}},
+      {"--warmup-steps", "RL_TRAIN_WARMUP_STEPS", "steps over which the learning rate ramps up linearly to --lr",
+       {sft, grpo}},
       {"--weight-decay", "RL_TRAIN_WEIGHT_DECAY", "AdamW decoupled weight decay", {sft, grpo}},
   });
 }

@@ -48,7 +48,8 @@ TEST(TransformerTest, MaskedTokenLogprobsEqualTheFullLogSoftmaxWhereMaskedAndGra
     auto hot = model->MaskedTokenLogprobs(tokens, mask, 0.7);
     ASSERT_TRUE(hot.ok());
     const at::Tensor full_hot = at::log_softmax(*model->Forward(tokens) / 0.7, -1).narrow(1, 0, 5);
-    EXPECT_TRUE(at::allclose(*hot, full_hot.gather(2, tokens.narrow(1, 1, 5).unsqueeze(2)).squeeze(2) * mask, 1e-5, 1e-5));
+    const at::Tensor want_hot = full_hot.gather(2, tokens.narrow(1, 1, 5).unsqueeze(2)).squeeze(2) * mask;
+    EXPECT_TRUE(at::allclose(*hot, want_hot, 1e-5, 1e-5));
     EXPECT_FALSE(model->MaskedTokenLogprobs(tokens, mask, 0).ok());
   }
 }

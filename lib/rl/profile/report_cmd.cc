@@ -81,8 +81,8 @@ void PrintReport(const EttrReport& r, const std::string& run_dir, bool json, std
   for (const StepTime& s : r.steps) {
     weights = weights || (s.update.count("is_weight_mean") && s.update.at("is_weight_mean") > 0);
   }
-  out << "\n step  seconds  waiting    train  checkpoint    other" << (weights ? "  clipped  w-mean   w-max   capped" : "")
-      << "\n";
+  out << "\n step  seconds  waiting    train  checkpoint    other"
+      << (weights ? "  clipped  w-mean   w-max   capped" : "") << "\n";
   for (const StepTime& s : r.steps) {
     double wait = Phase(s, "waiting-for-data"), train = Phase(s, "train"), ckpt = Phase(s, "checkpoint");
     out << Format("%5lld %8.2f %8.2f %8.2f %11.2f %8.2f", static_cast<long long>(s.step), s.seconds(), wait, train,

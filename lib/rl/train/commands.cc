@@ -96,7 +96,8 @@ int RunSftCommand(SftFlags f, const std::atomic<bool>& stop) {
     if (Status s = events.Open(f.run_dir, "train", f.id); !s.ok()) return Fail(kTool, s);
   }
   events.SetPhase("train");
-  events.Emit("sft-start", {{"examples", examples->samples.size()}, {"lr", f.sft.schedule.lr}, {"batch_size", f.sft.batch_size}});
+  events.Emit("sft-start",
+              {{"examples", examples->samples.size()}, {"lr", f.sft.schedule.lr}, {"batch_size", f.sft.batch_size}});
   double said_s = 0;
   auto on_step = [&](const SftProgress& p) {
     if (!p.evaluated) {
@@ -159,13 +160,11 @@ int RunGrpoCommand(GrpoFlags f, const std::atomic<bool>& stop) {
   auto norm = ParseLossNorm(f.loss_norm);
   if (!norm.ok()) return Fail(kTool, norm.status());
   o.grpo.norm = *norm;
-  if (o.grpo.norm == LossNorm::kSequenceSumNorm && !(o.grpo.norm_constant > 0)) {
-    return Fail(kTool, Status::InvalidArgument("--loss-norm seq-mean-token-sum-norm needs --loss-norm-constant C > 0"));
-  }
   o.grpo.seed = o.seed;
   auto correction = ParseCorrection(f.correction);
   if (!correction.ok()) return Fail(kTool, correction.status());
   o.grpo.off.kind = *correction;
+  if (Status s = ValidateGrpoOptions(o.grpo); !s.ok()) return Fail(kTool, s);
   if (Status s = ApplyLrDecay(f.lr_decay, o.max_steps, &o.grpo.schedule); !s.ok()) return Fail(kTool, s);
   o.regenerate_stale = f.stale_rows == "regenerate";
   ExportOptions x;

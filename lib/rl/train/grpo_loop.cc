@@ -268,7 +268,8 @@ Status GrpoLoop::CollectAndTrain(std::vector<uint64_t>* consumed, int64_t* sampl
     dropped_rows += static_cast<int64_t>(reply.dropped);
     if (dropped_rows > o_.max_redraws * o_.group_size && !out_of_redraws) {
       out_of_redraws = true;
-      RL_RETURN_IF_ERROR(RedrawLimit(dropped_rows / o_.group_size, got + static_cast<int64_t>(reply.rows.size()), *consumed));
+      const int64_t kept_rows = got + static_cast<int64_t>(reply.rows.size());
+      RL_RETURN_IF_ERROR(RedrawLimit(dropped_rows / o_.group_size, kept_rows, *consumed));
     }
     if (reply.rows.empty() && !out_of_redraws) continue;
     got += static_cast<int64_t>(reply.rows.size());
@@ -354,8 +355,8 @@ void GrpoLoop::Evaluate(StepStats* s, nlohmann::json* fields) {
 Status GrpoLoop::AfterStep(const StepStats& s0, std::vector<uint64_t> consumed, double seconds) {
   StepStats s = s0;
   // Rows generated with the weights this step started from must give the trainer's own
-  // log-probabilities back (to float rounding, ~1e-6): a larger gap means the ratio compares two
-  // different distributions.
+  // log-probabilities back (to float rounding: 1e-7 in grpo_loop_test); a larger gap means the
+  // ratio compares two different distributions.
   constexpr double kGapWarn = 1e-2;
   if (!warned_gap_ && s.min_version == s.max_version && s.max_version == static_cast<int64_t>(version_) &&
       s.logprob_gap > kGapWarn) {
@@ -373,8 +374,8 @@ Status GrpoLoop::AfterStep(const StepStats& s0, std::vector<uint64_t> consumed, 
   nlohmann::json f = {{"version", version_}, {"reward", s.mean_reward}, {"loss", s.loss},
                       {"samples", s.samples}, {"groups", s.groups}, {"tokens", s.tokens},
                       {"samples_per_s", s.samples / seconds}, {"seconds", seconds},
-                      {"clip_fraction", s.clip_fraction}, {"kl", s.kl}, {"grad_norm", s.grad_norm}, {"lr", s.lr}, {"updates", s.updates},
-                      {"logprob_gap", s.logprob_gap},
+                      {"clip_fraction", s.clip_fraction}, {"kl", s.kl}, {"grad_norm", s.grad_norm},
+                      {"lr", s.lr}, {"updates", s.updates}, {"logprob_gap", s.logprob_gap},
                       {"is_weight_mean", s.is_weight_mean}, {"is_weight_max", s.is_weight_max},
                       {"is_capped_fraction", s.is_capped_fraction},
                       {"min_version", s.min_version}, {"max_version", s.max_version},

@@ -442,23 +442,18 @@ TEST(GrpoTrainerTest, StepsFollowTheLearningRateScheduleAcrossAResume) {
   auto t = GrpoTrainer::Create(model::Transformer::Create(Tiny(), 4).value(), std::nullopt, o);
   ASSERT_TRUE(t.ok());
   std::vector<double> used;
-  for (int s = 0; s < 4; ++s) {
-    (*t)->BeginStep();
-    ASSERT_TRUE((*t)->Accumulate(Batch(s + 1)).ok());
-    auto stats = (*t)->FinishStep();
+  auto step = [&used](GrpoTrainer* trainer, uint64_t seed) {
+    trainer->BeginStep();
+    ASSERT_TRUE(trainer->Accumulate(Batch(seed)).ok());
+    auto stats = trainer->FinishStep();
     ASSERT_TRUE(stats.ok());
     used.push_back(stats->lr);
-  }
+  };
+  for (int s = 0; s < 4; ++s) step(t->get(), s + 1);
   auto resumed = GrpoTrainer::Create((*t)->policy().Clone().value(), std::nullopt, o);
   ASSERT_TRUE(resumed.ok());
   ASSERT_TRUE((*resumed)->optimizer().LoadState((*t)->optimizer().State(), (*t)->optimizer().steps()).ok());
-  for (int s = 4; s < 7; ++s) {
-    (*resumed)->BeginStep();
-    ASSERT_TRUE((*resumed)->Accumulate(Batch(s + 1)).ok());
-    auto stats = (*resumed)->FinishStep();
-    ASSERT_TRUE(stats.ok());
-    used.push_back(stats->lr);
-  }
+  for (int s = 4; s < 7; ++s) step(resumed->get(), s + 1);
   // warm-up 0.5 and 1 (x 1e-2), then cosine over 4 steps to the floor 0.1 at step 6.
   const double half = 0.1 + 0.9 * (1 + std::cos(M_PI / 4)) / 2, low = 0.1 + 0.9 * (1 + std::cos(3 * M_PI / 4)) / 2;
   std::vector<double> want = {0.5, 1, 1, half, 0.55, low, 0.1};

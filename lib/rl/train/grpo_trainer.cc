@@ -16,10 +16,7 @@
 
 namespace rl::train {
 
-Result<std::unique_ptr<GrpoTrainer>> GrpoTrainer::Create(model::Transformer policy,
-                                                         std::optional<model::Transformer> reference,
-                                                         GrpoOptions options) {
-  if (options.kl_coef > 0 && !reference) return Status::InvalidArgument("a KL term needs a reference model");
+Status ValidateGrpoOptions(const GrpoOptions& options) {
   if (options.micro_batch < 1) return Status::InvalidArgument("micro batch must be positive");
   if (options.minibatches < 1 || options.epochs < 1) {
     return Status::InvalidArgument("minibatches and epochs must be positive");
@@ -28,8 +25,16 @@ Result<std::unique_ptr<GrpoTrainer>> GrpoTrainer::Create(model::Transformer poli
     return Status::InvalidArgument("the trainer's temperature must be positive and finite (greedy rollouts have none)");
   }
   if (options.norm == LossNorm::kSequenceSumNorm && !(options.norm_constant > 0)) {
-    return Status::InvalidArgument("seq-mean-token-sum-norm needs a positive constant (--loss-norm-constant)");
+    return Status::InvalidArgument("--loss-norm seq-mean-token-sum-norm needs --loss-norm-constant C > 0");
   }
+  return Status::OK();
+}
+
+Result<std::unique_ptr<GrpoTrainer>> GrpoTrainer::Create(model::Transformer policy,
+                                                         std::optional<model::Transformer> reference,
+                                                         GrpoOptions options) {
+  if (options.kl_coef > 0 && !reference) return Status::InvalidArgument("a KL term needs a reference model");
+  RL_RETURN_IF_ERROR(ValidateGrpoOptions(options));
   if (!options.dump_dir.empty()) RL_RETURN_IF_ERROR(MakeDirs(options.dump_dir));
   return std::unique_ptr<GrpoTrainer>(new GrpoTrainer(std::move(policy), std::move(reference), options));
 }
@@ -145,7 +150,9 @@ Result<GrpoTrainer::Totals> GrpoTrainer::BackwardPiece(const std::vector<const S
     }
     RL_ASSIGN_OR_RETURN(LossSums sums, PolicyLossSums(new_lp, batch.old_lp, batch.mask, a, options_.clip,
                                                       options_.norm, ref_lp, options_.kl_coef, options_.off, prox_lp));
-    if (!options_.dump_dir.empty()) RL_RETURN_IF_ERROR(DumpPiece(new_lp, batch.old_lp, batch.mask, a, ref_lp, prox_lp, sums));
+    if (!options_.dump_dir.empty()) {
+      RL_RETURN_IF_ERROR(DumpPiece(new_lp, batch.old_lp, batch.mask, a, ref_lp, prox_lp, sums));
+    }
     sums.sum.backward();
     Totals t{sums.sum.item<double>(), sums.tokens, sums.sequences, sums.clipped, sums.kl};
     t.weight_sum = sums.weight_sum;

@@ -59,7 +59,7 @@ struct StepStats {
   // every update; tokens: the batch's response tokens. logprob_gap: the mean over the batch's
   // tokens of |new_lp - old_lp| before the step's first update, i.e. how far the trainer's
   // log-probabilities are from those the rollout recorded; rows of the current version (sync
-  // mode) give ~1e-6 unless the temperatures or the weights differ.
+  // mode) give float rounding (1e-7 in grpo_loop_test) unless the temperatures or weights differ.
   double loss = 0, mean_reward = 0, clip_fraction = 0, kl = 0, grad_norm = 0, lr = 0, logprob_gap = 0;
   // With a correction: its importance weights over every token of every update (mean, largest)
   // and the share the cap cut.
@@ -68,10 +68,14 @@ struct StepStats {
   int64_t min_version = 0, max_version = 0;
 };
 
+// InvalidArgument for a non-positive micro batch, minibatch or epoch count or temperature, and for
+// seq-mean-token-sum-norm without its constant. rl-train checks this before it reads anything.
+Status ValidateGrpoOptions(const GrpoOptions& options);
+
 class GrpoTrainer {
  public:
-  // `reference` may be empty when options.kl_coef == 0 (InvalidArgument otherwise, and for a
-  // non-positive temperature, minibatch or epoch count, or seq-mean-token-sum-norm without C).
+  // `reference` may be empty when options.kl_coef == 0 (InvalidArgument otherwise, and for what
+  // ValidateGrpoOptions refuses).
   static Result<std::unique_ptr<GrpoTrainer>> Create(model::Transformer policy,
                                                      std::optional<model::Transformer> reference,
                                                      GrpoOptions options);
