@@ -70,6 +70,33 @@ PY
   [ "$output" = "ok 7 figures" ]
 }
 
+@test "a short run compares each fsync policy with Redis under its closest persistence policy, and with never" {
+  run rl-profile queue --rows 300 --row-bytes 256 --runs 1 --fsync always,batch,never --json
+  [ "$status" -eq 0 ]
+  printf '%s\n' "$output" | grep '^{' > "$TMP/figures.jsonl"
+  run python3 - "$TMP/figures.jsonl" <<'PY'
+import json, sys
+figs = [json.loads(line) for line in open(sys.argv[1])]
+by = {(f["system"], f["fsync"], f["op"]): f for f in figs}
+for redis in ("always", "everysec", "off"):
+    for op in ("put", "get", "ack", "e2e"):
+        f = by[("redis", redis, op)]
+        assert f["exactly_once"] is True and f["rows_per_s"] > 0, f
+for policy, redis in (("always", "always"), ("batch", "everysec"), ("never", "off")):
+    for op in ("put", "get", "ack", "e2e"):
+        f = by[("rl-queue", policy, op)]
+        assert f["exactly_once"] is True, f
+        want = f["rows_per_s"] / by[("redis", redis, op)]["rows_per_s"]
+        assert abs(f["rows_per_s_vs_redis"] - want) < 1e-9 * want, (f, want)
+        never = f["rows_per_s"] / by[("rl-queue", "never", op)]["rows_per_s"]
+        assert abs(f["rows_per_s_vs_never"] - never) < 1e-9 * never, (f, never)
+print("ok", len(figs), "figures")
+PY
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [ "$output" = "ok 27 figures" ]
+}
+
 @test "the EXAMPLES of rl-profile(1) run" {
   man_examples "$RL_SOURCE_DIR/man/rl-profile.1" > "$TMP/examples.sh"
   [ "$(wc -l < "$TMP/examples.sh")" -ge 10 ]

@@ -65,7 +65,7 @@ std::vector<OptionSpec> CoreOptionTable() {
       {"--dir", "RL_QUEUE_DIR", "data directory: write-ahead log and snapshots", {"rl-queue serve"}},
       {"--fsync", "RL_QUEUE_FSYNC", "when the log is fsynced: always, batch (group commit) or never",
        {"rl-queue serve", "rl-profile queue"}},
-      {"--fsync-interval-ms", "RL_QUEUE_FSYNC_INTERVAL_MS", "group-commit interval for --fsync batch",
+      {"--fsync-interval-ms", "RL_QUEUE_FSYNC_INTERVAL_MS", "--fsync batch: the most a power loss may lose, in ms of replies",
        {"rl-queue serve"}},
       {"--max-message", "RL_QUEUE_MAX_MESSAGE", "largest request in bytes; larger ones get TooLarge",
        {"rl-queue serve"}},

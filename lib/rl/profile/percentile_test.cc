@@ -77,6 +77,22 @@ TEST(ReportTest, RatiosCompareRlQueueWithTheSameOpAndRowSize) {
   EXPECT_FALSE(all[1].redis_rows_per_s.has_value());  // baselines get no ratios
 }
 
+TEST(ReportTest, EachPolicyIsComparedWithRedissClosestAndWithNever) {
+  std::vector<Figure> all = {
+      Fig(kSystemRedis, "e2e", 1024, "off", 400, 10),      Fig(kSystemRedis, "e2e", 1024, "everysec", 200, 10),
+      Fig(kSystemRedis, "e2e", 1024, "always", 50, 10),    Fig(kSystemQueue, "e2e", 1024, "never", 300, 10),
+      Fig(kSystemQueue, "e2e", 1024, "batch", 240, 10),    Fig(kSystemQueue, "e2e", 1024, "always", 150, 10),
+  };
+  AddRatios(&all);
+  EXPECT_DOUBLE_EQ(*all[3].redis_rows_per_s, 300.0 / 400);  // never vs persistence off
+  EXPECT_DOUBLE_EQ(*all[4].redis_rows_per_s, 240.0 / 200);  // batch vs appendfsync everysec
+  EXPECT_DOUBLE_EQ(*all[5].redis_rows_per_s, 150.0 / 50);   // always vs appendfsync always
+  EXPECT_DOUBLE_EQ(*all[3].never_rows_per_s, 1.0);
+  EXPECT_DOUBLE_EQ(*all[4].never_rows_per_s, 0.8);
+  EXPECT_DOUBLE_EQ(*all[5].never_rows_per_s, 0.5);
+  EXPECT_FALSE(all[0].never_rows_per_s.has_value());
+}
+
 TEST(ReportTest, JsonLineHasEveryField) {
   Figure f = Fig(kSystemQueue, "e2e", 1024, "never", 100, 10);
   f.consumers = 3;
@@ -84,7 +100,7 @@ TEST(ReportTest, JsonLineHasEveryField) {
   auto j = nlohmann::json::parse(FigureJson(f));
   for (const char* key : {"system", "op", "row_bytes", "batch", "fsync", "producers", "consumers", "rows", "rows_per_s",
                           "p50_us", "p99_us", "exactly_once", "rows_per_s_vs_redis", "p50_vs_redis", "p99_vs_redis",
-                          "rows_per_s_vs_zmq"}) {
+                          "rows_per_s_vs_zmq", "rows_per_s_vs_never"}) {
     EXPECT_TRUE(j.contains(key)) << key;
   }
   EXPECT_EQ(j["consumers"], 3);

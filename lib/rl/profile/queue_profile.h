@@ -24,7 +24,7 @@ struct QueueProfileOptions {
   Workload workload;                           // producers, consumers, batch; rows when `rows` is 0
   uint64_t rows = 0;                           // per producer and pass; 0: sized per row size
   std::vector<size_t> row_bytes = {1024, 65536};
-  std::vector<std::string> fsync = {"batch", "never"};
+  std::vector<std::string> fsync = {"always", "batch", "never"};
   std::string redis = "auto";                  // auto (redis-server on PATH), off, or its path
   std::string connect;                         // an rl-queue server to measure instead of starting one
   bool in_process = false;                     // the server on a thread here, not a child process

@@ -6,13 +6,19 @@ namespace rl::profile {
 
 constexpr int kStartTimeoutMs = 10000;
 
-Result<std::unique_ptr<RedisTarget>> RedisTarget::Start(const std::string& binary) {
+Result<std::unique_ptr<RedisTarget>> RedisTarget::Start(const std::string& binary, const std::string& appendfsync) {
+  if (appendfsync != "off" && appendfsync != "everysec" && appendfsync != "always") {
+    return Status::InvalidArgument("Redis appendfsync must be off, everysec or always, not '" + appendfsync + "'");
+  }
   std::unique_ptr<RedisTarget> t(new RedisTarget());
+  t->appendfsync_ = appendfsync;
+  bool aof = appendfsync != "off";
   RL_ASSIGN_OR_RETURN(t->dir_, MakeTempDir("rl-profile-redis"));
   RL_ASSIGN_OR_RETURN(t->port_, FreeTcpPort());
   RL_ASSIGN_OR_RETURN(ChildProcess child,
                       ChildProcess::Spawn({binary, "--port", std::to_string(t->port_), "--bind", "127.0.0.1",
-                                           "--save", "", "--appendonly", "no", "--appendfsync", "no",
+                                           "--save", "", "--appendonly", aof ? "yes" : "no",
+                                           "--appendfsync", aof ? appendfsync : "no",
                                            "--protected-mode", "yes", "--daemonize", "no", "--loglevel", "warning",
                                            "--dir", t->dir_, "--logfile", t->dir_ + "/redis.log"}));
   t->child_.emplace(std::move(child));

@@ -149,7 +149,7 @@ std::string DurableStore::LogPath(uint64_t n) const { return dir_ + "/wal-" + st
 std::string DurableStore::SnapshotPath(uint64_t n) const { return dir_ + "/snapshot-" + std::to_string(n) + ".snap"; }
 
 Result<std::unique_ptr<DurableStore>> DurableStore::Open(const std::string& dir, uint64_t snapshot_bytes,
-                                                         RecoveryReport* report) {
+                                                         RecoveryReport* report, bool direct_log) {
   RL_RETURN_IF_ERROR(MakeDirs(dir));
   std::string lock = dir + "/LOCK";
   int fd = ::open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
@@ -163,7 +163,7 @@ Result<std::unique_ptr<DurableStore>> DurableStore::Open(const std::string& dir,
     ::close(fd);
     return Status::IOError(ErrnoMessage("eventfd", dir));
   }
-  std::unique_ptr<DurableStore> ds(new DurableStore(dir, fd, notify, snapshot_bytes));
+  std::unique_ptr<DurableStore> ds(new DurableStore(dir, fd, notify, snapshot_bytes, direct_log));
   *report = RecoveryReport();
   RL_RETURN_IF_ERROR(ds->Recover(report));
   return ds;
@@ -217,7 +217,7 @@ Status DurableStore::Recover(RecoveryReport* report) {
       report->torn_reason = scan.tail_error;
     }
   }
-  RL_ASSIGN_OR_RETURN(wal_, WalWriter::Open(LogPath(log_number_), keep, 0, notify_fd_));
+  RL_ASSIGN_OR_RETURN(wal_, WalWriter::Open(LogPath(log_number_), keep, 0, notify_fd_, direct_log_));
   if (report->torn_bytes > 0) RL_RETURN_IF_ERROR(wal_->Sync());
   return FsyncDir(dir_);
 }
@@ -269,7 +269,7 @@ Status DurableStore::ReapSnapshot(bool wait) {
 Status DurableStore::StartSnapshot(bool sync_log) {
   RL_RETURN_IF_ERROR(sync_log ? wal_->Sync() : wal_->Flush());
   uint64_t next = log_number_ + 1;
-  RL_ASSIGN_OR_RETURN(auto next_wal, WalWriter::Open(LogPath(next), 0, wal_->appended(), notify_fd_));
+  RL_ASSIGN_OR_RETURN(auto next_wal, WalWriter::Open(LogPath(next), 0, wal_->appended(), notify_fd_, direct_log_));
   RL_RETURN_IF_ERROR(FsyncDir(dir_));
   WalPayload payload = store_.EncodeSnapshotPayload();
   wal_ = std::move(next_wal);

@@ -39,8 +39,9 @@ struct RecoveryReport {
 
 class DurableStore {
  public:
+  // `direct_log`: the logs are written with O_DIRECT where possible (WalWriter::Open).
   static Result<std::unique_ptr<DurableStore>> Open(const std::string& dir, uint64_t snapshot_bytes,
-                                                    RecoveryReport* report);
+                                                    RecoveryReport* report, bool direct_log = true);
   ~DurableStore();
 
   const Store& store() const { return store_; }
@@ -68,8 +69,9 @@ class DurableStore {
   uint64_t snapshot_bytes() const { return snapshot_size_; }
 
  private:
-  DurableStore(std::string dir, int lock_fd, int notify_fd, uint64_t threshold)
-      : dir_(std::move(dir)), lock_fd_(lock_fd), notify_fd_(notify_fd), threshold_(threshold) {}
+  DurableStore(std::string dir, int lock_fd, int notify_fd, uint64_t threshold, bool direct_log)
+      : dir_(std::move(dir)), lock_fd_(lock_fd), notify_fd_(notify_fd), threshold_(threshold),
+        direct_log_(direct_log) {}
   Status Recover(RecoveryReport* report);
   Status StartSnapshot(bool sync_log);
   // Joins a background snapshot; with `wait`, also one that has not finished.
@@ -83,6 +85,7 @@ class DurableStore {
   int lock_fd_;
   int notify_fd_;
   uint64_t threshold_;
+  bool direct_log_;
   Store store_;
   std::unique_ptr<WalWriter> wal_;
   uint64_t log_number_ = 1;

@@ -42,7 +42,10 @@ Result<std::unique_ptr<Server>> Server::Open(ServerOptions options) {
   }
   std::unique_ptr<Server> s(new Server(std::move(options)));
   RecoveryReport report;
-  RL_ASSIGN_OR_RETURN(s->ds_, DurableStore::Open(s->options_.dir, s->options_.snapshot_bytes, &report));
+  // Under batch a reply waits for its records' write, not their sync: through the page cache
+  // that write is a copy, where a direct one waits for the device.
+  bool direct_log = s->options_.fsync != FsyncPolicy::kBatch;
+  RL_ASSIGN_OR_RETURN(s->ds_, DurableStore::Open(s->options_.dir, s->options_.snapshot_bytes, &report, direct_log));
   spdlog::info("recovered {} records from {} log(s){}; {} rows live, next index {}", report.records, report.logs,
                report.had_snapshot ? " after a snapshot" : "", s->ds_->store().live_rows(),
                s->ds_->store().next_index());
@@ -356,27 +359,32 @@ void Server::ExpireLeases() {
   }
 }
 
-// Hands the turn's records to the log writer, asks for an fdatasync when the policy says, and
-// sends the replies whose records are synced (always, batch) or, under never, at once unless the
-// writer is more than kNeverUnwrittenBytes behind them; in order.
+// Hands the turn's records to the log writer and asks for the next fdatasync whenever records
+// wait for one (group commit: the writer syncs as soon as it is free, and what arrives during a
+// sync goes into the next), then sends the replies whose records are far enough, in order:
+//   always  synced;
+//   batch   written, and synced too once a reply sent earlier has waited --fsync-interval-ms for
+//           its sync (so a power loss loses at most that much of what was acknowledged);
+//   never   handed to the writer, unless it is more than kNeverUnwrittenBytes behind.
 Status Server::SendPending(bool force_sync) {
   RL_RETURN_IF_ERROR(ds_->status());
-  ds_->Submit();
-  if (pending_.empty()) return Status::OK();
   bool syncs = options_.fsync != FsyncPolicy::kNever;
-  uint64_t need = pending_.back().need;
   if (force_sync) {
     RL_RETURN_IF_ERROR(syncs ? ds_->Sync() : ds_->Flush());
-  } else if (syncs && ds_->synced() < need && sync_asked_ < need) {
-    // Batch: replies wait for the group commit only when the log has records not yet synced.
-    if (options_.fsync == FsyncPolicy::kAlways ||
-        MonoMillis() - pending_.front().queued_ms >= options_.fsync_interval_ms) {
-      ds_->RequestSync();
-      sync_asked_ = ds_->appended();
-    }
+  } else if (syncs && sync_asked_ < ds_->appended()) {
+    ds_->RequestSync();
+    sync_asked_ = ds_->appended();
+  } else {
+    ds_->Submit();
   }
-  // Never: a reply waits for its records to be written only while the writer is far behind.
-  uint64_t done = syncs ? ds_->synced() : ds_->written() + kNeverUnwrittenBytes;
+  uint64_t synced = ds_->synced();
+  while (!unsynced_sent_.empty() && unsynced_sent_.front().first <= synced) unsynced_sent_.pop_front();
+  uint64_t done = synced;
+  if (options_.fsync == FsyncPolicy::kNever) done = ds_->written() + kNeverUnwrittenBytes;
+  int64_t now = MonoMillis();
+  bool window_open = options_.fsync_interval_ms > 0 &&
+                     (unsynced_sent_.empty() || now - unsynced_sent_.front().second < options_.fsync_interval_ms);
+  if (options_.fsync == FsyncPolicy::kBatch && window_open) done = ds_->written();
   while (!pending_.empty() && pending_.front().need <= done) {
     auto& frames = pending_.front().frames;
     try {
@@ -385,6 +393,11 @@ Status Server::SendPending(bool force_sync) {
       }
     } catch (const zmq::error_t& e) {
       spdlog::debug("reply dropped: {}", e.what());  // the peer is gone; it will retry
+    }
+    uint64_t need = pending_.front().need;
+    if (options_.fsync == FsyncPolicy::kBatch && need > synced &&
+        (unsynced_sent_.empty() || unsynced_sent_.back().first < need)) {
+      unsynced_sent_.emplace_back(need, now);
     }
     pending_.pop_front();
     ++served_;
@@ -398,11 +411,6 @@ int Server::PollTimeoutMs() const {
   int64_t lease = ds_->store().NextDeadline();
   if (lease != INT64_MAX) t = std::min(t, lease - now_wall + 1);
   for (const Waiter& w : waiters_) t = std::min(t, w.deadline_ms - now);
-  // A group commit still to ask for; once asked, the writer's eventfd wakes the loop.
-  if (options_.fsync == FsyncPolicy::kBatch && !pending_.empty() && sync_asked_ < pending_.back().need &&
-      ds_->synced() < pending_.back().need) {
-    t = std::min<int64_t>(t, pending_.front().queued_ms + options_.fsync_interval_ms - now);
-  }
   return static_cast<int>(std::max<int64_t>(0, t));
 }
 

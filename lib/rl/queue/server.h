@@ -1,11 +1,13 @@
 // Server: rl-queue's ROUTER loop. One thread owns the socket and the DurableStore.
 //
 // Each turn of the loop: poll the socket and the log writer's eventfd (timeout = the nearest
-// deadline: a lease, a waiting get, a group commit), take every waiting request, expire leases,
-// serve parked gets that can now be served, hand the turn's records to the log's writer thread,
-// and send the replies whose records are synced (--fsync always, batch; a reply waits for every
-// record committed before it, so what it says is never ahead of the log), or under never at
-// once, unless the writer is more than 16 MiB behind.
+// deadline: a lease, a waiting get), take every waiting request, expire leases,
+// serve parked gets that can now be served, hand the turn's records to the log's writer thread
+// with a request to sync them as soon as it is free (group commit), and send the replies whose
+// records are synced (--fsync always), written (batch, while no reply has waited for its sync
+// longer than --fsync-interval-ms), or at once (never, unless the writer is more than 16 MiB
+// behind). A reply waits for every record committed before it, so what it says is never ahead of
+// the log.
 // A malformed, unknown or oversized request gets an error reply and the loop goes on.
 // Thread safety: Run on one thread; RequestStop from any thread or a signal handler.
 #pragma once
@@ -83,6 +85,8 @@ class Server {
   std::deque<Waiter> waiters_;
   std::deque<Outgoing> pending_;  // replies waiting for the log, in order of `need`
   uint64_t sync_asked_ = 0;       // the log position an fdatasync was last asked for
+  // --fsync batch: replies sent before their records were synced, as (log position, sent at ms).
+  std::deque<std::pair<uint64_t, int64_t>> unsynced_sent_;
   bool changed_ = false;          // records committed this turn
   uint64_t served_ = 0;
 };

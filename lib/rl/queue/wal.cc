@@ -56,7 +56,7 @@ uint32_t PayloadCrc(const WalPayload& p) {
 }  // namespace
 
 Result<std::unique_ptr<WalWriter>> WalWriter::Open(const std::string& path, uint64_t keep_bytes, uint64_t start,
-                                                   int notify_fd) {
+                                                   int notify_fd, bool direct_io) {
   int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   if (fd < 0) return Status::IOError(ErrnoMessage("open", path));
   struct stat st;
@@ -71,8 +71,8 @@ Result<std::unique_ptr<WalWriter>> WalWriter::Open(const std::string& path, uint
     return s;
   }
   // The log is read back only at recovery: direct I/O spares copying it into the page cache.
-  // Where the filesystem refuses O_DIRECT, writes go through the page cache.
-  int direct = ::open(path.c_str(), O_WRONLY | O_DIRECT | O_CLOEXEC);
+  // Where the filesystem refuses O_DIRECT, or the caller asks, writes go through the page cache.
+  int direct = direct_io ? ::open(path.c_str(), O_WRONLY | O_DIRECT | O_CLOEXEC) : -1;
   if (direct >= 0) {
     ::close(fd);
     fd = direct;
@@ -92,7 +92,12 @@ WalWriter::WalWriter(std::string path, int fd, uint64_t keep, uint64_t start, in
     stage_len_ = tail.size();
     stage_offset_ = keep - tail.size();
   }
-  thread_ = std::thread([this] { Loop(); });
+  if (direct_) {
+    thread_ = std::thread([this] { Loop(); });
+  } else {
+    writer_done_ = true;  // the owner writes (WriteInline)
+  }
+  sync_thread_ = std::thread([this] { SyncLoop(); });
 }
 
 WalWriter::~WalWriter() {
@@ -102,7 +107,9 @@ WalWriter::~WalWriter() {
     stop_ = true;
   }
   wake_.notify_one();
-  thread_.join();
+  if (thread_.joinable()) thread_.join();
+  sync_wake_.notify_one();
+  sync_thread_.join();
   // Direct writes pad the last block with zeros; a clean close leaves the log without them.
   if (direct_ && ::ftruncate(fd_, static_cast<off_t>(file_end_)) != 0) {
     spdlog::warn("{}", ErrnoMessage("truncate", path_));
@@ -129,6 +136,7 @@ uint64_t WalWriter::Append(const std::string& payload) {
 // once they are enough to write.
 void WalWriter::Submit() {
   if (appending_.empty()) return;
+  if (!thread_.joinable()) return WriteInline();
   bool wake;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -146,7 +154,8 @@ void WalWriter::RequestSync() {
     if (sync_target_ >= submitted_) return;
     sync_target_ = submitted_;
   }
-  wake_.notify_one();
+  wake_.notify_one();  // the writer stops waiting for more records
+  sync_wake_.notify_one();
 }
 
 Status WalWriter::status() const {
@@ -183,20 +192,37 @@ void WalWriter::Notify() {
   (void)n;  // a full counter still wakes the reader
 }
 
-// The writer thread: takes what was submitted, writes it with as few writev(2)s as it can, then
-// syncs when asked; stops at the first error, which the owner sees through status().
+// Through the page cache a write is a copy: the owner makes it at once, with no hand-off to a
+// thread and back, and a reply that waits only for the write goes out in the same turn.
+void WalWriter::WriteInline() {
+  Status s = status();
+  if (s.ok()) s = WriteBatch(appending_);
+  appending_.clear();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    submitted_ = appended_;
+    if (s.ok()) written_.store(appended_, std::memory_order_release);
+    if (!s.ok() && error_.ok()) error_ = s;
+  }
+  sync_wake_.notify_one();
+  done_.notify_all();
+}
+
+// The writer thread: takes what was submitted and writes it with as few writev(2)s as it can;
+// stops at the first error (its own or the syncer's), which the owner sees through status().
+// It does not wait for fdatasyncs: the syncer thread runs them beside it, so records that come
+// during a sync are written meanwhile and go into the next one (group commit).
 void WalWriter::Loop() {
   std::vector<WalPayload> batch;
   while (true) {
     uint64_t end;
-    bool sync;
     {
       std::unique_lock<std::mutex> lock(mu_);
-      wake_.wait(lock, [&] { return stop_ || !queue_.empty() || sync_target_ > synced_.load(); });
+      wake_.wait(lock, [&] { return stop_ || !queue_.empty() || !error_.ok(); });
       // Each direct write is a request to the device: small records wait a little for more,
       // unless someone waits on them (a sync, a Flush) or the writer is stopping.
       auto urgent = [&] {
-        return stop_ || !direct_ || sync_target_ > synced_.load() || write_target_ > written_.load() ||
+        return stop_ || !direct_ || sync_target_ > written_.load() || write_target_ > written_.load() ||
                submitted_ - written_.load() >= kCoalesceBytes;
       };
       if (!urgent()) {
@@ -204,30 +230,59 @@ void WalWriter::Loop() {
         wake_.wait_for(lock, kCoalesceWait, urgent);
         coalescing_ = false;
       }
-      if (queue_.empty() && sync_target_ <= synced_.load()) return;  // stop_, nothing left
+      if (!error_.ok() || queue_.empty()) {  // an error, or stop_ with nothing left
+        writer_done_ = true;
+        sync_wake_.notify_one();
+        return;
+      }
       batch.swap(queue_);
       end = submitted_;
-      sync = sync_target_ > synced_.load();
     }
     Status s = WriteBatch(batch);
     batch.clear();
-    if (s.ok()) {
-      written_.store(end, std::memory_order_release);
-      if (sync) {
-        if (::fdatasync(fd_) == 0) {
-          synced_.store(end, std::memory_order_release);
-        } else {
-          s = Status::IOError(ErrnoMessage("fdatasync", path_));
-        }
-      }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (s.ok()) written_.store(end, std::memory_order_release);
+      if (!s.ok() && error_.ok()) error_ = s;
+    }
+    sync_wake_.notify_one();
+    done_.notify_all();
+    Notify();
+  }
+}
+
+// The syncer thread: fdatasyncs what is written whenever a sync was asked for and something
+// written is not yet synced; the sync covers every record written before it started.
+void WalWriter::SyncLoop() {
+  while (true) {
+    uint64_t end;
+    bool buffered;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      auto due = [&] { return sync_target_ > synced_.load() && written_.load() > synced_.load(); };
+      bool stopped = false;  // stopping, and nothing more will be written
+      sync_wake_.wait(lock, [&] { return due() || (stopped = stop_ && writer_done_) || !error_.ok(); });
+      if (!error_.ok() || (!due() && stopped)) return;
+      end = written_.load();
+      buffered = !direct_;
+    }
+    Status s;
+    if (::fdatasync(fd_) != 0) s = Status::IOError(ErrnoMessage("fdatasync", path_));
+    // Through the page cache, the log's synced pages are dropped: it is read only at recovery.
+    uint64_t from = synced_.load() - start_ + keep_, to = end - start_ + keep_;
+    from -= from % kDirectBlock;  // whole pages only; the last partial one stays
+    to -= to % kDirectBlock;
+    if (s.ok() && buffered && to > from) {
+      ::posix_fadvise(fd_, static_cast<off_t>(from), static_cast<off_t>(to - from), POSIX_FADV_DONTNEED);
     }
     {
       std::lock_guard<std::mutex> lock(mu_);
-      if (!s.ok()) error_ = s;
+      if (s.ok()) synced_.store(end, std::memory_order_release);
+      if (!s.ok() && error_.ok()) error_ = s;
     }
+    if (!s.ok()) wake_.notify_one();  // the writer stops too
     done_.notify_all();
     Notify();
-    if (!s.ok()) return;
   }
 }
 
@@ -252,7 +307,10 @@ Status WalWriter::WriteBatch(std::vector<WalPayload>& batch) {
   }
   if (refused) {  // the device wants another alignment
     spdlog::info("{}: direct I/O refused, writing through the page cache", path_);
-    direct_ = false;
+    {
+      std::lock_guard<std::mutex> lock(mu_);  // the syncer reads it
+      direct_ = false;
+    }
     int flags = ::fcntl(fd_, F_GETFL);
     if (flags < 0 || ::fcntl(fd_, F_SETFL, flags & ~O_DIRECT) != 0) return Status::IOError(ErrnoMessage("fcntl", path_));
     checksum();

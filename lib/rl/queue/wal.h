@@ -6,11 +6,14 @@
 // header runs past the end of the file, whose length is 0 or above kMaxWalRecord, or whose
 // checksum fails, and reports where the good part ends so recovery can cut the rest.
 //
-// WalWriter writes on a thread of its own, so the server's loop goes on while a record is
-// checksummed, written and synced. It writes with O_DIRECT where the filesystem allows it (whole
-// 4 KiB blocks, the last one padded with zeros until the next write or a clean close; less than
-// 256 KiB of records waits up to 2 ms for more unless a sync or Flush waits on it; records are
-// copied into an 8 MiB aligned buffer and checksummed there), else through the page cache.
+// WalWriter writes with O_DIRECT where the filesystem allows it, on a thread of its own, so the
+// server's loop goes on while a record is checksummed and written (whole 4 KiB blocks, the last
+// one padded with zeros until the next write or a clean close; less than 256 KiB of records
+// waits up to 2 ms for more unless a sync or Flush waits on it; records are copied into an 8 MiB
+// aligned buffer and checksummed there). Through the page cache (asked for, or where O_DIRECT is
+// refused) the owner writes at Submit: a copy, no hand-off. Either way fdatasyncs run on a
+// syncer thread of their own, so records go on being written during a sync and the next sync
+// takes all of them (group commit).
 // Positions count bytes of log across the logs of a directory
 // (a new log starts where the one before ended), so "written up to p" compares across logs.
 // Thread safety: every method is for one owning thread; the writer thread is internal.
@@ -57,8 +60,12 @@ class WalWriter {
   // Opens `path` for appending, first cutting it to `keep_bytes` (the end of its good records).
   // `start` is the position of the log's first byte. After each batch written or synced the
   // writer thread adds 1 to the eventfd `notify_fd` (-1: none); it must outlive the writer.
+  // `direct_io`: write with O_DIRECT where the filesystem allows it, on the writer thread. Else
+  // (or where the filesystem refuses it at open) Submit writes through the page cache on the
+  // owner's thread: a copy, so written() is there at once; the sync then writes the pages back,
+  // and drops them from the cache.
   static Result<std::unique_ptr<WalWriter>> Open(const std::string& path, uint64_t keep_bytes, uint64_t start = 0,
-                                                 int notify_fd = -1);
+                                                 int notify_fd = -1, bool direct_io = true);
   // Writes what was appended, then stops the thread.
   ~WalWriter();
 
@@ -89,7 +96,9 @@ class WalWriter {
   WalWriter(std::string path, int fd, uint64_t keep, uint64_t start, int notify_fd, bool direct,
             const std::string& tail);
   void Loop();
-  // Writer thread only, from here to the end of the class.
+  void SyncLoop();
+  void WriteInline();
+  // Writer thread (or, without one, the owner) only, from here to the end of the class.
   Status WriteBatch(std::vector<WalPayload>& batch);
   Status WriteBuffered(std::vector<WalPayload>& batch, std::vector<uint32_t>& headers);
   Status WriteDirect(std::vector<WalPayload>& batch, std::vector<uint32_t>& headers, bool* refused);
@@ -109,22 +118,23 @@ class WalWriter {
   std::vector<WalPayload> appending_;  // owner only: appended, not yet submitted
 
   mutable std::mutex mu_;
-  std::condition_variable wake_, done_;
+  std::condition_variable wake_, sync_wake_, done_;
   std::vector<WalPayload> queue_;  // submitted, for the writer
   uint64_t submitted_;             // position after the last record in queue_ or written
   uint64_t sync_target_;           // sync once written up to here
   uint64_t write_target_ = 0;      // Flush waits for this: write without coalescing
   bool stop_ = false;
+  bool writer_done_ = false;       // the writer thread has returned
   bool coalescing_ = false;        // the writer waits a little for more records
   Status error_;
   std::atomic<uint64_t> written_, synced_;
 
-  bool direct_;                                    // fd_ is O_DIRECT
+  bool direct_;                                    // fd_ is O_DIRECT; set under mu_
   uint64_t file_end_;                              // bytes of whole records in the file
   std::unique_ptr<char, WalPayload::Free> stage_;  // direct: aligned; its first bytes are the last block's
   size_t stage_len_ = 0;
   uint64_t stage_offset_ = 0;                      // file offset of stage_[0], block-aligned
-  std::thread thread_;                             // last: started once the rest is set
+  std::thread thread_, sync_thread_;               // last: started once the rest is set
 };
 
 struct WalScan {

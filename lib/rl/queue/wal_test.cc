@@ -95,5 +95,39 @@ TEST(WalTest, AReopenedLogGoesOnAfterItsLastRecord) {
   std::filesystem::remove(path);
 }
 
+// Records keep coming while syncs run on the syncer thread: each sync covers what was written
+// before it, so synced() trails written() and never passes it, and a last Sync() covers all.
+void AppendWhileSyncing(bool direct_io) {
+  std::string path = TempLog(direct_io ? "group-direct" : "group-buffered");
+  std::vector<std::string> want;
+  {
+    auto w = WalWriter::Open(path, 0, 0, -1, direct_io);
+    ASSERT_TRUE(w.ok()) << w.status().ToString();
+    uint64_t last_synced = 0;
+    for (uint32_t i = 0; i < 2000; ++i) {
+      want.push_back(Pattern(1 + (i * 37) % 9000, i));
+      uint64_t end = (*w)->Append(want.back());
+      if (i % 4 == 3) (*w)->Submit();
+      if (i % 16 == 15) (*w)->Submit(), (*w)->RequestSync();
+      uint64_t synced = (*w)->synced(), written = (*w)->written();
+      ASSERT_LE(synced, written);
+      ASSERT_LE(written, end);
+      ASSERT_GE(synced, last_synced) << "synced() went back";
+      last_synced = synced;
+    }
+    if (!direct_io) EXPECT_EQ((*w)->written(), (*w)->appended()) << "through the page cache Submit writes at once";
+    ASSERT_TRUE((*w)->Sync().ok());
+    EXPECT_EQ((*w)->synced(), (*w)->appended());
+  }
+  WalScan scan;
+  EXPECT_EQ(ReadAll(path, &scan), want);
+  EXPECT_TRUE(scan.tail_error.empty()) << scan.tail_error;
+  EXPECT_EQ(scan.good_bytes, scan.file_bytes);
+  std::filesystem::remove(path);
+}
+
+TEST(WalTest, SyncsRunBesideTheWritesAndCoverWhatWasWrittenBeforeThem) { AppendWhileSyncing(true); }
+TEST(WalTest, ThroughThePageCacheTheOwnerWritesAtSubmitAndTheSyncerSyncs) { AppendWhileSyncing(false); }
+
 }  // namespace
 }  // namespace rl::queue
