@@ -219,6 +219,33 @@ TEST_F(ServerTest, WaitingGetIsAnsweredWhenRowsArrive) {
   EXPECT_LT(MonoMillis() - start, 4000) << "answered when the rows came, not at the deadline";
 }
 
+// The get is parked on the server when it stops; the client hears of the lost connection and of
+// ZeroMQ's reconnection to the new server from the socket monitor and sends the get again at
+// once, instead of waiting out the attempt (3 s) and the server-side wait (5 s).
+TEST_F(ServerTest, AWaitingGetIsSentAgainAsSoonAsTheRestartedServerIsBack) {
+  ClientOptions o;
+  o.endpoint = endpoint_;
+  o.give_up_s = 20;
+  o.attempt_timeout_ms = 3000;
+  QueueClient waiter(o);
+  GetRequest g;
+  g.task = "gen";
+  g.count = 2;
+  g.wait_ms = 5000;
+  Result<GetReply> got = Status::Internal("not run");
+  std::thread consumer([&] { got = waiter.Get(g); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // parked by now
+  Stop();
+  Start();
+  int64_t restarted = MonoMillis();
+  ASSERT_TRUE(Client().Put(Prompts(2)).ok());
+  consumer.join();
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(got->rows.size(), 2u);
+  EXPECT_LT(MonoMillis() - restarted, 2000) << "sent again when the connection came back, not after the timeout";
+  EXPECT_GE(waiter.wire().resends(), 1u);
+}
+
 TEST_F(ServerTest, StateSurvivesRestartAndATornLogTail) {
   auto c = Client();
   ASSERT_TRUE(c.Put(Prompts(5)).ok());

@@ -3,6 +3,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cstring>
 #include <random>
 #include <thread>
 
@@ -37,14 +39,45 @@ Client::Client(ClientOptions options) : options_(std::move(options)) {
   Reconnect();
 }
 
-Client::~Client() = default;
+Client::~Client() {
+  if (socket_) zmq_socket_monitor(socket_->handle(), nullptr, 0);
+}
 
 void Client::Reconnect() {
+  static std::atomic<uint64_t> monitors{0};
+  if (socket_) zmq_socket_monitor(socket_->handle(), nullptr, 0);
+  monitor_.reset();
   socket_ = std::make_unique<zmq::socket_t>(ZmqContext(), zmq::socket_type::dealer);
   socket_->set(zmq::sockopt::linger, 0);
   socket_->set(zmq::sockopt::reconnect_ivl, 100);
-  socket_->set(zmq::sockopt::reconnect_ivl_max, 2000);
+  socket_->set(zmq::sockopt::reconnect_ivl_max, 1000);
+  std::string address = "inproc://rl-client-monitor-" + std::to_string(monitors++);
+  if (zmq_socket_monitor(socket_->handle(), address.c_str(), ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_HANDSHAKE_SUCCEEDED) == 0) {
+    monitor_ = std::make_unique<zmq::socket_t>(ZmqContext(), zmq::socket_type::pair);
+    monitor_->set(zmq::sockopt::linger, 0);
+    monitor_->connect(address);
+  } else {
+    spdlog::debug("no socket monitor for {}: {}", options_.endpoint, zmq_strerror(zmq_errno()));
+  }
+  lost_ = false;
   socket_->connect(options_.endpoint);
+}
+
+// An event is two frames: u16 event id and u32 value (native byte order), then the endpoint.
+void Client::ReadMonitorEvent(bool* back) {
+  zmq::message_t event, endpoint;
+  if (!monitor_->recv(event, zmq::recv_flags::dontwait)) return;
+  if (event.more()) (void)monitor_->recv(endpoint, zmq::recv_flags::dontwait);
+  if (event.size() < sizeof(uint16_t)) return;
+  uint16_t id;
+  std::memcpy(&id, event.data(), sizeof(id));
+  if (id == ZMQ_EVENT_DISCONNECTED) {
+    if (!lost_) spdlog::debug("connection to {} lost", options_.endpoint);
+    lost_ = true;
+  } else if (id == ZMQ_EVENT_HANDSHAKE_SUCCEEDED && lost_) {
+    lost_ = false;
+    *back = true;
+  }
 }
 
 namespace {
@@ -77,8 +110,11 @@ Message CopyOf(const MessageView& v) {
 
 }  // namespace
 
-Result<MessageView> Client::Attempt(const std::vector<SharedFrame>& frames, uint64_t rid, int64_t timeout_ms) {
+Result<MessageView> Client::Attempt(const std::vector<SharedFrame>& frames, uint64_t rid, int64_t timeout_ms,
+                                    bool* resend) {
+  *resend = false;
   try {
+    lost_ = false;  // what broke before this send does not concern it
     for (size_t i = 0; i < frames.size(); ++i) {
       auto flags = (i + 1 < frames.size() ? zmq::send_flags::sndmore : zmq::send_flags::none) |
                    zmq::send_flags::dontwait;
@@ -97,9 +133,20 @@ Result<MessageView> Client::Attempt(const std::vector<SharedFrame>& frames, uint
     while (true) {
       int64_t left = deadline - MonoMillis();
       if (left <= 0) return Status::Timeout("no reply within " + std::to_string(timeout_ms) + " ms");
-      zmq::pollitem_t item{static_cast<void*>(*socket_), 0, ZMQ_POLLIN, 0};
-      zmq::poll(&item, 1, std::chrono::milliseconds(left));
-      if (!(item.revents & ZMQ_POLLIN)) continue;
+      zmq::pollitem_t items[2] = {{static_cast<void*>(*socket_), 0, ZMQ_POLLIN, 0},
+                                  {monitor_ ? static_cast<void*>(*monitor_) : nullptr, 0, ZMQ_POLLIN, 0}};
+      zmq::poll(items, monitor_ ? 2 : 1, std::chrono::milliseconds(left));
+      if (monitor_ && (items[1].revents & ZMQ_POLLIN)) {
+        bool back = false;
+        ReadMonitorEvent(&back);
+        // The request went out on a connection that broke; a new one is up: its reply, if the
+        // server got it at all, went to the old one.
+        if (back && !(items[0].revents & ZMQ_POLLIN)) {
+          *resend = true;
+          return Status::Unavailable("the connection to " + options_.endpoint + " broke and is back");
+        }
+      }
+      if (!(items[0].revents & ZMQ_POLLIN)) continue;
       std::vector<zmq::message_t> reply;
       bool more = true;
       while (more) {
@@ -162,7 +209,8 @@ Result<MessageView> Client::Exchange(uint64_t rid, Op op, std::shared_ptr<const 
       int64_t left = static_cast<int64_t>(options_.give_up_s * 1000) - (MonoMillis() - start);
       attempt_ms = std::max<int64_t>(std::min(attempt_ms, left + server_wait_ms), 50);
     }
-    auto reply = Attempt(frames, header.rid, attempt_ms);
+    bool resend = false;
+    auto reply = Attempt(frames, header.rid, attempt_ms, &resend);
     if (reply.ok()) {
       if (reply->header.status != 0) return Status::FromWire(reply->header.status, reply->header.msg);
       return reply;
@@ -174,6 +222,12 @@ Result<MessageView> Client::Exchange(uint64_t rid, Op op, std::shared_ptr<const 
                                  std::to_string(static_cast<int>(elapsed_s)) + " s");
     }
     ++retries_;
+    if (resend) {  // same socket, same rid, no backoff: the server is back
+      ++resends_;
+      spdlog::debug("{} to {}: {}; sending again", OpName(header.op), options_.endpoint, reply.status().ToString());
+      backoff = options_.backoff_min_ms;
+      continue;
+    }
     spdlog::debug("{} to {}: {}; retrying in {} ms", OpName(header.op), options_.endpoint,
                   reply.status().ToString(), backoff);
     int64_t sleep_ms = backoff;
