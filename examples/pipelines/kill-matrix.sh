@@ -6,8 +6,10 @@
 # pipeline stopped, that no acknowledged sample was lost (every row a stage acked is accounted
 # for at the next) and that no row reached the trainer twice (the rows consumed by task train
 # equal the samples of the steps the model kept). It prints, per role and signal, the time from
-# the fault to the watchdog's failure event (detection) and to the new instance's first heartbeat
-# (back) at p50, p99 and max, and how many faults were back within the bound. Each trial ends with
+# the fault to the watchdog's failure event (detection), to the new instance's first heartbeat
+# (back) at p50, p99 and max, and to the trainer's next step (p50, max; beside the usual step
+# period, what it would have taken at most without the fault), and how many faults were back
+# within the bound. Each trial ends with
 # rl-watchdog itself killed (SIGKILL): the roles must keep their pids and the trainer must complete
 # a step without it; a new watchdog on the same run directory must adopt all four roles, hear from
 # each of them again, and start none.
@@ -152,7 +154,7 @@ PY
       awk -v b="$back" -v lim="$bound" 'BEGIN { exit !(b < lim) }' || ok="FAIL (not back within $bound s)"
       [ "$ok" = ok ] || failed=1
       printf '%-8s %-5s detect %6s s  back %6s s  %s\n' "$role" "$sig" "$detect" "$back" "$ok" | tee -a "$results" >&2
-      printf '%s\t%s\t%s\t%s\t%s\n' "$role" "$sig" "$detect" "$back" "${ok%% *}" >> "$run/faults.tsv"
+      printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$role" "$sig" "$detect" "$back" "${ok%% *}" "$t0" >> "$run/faults.tsv"
       wait_steps 1
     done
   done
@@ -177,7 +179,18 @@ def pct(xs, p):  # nearest rank
     return sorted(xs)[max(0, math.ceil(p / 100 * len(xs)) - 1)] if xs else float("nan")
 
 rows = [l.rstrip("\n").split("\t") for l in open(f"{run}/faults.tsv") if l.strip()]
-print("%-8s %-5s %6s  %21s  %21s  %s" % ("role", "sig", "trials", "detect p50/p99/max (s)", "back p50/p99/max (s)", "back within bound"))
+# The trainer's steps: the time from each fault to the next one, against the usual step period
+# (the median gap between steps with no fault between them), which bounds how long the next step
+# would have taken to come had there been no fault.
+step_ts = sorted(e["ts"] for e in map(json.loads, open(f"{run}/events/train-0.jsonl")) if e["event"] == "step")
+fault_ts = sorted(float(r[5]) for r in rows)
+quiet = [b - a for a, b in zip(step_ts, step_ts[1:]) if not any(a < t <= b for t in fault_ts)]
+period = pct(quiet, 50) if quiet else float("nan")
+def next_step(t0):
+    later = [t for t in step_ts if t > t0]
+    return later[0] - t0 if later else math.inf
+print("%-8s %-5s %6s  %21s  %21s  %21s  %s" % ("role", "sig", "trials", "detect p50/p99/max (s)",
+      "back p50/p99/max (s)", "next step p50/max (s)", "back within bound"))
 kill_detect = []
 for role in ("queue", "rollout", "reward", "train"):
     for sig in ("KILL", "STOP"):
@@ -189,9 +202,11 @@ for role in ("queue", "rollout", "reward", "train"):
         if sig == "KILL":
             kill_detect += det
         within = sum(b < bound for b in back)
-        print("%-8s %-5s %6d  %6.2f %6.2f %7.2f  %6.2f %6.2f %7.2f  %d/%d (%g s)" % (
+        nxt = [next_step(float(r[5])) for r in rs]
+        print("%-8s %-5s %6d  %6.2f %6.2f %7.2f  %6.2f %6.2f %7.2f  %13.2f %7.2f  %d/%d (%g s)" % (
             role, sig, len(rs), pct(det, 50), pct(det, 99), max(det), pct(back, 50), pct(back, 99), max(back),
-            within, len(rs), bound))
+            pct(nxt, 50), max(nxt), within, len(rs), bound))
+print("the trainer's usual step period (median gap between steps with no fault between them): %.2f s" % period)
 if kill_detect:
     p99 = pct(kill_detect, 99)
     print("killed roles (SIGKILL, %d faults) detected at p99 in %.2f s: %s the 3.5 s bound" % (
