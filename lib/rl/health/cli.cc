@@ -33,6 +33,7 @@ struct DetectFlags {
     o.stall_ms["rollout"] = static_cast<int64_t>(stall_rollout * 1000);
     o.probe_window_ms = static_cast<int64_t>(probe_window * 1000);
     o.process_gone = LocalProcessGone;
+    o.age_ms = LocalHeartbeatAge;
     return o;
   }
 };

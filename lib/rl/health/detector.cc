@@ -1,5 +1,6 @@
 #include "rl/health/detector.h"
 
+#include <algorithm>
 #include <cstdio>
 
 namespace rl::health {
@@ -86,6 +87,7 @@ void Membership::OnProbeAnswer(Member* m, const Heartbeat& hb, int64_t now_ms, s
 std::vector<Detection> Membership::OnHeartbeat(const Received& r, int64_t now_ms) {
   std::vector<Detection> out;
   const Heartbeat& hb = r.hb;
+  int64_t sent_at = now_ms - (o_.age_ms ? std::max<int64_t>(0, o_.age_ms(hb)) : 0);
   auto it = members_.find(hb.Key());
   if (hb.leaving && (it == members_.end() || it->second.last.pid != hb.pid)) return out;  // a goodbye from
   // a process the table no longer holds (stopped on purpose and forgotten): nothing to say
@@ -94,7 +96,8 @@ std::vector<Detection> Membership::OnHeartbeat(const Received& r, int64_t now_ms
     Member m;
     m.last = hb;
     m.routing = r.routing;
-    m.seen_ms = m.progress_ms = now_ms;
+    m.seen_ms = sent_at;
+    m.progress_ms = now_ms;
     m.progress_sum = hb.ProgressSum();
     m.state = hb.leaving ? MemberState::kLeft : MemberState::kAlive;
     Detection d = Make("joined", m);
@@ -109,7 +112,10 @@ std::vector<Detection> Membership::OnHeartbeat(const Received& r, int64_t now_ms
   bool moved = hb.ProgressSum() != m.progress_sum || phase_changed;
   m.last = hb;
   m.routing = r.routing;
-  m.seen_ms = now_ms;
+  m.seen_ms = std::max(m.seen_ms, sent_at);
+  // An old heartbeat (sent before the silence that made the member suspect or failed) says
+  // nothing about now.
+  bool fresh = now_ms - m.seen_ms <= o_.missed * static_cast<int64_t>(hb.interval_ms);
   if (moved) {
     m.progress_ms = now_ms;
     m.progress_sum = hb.ProgressSum();
@@ -121,7 +127,9 @@ std::vector<Detection> Membership::OnHeartbeat(const Received& r, int64_t now_ms
     return out;
   }
   if (m.state == MemberState::kSuspect) {
-    if (!m.stall_suspect) {
+    if (!m.stall_suspect && !fresh) {
+      return out;
+    } else if (!m.stall_suspect) {
       m.state = MemberState::kAlive;
       m.probe_rid = 0;
       out.push_back(Make("cleared", m, "heartbeats resumed"));
@@ -133,7 +141,7 @@ std::vector<Detection> Membership::OnHeartbeat(const Received& r, int64_t now_ms
       m.probe_rid = 0;
       out.push_back(Make("cleared", m, phase_changed ? "phase changed" : "progress resumed"));
     }
-  } else if (m.state == MemberState::kFailed && (moved || !m.stall_suspect)) {
+  } else if (m.state == MemberState::kFailed && fresh && (moved || !m.stall_suspect)) {
     // Failed for silence, it speaks again (a long freeze ended); failed for a stall, it moves.
     m.state = MemberState::kAlive;
     m.stall_suspect = false;

@@ -40,6 +40,11 @@ struct DetectorOptions {
   // True when the process of a heartbeat is known to be gone (same host, pid no longer running).
   // Null: never known.
   std::function<bool(const Heartbeat&)> process_gone;
+  // How long ago a heartbeat was sent, where that can be known (its sent_ms on this host's
+  // clock); 0 otherwise. Null: always 0. A heartbeat counts as a sign of life at the time it was
+  // sent, so those that queued up while the watchdog was frozen do not make a role that froze
+  // meanwhile look alive.
+  std::function<int64_t(const Heartbeat&)> age_ms;
 };
 
 enum class MemberState { kAlive, kSuspect, kFailed, kLeft };

@@ -180,5 +180,27 @@ TEST(MembershipTest, AFrozenRoleThatThawsRecoversButAStalledOneOnlyWhenItMoves) 
   EXPECT_EQ(Events(m.OnHeartbeat(Beat("train", "train", 2), 7000)), Strings{"recovered"});
 }
 
+// The watchdog is frozen from 1 s to 10 s; the role beats until 5 s, then freezes too. The beats
+// of 1..5 s queued up meanwhile are read at 10 s: as signs of life at the time they were sent,
+// they leave the role silent since 5 s, so it is suspect at once and they do not clear it.
+TEST(MembershipTest, HeartbeatsThatQueuedUpDuringAWatchdogFreezeCountWhenTheyWereSent) {
+  int64_t now = 0;
+  DetectorOptions o;
+  o.age_ms = [&now](const Heartbeat& hb) { return now - hb.sent_ms; };  // sent_ms on the test's clock
+  Membership m(o);
+  auto beat = [&](int64_t sent) {
+    Received r = Beat("reward", "waiting-for-data", 0);
+    r.hb.sent_ms = sent;
+    return m.OnHeartbeat(r, now);
+  };
+  beat(0);
+  now = 10000;
+  for (int64_t sent = 1000; sent <= 5000; sent += 1000) EXPECT_TRUE(beat(sent).empty());
+  EXPECT_EQ(Events(m.Tick(now)), (Strings{"suspect", "probe"})) << "silent since 5 s, not since 10 s";
+  now = 10050;
+  EXPECT_TRUE(beat(5000).empty()) << "a beat from before the silence clears nothing";
+  EXPECT_EQ(Events(beat(10040)), Strings{"cleared"}) << "a fresh one does";
+}
+
 }  // namespace
 }  // namespace rl::health

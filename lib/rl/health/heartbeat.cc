@@ -39,7 +39,7 @@ Status DecodeEndpoints(const msgpack::object& o, std::map<std::string, std::stri
 std::string PackBody(const Heartbeat& hb) {
   msgpack::sbuffer buf;
   Packer pk(buf);
-  pk.pack_map(14);
+  pk.pack_map(15);
   PackString(pk, "role"), PackString(pk, hb.role);
   PackString(pk, "id"), PackString(pk, hb.id);
   PackString(pk, "pid"), pk.pack_uint64(hb.pid);
@@ -49,6 +49,7 @@ std::string PackBody(const Heartbeat& hb) {
   PackString(pk, "version"), pk.pack_int64(hb.version);
   PackString(pk, "interval_ms"), pk.pack_uint64(hb.interval_ms);
   PackString(pk, "started_ms"), pk.pack_int64(hb.started_ms);
+  PackString(pk, "sent_ms"), pk.pack_int64(hb.sent_ms);
   PackString(pk, "cpu_busy"), PackFloat64(pk, hb.cpu_busy);
   PackString(pk, "leaving"), hb.leaving ? pk.pack_true() : pk.pack_false();
   PackString(pk, "counters"), pk.pack_map(static_cast<uint32_t>(hb.counters.size()));
@@ -94,6 +95,7 @@ Result<Heartbeat> DecodeHeartbeat(const std::vector<std::string>& frames) {
   RL_ASSIGN_OR_RETURN(hb.version, b.I64("version", -1));
   RL_ASSIGN_OR_RETURN(hb.interval_ms, b.U64("interval_ms", 1000));
   RL_ASSIGN_OR_RETURN(hb.started_ms, b.I64("started_ms", 0));
+  RL_ASSIGN_OR_RETURN(hb.sent_ms, b.I64("sent_ms", 0));
   RL_ASSIGN_OR_RETURN(hb.cpu_busy, F64(b, "cpu_busy", -1));
   RL_ASSIGN_OR_RETURN(hb.leaving, b.Bool("leaving", false));
   if (const msgpack::object* c = b.Find("counters")) RL_RETURN_IF_ERROR(DecodeCounters(*c, &hb.counters));

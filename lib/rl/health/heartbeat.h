@@ -33,6 +33,7 @@ struct Heartbeat {
   int64_t version = -1;    // weight version in use (-1: none)
   uint64_t interval_ms = 1000;
   int64_t started_ms = 0;  // wall-clock start of this process (incarnation)
+  int64_t sent_ms = 0;     // wall clock when this heartbeat was sent (0: not said)
   uint64_t seq = 0;
   uint64_t probe_rid = 0;  // non-zero: the answer to that probe
   double cpu_busy = -1;    // probe answers: cores busy during the probe window; -1 otherwise

@@ -119,6 +119,7 @@ void HeartbeatSender::Loop() {
   SdWatchdogGate gate(o_.sd_watchdog);
   auto beat = [&](Heartbeat hb) {
     hb.seq = ++seq_;
+    hb.sent_ms = WallMillis();
     if (socket && SendFrames(socket.get(), EncodeHeartbeat(hb))) delivered = true;
     if (!systemd) return;
     std::string status = "STATUS=phase " + hb.phase + " step " + std::to_string(hb.step);

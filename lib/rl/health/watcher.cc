@@ -2,18 +2,31 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+
 #include "rl/core/clock.h"
 #include "rl/core/log.h"
 #include "rl/health/process.h"
 
 namespace rl::health {
 
-bool LocalProcessGone(const Heartbeat& hb) {
+namespace {
+const std::string& ThisHost() {
   static const std::string host = [] {
     char buf[256] = {};
     return ::gethostname(buf, sizeof buf - 1) == 0 ? std::string(buf) : std::string();
   }();
-  return hb.host == host && hb.pid > 0 && ProcessGone(static_cast<pid_t>(hb.pid));
+  return host;
+}
+}  // namespace
+
+bool LocalProcessGone(const Heartbeat& hb) {
+  return hb.host == ThisHost() && hb.pid > 0 && ProcessGone(static_cast<pid_t>(hb.pid));
+}
+
+int64_t LocalHeartbeatAge(const Heartbeat& hb) {
+  if (hb.host != ThisHost() || hb.sent_ms <= 0) return 0;
+  return std::max<int64_t>(0, WallMillis() - hb.sent_ms);
 }
 
 Result<std::unique_ptr<Watcher>> Watcher::Open(const std::string& endpoint, DetectorOptions options,

@@ -40,5 +40,8 @@ nlohmann::json DetectionFields(const Detection& d);
 
 // DetectorOptions::process_gone for this host: a heartbeat from this host whose pid is gone.
 bool LocalProcessGone(const Heartbeat& hb);
+// How long ago a heartbeat from this host was sent (by its sent_ms); 0 for other hosts, whose
+// clocks may differ, and for heartbeats that do not say.
+int64_t LocalHeartbeatAge(const Heartbeat& hb);
 
 }  // namespace rl::health
