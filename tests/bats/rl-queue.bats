@@ -28,6 +28,13 @@ teardown() { teardown_sealed; }
   [[ "$output" == *"--no-such-option"* ]]
 }
 
+@test "exits 64 on an --fsync-interval-ms outside 0 to 60000, before touching the directory" {
+  run rl-queue serve --dir "$TMP/q" --fsync-interval-ms -1
+  [ "$status" -eq 64 ]
+  [ "$output" = "rl-queue: --fsync-interval-ms: Value -1 not in range 0 to 60000 (see rl-queue --help)" ]
+  [ ! -e "$TMP/q" ]
+}
+
 @test "exits 64 without a subcommand" {
   run rl-queue
   [ "$status" -eq 64 ]

@@ -52,7 +52,7 @@ int QueueMain(int argc, char** argv) {
   cl.Bind(serve, "--bind", &so.bind);
   cl.Require(cl.Bind(serve, "--dir", &so.dir));
   cl.Bind(serve, "--fsync", &fsync);
-  cl.Bind(serve, "--fsync-interval-ms", &so.fsync_interval_ms);
+  cl.Bind(serve, "--fsync-interval-ms", &so.fsync_interval_ms)->check(CLI::Range(0, 60000));
   cl.Bind(serve, "--max-message", &so.max_message);
   cl.Bind(serve, "--snapshot-bytes", &so.snapshot_bytes);
   cl.Bind(serve, "--declare", &declares);

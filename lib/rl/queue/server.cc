@@ -16,8 +16,6 @@ namespace {
 constexpr int kMaxPollMs = 200;          // how often the stop flag is looked at
 constexpr size_t kMaxRequestsPerTurn = 512;
 constexpr size_t kMaxMessageLimit = 512u << 20;
-// --fsync never: how far the log may be behind the replies sent (what a kill -9 can lose).
-constexpr uint64_t kNeverUnwrittenBytes = 16u << 20;
 
 void FreeBuffer(void* data, void*) { std::free(data); }
 void DeleteString(void*, void* hint) { delete static_cast<std::string*>(hint); }
@@ -361,11 +359,8 @@ void Server::ExpireLeases() {
 
 // Hands the turn's records to the log writer and asks for the next fdatasync whenever records
 // wait for one (group commit: the writer syncs as soon as it is free, and what arrives during a
-// sync goes into the next), then sends the replies whose records are far enough, in order:
-//   always  synced;
-//   batch   written, and synced too once a reply sent earlier has waited --fsync-interval-ms for
-//           its sync (so a power loss loses at most that much of what was acknowledged);
-//   never   handed to the writer, unless it is more than kNeverUnwrittenBytes behind.
+// sync goes into the next), then sends the replies whose records are as far as the policy says
+// (ReplyGate), in order.
 Status Server::SendPending(bool force_sync) {
   RL_RETURN_IF_ERROR(ds_->status());
   bool syncs = options_.fsync != FsyncPolicy::kNever;
@@ -378,13 +373,8 @@ Status Server::SendPending(bool force_sync) {
     ds_->Submit();
   }
   uint64_t synced = ds_->synced();
-  while (!unsynced_sent_.empty() && unsynced_sent_.front().first <= synced) unsynced_sent_.pop_front();
-  uint64_t done = synced;
-  if (options_.fsync == FsyncPolicy::kNever) done = ds_->written() + kNeverUnwrittenBytes;
   int64_t now = MonoMillis();
-  bool window_open = options_.fsync_interval_ms > 0 &&
-                     (unsynced_sent_.empty() || now - unsynced_sent_.front().second < options_.fsync_interval_ms);
-  if (options_.fsync == FsyncPolicy::kBatch && window_open) done = ds_->written();
+  uint64_t done = gate_.Limit(ds_->written(), synced, now);
   while (!pending_.empty() && pending_.front().need <= done) {
     auto& frames = pending_.front().frames;
     try {
@@ -394,11 +384,7 @@ Status Server::SendPending(bool force_sync) {
     } catch (const zmq::error_t& e) {
       spdlog::debug("reply dropped: {}", e.what());  // the peer is gone; it will retry
     }
-    uint64_t need = pending_.front().need;
-    if (options_.fsync == FsyncPolicy::kBatch && need > synced &&
-        (unsynced_sent_.empty() || unsynced_sent_.back().first < need)) {
-      unsynced_sent_.emplace_back(need, now);
-    }
+    gate_.Sent(pending_.front().need, synced, now);
     pending_.pop_front();
     ++served_;
   }

@@ -23,6 +23,7 @@
 #include "rl/core/event_log.h"
 #include "rl/queue/durable.h"
 #include "rl/queue/protocol.h"
+#include "rl/queue/reply_gate.h"
 
 namespace rl::queue {
 
@@ -57,7 +58,8 @@ class Server {
     uint64_t need = 0;                   // the log position that must be written or synced first
     int64_t queued_ms = 0;
   };
-  explicit Server(ServerOptions options) : options_(std::move(options)) {}
+  explicit Server(ServerOptions options)
+      : options_(std::move(options)), gate_(options_.fsync, options_.fsync_interval_ms) {}
 
   void HandleFrames(std::vector<zmq::message_t>& parts);
   void Dispatch(const std::string& routing, const Request& req);
@@ -85,8 +87,7 @@ class Server {
   std::deque<Waiter> waiters_;
   std::deque<Outgoing> pending_;  // replies waiting for the log, in order of `need`
   uint64_t sync_asked_ = 0;       // the log position an fdatasync was last asked for
-  // --fsync batch: replies sent before their records were synced, as (log position, sent at ms).
-  std::deque<std::pair<uint64_t, int64_t>> unsynced_sent_;
+  ReplyGate gate_;
   bool changed_ = false;          // records committed this turn
   uint64_t served_ = 0;
 };
