@@ -116,8 +116,14 @@ Status Profiler::StartRedis() {
     return Status::OK();
   }
   if (::access(binary.c_str(), X_OK) != 0) return Status::InvalidArgument("--redis " + binary + " is not an executable");
-  // One server per Redis policy that one of ours is compared with, each with its own file.
-  for (const std::string& fsync : o_.connect.empty() ? o_.fsync : std::vector<std::string>{"never"}) {
+  // One server per Redis policy that one of ours is compared with, each with its own file; with
+  // --connect, the policy of that server.
+  std::vector<std::string> policies = o_.fsync;
+  if (!o_.connect.empty()) {
+    RL_ASSIGN_OR_RETURN(std::string fsync, ServerFsync(o_.connect));
+    policies = {fsync};
+  }
+  for (const std::string& fsync : policies) {
     std::string mode = RedisFsyncFor(fsync);
     bool started = false;
     for (const auto& r : redis_) started = started || r->appendfsync() == mode;
