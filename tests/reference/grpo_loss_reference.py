@@ -1,10 +1,17 @@
 #!/usr/bin/env python3
-"""An independent GRPO loss, from the tensors rl-train's trainer dumps (GrpoOptions::dump_dir,
-rl-train grpo --dump-dir): usage grpo_loss_reference.py DIR.
+"""An independent policy-gradient loss, from the tensors rl-train's trainer dumps
+(GrpoOptions::dump_dir, rl-train grpo --dump-dir): usage grpo_loss_reference.py DIR.
 
-Written from the public definitions (DeepSeekMath's GRPO, PPO-clip, Schulman's k3 estimator), not
-from roleflow's code, with plain torch in float64:
-  advantage   (r - mean(group)) / (std(group, sample) + 1e-4), 0 for a group of one
+Written from the public definitions (DeepSeekMath's GRPO, RLOO, REINFORCE++, GAE and PPO-clip with
+a clipped value loss, Schulman's k3 estimator), not from roleflow's code, with plain torch in
+float64:
+  advantage   grpo: (r - mean(group)) / (std(group, sample) + 1e-4), 0 for a group of one
+              rloo: r - mean of the rest of the group, 0 for a group of one
+              reinforce++: whiten(r); reinforce++-baseline: whiten(r - mean(group))
+              gae: rewards 0 but the last token's, delta = r + gamma V' - V (V' = 0 after the
+              end), A = delta + gamma lambda A', return = A + V; then whiten(A)
+              whiten over every response token: (x - mean) / sqrt(var(n - 1) + 1e-8)
+  value loss  0.5 max((V - R)^2, (clamp(V, V_old - c, V_old + c) - R)^2) summed over tokens
   ratio       exp(new_lp - old_lp)
   per token   -min(ratio A, clamp(ratio, 1 - clip, 1 + clip) A) + kl_coef (exp(d) - d - 1), d = ref - new
   corrections (behaviour = old, proximal = prox, w capped at C, without gradient):
@@ -12,7 +19,7 @@ from roleflow's code, with plain torch in float64:
     2 decoupled  -min(exp(prox - old), C) min(r A, clamp(r, 1 - clip, 1 + clip) A), r = exp(new - prox)
   sum         over tokens (norm 0, 2, 3: token-mean and the seq-mean-token-sum modes) or of
               per-sequence means (norm 1: seq-mean-token-mean)
-It checks every step-S-batch file's advantages and every piece's sum, token, sequence, clipped
+It checks every step-S-batch file's advantages (and GAE returns) and every piece's sum, token, sequence, clipped
 token and KL counts, prints what it compared, and exits 1 on any disagreement beyond f32 rounding.
 """
 import glob
@@ -55,8 +62,78 @@ def advantages(rewards, groups):
     return adv
 
 
+def group_centred(rewards, groups, leave_one_out):
+    out = torch.zeros_like(rewards)
+    for g in torch.unique(groups):
+        idx = (groups == g).nonzero().flatten()
+        r = rewards[idx]
+        n = len(idx)
+        if leave_one_out:
+            out[idx] = r - (r.sum() - r) / (n - 1) if n > 1 else 0.0
+        else:
+            out[idx] = r - r.mean()
+    return out
+
+
+def whiten(x, mask):
+    n = mask.sum()
+    mean = (x * mask).sum() / n
+    var = (((x - mean) ** 2) * mask).sum() / (n - 1) if n > 1 else torch.tensor(0.0, dtype=x.dtype)
+    return (x - mean) / torch.sqrt(var + 1e-8) * mask
+
+
+def gae(rewards, values, lengths, gamma, lam):
+    adv, ret = torch.zeros_like(values), torch.zeros_like(values)
+    for i in range(len(rewards)):
+        n = int(lengths[i])
+        a, next_v = 0.0, 0.0
+        for k in reversed(range(n)):
+            r = rewards[i].item() if k == n - 1 else 0.0
+            delta = r + gamma * next_v - values[i, k].item()
+            a = delta + gamma * lam * a
+            next_v = values[i, k].item()
+            adv[i, k], ret[i, k] = a, a + values[i, k].item()
+    return adv, ret
+
+
+def token_advantages(t, meta):
+    """The expected [N, T] advantages of a batch file (and the GAE returns, or None)."""
+    rewards, groups, lengths = t["rewards"], t["group"], t["lengths"]
+    width = t["token_adv"].shape[1]
+    mask = (torch.arange(width).unsqueeze(0) < lengths.unsqueeze(1)).double()
+    name = meta.get("advantage", "grpo")
+    if name == "gae":
+        adv, ret = gae(rewards, t["values"], lengths, float(meta["gamma"]), float(meta["lambda"]))
+        return whiten(adv, mask), ret * mask, mask
+    if name == "grpo":
+        per = advantages(rewards, groups)
+    elif name == "rloo":
+        per = group_centred(rewards, groups, True)
+    elif name in ("reinforce++", "reinforce++-baseline"):
+        per = rewards.clone() if name == "reinforce++" else group_centred(rewards, groups, False)
+    else:
+        raise SystemExit(f"unknown advantage estimator {name}")
+    tokens = per.unsqueeze(1) * mask
+    if name.startswith("reinforce++"):
+        tokens = whiten(tokens, mask)
+    return tokens, None, mask
+
+
+def value_sums(t, meta):
+    v, old, ret, mask = t["values"], t["old_values"], t["returns"], t["mask"]
+    c = float(meta["value_clip"])
+    plain = (v - ret) ** 2
+    loss, clipped = plain, 0.0
+    if c > 0:
+        other = (torch.clamp(v, old - c, old + c) - ret) ** 2
+        loss = torch.maximum(plain, other)
+        clipped = ((other > plain).double() * mask).sum().item()
+    return {"value_sum": 0.5 * (loss * mask).sum().item(), "value_clipped": clipped}
+
+
 def piece_sums(t, meta):
-    new, old, mask, adv = t["new_lp"], t["old_lp"], t["mask"], t["adv"].unsqueeze(1)
+    adv = t["adv"] if t["adv"].dim() == 2 else t["adv"].unsqueeze(1)
+    new, old, mask = t["new_lp"], t["old_lp"], t["mask"]
     clip, kl_coef, norm = float(meta["clip"]), float(meta["kl_coef"]), int(meta["norm"])
     correction, cap = int(meta.get("correction", "0")), float(meta.get("cap", "1"))
     base = t["prox_lp"] if correction == 2 else old
@@ -84,6 +161,8 @@ def piece_sums(t, meta):
     out = {"sum": total.item(), "tokens": lengths.sum().item(), "sequences": (lengths > 0).sum().item(),
            "clipped": n_clipped, "kl": kl_sum}
     out.update(weights)
+    if "values" in t:
+        out.update(value_sums(t, meta))
     return out
 
 
@@ -96,23 +175,28 @@ def main():
     if not batches or not pieces:
         raise SystemExit(f"{sys.argv[1]}: no dumped steps")
     for path in batches:
-        t, _ = read_safetensors(path)
-        diff = (advantages(t["rewards"], t["group"]) - t["adv"]).abs().max().item()
-        worst = max(worst, diff)
-        if diff > 1e-5:
-            print(f"{path}: advantages differ by {diff:.3g}")
-            bad += 1
+        t, meta = read_safetensors(path)
+        adv, ret, mask = token_advantages(t, meta)
+        checks = [("advantages", adv, t["token_adv"])]
+        if ret is not None:
+            checks.append(("returns", ret, t["returns"]))
+        for what, want, got in checks:
+            diff = ((want - got) * mask).abs().max().item()
+            worst = max(worst, diff)
+            if diff > 1e-4:
+                print(f"{path}: {what} differ by {diff:.3g}")
+                bad += 1
     for path in pieces:
         t, meta = read_safetensors(path)
         mine = piece_sums(t, meta)
         scale = max(1.0, abs(mine["sum"]))
-        for key in ("tokens", "sequences", "clipped", "capped"):
+        for key in ("tokens", "sequences", "clipped", "capped", "value_clipped"):
             if key not in mine:
                 continue
             if mine[key] != float(meta[key]):
                 print(f"{path}: {key} {meta[key]}, reference {mine[key]}")
                 bad += 1
-        for key in ("sum", "kl", "weight_sum", "weight_max"):
+        for key in ("sum", "kl", "weight_sum", "weight_max", "value_sum"):
             if key not in mine:
                 continue
             diff = abs(mine[key] - float(meta[key])) / max(1.0, abs(mine[key]))

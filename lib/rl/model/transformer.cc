@@ -96,6 +96,15 @@ Result<at::Tensor> Transformer::Forward(const at::Tensor& tokens) const {
   });
 }
 
+Result<at::Tensor> Transformer::HiddenStates(const at::Tensor& tokens) const {
+  return TorchGuard("transformer: hidden states", [&]() -> Result<at::Tensor> {
+    RL_RETURN_IF_ERROR(CheckTokens(tokens, config(), "hidden states"));
+    const at::Tensor positions =
+        at::arange(tokens.size(1), tokens.options()).unsqueeze(0).expand_as(tokens);
+    return impl_->hidden(tokens, positions);
+  });
+}
+
 Result<at::Tensor> Transformer::MaskedTokenLogprobs(const at::Tensor& tokens, const at::Tensor& mask,
                                                     double temperature) const {
   if (!(temperature > 0) || !std::isfinite(temperature)) {

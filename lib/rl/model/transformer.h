@@ -79,6 +79,10 @@ class Transformer {
   Result<at::Tensor> MaskedTokenLogprobs(const at::Tensor& tokens, const at::Tensor& mask,
                                          double temperature = 1.0) const;
 
+  // The hidden states after the final norm, before the LM head: [B, T, hidden_size] in the compute
+  // dtype (what a value head reads). Records gradients in grad mode. InvalidArgument for bad tokens.
+  Result<at::Tensor> HiddenStates(const at::Tensor& tokens) const;
+
   // The trainable tensors (they share storage with the model), for an optimizer.
   std::vector<at::Tensor> Parameters() const;
   // The state dict: every parameter by name (see transformer_module.h), sharing storage.

@@ -27,6 +27,7 @@
 #include <string>
 
 #include "rl/model/generate.h"
+#include "rl/train/advantage.h"
 #include "rl/model/model_dir.h"
 #include "rl/model/model_file.h"
 #include "rl/model/prompt_encoder.h"

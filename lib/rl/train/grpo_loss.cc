@@ -39,14 +39,16 @@ Result<LossSums> PolicyLossSums(const at::Tensor& new_lp, const at::Tensor& old_
                                 const at::Tensor& mask, const at::Tensor& adv, double clip,
                                 LossNorm norm, const at::Tensor& ref_lp, double kl_coef,
                                 const OffPolicy& off, const at::Tensor& prox_lp) {
+  const bool adv_ok = new_lp.dim() == 2 && (adv.dim() == 1 || (adv.dim() == 2 && adv.size(1) == new_lp.size(1))) &&
+                      adv.size(0) == new_lp.size(0);
   if (new_lp.dim() != 2 || !new_lp.sizes().equals(old_lp.sizes()) || !new_lp.sizes().equals(mask.sizes()) ||
-      adv.dim() != 1 || adv.size(0) != new_lp.size(0) || (ref_lp.defined() && !ref_lp.sizes().equals(new_lp.sizes())) ||
+      !adv_ok || (ref_lp.defined() && !ref_lp.sizes().equals(new_lp.sizes())) ||
       (off.kind == Correction::kDecoupled && (!prox_lp.defined() || !prox_lp.sizes().equals(new_lp.sizes())))) {
     return Status::InvalidArgument("policy loss: mismatched shapes");
   }
   return model::TorchGuard("policy loss", [&]() -> Result<LossSums> {
     LossSums out;
-    at::Tensor a = adv.to(at::kFloat).unsqueeze(1);
+    at::Tensor a = adv.dim() == 1 ? adv.to(at::kFloat).unsqueeze(1) : adv.to(at::kFloat);
     // The importance weight of a correction, without gradient, and the ratio the clip sees.
     at::Tensor weight, base = old_lp;
     if (off.kind == Correction::kTis) weight = at::exp((new_lp.detach() - old_lp) * mask);
@@ -84,6 +86,27 @@ Result<LossSums> PolicyLossSums(const at::Tensor& new_lp, const at::Tensor& old_
     } else {
       out.sum = per_token.sum();
     }
+    return out;
+  });
+}
+
+Result<ValueSums> ValueLoss(const at::Tensor& values, const at::Tensor& old_values, const at::Tensor& returns,
+                            const at::Tensor& mask, double value_clip) {
+  if (values.dim() != 2 || !values.sizes().equals(old_values.sizes()) || !values.sizes().equals(returns.sizes()) ||
+      !values.sizes().equals(mask.sizes())) {
+    return Status::InvalidArgument("value loss: mismatched shapes");
+  }
+  return model::TorchGuard("value loss", [&]() -> Result<ValueSums> {
+    ValueSums out;
+    at::Tensor plain = (values - returns).pow(2);
+    at::Tensor loss = plain;
+    if (value_clip > 0) {
+      at::Tensor clipped = (at::clamp(values, old_values - value_clip, old_values + value_clip) - returns).pow(2);
+      loss = at::max(plain, clipped);
+      out.clipped = ((clipped.detach() > plain.detach()).to(at::kFloat) * mask).sum().item<double>();
+    }
+    out.sum = 0.5 * (loss * mask).sum();
+    out.tokens = mask.sum().item<double>();
     return out;
   });
 }

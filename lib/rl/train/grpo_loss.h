@@ -1,7 +1,7 @@
 // The GRPO / PPO-clip objective over padded batches of response tokens.
 //
 // For response token t of sequence b, with ratio = exp(new_lp - old_lp) (old_lp: the sampling
-// policy's log-probability, recorded by the rollout) and the sequence's advantage A:
+// policy's log-probability, recorded by the rollout) and the token's advantage A (advantage.h):
 //   l = -min(ratio * A, clamp(ratio, 1 - clip, 1 + clip) * A)
 //       + kl_coef * (exp(ref_lp - new_lp) - (ref_lp - new_lp) - 1)      (k3 KL estimator)
 // Off-policy corrections (behaviour = old_lp, what the rollout sampled with; proximal = prox_lp,
@@ -13,6 +13,10 @@
 //              r = exp(new - prox) (decoupled PPO: clip against the proximal policy, weight by the
 //              capped behaviour ratio)
 // The KL term is added as above in every case.
+// The critic's loss (PPO with GAE), per token, with V the critic's value now, V_old its value
+// before the step's first update, R the GAE return (advantage.h) and c the value clip:
+//   l_v = 0.5 max((V - R)^2, (clamp(V, V_old - c, V_old + c) - R)^2)      (c <= 0: 0.5 (V - R)^2)
+// aggregated as token-mean over the (mini)batch.
 // Aggregation over a batch or minibatch (which may arrive in several pieces, see LossSums), with
 // the names verl gives them (B sequences, T_b response tokens of sequence b, C a constant):
 //   token-mean               sum_b sum_t l / sum_b T_b              (also "token"; the default)
@@ -61,13 +65,24 @@ struct LossSums {
   double weight_sum = 0, weight_max = 0, capped = 0;
 };
 
-// new_lp, old_lp, mask: [B, T] float32 (mask 1 on response tokens); adv: [B]. ref_lp undefined
+// new_lp, old_lp, mask: [B, T] float32 (mask 1 on response tokens); adv: [B] (one advantage per
+// sequence) or [B, T] (per token). ref_lp undefined
 // for no KL term; prox_lp [B, T] is needed by the decoupled correction only. InvalidArgument on
 // shape mismatches.
 Result<LossSums> PolicyLossSums(const at::Tensor& new_lp, const at::Tensor& old_lp,
                                 const at::Tensor& mask, const at::Tensor& adv, double clip,
                                 LossNorm norm, const at::Tensor& ref_lp, double kl_coef,
                                 const OffPolicy& off = {}, const at::Tensor& prox_lp = {});
+
+// The value loss's numerator over a piece: the sum of l_v, its tokens, and the tokens whose clipped
+// term was the larger (the clip acted).
+struct ValueSums {
+  at::Tensor sum;  // scalar, differentiable through values
+  double tokens = 0, clipped = 0;
+};
+// values, old_values, returns, mask: [B, T] float32. InvalidArgument on shape mismatches.
+Result<ValueSums> ValueLoss(const at::Tensor& values, const at::Tensor& old_values, const at::Tensor& returns,
+                            const at::Tensor& mask, double value_clip);
 
 // The padded token matrices of a list of samples: row b holds prompt_ids + response_ids
 // right-padded with pad_id; position p of the [B, L-1] matrices is the prediction of token p+1.

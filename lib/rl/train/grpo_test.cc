@@ -15,6 +15,7 @@
 #include "rl/model/hf_reference.h"
 #include "rl/model/safetensors.h"
 #include "rl/model/test_util.h"
+#include "rl/train/advantage.h"
 #include "rl/train/checkpoint.h"
 #include "rl/train/grpo_loss.h"
 #include "rl/train/grpo_trainer.h"
@@ -396,13 +397,22 @@ TEST(GrpoTrainerTest, DumpedStepsAgreeWithTheIndependentReference) {
     int64_t minibatches, epochs;
     double kl;
     Correction correction = Correction::kNone;
+    Advantage advantage = Advantage::kGrpo;
   };
   const std::vector<Case> cases = {{"token-kl", LossNorm::kToken, 1, 1, 0.1},
                                    {"seqmean-epochs", LossNorm::kSequence, 2, 2, 0},
                                    {"seqsumnorm-kl-epochs", LossNorm::kSequenceSumNorm, 3, 1, 0.05},
                                    {"tis", LossNorm::kToken, 1, 1, 0, Correction::kTis},
                                    {"decoupled-kl-epochs", LossNorm::kToken, 2, 2, 0.1, Correction::kDecoupled},
-                                   {"decoupled-streaming", LossNorm::kSequence, 1, 1, 0, Correction::kDecoupled}};
+                                   {"decoupled-streaming", LossNorm::kSequence, 1, 1, 0, Correction::kDecoupled},
+                                   {"rloo-streaming", LossNorm::kToken, 1, 1, 0, Correction::kNone, Advantage::kRloo},
+                                   {"reinforce++", LossNorm::kToken, 1, 1, 0, Correction::kNone,
+                                    Advantage::kReinforcePP},
+                                   {"reinforce++-baseline-epochs", LossNorm::kSequence, 2, 2, 0, Correction::kNone,
+                                    Advantage::kReinforcePPBaseline},
+                                   {"gae-kl-epochs", LossNorm::kToken, 2, 2, 0.1, Correction::kNone, Advantage::kGae},
+                                   {"gae-decoupled", LossNorm::kToken, 3, 1, 0, Correction::kDecoupled,
+                                    Advantage::kGae}};
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
     GrpoOptions o;
@@ -415,6 +425,11 @@ TEST(GrpoTrainerTest, DumpedStepsAgreeWithTheIndependentReference) {
     o.temperature = 0.8;
     o.micro_batch = 5;  // several pieces per update
     o.off = {c.correction, 1.5};
+    o.advantage = c.advantage;
+    o.gamma = 0.99;
+    o.lambda = 0.9;
+    o.value_clip = 0.05;  // small, so that the clip acts from the second update on
+    o.critic_lr = 5e-2;
     o.dump_dir = root + "/" + c.name;
     model::Transformer policy = model::Transformer::Create(Tiny(), 12).value();
     std::optional<model::Transformer> ref;
@@ -423,6 +438,24 @@ TEST(GrpoTrainerTest, DumpedStepsAgreeWithTheIndependentReference) {
     ASSERT_TRUE(t.ok()) << t.status().ToString();
     for (uint64_t step = 1; step <= 2; ++step) TrainStep(t->get(), Batch(step));
     EXPECT_EQ(RunLossReference(o.dump_dir), 0);
+    if (c.advantage == Advantage::kGae) {
+      // The check means something: the critic learned in step 0 (step 1's V_old are not all 0)
+      // and its clip acted.
+      auto batch = model::ReadSafetensorsFile(o.dump_dir + "/step-1-batch.safetensors");
+      ASSERT_TRUE(batch.ok());
+      at::Tensor values;
+      for (auto& [name, x] : batch->tensors) {
+        if (name == "values") values = x;
+      }
+      ASSERT_TRUE(values.defined());
+      EXPECT_GT(values.abs().max().item<float>(), 1e-3);
+      double clipped = 0;
+      for (const auto& entry : std::filesystem::directory_iterator(o.dump_dir)) {
+        if (entry.path().string().find("piece") == std::string::npos) continue;
+        clipped += std::stod(model::ReadSafetensorsFile(entry.path().string())->metadata["value_clipped"]);
+      }
+      EXPECT_GT(clipped, 0);
+    }
   }
   // The reference does disagree with a wrong value.
   const std::string piece = root + "/token-kl/step-1-update-0-piece-0.safetensors";

@@ -24,6 +24,12 @@ Status ValidateGrpoOptions(const GrpoOptions& options) {
   if (!(options.temperature > 0) || !std::isfinite(options.temperature)) {
     return Status::InvalidArgument("the trainer's temperature must be positive and finite (greedy rollouts have none)");
   }
+  if (!(options.gamma >= 0 && options.gamma <= 1) || !(options.lambda >= 0 && options.lambda <= 1)) {
+    return Status::InvalidArgument("GAE's gamma and lambda must be in [0, 1]");
+  }
+  if (!(options.critic_lr >= 0) || !std::isfinite(options.critic_lr)) {
+    return Status::InvalidArgument("the critic's learning rate must be 0 (the policy's) or positive");
+  }
   if (options.norm == LossNorm::kSequenceSumNorm && !(options.norm_constant > 0)) {
     return Status::InvalidArgument("--loss-norm seq-mean-token-sum-norm needs --loss-norm-constant C > 0");
   }
@@ -32,17 +38,24 @@ Status ValidateGrpoOptions(const GrpoOptions& options) {
 
 Result<std::unique_ptr<GrpoTrainer>> GrpoTrainer::Create(model::Transformer policy,
                                                          std::optional<model::Transformer> reference,
-                                                         GrpoOptions options) {
+                                                         GrpoOptions options, std::optional<ValueModel> critic) {
   if (options.kl_coef > 0 && !reference) return Status::InvalidArgument("a KL term needs a reference model");
   RL_RETURN_IF_ERROR(ValidateGrpoOptions(options));
   if (!options.dump_dir.empty()) RL_RETURN_IF_ERROR(MakeDirs(options.dump_dir));
-  return std::unique_ptr<GrpoTrainer>(new GrpoTrainer(std::move(policy), std::move(reference), options));
+  if (options.advantage != Advantage::kGae) {
+    critic.reset();
+  } else if (!critic) {
+    RL_ASSIGN_OR_RETURN(critic, ValueModel::FromPolicy(policy));
+  }
+  return std::unique_ptr<GrpoTrainer>(
+      new GrpoTrainer(std::move(policy), std::move(reference), options, std::move(critic)));
 }
 
 GrpoTrainer::GrpoTrainer(model::Transformer policy, std::optional<model::Transformer> reference,
-                         GrpoOptions options)
-    : policy_(std::move(policy)), reference_(std::move(reference)), options_(options) {
+                         GrpoOptions options, std::optional<ValueModel> critic)
+    : policy_(std::move(policy)), reference_(std::move(reference)), options_(options), critic_(std::move(critic)) {
   optimizer_ = std::make_unique<AdamW>(policy_.NamedParameters(), options_.adamw);
+  if (critic_) critic_optimizer_ = std::make_unique<AdamW>(critic_->NamedParameters(), options_.adamw);
   BeginStep();
 }
 
@@ -52,6 +65,8 @@ void GrpoTrainer::Totals::Add(const Totals& t) {
   sequences += t.sequences;
   clipped += t.clipped;
   kl += t.kl;
+  value_loss += t.value_loss;
+  value_clipped += t.value_clipped;
   gap += t.gap;
   gap_tokens += t.gap_tokens;
   weight_sum += t.weight_sum;
@@ -61,55 +76,123 @@ void GrpoTrainer::Totals::Add(const Totals& t) {
 
 void GrpoTrainer::BeginStep() {
   optimizer_->ZeroGrad();
+  if (critic_optimizer_) critic_optimizer_->ZeroGrad();
   acc_ = StepStats();
   acc_.min_version = INT64_MAX;
   acc_.max_version = INT64_MIN;
   step_ = Totals();
   reward_sum_ = 0;
   held_.clear();
-  held_adv_.clear();
+  adv_.clear();
+  values_.clear();
+  returns_.clear();
   prox_.clear();
   dump_rewards_.clear();
   dump_groups_.clear();
   dump_adv_.clear();
+  dump_values_.clear();
+  dump_returns_.clear();
   update_ = dump_piece_ = 0;
+}
+
+namespace {
+// One advantage per response of a group, for the estimators that give every token the same one
+// (before reinforce++'s whitening over the batch).
+std::vector<double> ResponseAdvantages(Advantage a, const std::vector<double>& rewards) {
+  switch (a) {
+    case Advantage::kGrpo:
+      return GroupAdvantages(rewards);
+    case Advantage::kRloo:
+      return LeaveOneOutAdvantages(rewards);
+    case Advantage::kReinforcePPBaseline:
+      return GroupCentred(rewards);
+    default:
+      return rewards;
+  }
+}
+std::vector<double> RewardsOf(const Group& g) {
+  std::vector<double> out;
+  for (const Sample& s : g.samples) out.push_back(s.reward);
+  return out;
+}
+}  // namespace
+
+void GrpoTrainer::KeepForDump(const Sample& s, int64_t group) {
+  if (options_.dump_dir.empty()) return;
+  dump_rewards_.push_back(static_cast<float>(s.reward));
+  dump_groups_.push_back(static_cast<float>(group));
+  dump_adv_.push_back(adv_.at(&s));
+  if (critic_) {
+    dump_values_.push_back(values_.at(&s));
+    dump_returns_.push_back(returns_.at(&s));
+  }
 }
 
 Status GrpoTrainer::Accumulate(const std::vector<Group>& groups) {
   std::vector<const Sample*> samples;
-  std::vector<double> adv;
   for (const Group& g : groups) {
-    std::vector<double> rewards;
-    for (const Sample& s : g.samples) rewards.push_back(s.reward);
-    std::vector<double> a = GroupAdvantages(rewards);
-    for (size_t i = 0; i < g.samples.size(); ++i) {
-      const Sample& s = g.samples[i];
+    for (const Sample& s : g.samples) {
       samples.push_back(&s);
-      adv.push_back(a[i]);
       reward_sum_ += s.reward;
-      if (!options_.dump_dir.empty()) {
-        dump_rewards_.push_back(static_cast<float>(s.reward));
-        dump_groups_.push_back(static_cast<float>(acc_.groups));
-        dump_adv_.push_back(static_cast<float>(a[i]));
-      }
       acc_.min_version = std::min(acc_.min_version, s.version);
       acc_.max_version = std::max(acc_.max_version, s.version);
     }
-    acc_.groups++;
   }
   acc_.samples += static_cast<int64_t>(samples.size());
   if (Buffered()) {
+    acc_.groups += static_cast<int64_t>(groups.size());
     held_.insert(held_.end(), groups.begin(), groups.end());
-    held_adv_.insert(held_adv_.end(), adv.begin(), adv.end());
     return Status::OK();
   }
-  RL_ASSIGN_OR_RETURN(Totals t, Backward(samples, adv));
-  step_.Add(t);
+  for (const Group& g : groups) {
+    std::vector<double> a = ResponseAdvantages(options_.advantage, RewardsOf(g));
+    for (size_t i = 0; i < g.samples.size(); ++i) {
+      const Sample& s = g.samples[i];
+      adv_[&s].assign(s.response_ids.size(), static_cast<float>(a[i]));
+      KeepForDump(s, acc_.groups);
+    }
+    acc_.groups++;
+  }
+  auto t = Backward(samples);
+  adv_.clear();  // the caller's groups go away
+  if (!t.ok()) return t.status();
+  step_.Add(*t);
   return Status::OK();
 }
 
-Result<GrpoTrainer::Totals> GrpoTrainer::Backward(const std::vector<const Sample*>& samples,
-                                                  const std::vector<double>& adv) {
+Status GrpoTrainer::HeldAdvantages() {
+  std::vector<const Sample*> all;
+  for (const Group& g : held_) {
+    for (const Sample& s : g.samples) all.push_back(&s);
+  }
+  if (critic_) {
+    RL_RETURN_IF_ERROR(RecordPerToken(all, true, &values_));
+    for (const Sample* s : all) {
+      adv_[s] = Gae(s->reward, values_.at(s), options_.gamma, options_.lambda, &returns_[s]);
+    }
+  } else {
+    std::vector<double> x;
+    std::vector<int64_t> lengths;
+    for (const Group& g : held_) {
+      for (double a : ResponseAdvantages(options_.advantage, RewardsOf(g))) x.push_back(a);
+      for (const Sample& s : g.samples) lengths.push_back(static_cast<int64_t>(s.response_ids.size()));
+    }
+    if (!PerGroup(options_.advantage)) x = WhitenPerResponse(x, lengths);
+    for (size_t i = 0; i < all.size(); ++i) adv_[all[i]].assign(all[i]->response_ids.size(), static_cast<float>(x[i]));
+  }
+  if (options_.advantage == Advantage::kGae) {
+    std::vector<std::vector<float>> tokens;
+    for (const Sample* s : all) tokens.push_back(std::move(adv_[s]));
+    WhitenTokens(&tokens);
+    for (size_t i = 0; i < all.size(); ++i) adv_[all[i]] = std::move(tokens[i]);
+  }
+  for (size_t g = 0; g < held_.size(); ++g) {
+    for (const Sample& s : held_[g].samples) KeepForDump(s, static_cast<int64_t>(g));
+  }
+  return Status::OK();
+}
+
+Result<GrpoTrainer::Totals> GrpoTrainer::Backward(const std::vector<const Sample*>& samples) {
   // A micro-batch is padded to its longest sequence, so one runaway response (no <eos> until the
   // context is full) would make its whole micro-batch that long: take the samples by length.
   std::vector<size_t> order(samples.size());
@@ -120,19 +203,14 @@ Result<GrpoTrainer::Totals> GrpoTrainer::Backward(const std::vector<const Sample
   for (size_t at = 0; at < order.size(); at += options_.micro_batch) {
     size_t end = std::min(order.size(), at + static_cast<size_t>(options_.micro_batch));
     std::vector<const Sample*> piece;
-    std::vector<double> piece_adv;
-    for (size_t k = at; k < end; ++k) {
-      piece.push_back(samples[order[k]]);
-      piece_adv.push_back(adv[order[k]]);
-    }
-    RL_ASSIGN_OR_RETURN(Totals t, BackwardPiece(piece, piece_adv));
+    for (size_t k = at; k < end; ++k) piece.push_back(samples[order[k]]);
+    RL_ASSIGN_OR_RETURN(Totals t, BackwardPiece(piece));
     total.Add(t);
   }
   return total;
 }
 
-Result<GrpoTrainer::Totals> GrpoTrainer::BackwardPiece(const std::vector<const Sample*>& samples,
-                                                       const std::vector<double>& adv) {
+Result<GrpoTrainer::Totals> GrpoTrainer::BackwardPiece(const std::vector<const Sample*>& samples) {
   return model::TorchGuard("grpo accumulate", [&]() -> Result<Totals> {
     TokenBatch batch = MakeTokenBatch(samples, options_.pad_id);
     at::Tensor ref_lp;
@@ -141,17 +219,21 @@ Result<GrpoTrainer::Totals> GrpoTrainer::BackwardPiece(const std::vector<const S
       RL_ASSIGN_OR_RETURN(ref_lp, TokenLogprobs(*reference_, batch.tokens, batch.mask, options_.temperature));
     }
     RL_ASSIGN_OR_RETURN(at::Tensor new_lp, TokenLogprobs(policy_, batch.tokens, batch.mask, options_.temperature));
-    at::Tensor a = at::tensor(std::vector<float>(adv.begin(), adv.end()), at::kFloat);
+    at::Tensor a = PerToken(samples, batch.mask, adv_);
     at::Tensor prox_lp;
     if (options_.off.kind == Correction::kDecoupled) {
       // Streaming, the weights before the update are the current ones; over minibatches, those
       // the step started from, recorded before its first update.
-      prox_lp = prox_.empty() ? new_lp.detach() : ProximalTensor(samples, batch.mask);
+      prox_lp = prox_.empty() ? new_lp.detach() : PerToken(samples, batch.mask, prox_);
     }
     RL_ASSIGN_OR_RETURN(LossSums sums, PolicyLossSums(new_lp, batch.old_lp, batch.mask, a, options_.clip,
                                                       options_.norm, ref_lp, options_.kl_coef, options_.off, prox_lp));
-    if (!options_.dump_dir.empty()) {
-      RL_RETURN_IF_ERROR(DumpPiece(new_lp, batch.old_lp, batch.mask, a, ref_lp, prox_lp, sums));
+    const bool dumping = !options_.dump_dir.empty();
+    model::NamedTensors dump;
+    if (dumping) {
+      dump = {{"new_lp", new_lp.detach()}, {"old_lp", batch.old_lp}, {"mask", batch.mask}, {"adv", a}};
+      if (ref_lp.defined()) dump.push_back({"ref_lp", ref_lp});
+      if (prox_lp.defined()) dump.push_back({"prox_lp", prox_lp});
     }
     sums.sum.backward();
     Totals t{sums.sum.item<double>(), sums.tokens, sums.sequences, sums.clipped, sums.kl};
@@ -162,8 +244,27 @@ Result<GrpoTrainer::Totals> GrpoTrainer::BackwardPiece(const std::vector<const S
       t.gap = ((new_lp.detach() - batch.old_lp).abs() * batch.mask).sum().item<double>();
       t.gap_tokens = sums.tokens;
     }
+    if (critic_) RL_RETURN_IF_ERROR(BackwardCritic(samples, batch, &t, dumping ? &dump : nullptr));
+    if (dumping) RL_RETURN_IF_ERROR(DumpPiece(std::move(dump), sums, t));
     return t;
   });
+}
+
+Status GrpoTrainer::BackwardCritic(const std::vector<const Sample*>& samples, const TokenBatch& batch, Totals* t,
+                                   model::NamedTensors* dump) {
+  RL_ASSIGN_OR_RETURN(at::Tensor all, critic_->Values(batch.tokens));
+  at::Tensor values = all.narrow(1, 0, batch.mask.size(1));
+  at::Tensor old_values = PerToken(samples, batch.mask, values_), returns = PerToken(samples, batch.mask, returns_);
+  RL_ASSIGN_OR_RETURN(ValueSums v, ValueLoss(values, old_values, returns, batch.mask, options_.value_clip));
+  v.sum.backward();
+  t->value_loss += v.sum.item<double>();
+  t->value_clipped += v.clipped;
+  if (dump) {
+    dump->push_back({"values", values.detach()});
+    dump->push_back({"old_values", old_values});
+    dump->push_back({"returns", returns});
+  }
+  return Status::OK();
 }
 
 Result<double> GrpoTrainer::Update(const Totals& t, double lr) {
@@ -172,6 +273,13 @@ Result<double> GrpoTrainer::Update(const Totals& t, double lr) {
   optimizer_->ScaleGrad(1.0 / denom);
   double norm = optimizer_->ClipGradNorm(options_.grad_clip);
   RL_RETURN_IF_ERROR(optimizer_->Step(lr));
+  if (critic_optimizer_) {
+    // The critic's rate follows the policy's schedule, scaled to its own peak.
+    const double critic_lr = options_.critic_lr > 0 ? lr * options_.critic_lr / options_.schedule.lr : lr;
+    critic_optimizer_->ScaleGrad(1.0 / t.tokens);
+    critic_optimizer_->ClipGradNorm(options_.grad_clip);
+    RL_RETURN_IF_ERROR(critic_optimizer_->Step(critic_lr));
+  }
   ++update_;
   dump_piece_ = 0;
   return norm;
@@ -182,33 +290,55 @@ std::string DumpName(const std::string& dir, int64_t step, const std::string& re
   return dir + "/step-" + std::to_string(step) + "-" + rest + ".safetensors";
 }
 at::Tensor Floats(const std::vector<float>& v) { return at::tensor(v, at::kFloat); }
+// Rows of different lengths as one zero-padded [N, max length] matrix.
+at::Tensor Padded(const std::vector<std::vector<float>>& rows) {
+  size_t width = 1;
+  for (const auto& r : rows) width = std::max(width, r.size());
+  at::Tensor out = at::zeros({static_cast<int64_t>(rows.size()), static_cast<int64_t>(width)}, at::kFloat);
+  auto acc = out.accessor<float, 2>();
+  for (size_t i = 0; i < rows.size(); ++i) {
+    for (size_t j = 0; j < rows[i].size(); ++j) acc[i][j] = rows[i][j];
+  }
+  return out;
+}
+std::string Num(double x) { return nlohmann::json(x).dump(); }
 }  // namespace
 
-Status GrpoTrainer::DumpPiece(const at::Tensor& new_lp, const at::Tensor& old_lp, const at::Tensor& mask,
-                              const at::Tensor& adv, const at::Tensor& ref_lp, const at::Tensor& prox_lp,
-                              const LossSums& sums) {
-  model::NamedTensors t = {{"new_lp", new_lp.detach()}, {"old_lp", old_lp}, {"mask", mask}, {"adv", adv}};
-  if (ref_lp.defined()) t.push_back({"ref_lp", ref_lp});
-  if (prox_lp.defined()) t.push_back({"prox_lp", prox_lp});
-  auto num = [](double x) { return nlohmann::json(x).dump(); };
-  model::Metadata m = {{"sum", num(sums.sum.item<double>())}, {"tokens", num(sums.tokens)},
-                       {"sequences", num(sums.sequences)},    {"clipped", num(sums.clipped)},
-                       {"kl", num(sums.kl)},                  {"clip", num(options_.clip)},
-                       {"kl_coef", num(options_.kl_coef)},    {"norm", std::to_string(static_cast<int>(options_.norm))},
+Status GrpoTrainer::DumpPiece(model::NamedTensors tensors, const LossSums& sums, const Totals& critic) {
+  model::Metadata m = {{"sum", Num(sums.sum.item<double>())}, {"tokens", Num(sums.tokens)},
+                       {"sequences", Num(sums.sequences)},    {"clipped", Num(sums.clipped)},
+                       {"kl", Num(sums.kl)},                  {"clip", Num(options_.clip)},
+                       {"kl_coef", Num(options_.kl_coef)},    {"norm", std::to_string(static_cast<int>(options_.norm))},
                        {"correction", std::to_string(static_cast<int>(options_.off.kind))},
-                       {"cap", num(options_.off.cap)},        {"weight_sum", num(sums.weight_sum)},
-                       {"weight_max", num(sums.weight_max)},  {"capped", num(sums.capped)}};
+                       {"cap", Num(options_.off.cap)},        {"weight_sum", Num(sums.weight_sum)},
+                       {"weight_max", Num(sums.weight_max)},  {"capped", Num(sums.capped)}};
+  if (critic_) {
+    m["value_sum"] = Num(critic.value_loss);
+    m["value_clipped"] = Num(critic.value_clipped);
+    m["value_clip"] = Num(options_.value_clip);
+  }
   const int64_t step = optimizer_->steps() / (options_.minibatches * options_.epochs);
   return model::WriteSafetensorsFile(
       DumpName(options_.dump_dir, step, "update-" + std::to_string(update_) + "-piece-" + std::to_string(dump_piece_++)),
-      t, m);
+      tensors, m);
 }
 
 Status GrpoTrainer::DumpBatch() {
   const int64_t step = optimizer_->steps() / (options_.minibatches * options_.epochs);
-  return model::WriteSafetensorsFile(
-      DumpName(options_.dump_dir, step, "batch"),
-      {{"rewards", Floats(dump_rewards_)}, {"group", Floats(dump_groups_)}, {"adv", Floats(dump_adv_)}}, {});
+  std::vector<float> lengths;
+  for (const auto& a : dump_adv_) lengths.push_back(static_cast<float>(a.size()));
+  model::NamedTensors t = {{"rewards", Floats(dump_rewards_)},
+                           {"group", Floats(dump_groups_)},
+                           {"lengths", Floats(lengths)},
+                           {"token_adv", Padded(dump_adv_)}};
+  if (critic_) {
+    t.push_back({"values", Padded(dump_values_)});
+    t.push_back({"returns", Padded(dump_returns_)});
+  }
+  model::Metadata m = {{"advantage", AdvantageName(options_.advantage)},
+                       {"gamma", Num(options_.gamma)},
+                       {"lambda", Num(options_.lambda)}};
+  return model::WriteSafetensorsFile(DumpName(options_.dump_dir, step, "batch"), t, m);
 }
 
 Result<StepStats> GrpoTrainer::FinishStep() {
@@ -220,16 +350,16 @@ Result<StepStats> GrpoTrainer::FinishStep() {
   // The schedule counts training steps; every update of a step takes the same rate. The
   // optimizer's step count comes back with a checkpoint, so a resumed run keeps its schedule.
   out.lr = LearningRate(options_.schedule, optimizer_->steps() / (options_.minibatches * options_.epochs));
+  if (Buffered()) {
+    auto r = FinishBuffered(out, out.lr);
+    BeginStep();
+    return r;
+  }
   if (!options_.dump_dir.empty()) {
     if (Status s = DumpBatch(); !s.ok()) {
       BeginStep();
       return s;
     }
-  }
-  if (Buffered()) {
-    auto r = FinishBuffered(out, out.lr);
-    BeginStep();
-    return r;
   }
   auto norm = Update(step_, out.lr);
   if (!norm.ok()) {
@@ -256,34 +386,42 @@ void GrpoTrainer::SetWeights(const Totals& t, StepStats* out) {
   out->is_capped_fraction = t.capped / t.tokens;
 }
 
-Status GrpoTrainer::RecordProximal(const std::vector<const Sample*>& samples) {
-  return model::TorchGuard("grpo proximal log-probabilities", [&]() -> Status {
+Status GrpoTrainer::RecordPerToken(const std::vector<const Sample*>& samples, bool critic, TokenValues* out) {
+  return model::TorchGuard("grpo per-token values", [&]() -> Status {
     c10::NoGradGuard no_grad;
     for (size_t at = 0; at < samples.size(); at += options_.micro_batch) {
       size_t end = std::min(samples.size(), at + static_cast<size_t>(options_.micro_batch));
       std::vector<const Sample*> piece(samples.begin() + at, samples.begin() + end);
       TokenBatch batch = MakeTokenBatch(piece, options_.pad_id);
-      RL_ASSIGN_OR_RETURN(at::Tensor lp, TokenLogprobs(policy_, batch.tokens, batch.mask, options_.temperature));
-      auto acc = lp.accessor<float, 2>();
+      at::Tensor x;
+      if (critic) {
+        RL_ASSIGN_OR_RETURN(x, critic_->Values(batch.tokens));
+      } else {
+        RL_ASSIGN_OR_RETURN(x, TokenLogprobs(policy_, batch.tokens, batch.mask, options_.temperature));
+      }
+      x = x.contiguous();
+      auto acc = x.accessor<float, 2>();
       for (size_t i = 0; i < piece.size(); ++i) {
         const Sample& s = *piece[i];
-        std::vector<float>& out = prox_[&s];
+        std::vector<float>& row = (*out)[&s];
+        row.clear();
         int64_t p = static_cast<int64_t>(s.prompt_ids.size());
-        for (size_t j = 0; j < s.response_ids.size(); ++j) out.push_back(acc[i][p + j - 1]);
+        for (size_t j = 0; j < s.response_ids.size(); ++j) row.push_back(acc[i][p + j - 1]);
       }
     }
     return Status::OK();
   });
 }
 
-at::Tensor GrpoTrainer::ProximalTensor(const std::vector<const Sample*>& samples, const at::Tensor& mask) const {
+at::Tensor GrpoTrainer::PerToken(const std::vector<const Sample*>& samples, const at::Tensor& mask,
+                                 const TokenValues& values) {
   at::Tensor out = at::zeros(mask.sizes(), at::kFloat);
   auto acc = out.accessor<float, 2>();
   for (size_t i = 0; i < samples.size(); ++i) {
     const Sample& s = *samples[i];
-    const std::vector<float>& lp = prox_.at(&s);
+    const std::vector<float>& v = values.at(&s);
     int64_t p = static_cast<int64_t>(s.prompt_ids.size());
-    for (size_t j = 0; j < lp.size(); ++j) acc[i][p + j - 1] = lp[j];
+    for (size_t j = 0; j < v.size(); ++j) acc[i][p + j - 1] = v[j];
   }
   return out;
 }
@@ -295,26 +433,26 @@ Result<StepStats> GrpoTrainer::FinishBuffered(StepStats out, double lr) {
   }
   const size_t n = samples.size();
   const size_t parts = std::min(n, static_cast<size_t>(options_.minibatches));
-  if (options_.off.kind == Correction::kDecoupled) RL_RETURN_IF_ERROR(RecordProximal(samples));
+  RL_RETURN_IF_ERROR(HeldAdvantages());
+  if (!options_.dump_dir.empty()) RL_RETURN_IF_ERROR(DumpBatch());
+  if (options_.off.kind == Correction::kDecoupled) RL_RETURN_IF_ERROR(RecordPerToken(samples, false, &prox_));
   std::mt19937_64 gen(options_.seed ^ (0x9e3779b97f4a7c15ULL * static_cast<uint64_t>(optimizer_->steps() + 1)));
   std::vector<size_t> order(n);
   Totals all;
-  double loss_sum = 0, norm_sum = 0;
+  double loss_sum = 0, norm_sum = 0, value_sum = 0;
   for (int64_t epoch = 0; epoch < options_.epochs; ++epoch) {
     std::iota(order.begin(), order.end(), 0);
     std::shuffle(order.begin(), order.end(), gen);
     for (size_t part = 0; part < parts; ++part) {
       // Minibatch `part` is order[n * part / parts, n * (part + 1) / parts).
       std::vector<const Sample*> mb;
-      std::vector<double> mb_adv;
-      for (size_t k = n * part / parts; k < n * (part + 1) / parts; ++k) {
-        mb.push_back(samples[order[k]]);
-        mb_adv.push_back(held_adv_[order[k]]);
-      }
+      for (size_t k = n * part / parts; k < n * (part + 1) / parts; ++k) mb.push_back(samples[order[k]]);
       optimizer_->ZeroGrad();
-      RL_ASSIGN_OR_RETURN(Totals t, Backward(mb, mb_adv));
+      if (critic_optimizer_) critic_optimizer_->ZeroGrad();
+      RL_ASSIGN_OR_RETURN(Totals t, Backward(mb));
       RL_ASSIGN_OR_RETURN(double norm, Update(t, lr));
       loss_sum += t.loss / LossDenominator(options_.norm, t.tokens, t.sequences, options_.norm_constant);
+      if (t.tokens > 0) value_sum += t.value_loss / t.tokens;
       norm_sum += norm;
       all.Add(t);
       out.updates++;
@@ -326,6 +464,10 @@ Result<StepStats> GrpoTrainer::FinishBuffered(StepStats out, double lr) {
   out.clip_fraction = all.tokens > 0 ? all.clipped / all.tokens : 0;
   out.kl = all.tokens > 0 ? all.kl / all.tokens : 0;
   out.logprob_gap = all.gap_tokens > 0 ? all.gap / all.gap_tokens : 0;  // the first minibatch's
+  if (critic_) {
+    out.value_loss = value_sum / static_cast<double>(out.updates);
+    out.value_clip_fraction = all.tokens > 0 ? all.value_clipped / all.tokens : 0;
+  }
   SetWeights(all, &out);
   return out;
 }

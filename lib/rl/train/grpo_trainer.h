@@ -1,6 +1,6 @@
-// GrpoTrainer: the GRPO updates of one training step from whole groups of samples, over a batch
-// that may arrive in pieces (streaming: the trainer starts on the first groups while later ones
-// are generated).
+// GrpoTrainer: the policy-gradient updates of one training step (GRPO, RLOO, REINFORCE++ or PPO
+// with a critic: advantage.h) from whole groups of samples, over a batch that may arrive in
+// pieces (streaming: the trainer starts on the first groups while later ones are generated).
 //
 //   BeginStep(); Accumulate(piece) ...; FinishStep()
 // With one minibatch and one epoch (the default), Accumulate runs forward and backward on a piece
@@ -14,6 +14,12 @@
 // M minibatches of nearly equal size, and takes one AdamW step per minibatch. Every ratio is
 // against the log-probabilities the samples were generated with, so from the second update on
 // the ratio moves away from 1 and the clip acts, as in PPO.
+// Estimators that need the whole batch (reinforce++, reinforce++-baseline, gae) always keep the
+// groups until FinishStep, as with several minibatches.
+// PPO with a critic (advantage gae): FinishStep first computes every held sample's values with the
+// critic as it is (V_old), then GAE advantages and returns, whitens the advantages over the batch,
+// and on every minibatch takes one AdamW step of the policy and one of the critic (its own AdamW,
+// learning rate critic_lr, the clipped value loss of grpo_loss.h, the same gradient clip).
 // Thread safety: none. The policy model must not be used elsewhere during Accumulate/FinishStep.
 #pragma once
 
@@ -26,9 +32,11 @@
 #include "rl/core/status.h"
 #include "rl/model/transformer.h"
 #include "rl/train/adamw.h"
+#include "rl/train/advantage.h"
 #include "rl/train/grpo_loss.h"
 #include "rl/train/lr_schedule.h"
 #include "rl/train/sample.h"
+#include "rl/train/value_model.h"
 
 namespace rl::train {
 
@@ -43,11 +51,17 @@ struct GrpoOptions {
   int64_t epochs = 1;         // passes over the batch
   double temperature = 1.0;   // of the log-probabilities: the rollout's sampling temperature
   OffPolicy off;              // correction of the behaviour/proximal mismatch (grpo_loss.h)
+  Advantage advantage = Advantage::kGrpo;
+  double gamma = 1.0, lambda = 1.0;  // of GAE
+  double value_clip = 0.2;           // c of the clipped value loss; <= 0: no clip
+  double critic_lr = 0;              // the critic's peak learning rate (same schedule); 0: the policy's
   uint64_t seed = 0;          // of the minibatch order
   // Set: every step writes the tensors its loss came from here, for an independent check
-  // (tests/reference/grpo_loss_reference.py): step-S-batch.safetensors (rewards, group, adv of
-  // every sample) and step-S-update-U-piece-P.safetensors (new_lp, old_lp, mask, adv, ref_lp;
-  // the loss sums and options as metadata), S counting from 0 per trainer step.
+  // (tests/reference/grpo_loss_reference.py): step-S-batch.safetensors (rewards, group and length
+  // of every sample; token_adv [N, T] and, with gae, values and returns [N, T]; the estimator's
+  // options as metadata) and step-S-update-U-piece-P.safetensors (new_lp, old_lp, mask, adv
+  // [B, T], ref_lp, prox_lp; with gae values, old_values, returns; the loss sums and options as
+  // metadata), S counting from 0 per trainer step.
   std::string dump_dir;
   int64_t micro_batch = 128;  // sequences per forward pass
   int64_t pad_id = 0;
@@ -64,6 +78,9 @@ struct StepStats {
   // With a correction: its importance weights over every token of every update (mean, largest)
   // and the share the cap cut.
   double is_weight_mean = 0, is_weight_max = 0, is_capped_fraction = 0;
+  // With a critic: the value loss (mean over updates of the token mean) and the share of tokens
+  // whose value the clip held back.
+  double value_loss = 0, value_clip_fraction = 0;
   int64_t samples = 0, groups = 0, tokens = 0, updates = 0;
   int64_t min_version = 0, max_version = 0;
 };
@@ -75,10 +92,12 @@ Status ValidateGrpoOptions(const GrpoOptions& options);
 class GrpoTrainer {
  public:
   // `reference` may be empty when options.kl_coef == 0 (InvalidArgument otherwise, and for what
-  // ValidateGrpoOptions refuses).
+  // ValidateGrpoOptions refuses). With advantage gae, `critic` (empty: ValueModel::FromPolicy of
+  // the policy) is trained alongside; other estimators ignore it.
   static Result<std::unique_ptr<GrpoTrainer>> Create(model::Transformer policy,
                                                      std::optional<model::Transformer> reference,
-                                                     GrpoOptions options);
+                                                     GrpoOptions options,
+                                                     std::optional<ValueModel> critic = std::nullopt);
 
   void BeginStep();
   Status Accumulate(const std::vector<Group>& groups);
@@ -87,29 +106,46 @@ class GrpoTrainer {
 
   model::Transformer& policy() { return policy_; }
   AdamW& optimizer() { return *optimizer_; }
+  // The critic and its optimizer (advantage gae); null otherwise.
+  ValueModel* critic() { return critic_ ? &*critic_ : nullptr; }
+  AdamW* critic_optimizer() { return critic_optimizer_.get(); }
   const GrpoOptions& options() const { return options_; }
 
  private:
-  GrpoTrainer(model::Transformer policy, std::optional<model::Transformer> reference, GrpoOptions options);
+  GrpoTrainer(model::Transformer policy, std::optional<model::Transformer> reference, GrpoOptions options,
+              std::optional<ValueModel> critic);
   // What the loss of some samples added up to (its gradient is in the parameters' .grad).
   struct Totals {
     double loss = 0, tokens = 0, sequences = 0, clipped = 0, kl = 0;
+    double value_loss = 0, value_clipped = 0;  // with a critic
     double gap = 0, gap_tokens = 0;  // sum of |new_lp - old_lp| before the step's first update
     double weight_sum = 0, weight_max = 0, capped = 0;
     void Add(const Totals& t);
   };
-  bool Buffered() const { return options_.minibatches * options_.epochs > 1; }
-  // Forward and backward over `samples` in micro-batches, shortest first.
-  Result<Totals> Backward(const std::vector<const Sample*>& samples, const std::vector<double>& adv);
-  Result<Totals> BackwardPiece(const std::vector<const Sample*>& samples, const std::vector<double>& adv);
-  // Normalise the accumulated gradient by t's denominator, clip it and step; returns the norm.
+  // Per-token values of a sample (one per response token), by sample.
+  using TokenValues = std::unordered_map<const Sample*, std::vector<float>>;
+  bool Buffered() const { return options_.minibatches * options_.epochs > 1 || !PerGroup(options_.advantage); }
+  // Forward and backward over `samples` (advantages in adv_) in micro-batches, shortest first.
+  Result<Totals> Backward(const std::vector<const Sample*>& samples);
+  Result<Totals> BackwardPiece(const std::vector<const Sample*>& samples);
+  // The critic's half of a piece: its value loss backward; adds to *t.
+  Status BackwardCritic(const std::vector<const Sample*>& samples, const TokenBatch& batch, Totals* t,
+                        model::NamedTensors* dump);
+  // Normalise the accumulated gradients by t's denominators, clip them and step; returns the
+  // policy's gradient norm.
   Result<double> Update(const Totals& t, double lr);
   Result<StepStats> FinishBuffered(StepStats out, double lr);
-  Status DumpPiece(const at::Tensor& new_lp, const at::Tensor& old_lp, const at::Tensor& mask, const at::Tensor& adv,
-                   const at::Tensor& ref_lp, const at::Tensor& prox_lp, const LossSums& sums);
+  // The held batch's advantages (and, with gae, old values and returns) in adv_, values_, returns_.
+  Status HeldAdvantages();
+  // Copies what DumpBatch writes of these samples (group number `group`).
+  void KeepForDump(const Sample& s, int64_t group);
+  Status DumpPiece(model::NamedTensors tensors, const LossSums& sums, const Totals& critic);
   void SetWeights(const Totals& t, StepStats* out);
-  Status RecordProximal(const std::vector<const Sample*>& samples);
-  at::Tensor ProximalTensor(const std::vector<const Sample*>& samples, const at::Tensor& mask) const;
+  // Each sample's log-probabilities (policy) or values (critic) now, without gradient, into *out.
+  Status RecordPerToken(const std::vector<const Sample*>& samples, bool critic, TokenValues* out);
+  // A [B, L-1] matrix of samples' per-token values, at the positions of their response tokens.
+  static at::Tensor PerToken(const std::vector<const Sample*>& samples, const at::Tensor& mask,
+                             const TokenValues& values);
   Status DumpBatch();
 
   model::Transformer policy_;
@@ -119,14 +155,20 @@ class GrpoTrainer {
   StepStats acc_;
   Totals step_;             // streaming: the whole batch so far
   double reward_sum_ = 0;
+  std::optional<ValueModel> critic_;
+  std::unique_ptr<AdamW> critic_optimizer_;
   std::vector<Group> held_;  // buffered: the batch's groups
-  std::vector<double> held_adv_;  // their samples' advantages, in order
+  TokenValues adv_;      // every sample's advantage per token (streaming: the piece's only)
+  TokenValues values_;   // with a critic: its values before the step's first update (V_old)
+  TokenValues returns_;  // with a critic: the GAE returns
   // Decoupled correction over minibatches: each held sample's log-probabilities under the weights
   // the step started from (the proximal policy), taken before the first update.
-  std::unordered_map<const Sample*, std::vector<float>> prox_;
+  TokenValues prox_;
   int64_t update_ = 0;  // updates taken in this step so far
-  // Dumping: the batch's rewards, group numbers and advantages, and the next piece's number.
-  std::vector<float> dump_rewards_, dump_groups_, dump_adv_;
+  // Dumping: the batch's rewards and group numbers, its per-token advantages (and values and
+  // returns), in order, and the next piece's number.
+  std::vector<float> dump_rewards_, dump_groups_;
+  std::vector<std::vector<float>> dump_adv_, dump_values_, dump_returns_;
   int64_t dump_piece_ = 0;
 };
 

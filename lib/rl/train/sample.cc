@@ -1,6 +1,5 @@
 #include "rl/train/sample.h"
 
-#include <cmath>
 #include <map>
 
 namespace rl::train {
@@ -59,20 +58,6 @@ Result<std::vector<Group>> GroupsOf(const std::vector<queue::GotRow>& rows) {
     groups[it->second].samples.push_back(std::move(s));
   }
   return groups;
-}
-
-std::vector<double> GroupAdvantages(const std::vector<double>& rewards) {
-  size_t n = rewards.size();
-  std::vector<double> adv(n, 0.0);
-  if (n < 2) return adv;
-  double mean = 0;
-  for (double r : rewards) mean += r;
-  mean /= n;
-  double var = 0;
-  for (double r : rewards) var += (r - mean) * (r - mean);
-  double std = std::sqrt(var / (n - 1));
-  for (size_t i = 0; i < n; ++i) adv[i] = (rewards[i] - mean) / (std + 1e-4);
-  return adv;
 }
 
 }  // namespace rl::train

@@ -33,8 +33,4 @@ struct Group {
 // response_ids differ in length.
 Result<std::vector<Group>> GroupsOf(const std::vector<queue::GotRow>& rows);
 
-// (r - mean) / (std + 1e-4) over one group's rewards, std the sample standard deviation
-// (n - 1 in the denominator, as torch.std); all zeros for a group of one.
-std::vector<double> GroupAdvantages(const std::vector<double>& rewards);
-
 }  // namespace rl::train

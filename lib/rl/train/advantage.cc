@@ -1,0 +1,136 @@
+#include "rl/train/advantage.h"
+
+#include <cmath>
+
+namespace rl::train {
+
+Result<Advantage> ParseAdvantage(const std::string& name) {
+  for (Advantage a : {Advantage::kGrpo, Advantage::kRloo, Advantage::kReinforcePP, Advantage::kReinforcePPBaseline,
+                      Advantage::kGae}) {
+    if (name == AdvantageName(a)) return a;
+  }
+  return Status::InvalidArgument("unknown advantage estimator '" + name +
+                                 "' (grpo, rloo, reinforce++, reinforce++-baseline or gae)");
+}
+
+const char* AdvantageName(Advantage a) {
+  switch (a) {
+    case Advantage::kGrpo:
+      return "grpo";
+    case Advantage::kRloo:
+      return "rloo";
+    case Advantage::kReinforcePP:
+      return "reinforce++";
+    case Advantage::kReinforcePPBaseline:
+      return "reinforce++-baseline";
+    case Advantage::kGae:
+      return "gae";
+  }
+  return "grpo";
+}
+
+bool PerGroup(Advantage a) { return a == Advantage::kGrpo || a == Advantage::kRloo; }
+
+bool GroupRelative(Advantage a) {
+  return a == Advantage::kGrpo || a == Advantage::kRloo || a == Advantage::kReinforcePPBaseline;
+}
+
+namespace {
+double Mean(const std::vector<double>& x) {
+  double sum = 0;
+  for (double v : x) sum += v;
+  return x.empty() ? 0 : sum / static_cast<double>(x.size());
+}
+}  // namespace
+
+std::vector<double> GroupAdvantages(const std::vector<double>& rewards) {
+  size_t n = rewards.size();
+  std::vector<double> adv(n, 0.0);
+  if (n < 2) return adv;
+  double mean = Mean(rewards);
+  double var = 0;
+  for (double r : rewards) var += (r - mean) * (r - mean);
+  double std = std::sqrt(var / static_cast<double>(n - 1));
+  for (size_t i = 0; i < n; ++i) adv[i] = (rewards[i] - mean) / (std + 1e-4);
+  return adv;
+}
+
+std::vector<double> LeaveOneOutAdvantages(const std::vector<double>& rewards) {
+  size_t n = rewards.size();
+  std::vector<double> adv(n, 0.0);
+  if (n < 2) return adv;
+  double sum = Mean(rewards) * static_cast<double>(n);
+  for (size_t i = 0; i < n; ++i) adv[i] = rewards[i] - (sum - rewards[i]) / static_cast<double>(n - 1);
+  return adv;
+}
+
+std::vector<double> GroupCentred(const std::vector<double>& rewards) {
+  double mean = Mean(rewards);
+  std::vector<double> out;
+  for (double r : rewards) out.push_back(r - mean);
+  return out;
+}
+
+namespace {
+// Mean and 1/sqrt(var + 1e-8) of weighted values (weight: a token count), var with n - 1.
+struct Whitening {
+  double mean = 0, scale = 1;
+};
+template <typename Each>
+Whitening Measure(Each each) {
+  double n = 0, sum = 0;
+  each([&](double x, double w) {
+    n += w;
+    sum += x * w;
+  });
+  Whitening out;
+  if (n <= 0) return out;
+  out.mean = sum / n;
+  double ss = 0;
+  each([&](double x, double w) { ss += (x - out.mean) * (x - out.mean) * w; });
+  double var = n > 1 ? ss / (n - 1) : 0;
+  out.scale = 1 / std::sqrt(var + 1e-8);
+  return out;
+}
+}  // namespace
+
+std::vector<double> WhitenPerResponse(const std::vector<double>& x, const std::vector<int64_t>& lengths) {
+  Whitening w = Measure([&](auto add) {
+    for (size_t i = 0; i < x.size(); ++i) add(x[i], static_cast<double>(lengths[i]));
+  });
+  std::vector<double> out(x.size(), 0.0);
+  for (size_t i = 0; i < x.size(); ++i) {
+    if (lengths[i] > 0) out[i] = (x[i] - w.mean) * w.scale;
+  }
+  return out;
+}
+
+void WhitenTokens(std::vector<std::vector<float>>* x) {
+  Whitening w = Measure([&](auto add) {
+    for (const auto& seq : *x) {
+      for (float v : seq) add(v, 1.0);
+    }
+  });
+  for (auto& seq : *x) {
+    for (float& v : seq) v = static_cast<float>((v - w.mean) * w.scale);
+  }
+}
+
+std::vector<float> Gae(double reward, const std::vector<float>& values, double gamma, double lambda,
+                       std::vector<float>* returns) {
+  const size_t n = values.size();
+  std::vector<float> adv(n, 0.0f);
+  returns->assign(n, 0.0f);
+  double next_value = 0, next_adv = 0;
+  for (size_t k = n; k-- > 0;) {
+    double r = k + 1 == n ? reward : 0.0;
+    double delta = r + gamma * next_value - values[k];
+    next_adv = delta + gamma * lambda * next_adv;
+    next_value = values[k];
+    adv[k] = static_cast<float>(next_adv);
+    (*returns)[k] = static_cast<float>(next_adv + values[k]);
+  }
+  return adv;
+}
+
+}  // namespace rl::train

@@ -1,0 +1,62 @@
+// Advantage estimators: how a batch's rewards become the advantage A of each response token.
+//
+// Rewards are outcome rewards, one per response (the verifier's score of the whole answer). With
+// r_i the reward of response i, G its group (the responses to one prompt), T_i its length:
+//   grpo                 A_i = (r_i - mean_G r) / (std_G r + 1e-4), std with n - 1 (GRPO,
+//                        DeepSeekMath); 0 in a group of one
+//   rloo                 A_i = r_i - mean_{j in G, j != i} r_j (REINFORCE leave-one-out,
+//                        Ahmadian et al. 2024); 0 in a group of one
+//   reinforce++          A_i = whiten(r_i) (REINFORCE++, Hu 2025: the return of every token is the
+//                        outcome reward, normalised over the batch instead of per group)
+//   reinforce++-baseline A_i = whiten(r_i - mean_G r) (REINFORCE++ with a group-mean baseline)
+//   gae                  per token, from a critic's values V (PPO, Schulman et al. 2016):
+//                          r_t = r_i at the last token of response i, 0 before it; V_{T_i} = 0
+//                          delta_t = r_t + gamma V_{t+1} - V_t
+//                          A_t = delta_t + gamma lambda A_{t+1}  (A_{T_i} = 0)
+//                          return_t = A_t + V_t            (the critic's target)
+//                        then A = whiten(A)
+// whiten(x) = (x - mean) / sqrt(var + 1e-8) over every response token of the batch (a response's
+// value counted once per token), var with n - 1, as verl's masked_whiten.
+// The first three give every token of a response the same advantage; grpo and rloo need only the
+// response's group, so a streaming trainer can use them on the groups it has; the others need
+// the whole batch (reinforce++, whitening) or a critic (gae).
+// Thread safety: free functions over values.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "rl/core/status.h"
+
+namespace rl::train {
+
+enum class Advantage { kGrpo, kRloo, kReinforcePP, kReinforcePPBaseline, kGae };
+
+// The names above; InvalidArgument otherwise.
+Result<Advantage> ParseAdvantage(const std::string& name);
+const char* AdvantageName(Advantage a);
+// True for estimators whose advantages depend only on a response's own group.
+bool PerGroup(Advantage a);
+// True for estimators that compare a response with the rest of its group: a group whose rewards
+// are all equal carries no signal for them (dynamic sampling drops such groups).
+bool GroupRelative(Advantage a);
+
+// GRPO's (r - mean) / (std + 1e-4) over one group.
+std::vector<double> GroupAdvantages(const std::vector<double>& rewards);
+// RLOO's r_i - mean of the others, over one group.
+std::vector<double> LeaveOneOutAdvantages(const std::vector<double>& rewards);
+// r_i - mean over one group.
+std::vector<double> GroupCentred(const std::vector<double>& rewards);
+
+// whiten() of per-response values x_i weighted by lengths[i] tokens each. Responses without tokens
+// get 0.
+std::vector<double> WhitenPerResponse(const std::vector<double>& x, const std::vector<int64_t>& lengths);
+// whiten() over token values, every vector one response's tokens.
+void WhitenTokens(std::vector<std::vector<float>>* x);
+
+// GAE of one response of values.size() tokens whose outcome reward is `reward`; returns the
+// advantages (not yet whitened) and writes the critic's targets to *returns.
+std::vector<float> Gae(double reward, const std::vector<float>& values, double gamma, double lambda,
+                       std::vector<float>* returns);
+
+}  // namespace rl::train

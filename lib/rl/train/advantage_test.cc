@@ -1,0 +1,96 @@
+// Advantage estimators against values worked out by hand from their definitions (advantage.h).
+#include "rl/train/advantage.h"
+
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "rl/model/test_util.h"
+#include "rl/train/value_model.h"
+
+namespace rl::train {
+namespace {
+
+TEST(AdvantageTest, NamesRoundTripAndUnknownOnesAreRefused) {
+  for (const char* name : {"grpo", "rloo", "reinforce++", "reinforce++-baseline", "gae"}) {
+    auto a = ParseAdvantage(name);
+    ASSERT_TRUE(a.ok()) << name;
+    EXPECT_STREQ(AdvantageName(*a), name);
+  }
+  EXPECT_FALSE(ParseAdvantage("ppo").ok());
+  EXPECT_TRUE(GroupRelative(Advantage::kReinforcePPBaseline));
+  EXPECT_FALSE(GroupRelative(Advantage::kGae));
+  EXPECT_FALSE(PerGroup(Advantage::kReinforcePP));
+}
+
+TEST(AdvantageTest, LeaveOneOutSubtractsTheMeanOfTheOthers) {
+  std::vector<double> a = LeaveOneOutAdvantages({1, 0, 0, 1});
+  // 1 - (0 + 0 + 1) / 3 = 2/3; 0 - (1 + 0 + 1) / 3 = -2/3.
+  EXPECT_NEAR(a[0], 2.0 / 3, 1e-12);
+  EXPECT_NEAR(a[1], -2.0 / 3, 1e-12);
+  EXPECT_EQ(LeaveOneOutAdvantages({5}), std::vector<double>{0.0}) << "no others, no baseline";
+  std::vector<double> c = GroupCentred({3, 1});
+  EXPECT_DOUBLE_EQ(c[0], 1);
+  EXPECT_DOUBLE_EQ(c[1], -1);
+}
+
+TEST(AdvantageTest, WhiteningWeighsAResponseByItsTokens) {
+  // Values 1 (3 tokens) and 0 (1 token): mean 0.75, var with n - 1 = (3 * 0.0625 + 0.5625) / 3 = 0.25.
+  std::vector<double> w = WhitenPerResponse({1, 0, 7}, {3, 1, 0});
+  EXPECT_NEAR(w[0], 0.25 / std::sqrt(0.25 + 1e-8), 1e-9);
+  EXPECT_NEAR(w[1], -0.75 / std::sqrt(0.25 + 1e-8), 1e-9);
+  EXPECT_EQ(w[2], 0.0) << "a response without tokens";
+  std::vector<std::vector<float>> tokens = {{1, 1, 1}, {0}};
+  WhitenTokens(&tokens);
+  EXPECT_NEAR(tokens[0][2], w[0], 1e-6);
+  EXPECT_NEAR(tokens[1][0], w[1], 1e-6);
+}
+
+TEST(AdvantageTest, GaeByHand) {
+  // Three tokens, reward 1 at the end, values 0.5, 0.2, 0.8, gamma 0.9, lambda 0.5:
+  //   delta2 = 1 - 0.8 = 0.2;             A2 = 0.2
+  //   delta1 = 0.9 * 0.8 - 0.2 = 0.52;    A1 = 0.52 + 0.45 * 0.2 = 0.61
+  //   delta0 = 0.9 * 0.2 - 0.5 = -0.32;   A0 = -0.32 + 0.45 * 0.61 = -0.0455
+  std::vector<float> returns;
+  std::vector<float> a = Gae(1.0, {0.5f, 0.2f, 0.8f}, 0.9, 0.5, &returns);
+  ASSERT_EQ(a.size(), 3u);
+  EXPECT_NEAR(a[2], 0.2, 1e-6);
+  EXPECT_NEAR(a[1], 0.61, 1e-6);
+  EXPECT_NEAR(a[0], -0.0455, 1e-6);
+  EXPECT_NEAR(returns[0], 0.4545, 1e-6);
+  EXPECT_NEAR(returns[2], 1.0, 1e-6);
+  // gamma = lambda = 1 with zero values: every token's advantage is the outcome reward.
+  a = Gae(0.7, {0, 0, 0, 0}, 1, 1, &returns);
+  for (float x : a) EXPECT_NEAR(x, 0.7, 1e-6);
+  EXPECT_TRUE(Gae(1, {}, 1, 1, &returns).empty());
+}
+
+TEST(ValueModelTest, StartsAtZeroAndLoadsWhatItSaves) {
+  model::Transformer policy = model::Transformer::Create(model::testing::TinyConfig(), 3).value();
+  auto critic = ValueModel::FromPolicy(policy);
+  ASSERT_TRUE(critic.ok()) << critic.status().ToString();
+  at::Tensor tokens = at::tensor({1, 4, 5, 6, 2, 7}, at::kLong).reshape({2, 3});
+  at::Tensor v = critic->Values(tokens).value();
+  EXPECT_EQ(v.sizes(), (std::vector<int64_t>{2, 3}));
+  EXPECT_EQ(v.abs().max().item<float>(), 0.0f);
+  // A head and backbone of other weights, loaded by name, give those weights' values.
+  auto other = ValueModel::FromPolicy(model::Transformer::Create(model::testing::TinyConfig(), 9).value()).value();
+  model::NamedTensors named = other.NamedParameters();
+  named.back().second = at::ones_like(named.back().second);
+  ASSERT_TRUE(other.LoadNamedParameters(named).ok());
+  ASSERT_TRUE(critic->LoadNamedParameters(other.NamedParameters()).ok());
+  EXPECT_TRUE(at::allclose(critic->Values(tokens).value(), other.Values(tokens).value()));
+  EXPECT_GT(critic->Values(tokens).value().abs().max().item<float>(), 0.0f);
+  // A missing head is refused and changes nothing.
+  named.pop_back();
+  EXPECT_FALSE(critic->LoadNamedParameters(named).ok());
+  // Clone is independent.
+  ValueModel copy = critic->Clone().value();
+  ASSERT_TRUE(copy.LoadNamedParameters(ValueModel::FromPolicy(policy).value().NamedParameters()).ok());
+  EXPECT_GT(critic->Values(tokens).value().abs().max().item<float>(), 0.0f);
+  EXPECT_EQ(copy.Values(tokens).value().abs().max().item<float>(), 0.0f);
+}
+
+}  // namespace
+}  // namespace rl::train
