@@ -52,6 +52,8 @@ Result<std::string> EncodeCheckpoint(const Checkpoint& c) {
   model::NamedTensors tensors;
   for (const auto& [name, t] : c.model->NamedParameters()) tensors.emplace_back("model." + name, t);
   for (const auto& [name, t] : c.adam) tensors.emplace_back("adam." + name, t);
+  for (const auto& [name, t] : c.critic) tensors.emplace_back("critic." + name, t);
+  for (const auto& [name, t] : c.critic_adam) tensors.emplace_back("critic_adam." + name, t);
   nlohmann::json consumed = c.consumed;
   model::Metadata meta = {{"rl_format", kFormat},
                           {"rl_config", model::ConfigToString(c.model->config())},
@@ -62,6 +64,7 @@ Result<std::string> EncodeCheckpoint(const Checkpoint& c) {
                           {"rng", c.rng},
                           {"consumed", consumed.dump()},
                           {"extra", c.extra.dump()}};
+  if (!c.critic.empty()) meta["critic_adam_steps"] = std::to_string(c.critic_adam_steps);
   return model::EncodeSafetensors(tensors, meta);
 }
 
@@ -86,10 +89,16 @@ Result<Checkpoint> DecodeCheckpoint(const std::string& bytes) {
     c.consumed.push_back(i.get<uint64_t>());
   }
   c.extra = std::move(extra);
+  if (m.count("critic_adam_steps")) {
+    RL_ASSIGN_OR_RETURN(uint64_t critic_steps, ParseU64(m, "critic_adam_steps"));
+    c.critic_adam_steps = static_cast<int64_t>(critic_steps);
+  }
   model::NamedTensors weights;
   for (auto& [name, t] : st.tensors) {
     if (name.rfind("model.", 0) == 0) weights.emplace_back(name.substr(6), t);
     else if (name.rfind("adam.", 0) == 0) c.adam.emplace_back(name.substr(5), t);
+    else if (name.rfind("critic.", 0) == 0) c.critic.emplace_back(name.substr(7), t);
+    else if (name.rfind("critic_adam.", 0) == 0) c.critic_adam.emplace_back(name.substr(12), t);
     else return Status::Corruption("checkpoint has an unknown tensor '" + name + "'");
   }
   RL_ASSIGN_OR_RETURN(model::Transformer net, model::Transformer::Create(config, 0));

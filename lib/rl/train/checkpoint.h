@@ -1,10 +1,12 @@
 // Trainer checkpoints: everything rl-train needs to go on after a kill -9, as one safetensors file
 // <checkpoint-dir>/ckpt-<step, 8 digits>.safetensors:
-//   tensors  "model.<name>" (the policy), "adam.m.<name>", "adam.v.<name>" (optimizer moments)
+//   tensors  "model.<name>" (the policy), "adam.m.<name>", "adam.v.<name>" (optimizer moments);
+//            with a critic (PPO with GAE) also "critic.<name>" (value_model.h's names) and
+//            "critic_adam.m.<name>", "critic_adam.v.<name>"
 //   __metadata__ {"rl_format": "roleflow-train-1", "rl_config": <ModelConfig JSON>,
 //                 "step": "<n>", "version": "<n>", "adam_steps": "<n>", "cursor": "<n>",
 //                 "rng": "<std::mt19937_64 state as text>", "consumed": "[<row index>, ...]",
-//                 "extra": "<JSON object>"}
+//                 "extra": "<JSON object>"[, "critic_adam_steps": "<n>" with a critic]}
 // `consumed` lists the rows of task `train` the step trained on: a restarted trainer acks them,
 // so rows whose update the checkpoint holds are never trained again. Files are written whole
 // (temporary file, fsync, rename, directory fsync), so any ckpt-*.safetensors that decodes is
@@ -39,6 +41,9 @@ struct Checkpoint {
   std::optional<model::Transformer> model;  // an independent copy (a snapshot)
   model::NamedTensors adam;                 // AdamW::State()
   int64_t adam_steps = 0;
+  model::NamedTensors critic;       // ValueModel::NamedParameters() copies; empty without a critic
+  model::NamedTensors critic_adam;  // its AdamW::State()
+  int64_t critic_adam_steps = 0;
 };
 
 Result<std::string> EncodeCheckpoint(const Checkpoint& c);

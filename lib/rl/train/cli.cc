@@ -48,6 +48,12 @@ void BindGrpo(CommandLine& cl, CLI::App* g, GrpoFlags* f) {
   cl.Bind(g, "--dump-dir", &o.grpo.dump_dir);
   cl.Bind(g, "--correction", &f->correction)->check(CLI::IsMember({"none", "tis", "decoupled"}));
   cl.Bind(g, "--correction-cap", &o.grpo.off.cap)->check(CLI::PositiveNumber);
+  cl.Bind(g, "--advantage", &f->advantage)
+      ->check(CLI::IsMember({"grpo", "rloo", "reinforce++", "reinforce++-baseline", "gae"}));
+  cl.Bind(g, "--gamma", &o.grpo.gamma)->check(CLI::Range(0.0, 1.0));
+  cl.Bind(g, "--lambda", &o.grpo.lambda)->check(CLI::Range(0.0, 1.0));
+  cl.Bind(g, "--value-clip", &o.grpo.value_clip)->check(CLI::NonNegativeNumber);
+  cl.Bind(g, "--critic-lr", &o.grpo.critic_lr)->check(CLI::NonNegativeNumber);
   cl.Bind(g, "--micro-batch", &o.grpo.micro_batch)->check(CLI::Range(1, 1 << 20));
   cl.Bind(g, "--group-size", &o.group_size)->check(CLI::Range(1, 4096));
   cl.Bind(g, "--prompts-per-step", &o.prompts_per_step)->check(CLI::Range(1, 100000));

@@ -164,6 +164,9 @@ int RunGrpoCommand(GrpoFlags f, const std::atomic<bool>& stop) {
   auto correction = ParseCorrection(f.correction);
   if (!correction.ok()) return Fail(kTool, correction.status());
   o.grpo.off.kind = *correction;
+  auto advantage = ParseAdvantage(f.advantage);
+  if (!advantage.ok()) return Fail(kTool, advantage.status());
+  o.grpo.advantage = *advantage;
   if (Status s = ValidateGrpoOptions(o.grpo); !s.ok()) return Fail(kTool, s);
   if (Status s = ApplyLrDecay(f.lr_decay, o.max_steps, &o.grpo.schedule); !s.ok()) return Fail(kTool, s);
   o.regenerate_stale = f.stale_rows == "regenerate";

@@ -35,7 +35,7 @@ struct GrpoFlags {
   GrpoLoopOptions loop;
   int threads = 1;
   std::string loss_norm = "token", mode = "sync", stale_rows = "regenerate", lr_decay = "constant";
-  std::string correction = "none";
+  std::string correction = "none", advantage = "grpo";
   CLI::Option* staleness = nullptr;  // set when given: they override --mode
   CLI::Option* fraction = nullptr;
   int64_t staleness_value = 0;

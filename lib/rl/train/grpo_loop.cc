@@ -94,6 +94,13 @@ class GrpoLoop {
 
 Status GrpoLoop::Start() {
   if (o_.checkpoint_dir.empty()) return Status::InvalidArgument("grpo needs --checkpoint-dir");
+  if (o_.dynamic_sampling && !GroupRelative(o_.grpo.advantage)) {
+    // A group of equal rewards still teaches these estimators (the batch baseline or the critic),
+    // and with one response per prompt every group is one.
+    spdlog::info("advantage {}: dynamic sampling off (it is for group-relative estimators)",
+                 AdvantageName(o_.grpo.advantage));
+    o_.dynamic_sampling = false;
+  }
   RL_RETURN_IF_ERROR(MakeDirs(o_.checkpoint_dir));
   if (!o_.run_dir.empty()) RL_RETURN_IF_ERROR(events_.Open(o_.run_dir, "train", o_.id));
   RL_ASSIGN_OR_RETURN(model::PromptEncoder encoder, model::OpenPromptEncoder(o_.prompt));
@@ -165,8 +172,17 @@ Status GrpoLoop::StartFrom(Checkpoint c) {
     ref = r.model;
   }
   RL_RETURN_IF_ERROR(model::CheckVocabulary(*c.model, encoder_->dir(), "checkpoint step " + std::to_string(c.step)));
-  RL_ASSIGN_OR_RETURN(trainer_, GrpoTrainer::Create(*c.model, ref, o_.grpo));
+  std::optional<ValueModel> critic;
+  if (o_.grpo.advantage == Advantage::kGae && !c.critic.empty()) {
+    RL_ASSIGN_OR_RETURN(critic, ValueModel::FromPolicy(*c.model));
+    RL_RETURN_IF_ERROR(critic->LoadNamedParameters(c.critic));
+  } else if (o_.grpo.advantage == Advantage::kGae) {
+    spdlog::warn("checkpoint step {} has no critic: starting one from its policy", c.step);
+  }
+  const bool critic_resumed = critic.has_value();
+  RL_ASSIGN_OR_RETURN(trainer_, GrpoTrainer::Create(*c.model, ref, o_.grpo, std::move(critic)));
   RL_RETURN_IF_ERROR(trainer_->optimizer().LoadState(c.adam, c.adam_steps));
+  if (critic_resumed) RL_RETURN_IF_ERROR(trainer_->critic_optimizer()->LoadState(c.critic_adam, c.critic_adam_steps));
   // The checkpoint holds the update these rows made: consume them if the last run could not.
   if (!c.consumed.empty()) RL_RETURN_IF_ERROR(client_.Ack(kTrainTask, 0, c.consumed).status());
   events_.SetStep(step_);
@@ -378,6 +394,7 @@ Status GrpoLoop::AfterStep(const StepStats& s0, std::vector<uint64_t> consumed, 
                       {"lr", s.lr}, {"updates", s.updates}, {"logprob_gap", s.logprob_gap},
                       {"is_weight_mean", s.is_weight_mean}, {"is_weight_max", s.is_weight_max},
                       {"is_capped_fraction", s.is_capped_fraction},
+                      {"value_loss", s.value_loss}, {"value_clip_fraction", s.value_clip_fraction},
                       {"min_version", s.min_version}, {"max_version", s.max_version},
                       {"trained_groups", step_groups_}, {"train_seconds", train_s_},
                       {"train_tokens_per_s", train_s_ > 0 ? static_cast<double>(s.tokens) / train_s_ : 0.0}};
@@ -407,6 +424,11 @@ Status GrpoLoop::AfterStep(const StepStats& s0, std::vector<uint64_t> consumed, 
   c.model = std::move(snapshot);
   c.adam = trainer_->optimizer().State();
   c.adam_steps = trainer_->optimizer().steps();
+  if (ValueModel* critic = trainer_->critic()) {
+    for (const auto& [name, t] : critic->NamedParameters()) c.critic.emplace_back(name, t.detach().clone());
+    c.critic_adam = trainer_->critic_optimizer()->State();
+    c.critic_adam_steps = trainer_->critic_optimizer()->steps();
+  }
   if (publisher_) publisher_->Offer(c.version, *c.model);  // pullable before it is on disk
   writer_->Submit(std::move(c));
   return Status::OK();

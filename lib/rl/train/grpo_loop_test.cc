@@ -252,6 +252,41 @@ TEST_F(GrpoLoopTest, AsyncTrainingWithDecoupledPpoReportsItsImportanceWeights) {
   }
 }
 
+// PPO with a critic, one response per prompt (so every group is "uniform": dynamic sampling must
+// stand aside): the checkpoint holds the critic and its optimizer, and a resumed trainer goes on
+// with them rather than a fresh critic.
+TEST_F(GrpoLoopTest, PpoWithACriticCheckpointsTheCriticAndResumesIt) {
+  std::atomic<bool> stop{false};
+  GrpoLoopOptions o = Loop(2);
+  o.grpo.advantage = Advantage::kGae;
+  o.grpo.minibatches = 2;
+  o.grpo.critic_lr = 1e-2;
+  o.group_size = 1;
+  o.prompts_per_step = 4;
+  o.dynamic_sampling = true;
+  Status s = RunGrpo(o, stop);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  auto ckpt = LoadNewestCheckpoint(dir_ + "/ckpt");
+  ASSERT_TRUE(ckpt.ok() && ckpt->has_value());
+  EXPECT_FALSE((*ckpt)->critic.empty());
+  EXPECT_EQ((*ckpt)->critic_adam_steps, 4) << "2 steps of 2 minibatches";
+  at::Tensor head;
+  for (const auto& [name, t] : (*ckpt)->critic) {
+    if (name == kValueHeadName) head = t;
+  }
+  ASSERT_TRUE(head.defined());
+  EXPECT_GT(head.abs().max().item<float>(), 0.0f) << "the critic's head has learned from zero";
+  for (const auto& e : StepEvents()) EXPECT_GT(e["value_loss"].get<double>(), 0.0) << e;
+
+  o.max_steps = 3;
+  s = RunGrpo(o, stop);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  ckpt = LoadNewestCheckpoint(dir_ + "/ckpt");
+  ASSERT_TRUE(ckpt.ok() && ckpt->has_value());
+  EXPECT_EQ((*ckpt)->step, 3);
+  EXPECT_EQ((*ckpt)->critic_adam_steps, 6) << "the critic's optimizer came back with the checkpoint";
+}
+
 TEST_F(GrpoLoopTest, ARolloutAtAnotherTemperatureIsReported) {
   rollout_temperature_ = 0.5;
   std::atomic<bool> stop{false};
