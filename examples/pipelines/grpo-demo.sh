@@ -9,14 +9,17 @@
 # as its snapshot is in memory); the checkpoint files are the rollout's fallback.
 #
 # Usage: grpo-demo.sh [--short] [--seed N] [--steps N] [--mode sync|semi-sync|async] [--weights ucx|file]
+#                     [--sft-from RUN] [-- rl-train grpo options...]
 #   --short     a smoke run for CI (a few steps; it shows the pipeline works, not that it learns)
 #   --weights   how the rollout gets new versions: ucx (default) or checkpoint files only
+#   --sft-from  take the SFT warm start of an earlier run directory of the same seed
+#   -- ...      more options for rl-train grpo, e.g. -- --advantage gae --critic-lr 1e-3
 # Environment: RL_BUILD_DIR (default ./build), RL_RUN_DIR (default a new /tmp directory).
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 rl_tools
 
-seed=1 steps=600 mode=async sft_steps=2000 target=0.3 extra=() via=ucx final_eval=2000
+seed=1 steps=600 mode=async sft_steps=2000 target=0.3 extra=() more=() via=ucx final_eval=2000
 while [ $# -gt 0 ]; do
   case "$1" in
     --short)  # the untrained model gets uniform (all-zero) groups: no dynamic sampling, small steps
@@ -25,6 +28,8 @@ while [ $# -gt 0 ]; do
     --steps) steps="$2"; shift ;;
     --mode) mode="$2"; shift ;;
     --weights) via="$2"; shift ;;
+    --sft-from) export RL_SFT_FROM="$2"; shift ;;
+    --) shift; more=("$@"); break ;;
     *) echo "grpo-demo: unknown argument $1" >&2; exit 64 ;;
   esac
   shift
@@ -66,7 +71,7 @@ pids+=($!)
 rl-reward run --verifier addition --id 0 --log-level warn &
 pids+=($!)
 rl-train grpo --checkpoint-dir "$run/ckpt" --prompts "$run/prompts.jsonl" --threads 1 --seed "$seed" \
-  --mode "$mode" --max-steps "$steps" --eval-every 5 $(demo_eval "$run") --id 0 "${serve[@]}" "${extra[@]}"
+  --mode "$mode" --max-steps "$steps" --eval-every 5 $(demo_eval "$run") --id 0 "${serve[@]}" "${extra[@]}" "${more[@]}"
 
 # The per-step evaluations use 256 problems (+-3 points of noise); the verdict uses 2000 (+-1).
 echo "== held-out greedy accuracy of the SFT start and the final weights on $final_eval problems" >&2

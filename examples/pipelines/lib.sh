@@ -35,6 +35,13 @@ demo_start() {
   rl-train make-data --problems 200000 --seed "$seed" > "$dir/sft.jsonl"
   rl-train make-data --problems 200000 --seed "$((seed + 1000))" > "$dir/prompts.jsonl"
   rl-train make-data --problems 2000 --heldout > "$dir/heldout.jsonl"
+  if [ -n "${RL_SFT_FROM:-}" ]; then  # an earlier run's warm start (same seed: same data)
+    echo "== SFT warm start taken from $RL_SFT_FROM" >&2
+    mkdir -p "$dir/ckpt"
+    cp "$RL_SFT_FROM/ckpt/weights-0.safetensors" "$dir/ckpt/"
+    cp "$RL_SFT_FROM/sft.json" "$dir/sft.json"
+    return
+  fi
   echo "== SFT warm start until held-out greedy accuracy >= $target (at most $max steps)" >&2
   # shellcheck disable=SC2046
   rl-train sft --data "$dir/sft.jsonl" --response-key answer $(demo_eval "$dir") --eval-size 256 \

@@ -344,3 +344,58 @@ PY
   [ "$status" -eq 65 ]
   [[ "$output" == *"stdin line 1"*"'x'"* ]]
 }
+
+# One sync-mode pipeline (queue, rollout, reward, trainer) in DIR for 12 steps from $TMP/ckpt's
+# weights-0. With "kill", the trainer is killed -9 once train.step reaches 3 and again at 7
+# (wherever it is in its step then), and started again each time. The reward is a rule any
+# response may meet (it holds a "1"), so that an untrained model's groups are not uniform.
+exact_resume_run() {
+  local dir="$1" kills="$2" pid at
+  mkdir -p "$dir/ckpt"
+  cp "$TMP/ckpt/weights-0.safetensors" "$dir/ckpt/"
+  QPORT=""
+  start_queue "$dir/q" "${TASKS[@]}"
+  rl-rollout run --checkpoint-dir "$dir/ckpt" --threads 1 --seed 7 --temperature 1 --max-new-tokens 6 --id 0 \
+    2>>"$dir/rollout.log" &
+  PIDS+=($!)
+  rl-reward run --exec "python3 -u $TMP/judge.py" --id 0 2>>"$dir/reward.log" &
+  PIDS+=($!)
+  local train=(rl-train grpo --checkpoint-dir "$dir/ckpt" --prompts "$TMP/problems.jsonl" --group-size 4
+               --prompts-per-step 8 --mode sync --threads 1 --seed 7 --max-steps 12 --dynamic-sampling false
+               --minibatches 2 --epochs 2 --lr 3e-3 --run-dir "$dir/run")
+  if [ "$kills" = kill ]; then
+    for at in 3 7; do
+      "${train[@]}" 2>>"$dir/train.log" &
+      pid=$!
+      PIDS+=("$pid")
+      for _ in $(seq 1 1000); do
+        [ "$(rl-queue meta get train.step 2>/dev/null || echo 0)" -ge "$at" ] && break
+        sleep 0.02
+      done
+      kill -9 "$pid"
+      wait "$pid" || true
+    done
+  fi
+  "${train[@]}" 2>>"$dir/train.log"
+  kill "${PIDS[@]: -3}" 2>/dev/null || true
+}
+
+@test "a sync run whose trainer is killed -9 and restarted twice ends with the same weights, bit for bit" {
+  rl-train make-data --problems 500 --seed 1 > "$TMP/problems.jsonl"
+  rl-train sft --data "$TMP/problems.jsonl" --response-key answer --checkpoint-dir "$TMP/ckpt" --max-steps 2 \
+    --batch-size 16 --model-config '{"architectures": ["LlamaForCausalLM"], "vocab_size": 15, "hidden_size": 64,
+    "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4, "max_position_embeddings": 32,
+    "tie_word_embeddings": true}'
+  printf '%s\n' 'import json, sys' 'for line in sys.stdin:' \
+    '    print(json.dumps({"reward": float("1" in json.loads(line)["response"])}), flush=True)' > "$TMP/judge.py"
+  exact_resume_run "$TMP/plain" none
+  exact_resume_run "$TMP/killed" kill
+  [ "$(grep -c 'resuming from' "$TMP/killed/train.log")" -ge 2 ]
+  [ "$(grep -c 'resuming from' "$TMP/plain/train.log")" -eq 0 ]
+  # The rewards varied, so the steps moved the weights.
+  grep -q '"event":"step".*"reward":0\.[0-9]*[1-9]' "$TMP/plain/run/events/train-0.jsonl"
+  ! cmp -s "$TMP/plain/ckpt/weights-0.safetensors" "$TMP/plain/ckpt/weights-12.safetensors"
+  cmp "$TMP/plain/ckpt/weights-12.safetensors" "$TMP/killed/ckpt/weights-12.safetensors"
+  # The rollout never generated rows the trainer then had to regenerate: it waited for their version.
+  ! grep -q "generating with version" "$TMP/plain/rollout.log" "$TMP/killed/rollout.log"
+}

@@ -1,5 +1,6 @@
 #include "rl/rollout/rollout_loop.h"
 
+#include <algorithm>
 #include <set>
 #include <thread>
 
@@ -72,6 +73,7 @@ class Loop {
         // that waited may return rows the newest weights should answer: look again (cheap
         // when there is nothing new), or sync mode regenerates every batch once.
         RL_RETURN_IF_ERROR(Refresh());
+        RL_RETURN_IF_ERROR(WaitForVersion(got, stop));
         RL_RETURN_IF_ERROR(Batch(got));
       }
       Progress(false);
@@ -94,6 +96,32 @@ class Loop {
       said = true;
       Phase("waiting-for-weights");
       std::this_thread::sleep_for(std::chrono::milliseconds(o_.weights ? 50 : 500));
+    }
+    return Status::OK();
+  }
+
+  // Rows carry the oldest weight version the trainer will take them from (column min_version,
+  // set by its feeder): in sync mode the version it publishes just before it feeds them. Waiting
+  // for it, up to a quarter of the lease, costs less than rows that would only be regenerated,
+  // and makes a sync run's rows a function of their prompts and weights alone (not of whether
+  // the weights file or the prompts arrived first).
+  Status WaitForVersion(const queue::GetReply& got, const std::atomic<bool>& stop) {
+    int64_t need = 0;
+    for (const GotRow& row : got.rows) {
+      const Value* v = FindColumn(row.columns, "min_version");
+      if (v && std::holds_alternative<int64_t>(*v)) need = std::max(need, std::get<int64_t>(*v));
+    }
+    const int64_t deadline = MonoMillis() + o_.lease_ms / 4;
+    bool waited = false;
+    while (static_cast<int64_t>(policy_->version()) < need && MonoMillis() < deadline && !stop.load()) {
+      if (!waited) Phase("waiting-for-weights");
+      waited = true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      RL_RETURN_IF_ERROR(Refresh());
+    }
+    if (static_cast<int64_t>(policy_->version()) < need) {
+      spdlog::warn("rows want weights version {} or newer; generating with version {} (the trainer will regenerate "
+                   "them if it needs to)", need, policy_->version());
     }
     return Status::OK();
   }

@@ -68,7 +68,8 @@ Result<int64_t> Feeder::PutGroups(int64_t n) {
                           {{"prompt", p.prompt},
                            {"answer", p.answer},
                            {"prompt_ids", prompt_ids},
-                           {"group", static_cast<int64_t>(cursor + g)}}});
+                           {"group", static_cast<int64_t>(cursor + g)},
+                           {"min_version", min_version_}}});
     }
   }
   RL_ASSIGN_OR_RETURN(std::vector<uint64_t> rows, client_.PutOnce(cursor + 1, req));

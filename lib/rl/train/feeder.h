@@ -5,6 +5,9 @@
 //   prompt (string: the question, model::QuestionOf), answer (string),
 //   prompt_ids (i64 tensor: model::PromptEncoder's ids, chat template applied),
 //   group (int: the prompt's position in the stream, cursor + i)
+//   min_version (int: the oldest weight version the trainer will take rows of when they come
+//                back, set_min_version; rl-rollout waits a while for it rather than generate
+//                rows that would only be regenerated)
 // Prompt n of the stream is example n % size of the file, in file order (the file is read again
 // after its end). A record the encoder cannot take stops the feeder with DataError FILE:LINE.
 // Exactly once: a put of the groups starting at cursor c goes out under request id c + 1 from a
@@ -74,6 +77,9 @@ class Feeder {
   // Moves the cursor by `added` with compare-and-set.
   Status AdvanceCursor(int64_t added);
 
+  // The min_version column of the rows fed from now on (default 0).
+  void set_min_version(int64_t v) { min_version_ = v; }
+
   // The cursor as last read from or written to rl-queue.
   Result<uint64_t> Cursor();
   queue::QueueClient& client() { return client_; }
@@ -82,6 +88,7 @@ class Feeder {
   queue::QueueClient client_;
   std::unique_ptr<PromptSource> source_;
   int64_t group_size_;
+  int64_t min_version_ = 0;
   bool have_cursor_ = false;
   uint64_t cursor_ = 0;
   std::string cursor_text_;  // "" when the key is not set yet

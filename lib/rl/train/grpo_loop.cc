@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <charconv>
 #include <filesystem>
 #include <chrono>
@@ -263,6 +264,9 @@ Status GrpoLoop::CollectAndTrain(std::vector<uint64_t>* consumed, int64_t* sampl
       if (!consumed->empty()) (void)client_.Nack(kTrainTask, 0, *consumed);
       return Status::Timeout("stopped");
     }
+    // Rows fed now are good for training from a version of current - k on (older ones are
+    // regenerated): the rollout waits for that version rather than generate them twice.
+    feeder_->set_min_version(std::max<int64_t>(0, static_cast<int64_t>(version_) - o_.staleness));
     RL_RETURN_IF_ERROR(feeder_->FeedTo(o_.prompts_per_step * (1 + o_.staleness), o_.prompts_per_step).status());
     // The get returns as soon as one whole group is ready, and waits briefly: the feeder runs
     // between gets, and the groups dynamic sampling drops must be replaced at once. (Asking for
@@ -299,6 +303,14 @@ Status GrpoLoop::CollectAndTrain(std::vector<uint64_t>* consumed, int64_t* sampl
     if (started && !pending.empty() && (pending_rows >= o_.grpo.micro_batch || got >= need || out_of_redraws)) {
       Phase("train");
       auto t0 = std::chrono::steady_clock::now();
+      // In an order that does not depend on arrival: in sync mode (f = 1, one piece) a step's
+      // result is then a function of its rows alone, so a resumed step repeats it bit for bit.
+      for (Group& g : pending) {
+        std::sort(g.samples.begin(), g.samples.end(), [](const Sample& a, const Sample& b) { return a.index < b.index; });
+      }
+      std::sort(pending.begin(), pending.end(), [](const Group& a, const Group& b) {
+        return a.samples.front().index < b.samples.front().index;
+      });
       RL_RETURN_IF_ERROR(trainer_->Accumulate(pending));
       train_s_ += Seconds(t0);
       for (const Group& g : pending) step_groups_.push_back(g.key);
