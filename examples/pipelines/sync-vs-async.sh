@@ -1,40 +1,84 @@
 #!/usr/bin/env bash
-# The same GRPO budget in sync mode (k = 0, f = 1: on-policy) and async mode (k = 1, f = 0:
-# rollouts run one version ahead), side by side: samples/s, seconds per step, final held-out
-# greedy accuracy. Each mode is a full grpo-demo.sh run with its own SFT warm start from the same
-# seed, so both start from the same weights.
-# Usage: sync-vs-async.sh [--short] [--steps N] [--seed N]
+# The same training budget under several configurations and seeds, side by side: on-policy sync
+# GRPO (k = 0), asynchronous GRPO with rollouts up to two versions ahead (k = 2, f = 0) without a
+# correction, with truncated importance sampling and with decoupled PPO, and sync PPO with a
+# critic (GAE). Each run is a full grpo-demo.sh; the runs of one seed share its SFT warm start
+# (the first configuration's), so every configuration starts from the same weights.
+# It prints a table per run (steps, samples/s, s/step, start and final held-out accuracy on the
+# demo's final evaluation) and ends with one line per configuration:
+#   MODE CORRECTION: held-out X.XXX +- X.XXX (N seeds), samples/s X, x sync X.XX
+# (mean and sample standard deviation of the final accuracy over the seeds; samples/s over the
+# whole run, wall clock; x sync against the first configuration).
+# Usage: sync-vs-async.sh [--short] [--steps N] [--seeds N] [--first-seed N] [--configs "A B ..."]
+#   configurations: sync-none async-none async-tis async-decoupled sync-ppo (default: all)
+#   --short: a smoke run for CI (1 seed, a few steps, sync-none and async-decoupled unless given)
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
-args=() steps=200 seed=1
+args=() steps=200 seeds=3 first=1 configs="sync-none async-none async-tis async-decoupled sync-ppo" short=0
 while [ $# -gt 0 ]; do
   case "$1" in
-    --short) args+=(--short); steps=3 ;;
+    --short) args+=(--short); steps=3; seeds=1; short=1 ;;
     --steps) steps="$2"; shift ;;
-    --seed) seed="$2"; shift ;;
+    --seeds) seeds="$2"; shift ;;
+    --first-seed) first="$2"; shift ;;
+    --configs) configs="$2"; short=0; shift ;;
     *) echo "sync-vs-async: unknown argument $1" >&2; exit 64 ;;
   esac
   shift
 done
+[ "$short" = 1 ] && configs="sync-none async-decoupled"
+# The grpo-demo.sh options of a configuration.
+options() {
+  case "$1" in
+    sync-none) echo "--mode sync" ;;
+    async-none) echo "--mode async -- --max-staleness 2" ;;
+    async-tis) echo "--mode async -- --max-staleness 2 --correction tis" ;;
+    async-decoupled) echo "--mode async -- --max-staleness 2 --correction decoupled" ;;
+    sync-ppo) echo "--mode sync -- --advantage gae --critic-lr 1e-3" ;;
+    *) echo "sync-vs-async: unknown configuration $1" >&2; exit 64 ;;
+  esac
+}
+for c in $configs; do options "$c" >/dev/null; done
 root="$(mktemp -d /tmp/rl-sync-vs-async.XXXXXX)"
-for mode in sync async; do
-  echo "== $mode" >&2
-  RL_RUN_DIR="$root/$mode" bash "$here/grpo-demo.sh" "${args[@]}" --mode "$mode" --steps "$steps" --seed "$seed" \
-    > "$root/$mode.table"
+for ((seed = first; seed < first + seeds; seed++)); do
+  sft=()
+  for c in $configs; do
+    echo "== seed $seed: $c" >&2
+    mkdir -p "$root/seed-$seed"
+    # shellcheck disable=SC2046
+    RL_RUN_DIR="$root/seed-$seed/$c" bash "$here/grpo-demo.sh" "${args[@]}" --steps "$steps" --seed "$seed" \
+      "${sft[@]}" $(options "$c") > "$root/seed-$seed/$c.table"
+    [ ${#sft[@]} -gt 0 ] || sft=(--sft-from "$root/seed-$seed/$c")
+  done
 done
-python3 - "$root" <<'PY'
-import json, sys
-root = sys.argv[1]
+python3 - "$root" $configs <<'PY'
+import glob, json, statistics, sys
+root, configs = sys.argv[1], sys.argv[2:]
 # Held-out greedy accuracy of the SFT start and the final weights, on the demo's final evaluation
 # (2000 problems; fewer in the short form).
-print(f"{'mode':<6} {'steps':>5} {'samples/s':>10} {'s/step':>7} {'wall (s)':>9} {'start':>6} {'final':>6} {'gain':>6}")
-for mode in ("sync", "async"):
-    ev = [json.loads(l) for l in open(f"{root}/{mode}/events/train-0.jsonl")]
-    steps = [e for e in ev if e["event"] == "step"]
-    wall = steps[-1]["ts"] - next(e["ts"] for e in ev if e["event"] == "start")
-    samples = sum(e["samples"] for e in steps)
-    start, final = (json.load(open(f"{root}/{mode}/eval-{w}.json"))["accuracy"] for w in ("start", "final"))
-    print(f"{mode:<6} {len(steps):>5} {samples / wall:>10.1f} {wall / len(steps):>7.2f} {wall:>9.0f} "
-          f"{start:>6.3f} {final:>6.3f} {100 * (final - start):>+6.1f}")
+print(f"{'config':<16} {'seed':>4} {'steps':>5} {'samples/s':>10} {'s/step':>7} {'wall (s)':>9} "
+      f"{'start':>6} {'final':>6} {'gain':>6}")
+summary = {}
+for c in configs:
+    finals, rates = [], []
+    for run in sorted(glob.glob(f"{root}/seed-*/{c}")):
+        seed = run.split("/")[-2][5:]
+        ev = [json.loads(l) for l in open(f"{run}/events/train-0.jsonl")]
+        steps = [e for e in ev if e["event"] == "step"]
+        wall = steps[-1]["ts"] - next(e["ts"] for e in ev if e["event"] == "start")
+        samples = sum(e["samples"] for e in steps)
+        start, final = (json.load(open(f"{run}/eval-{w}.json"))["accuracy"] for w in ("start", "final"))
+        finals.append(final)
+        rates.append(samples / wall)
+        print(f"{c:<16} {seed:>4} {len(steps):>5} {samples / wall:>10.1f} {wall / len(steps):>7.2f} {wall:>9.0f} "
+              f"{start:>6.3f} {final:>6.3f} {100 * (final - start):>+6.1f}")
+    summary[c] = (finals, rates)
 print(f"runs: {root}")
+base = statistics.mean(summary[configs[0]][1])
+for c in configs:
+    finals, rates = summary[c]
+    sd = statistics.stdev(finals) if len(finals) > 1 else 0.0
+    mode, correction = c.split("-", 1)
+    print(f"{mode} {correction}: held-out {statistics.mean(finals):.3f} +- {sd:.3f} ({len(finals)} seeds), "
+          f"samples/s {statistics.mean(rates):.0f}, x {configs[0].split('-')[0]} {statistics.mean(rates) / base:.2f}")
 PY
