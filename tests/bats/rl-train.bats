@@ -119,7 +119,8 @@ PY
   [ "$status" -eq 64 ]
   [ "$output" = "rl-train: --loss-norm seq-mean-token-sum-norm needs --loss-norm-constant C > 0" ]
   for bad in "--minibatches 0" "--epochs 0" "--correction vtrace" "--correction-cap 0" "--temperature 0" \
-             "--loss-norm seq-sum" "--max-redraws -1"; do
+             "--loss-norm seq-sum" "--max-redraws -1" "--advantage ppo" "--gamma 1.5" "--lambda -0.1" \
+             "--value-clip -1" "--critic-lr -1"; do
     run rl-train grpo --checkpoint-dir "$TMP/c" --prompts "$TMP/none.jsonl" $bad
     [ "$status" -eq 64 ] || { echo "$bad: $status $output"; false; }
   done
