@@ -167,9 +167,12 @@ Status GrpoTrainer::HeldAdvantages() {
   }
   if (critic_) {
     RL_RETURN_IF_ERROR(RecordPerToken(all, true, &values_));
+    std::vector<std::vector<float>> tokens;
     for (const Sample* s : all) {
-      adv_[s] = Gae(s->reward, values_.at(s), options_.gamma, options_.lambda, &returns_[s]);
+      tokens.push_back(Gae(s->reward, values_.at(s), options_.gamma, options_.lambda, &returns_[s]));
     }
+    WhitenTokens(&tokens);
+    for (size_t i = 0; i < all.size(); ++i) adv_[all[i]] = std::move(tokens[i]);
   } else {
     std::vector<double> x;
     std::vector<int64_t> lengths;
@@ -179,12 +182,6 @@ Status GrpoTrainer::HeldAdvantages() {
     }
     if (!PerGroup(options_.advantage)) x = WhitenPerResponse(x, lengths);
     for (size_t i = 0; i < all.size(); ++i) adv_[all[i]].assign(all[i]->response_ids.size(), static_cast<float>(x[i]));
-  }
-  if (options_.advantage == Advantage::kGae) {
-    std::vector<std::vector<float>> tokens;
-    for (const Sample* s : all) tokens.push_back(std::move(adv_[s]));
-    WhitenTokens(&tokens);
-    for (size_t i = 0; i < all.size(); ++i) adv_[all[i]] = std::move(tokens[i]);
   }
   for (size_t g = 0; g < held_.size(); ++g) {
     for (const Sample& s : held_[g].samples) KeepForDump(s, static_cast<int64_t>(g));
