@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <memory>
 
 #include "rl/model/decoder.h"
@@ -17,6 +18,15 @@ Status CheckRequest(const ModelConfig& c, const std::vector<std::vector<int64_t>
   if (o.slots < 1) return Status::InvalidArgument("generate: slots must be >= 1");
   if (o.eos_id < -1 || o.eos_id >= c.vocab_size) {
     return Status::InvalidArgument("generate: eos_id outside the vocabulary");
+  }
+  for (int64_t id : o.stop_ids) {
+    if (id < 0 || id >= c.vocab_size) return Status::InvalidArgument("generate: a stop id is outside the vocabulary");
+  }
+  if (!o.max_new_tokens_each.empty() && o.max_new_tokens_each.size() != prompts.size()) {
+    return Status::InvalidArgument("generate: max_new_tokens_each must have one value per prompt");
+  }
+  for (int64_t n : o.max_new_tokens_each) {
+    if (n < 1) return Status::InvalidArgument("generate: max_new_tokens_each holds a value < 1");
   }
   for (size_t i = 0; i < prompts.size(); ++i) {
     const std::string which = "generate: prompt " + std::to_string(i);
@@ -124,9 +134,14 @@ class Scheduler {
   }
 
   bool Stopped(int64_t id, const Slot& slot, Generation* g) const {
+    const int64_t cap = options_.max_new_tokens_each.empty()
+                            ? options_.max_new_tokens
+                            : options_.max_new_tokens_each[static_cast<size_t>(slot.seq)];
     if (id == options_.eos_id) {
       g->stop = StopReason::kEos;
-    } else if (static_cast<int64_t>(g->response_ids.size()) >= options_.max_new_tokens) {
+    } else if (std::find(options_.stop_ids.begin(), options_.stop_ids.end(), id) != options_.stop_ids.end()) {
+      g->stop = StopReason::kStop;
+    } else if (static_cast<int64_t>(g->response_ids.size()) >= cap) {
       g->stop = StopReason::kMaxTokens;
     } else if (slot.length >= config_.context()) {
       g->stop = StopReason::kContext;
@@ -153,7 +168,7 @@ Result<std::vector<Generation>> Generate(const Transformer& model,
                                          const std::vector<std::vector<int64_t>>& prompts,
                                          const GenerateOptions& options, GenerateStats* stats) {
   RL_RETURN_IF_ERROR(CheckRequest(model.config(), prompts, options));
-  if (options.max_new_tokens == 0) {
+  if (options.max_new_tokens == 0 && options.max_new_tokens_each.empty()) {
     if (stats != nullptr) *stats = GenerateStats{};
     return std::vector<Generation>(prompts.size());
   }

@@ -31,10 +31,15 @@ struct GenerateOptions {
   uint64_t seed = 0;
   int64_t slots = 8;    // sequences decoded at once
   int64_t eos_id = -1;  // the token that ends a response (kept in it); -1: none
+  // More tokens that end a response, kept in it (a tool call's closing tag): StopReason kStop.
+  std::vector<int64_t> stop_ids;
+  // Per prompt, when not empty (one per prompt): its own cap on new tokens instead of
+  // max_new_tokens (a multi-turn conversation's remaining budget). Each must be >= 1.
+  std::vector<int64_t> max_new_tokens_each;
   bool use_kv_cache = true;
 };
 
-enum class StopReason { kEos, kMaxTokens, kContext };
+enum class StopReason { kEos, kMaxTokens, kContext, kStop };
 
 struct Generation {
   std::vector<int64_t> response_ids;  // the sampled tokens, eos included when it was sampled

@@ -138,6 +138,42 @@ TEST(GenerateTest, StopsAtTheContext) {
   EXPECT_EQ((*g)[0].stop, StopReason::kContext);
 }
 
+// A tool call's closing tag ends a turn like eos does, and each prompt can have its own budget:
+// what a multi-turn conversation needs. The stop token is kept in the response.
+TEST(GenerateTest, StopIdsAndPerPromptBudgets) {
+  const Transformer model = SharpModel(Architecture::kLlama);
+  GenerateOptions o = Options(1.0);
+  o.eos_id = -1;
+  o.max_new_tokens = 100;
+  const auto prompts = Prompts(12);
+  auto free_run = Generate(model, prompts, o);
+  ASSERT_TRUE(free_run.ok()) << free_run.status().ToString();
+  const int64_t stop = (*free_run)[0].response_ids.at(1);  // a token the model does sample
+  o.stop_ids = {stop};
+  for (size_t i = 0; i < prompts.size(); ++i) o.max_new_tokens_each.push_back(1 + static_cast<int64_t>(i % 3));
+  auto gens = Generate(model, prompts, o);
+  ASSERT_TRUE(gens.ok()) << gens.status().ToString();
+  int stopped = 0;
+  for (size_t i = 0; i < gens->size(); ++i) {
+    const Generation& g = (*gens)[i];
+    ASSERT_FALSE(g.response_ids.empty());
+    EXPECT_LE(static_cast<int64_t>(g.response_ids.size()), o.max_new_tokens_each[i]);
+    for (size_t j = 0; j + 1 < g.response_ids.size(); ++j) EXPECT_NE(g.response_ids[j], stop);
+    if (g.stop == StopReason::kStop) {
+      ++stopped;
+      EXPECT_EQ(g.response_ids.back(), stop);
+    } else {
+      EXPECT_EQ(static_cast<int64_t>(g.response_ids.size()), o.max_new_tokens_each[i]);
+    }
+  }
+  EXPECT_GT(stopped, 0);
+  o.max_new_tokens_each = {1};  // not one per prompt
+  EXPECT_EQ(Generate(model, prompts, o).status().code(), Code::kInvalidArgument);
+  o.max_new_tokens_each.clear();
+  o.stop_ids = {model.config().vocab_size};
+  EXPECT_EQ(Generate(model, prompts, o).status().code(), Code::kInvalidArgument);
+}
+
 TEST(GenerateTest, BadPromptsAreRejected) {
   const Transformer model = SharpModel(Architecture::kLlama);
   const GenerateOptions o = Options(1.0);
