@@ -4,16 +4,30 @@
 
 #include "rl/task/addition.h"
 #include "rl/task/jsonl.h"
+#include "rl/task/multiply.h"
 #include "rl/task/word_problems.h"
 
 namespace rl::task {
 namespace {
 
 Status WriteAddition(const MakeDataOptions& o, std::ostream& out) {
-  if (o.response_format != "none") return Status::InvalidArgument("--response-format is for --task words");
+  if (o.response_format != "none") return Status::InvalidArgument("--response-format is for --task words or multiply");
   if (o.max_number != 0) return Status::InvalidArgument("--max-number is for --task words");
   for (const Problem& p : o.held_out ? HeldOutSet(o.count) : MakeProblems(o.count, o.seed)) {
     out << nlohmann::json{{"prompt", p.prompt}, {"answer", p.answer}}.dump() << "\n";
+  }
+  return Status::OK();
+}
+
+Status WriteMultiply(const MakeDataOptions& o, std::ostream& out) {
+  if (o.response_format != "none" && o.response_format != "tools") {
+    return Status::InvalidArgument("--task multiply takes --response-format none or tools");
+  }
+  if (o.max_number != 0) return Status::InvalidArgument("--max-number is for --task words");
+  for (const Problem& p : DrawMultiplyProblems(o.count, o.held_out ? kHeldOutSeed : o.seed, o.held_out)) {
+    nlohmann::ordered_json j = {{"prompt", p.prompt}, {"answer", p.answer}};
+    if (o.response_format == "tools") j["response"] = MultiplyToolResponse(p);
+    RL_RETURN_IF_ERROR(WriteJsonLine(out, j));
   }
   return Status::OK();
 }
@@ -35,7 +49,9 @@ Status WriteWords(const MakeDataOptions& o, std::ostream& out) {
 Status WriteTaskData(const MakeDataOptions& options, std::ostream& out) {
   Status s = options.task == "addition" ? WriteAddition(options, out)
              : options.task == "words"  ? WriteWords(options, out)
-                                        : Status::InvalidArgument("unknown task '" + options.task + "' (addition or words)");
+             : options.task == "multiply" ? WriteMultiply(options, out)
+                                        : Status::InvalidArgument("unknown task '" + options.task +
+                                                                  "' (addition, words or multiply)");
   RL_RETURN_IF_ERROR(s);
   out.flush();
   if (!out) return Status::IOError("write failed");
