@@ -67,15 +67,18 @@ int QueueMain(int argc, char** argv) {
   BindClient(cl, put, &c);
   cl.Bind(put, "--batch", &pf.batch)->check(CLI::Range(1, 100000));
   cl.Bind(put, "--repeat", &pf.repeat)->check(CLI::Range(1, 4096));
+  cl.Bind(put, "--update", &pf.update);
+  cl.Bind(put, "--renew", &pf.renew_s)->check(CLI::Range(0.0, kMaxRenewMs / 1000.0));
 
   GetRequest gr;
-  std::string columns, on_stale = "drop";
+  std::string columns, also, on_stale = "drop";
   double lease_s = 60, wait_s = 0;
   int64_t min_version = 0;
   CLI::App* get = cl.Sub("get", "lease ready rows of a task; prints them as JSON lines");
   BindClient(cl, get, &c);
   cl.Require(cl.Bind(get, "--task", &gr.task));
   cl.Bind(get, "--columns", &columns);
+  cl.Bind(get, "--also", &also);
   cl.Bind(get, "--count", &gr.count)->check(CLI::Range(1, 1000000));
   cl.Bind(get, "--min", &gr.min);
   cl.Bind(get, "--lease", &lease_s)->check(CLI::PositiveNumber);
@@ -144,6 +147,7 @@ int QueueMain(int argc, char** argv) {
   if (put->parsed()) return RunPut(c, pf, std::cin, std::cout);
   if (get->parsed()) {
     gr.columns = SplitList(columns);
+    gr.also = SplitList(also);
     gr.lease_ms = static_cast<int64_t>(lease_s * 1000);
     gr.wait_ms = static_cast<int64_t>(wait_s * 1000);
     gr.has_min_version = mv->count() > 0;

@@ -22,6 +22,8 @@ struct ClientFlags {
 struct PutFlags {
   size_t batch = 64;
   uint32_t repeat = 1;
+  std::string update;  // --update TASK:LEASE ("" when not an update)
+  double renew_s = 0;  // --renew
 };
 
 int QueueMain(int argc, char** argv);

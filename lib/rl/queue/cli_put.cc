@@ -32,7 +32,12 @@ Result<ClientRow> RowFromJson(const std::string& line) {
 
 class PutBatcher {
  public:
-  PutBatcher(const ClientFlags& c, std::ostream& out) : client_(c.ToOptions()), out_(out) {}
+  // Every request it sends is an update when `update` names a task.
+  PutBatcher(const ClientFlags& c, const PutRequest& update, std::ostream& out) : client_(c.ToOptions()), out_(out) {
+    req_.update_task = update.update_task;
+    req_.update_lease = update.update_lease;
+    req_.renew_ms = update.renew_ms;
+  }
 
   void Add(ClientRow row, size_t line) {
     bytes_ += 64;
@@ -73,10 +78,31 @@ class PutBatcher {
 
 constexpr size_t kMaxBatchBytes = 8u << 20;
 
+// --update TASK:LEASE and --renew into the update fields of a put; the task may hold ':'.
+Status ParseUpdate(const PutFlags& f, PutRequest* req) {
+  if (f.update.empty()) {
+    if (f.renew_s > 0) return Status::InvalidArgument("--renew renews the lease of an update: it needs --update");
+    return Status::OK();
+  }
+  size_t colon = f.update.rfind(':');
+  std::string lease = colon == std::string::npos ? "" : f.update.substr(colon + 1);
+  if (colon == std::string::npos || colon == 0 || lease.empty() || lease.size() > 19 ||
+      lease.find_first_not_of("0123456789") != std::string::npos) {
+    return Status::InvalidArgument("--update wants TASK:LEASE (the lease id get printed), not '" + f.update + "'");
+  }
+  if (f.repeat > 1) return Status::InvalidArgument("--repeat makes new rows; an update writes into leased ones");
+  req->update_task = f.update.substr(0, colon);
+  req->update_lease = std::stoull(lease);
+  req->renew_ms = static_cast<int64_t>(f.renew_s * 1000);
+  return Status::OK();
+}
+
 }  // namespace
 
 int RunPut(const ClientFlags& c, const PutFlags& f, std::istream& in, std::ostream& out) {
-  PutBatcher batcher(c, out);
+  PutRequest update;
+  if (Status s = ParseUpdate(f, &update); !s.ok()) return Fail(s);
+  PutBatcher batcher(c, update, out);
   std::random_device rd;
   char prefix[32];
   std::snprintf(prefix, sizeof(prefix), "%08x%08x", rd(), rd());  // groups of --repeat: unique per run

@@ -54,6 +54,28 @@ Result<std::vector<uint64_t>> QueueClient::PutColumn(std::string_view column, co
   return r.done;
 }
 
+namespace {
+
+Result<int64_t> UpdateDeadline(Result<Message> reply) {
+  if (!reply.ok()) return reply.status();
+  RL_ASSIGN_OR_RETURN(IndexReply r, DecodeIndexReply(*reply));
+  return r.deadline_ms;
+}
+
+}  // namespace
+
+Result<int64_t> QueueClient::Update(const PutRequest& req) {
+  if (req.update_task.empty()) return Status::InvalidArgument("an update names the task whose lease holds its rows");
+  Message m = EncodePut(req);
+  return UpdateDeadline(client_.Call(Op::kPut, std::move(m.body), std::move(m.blobs)));
+}
+
+Result<int64_t> QueueClient::UpdateOnce(uint64_t rid, const PutRequest& req) {
+  if (req.update_task.empty()) return Status::InvalidArgument("an update names the task whose lease holds its rows");
+  Message m = EncodePut(req);
+  return UpdateDeadline(client_.CallWithRid(rid, Op::kPut, std::move(m.body), std::move(m.blobs)));
+}
+
 Result<GetReply> QueueClient::Get(const GetRequest& req) {
   Message m = EncodeGet(req);
   RL_ASSIGN_OR_RETURN(Message reply, client_.Call(Op::kGet, std::move(m.body), {}, req.wait_ms));

@@ -27,6 +27,13 @@ class QueueClient {
   Result<std::vector<uint64_t>> PutOnce(uint64_t rid, const PutRequest& req);
   // New rows of one bytes column each (EncodePutColumn): what Put does for them, one copy fewer.
   Result<std::vector<uint64_t>> PutColumn(std::string_view column, const std::vector<std::string>& values);
+  // An update put (PutRequest::update_task set; InvalidArgument otherwise): writes columns of rows
+  // its lease holds, replacing their values, without consuming them. Returns the lease's deadline
+  // after it (ms since the epoch; renewed when renew_ms > 0).
+  Result<int64_t> Update(const PutRequest& req);
+  // The same under a chosen request id, as PutOnce: repeated after a crash, it applies once.
+  Result<int64_t> UpdateOnce(uint64_t rid, const PutRequest& req);
+  // GetRequest::also names columns to hand out beside the task's, from the rows that have them.
   Result<GetReply> Get(const GetRequest& req);
   // The same get, its reply read in place (DecodeGetReplyView): for a consumer that reads values
   // where they lie instead of taking copies of them.

@@ -24,7 +24,7 @@ Status InvalidField(const Status& s) {
 
 Message EncodePut(const PutRequest& req) {
   Message m;
-  size_t bytes = 128 + req.ack_task.size();
+  size_t bytes = 160 + req.ack_task.size() + req.update_task.size();
   for (const auto& row : req.rows) {
     bytes += 24;
     for (const auto& [name, v] : row.columns) bytes += 16 + name.size() + ValueBytes(v);
@@ -32,7 +32,9 @@ Message EncodePut(const PutRequest& req) {
   m.body.reserve(bytes);  // one allocation, packed in place: no doubling, no copy out
   StringSink sink{&m.body};
   StringPacker pk(sink);
-  pk.pack_map(3);
+  // The update's fields only when set: a plain put is the body servers before updates read.
+  bool update_lease = !req.update_task.empty() || req.update_lease != 0;
+  pk.pack_map(3 + (req.update_task.empty() ? 0 : 1) + (update_lease ? 1 : 0) + (req.renew_ms != 0 ? 1 : 0));
   PackString(pk, "rows");
   pk.pack_array(static_cast<uint32_t>(req.rows.size()));
   for (const auto& row : req.rows) {
@@ -50,6 +52,18 @@ Message EncodePut(const PutRequest& req) {
   PackString(pk, req.ack_task);
   PackString(pk, "ack_lease");
   pk.pack_uint64(req.ack_lease);
+  if (!req.update_task.empty()) {
+    PackString(pk, "update_task");
+    PackString(pk, req.update_task);
+  }
+  if (update_lease) {
+    PackString(pk, "update_lease");
+    pk.pack_uint64(req.update_lease);
+  }
+  if (req.renew_ms != 0) {
+    PackString(pk, "renew_ms");
+    pk.pack_int64(req.renew_ms);
+  }
   return m;
 }
 
@@ -132,6 +146,21 @@ Result<PutCommand> DecodePutCommand(std::string_view m, const std::vector<std::s
   auto lease = body.U64("ack_lease", 0);
   if (!lease.ok()) return InvalidField(lease.status());
   put.ack_lease = *lease;
+  auto update = body.Str("update_task", "");
+  if (!update.ok()) return InvalidField(update.status());
+  put.update_task = *update;
+  auto update_lease = body.U64("update_lease", 0);
+  if (!update_lease.ok()) return InvalidField(update_lease.status());
+  put.update_lease = *update_lease;
+  auto renew = body.I64("renew_ms", 0);
+  if (!renew.ok()) return InvalidField(renew.status());
+  put.renew_ms = *renew;
+  if (!put.update_task.empty() && !put.ack_task.empty()) {
+    return Status::InvalidArgument("an update does not consume its rows: update_task and ack_task together");
+  }
+  if (put.update_task.empty() && (put.update_lease != 0 || put.renew_ms != 0)) {
+    return Status::InvalidArgument("update_lease and renew_ms belong to an update: they need update_task");
+  }
   const msgpack::object* rows = body.Find("rows");
   if (rows == nullptr || rows->type != msgpack::type::ARRAY) return Status::InvalidArgument("put needs an array 'rows'");
   put.rows.reserve(rows->via.array.size);
@@ -147,6 +176,9 @@ Result<PutRequest> DecodePut(std::string_view m, const std::vector<std::string>&
   PutRequest req;
   req.ack_task = std::move(put.ack_task);
   req.ack_lease = put.ack_lease;
+  req.update_task = std::move(put.update_task);
+  req.update_lease = put.update_lease;
+  req.renew_ms = put.renew_ms;
   req.rows.reserve(put.rows.size());
   for (PutRow& pr : put.rows) {
     ClientRow row;
@@ -172,12 +204,16 @@ Message EncodeGet(const GetRequest& req) {
   Message m;
   msgpack::sbuffer buf;
   Packer pk(buf);
-  pk.pack_map(req.holder.empty() ? 12 : 13);
+  pk.pack_map(12 + (req.holder.empty() ? 0 : 1) + (req.also.empty() ? 0 : 1));
   PackString(pk, "task");
   PackString(pk, req.task);
   if (!req.holder.empty()) {
     PackString(pk, "holder");
     PackString(pk, req.holder);
+  }
+  if (!req.also.empty()) {
+    PackString(pk, "also");
+    PackStringList(pk, req.also);
   }
   PackString(pk, "columns");
   PackStringList(pk, req.columns);
@@ -212,6 +248,7 @@ Result<GetRequest> DecodeGet(std::string_view m) {
     GetRequest req;
     RL_ASSIGN_OR_RETURN(req.task, b.Str("task"));
     RL_ASSIGN_OR_RETURN(req.columns, b.StrList("columns"));
+    RL_ASSIGN_OR_RETURN(req.also, b.StrList("also"));
     RL_ASSIGN_OR_RETURN(uint64_t count, b.U64("count", 1));
     RL_ASSIGN_OR_RETURN(uint64_t min, b.U64("min", 0));
     RL_ASSIGN_OR_RETURN(uint64_t parts, b.U64("parts", 1));

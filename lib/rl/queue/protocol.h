@@ -26,6 +26,12 @@ struct PutRequest {
   std::vector<ClientRow> rows;
   std::string ack_task;  // also consume the rows for this task (atomically with the write)
   uint64_t ack_lease = 0;
+  // An update (rl-protocol(7), put): every row names a live row that lease `update_lease` of this
+  // task holds; its columns are written, replacing any the row has but those it was created with,
+  // and the rows stay leased. No ack_task. A multi-turn rollout writes its progress this way.
+  std::string update_task;
+  uint64_t update_lease = 0;
+  int64_t renew_ms = 0;  // > 0: the lease then ends renew_ms after the update
 };
 
 struct IndexRequest {  // ack and nack
@@ -78,6 +84,9 @@ struct PutCommand {
   std::vector<PutRow> rows;
   std::string ack_task;
   uint64_t ack_lease = 0;
+  std::string update_task;  // as in PutRequest
+  uint64_t update_lease = 0;
+  int64_t renew_ms = 0;
 };
 // With `hold` (keeping body's bytes alive), string, bytes and tensor values of at least kLendBytes
 // that lie in body are lent by it (Cell) instead of copied; with null, every value is copied.
@@ -113,6 +122,7 @@ struct GetReply {
 struct IndexReply {
   std::vector<uint64_t> done;  // put: written; ack: acked; nack: released
   std::vector<uint64_t> rejected;
+  int64_t deadline_ms = 0;  // an update put: when its lease ends now; else 0
 };
 
 // A reply's body and blob frames as the server builds them: the body's buffer goes to the socket

@@ -15,7 +15,7 @@ void PackIndexReply(Packer& pk, const char* done_name, const std::vector<uint64_
 }
 
 ReplyBody GetReplyFor(const Record& r, const Store& store) {
-  RowsView view = store.ViewRows(r.indices, r.task);
+  RowsView view = store.ViewRows(r.indices, r.task, r.also);
   size_t bytes = 128 + 24 * view.rows.size();  // and per row: its map, its index
   for (const auto& [name, c] : view.columns) bytes += 16 + name.size() + c->MemoryBytes();
   ReplyBody m;
@@ -51,7 +51,20 @@ ReplyBody ReplyFor(const Record& r, const Store& store) {
   ReplyBody m;
   Packer pk(m.body);
   switch (r.type) {
-    case RecordType::kPut: PackIndexReply(pk, "indices", r.indices, {}); break;
+    case RecordType::kPut:
+      if (r.update_task.empty()) {
+        PackIndexReply(pk, "indices", r.indices, {});
+        break;
+      }
+      // An update also says when its lease ends now: the rollout knows how long its turn may take.
+      pk.pack_map(3);
+      PackString(pk, "indices");
+      PackU64List(pk, r.indices);
+      PackString(pk, "rejected");
+      PackU64List(pk, {});
+      PackString(pk, "deadline_ms");
+      pk.pack_int64(r.deadline_ms);
+      break;
     case RecordType::kLease: break;
     case RecordType::kAck: PackIndexReply(pk, "acked", r.indices, r.rejected); break;
     case RecordType::kRelease: PackIndexReply(pk, "released", r.indices, r.rejected); break;
@@ -152,6 +165,7 @@ Result<IndexReply> DecodeIndexReply(const Message& m) {
     }
   }
   RL_ASSIGN_OR_RETURN(reply.rejected, b.U64List("rejected"));
+  RL_ASSIGN_OR_RETURN(reply.deadline_ms, b.I64("deadline_ms", 0));
   return reply;
 }
 

@@ -36,7 +36,8 @@ namespace {
 
 // The bytes r packs to, about; with `lent_out`, leaving out the bytes of lent cells.
 size_t EstimateBytes(const Record& r, bool lent_out) {
-  size_t estimate = 512 + 8 * (r.indices.size() + r.dropped.size() + r.regenerated.size());
+  size_t estimate = 512 + 8 * (r.indices.size() + r.dropped.size() + r.regenerated.size()) + r.update_task.size();
+  for (const auto& c : r.also) estimate += 8 + c.size();
   for (const auto& row : r.rows) {
     estimate += 16;  // msgpack headers: the row's array, index, flag and map
     for (const auto& [name, c] : row.columns) {
@@ -49,10 +50,12 @@ size_t EstimateBytes(const Record& r, bool lent_out) {
 // Packs r; each column value goes through pack_value(pk, cell).
 template <typename PackValueFn>
 void PackRecord(Packer& pk, const Record& r, PackValueFn&& pack_value) {
-  // "holder", "optional" and "freed" only when they say something: a record without them is the
-  // same bytes that servers from before them wrote and read.
+  // "holder", "also", "optional", "freed" and the update's keys only when they say something: a
+  // record without them is the same bytes that servers from before them wrote and read.
   bool freed = r.type == RecordType::kRetire;
-  pk.pack_map(17u + (r.holder.empty() ? 0 : 1) + (r.optional ? 1 : 0) + (freed ? 1 : 0));
+  bool update = !r.update_task.empty();
+  pk.pack_map(17u + (r.holder.empty() ? 0 : 1) + (r.also.empty() ? 0 : 1) + (r.optional ? 1 : 0) + (freed ? 1 : 0) +
+              (update ? 2 : 0));
   PackString(pk, "t");
   pk.pack_uint8(static_cast<uint8_t>(r.type));
   PackString(pk, "from");
@@ -85,6 +88,16 @@ void PackRecord(Packer& pk, const Record& r, PackValueFn&& pack_value) {
   if (!r.holder.empty()) {
     PackString(pk, "holder");
     PackString(pk, r.holder);
+  }
+  if (!r.also.empty()) {
+    PackString(pk, "also");
+    PackStringList(pk, r.also);
+  }
+  if (update) {
+    PackString(pk, "update_task");
+    PackString(pk, r.update_task);
+    PackString(pk, "update_lease");
+    pk.pack_uint64(r.update_lease);
   }
   PackString(pk, "rows");
   pk.pack_array(static_cast<uint32_t>(r.rows.size()));
@@ -225,6 +238,9 @@ Result<Record> DecodeRecordObject(const msgpack::object& o) {
   RL_ASSIGN_OR_RETURN(r.reserved, UnpackReserved(m.Find("reserved")));
   RL_ASSIGN_OR_RETURN(r.takeover, m.Bool("takeover", false));
   RL_ASSIGN_OR_RETURN(r.holder, m.Str("holder", ""));
+  RL_ASSIGN_OR_RETURN(r.also, m.StrList("also"));
+  RL_ASSIGN_OR_RETURN(r.update_task, m.Str("update_task", ""));
+  RL_ASSIGN_OR_RETURN(r.update_lease, m.U64("update_lease", 0));
   RL_ASSIGN_OR_RETURN(r.rows, UnpackRows(m.Find("rows")));
   RL_ASSIGN_OR_RETURN(r.columns, m.StrList("columns"));
   RL_ASSIGN_OR_RETURN(r.optional, m.Bool("optional", false));

@@ -22,7 +22,7 @@ namespace rl::queue {
 
 // Numbers are stored in logs: never renumber.
 enum class RecordType : uint8_t {
-  kPut = 1,      // new rows and/or columns added to rows; optional ack of `task`
+  kPut = 1,      // new rows and/or columns added to rows; optional ack of `task`; or an update
   kLease = 2,    // rows handed out under a lease; rows dropped or regenerated on the way
   kAck = 3,      // rows consumed by `task`
   kRelease = 4,  // rows back to ready: a nack, or a lease that expired (sender empty)
@@ -51,7 +51,7 @@ struct Record {
 
   std::string task;              // kLease, kAck, kRelease, kDeclare, kRetire; kPut when it acks
   uint64_t lease = 0;            // kLease: the new lease; kAck/kRelease/kPut: the lease acked (0: any)
-  int64_t deadline_ms = 0;       // kLease: wall-clock expiry
+  int64_t deadline_ms = 0;       // kLease: wall-clock expiry; kPut update: the lease's after it
   std::vector<uint64_t> indices; // kLease/kAck/kRelease: the rows; kPut: the rows written
   std::vector<uint64_t> dropped;      // kLease: rows dropped for `task` (stale, uniform group)
   std::vector<uint64_t> regenerated;  // kLease: rows reset to their first columns
@@ -59,7 +59,14 @@ struct Record {
   std::vector<ReservedLease> reserved;  // kLease: further parts of a balanced round
   bool takeover = false;          // kLease: the lease already exists (a reserved part claimed)
   std::string holder;             // kLease: who takes it (GetRequest::holder); "" when not named
+  std::vector<std::string> also;  // kLease: columns handed out beside the task's (GetRequest::also)
   std::vector<PutRow> rows;       // kPut
+  // kPut: an update of rows held by lease `update_lease` of this task: their columns are replaced
+  // or added, they stay leased, and the lease's deadline becomes deadline_ms. Kept apart from
+  // `task`, which a put acks: a server from before updates replays one as a put that adds the
+  // columns a row lacks, never as an ack.
+  std::string update_task;
+  uint64_t update_lease = 0;
   std::vector<std::string> columns;  // kDeclare
   bool optional = false;          // kDeclare: the task does not keep rows alive (Store::MaybeFree)
   uint64_t freed = 0;             // kRetire: rows the retirement freed (kept for the reply only)

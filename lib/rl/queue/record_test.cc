@@ -124,6 +124,64 @@ TEST(RecordTest, RecordsWithoutTheNewFieldsKeepTheOlderFormAndTheOlderFormReads)
   EXPECT_EQ(r->freed, 0u);
 }
 
+// A get's `also` and an update's task and lease are written only in records that have them, and
+// read back; bytes that give them the wrong type are Corruption, never a crash.
+TEST(RecordTest, AlsoAndUpdatesAreWrittenOnlyWhereTheySaySomethingAndCheckedWhenRead) {
+  auto keys = [](const Record& r) {
+    std::string bytes = EncodeRecord(r);
+    auto oh = ParseMsgpack(bytes.data(), bytes.size());
+    std::vector<std::string> out;
+    for (const auto& kv : MapView::Of(oh->get(), "record").value()) out.push_back(AsString(kv.key, "key").value());
+    return out;
+  };
+  auto has = [&](const Record& r, const char* key) {
+    auto k = keys(r);
+    return std::find(k.begin(), k.end(), key) != k.end();
+  };
+  Record lease;
+  lease.type = RecordType::kLease;
+  lease.task = "generate";
+  lease.lease = 4;
+  lease.indices = {1};
+  EXPECT_EQ(keys(lease).size(), 17u);
+  lease.also = {"progress", "turns"};
+  EXPECT_TRUE(has(lease, "also"));
+  Record update;
+  update.type = RecordType::kPut;
+  update.indices = {1};
+  update.rows.push_back({1, false, {{"progress", Cell(Value(std::string("t2")))}}});
+  EXPECT_EQ(keys(update).size(), 17u);
+  update.update_task = "generate";
+  update.update_lease = 4;
+  update.deadline_ms = 123456;
+  EXPECT_TRUE(has(update, "update_task") && has(update, "update_lease"));
+  for (const Record& r : {lease, update}) {
+    std::string bytes = EncodeRecord(r);
+    auto back = DecodeRecord(bytes.data(), bytes.size());
+    ASSERT_TRUE(back.ok()) << back.status().ToString();
+    EXPECT_EQ(back->also, r.also);
+    EXPECT_EQ(back->update_task, r.update_task);
+    EXPECT_EQ(back->update_lease, r.update_lease);
+    EXPECT_EQ(back->deadline_ms, r.deadline_ms);
+    EXPECT_EQ(EncodeRecord(*back), bytes);
+  }
+  auto with = [](const char* key, auto pack) {
+    msgpack::sbuffer buf;
+    Packer pk(buf);
+    pk.pack_map(2);
+    PackString(pk, "t");
+    pk.pack_uint8(2);
+    PackString(pk, key);
+    pack(pk);
+    return DecodeRecord(buf.data(), buf.size()).status().code();
+  };
+  EXPECT_EQ(with("also", [](Packer& pk) { pk.pack_uint8(1); }), Code::kCorruption);
+  EXPECT_EQ(with("also", [](Packer& pk) { PackU64List(pk, {1}); }), Code::kCorruption);
+  EXPECT_EQ(with("update_task", [](Packer& pk) { pk.pack_uint8(1); }), Code::kCorruption);
+  EXPECT_EQ(with("update_lease", [](Packer& pk) { PackString(pk, "x"); }), Code::kCorruption);
+  EXPECT_EQ(with("update_lease", [](Packer& pk) { pk.pack_int64(-1); }), Code::kCorruption);
+}
+
 TEST(CellTest, ALentCellIsEqualToAndPacksLikeItsValue) {
   auto hold = std::make_shared<std::string>(std::string(2048, 'q'));
   Tensor t{DType::kI32, {512}, *hold};

@@ -214,8 +214,13 @@ Status Server::HandlePut(const std::string& routing, const Request& req) {
     return Status::TooLarge("put of " + std::to_string(stored) + " bytes of values is above --max-message " +
                             std::to_string(options_.max_message));
   }
-  RL_ASSIGN_OR_RETURN(Record rec, ds_->store().PlanPut(std::move(put.rows), put.ack_task, put.ack_lease));
-  Commit(std::move(rec), routing, req.header);
+  // An update's renewed deadline comes from the server's clock now, and is logged with it.
+  auto rec = put.update_task.empty()
+                 ? ds_->store().PlanPut(std::move(put.rows), put.ack_task, put.ack_lease)
+                 : ds_->store().PlanUpdate(std::move(put.rows), put.update_task, put.update_lease, put.renew_ms,
+                                           WallMillis());
+  if (!rec.ok()) return rec.status();
+  Commit(std::move(*rec), routing, req.header);
   return Status::OK();
 }
 

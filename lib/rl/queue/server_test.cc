@@ -417,6 +417,96 @@ TEST_F(ServerTest, RequestsTheProtocolPageRefusesAreRefusedWithTheStatusItGives)
   EXPECT_EQ(status(static_cast<uint8_t>(Op::kMetaGet), 9, "raw", deep), Code::kProtocol);
 }
 
+// A multi-turn rollout's row: progress written after each turn by update puts, exactly once per
+// rid (a retry does not renew the lease again), and handed back with the prompt to whoever leases
+// the row after the lease ended, across a restart of the server.
+TEST_F(ServerTest, UpdatesApplyOnceSurviveARestartAndComeBackWithTheRowViaAlso) {
+  ASSERT_TRUE(Client().Put(Prompts(2)).ok());
+  ClientOptions o;
+  o.endpoint = endpoint_;
+  o.sender = "rollout/0";  // stable: the rids below are the rollout's own
+  GetRequest g;
+  g.task = "gen";
+  g.count = 2;
+  g.lease_ms = 1500;
+  auto leased = QueueClient(o).Get(g);
+  ASSERT_TRUE(leased.ok()) << leased.status().ToString();
+  ASSERT_EQ(leased->rows.size(), 2u);
+  PutRequest turn;
+  turn.update_task = "gen";
+  turn.update_lease = leased->lease;
+  turn.renew_ms = 1000;
+  turn.rows.push_back({uint64_t{0}, {{"progress", std::string("turn 1")}}});
+  auto first = QueueClient(o).UpdateOnce(501, turn);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  turn.rows[0].columns[0].second = std::string("turn 2");
+  auto second = QueueClient(o).UpdateOnce(502, turn);
+  ASSERT_TRUE(second.ok()) << second.status().ToString();
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  auto retried = QueueClient(o).UpdateOnce(502, turn);
+  ASSERT_TRUE(retried.ok());
+  EXPECT_EQ(*retried, *second) << "the same reply: the lease is not renewed again";
+  EXPECT_GT(*second, *first);
+  Stop();
+  Start();
+  auto after = QueueClient(o).UpdateOnce(502, turn);
+  ASSERT_TRUE(after.ok()) << after.status().ToString();
+  EXPECT_EQ(*after, *second) << "also after a restart";
+  PutRequest plain;  // an update's fields are checked by the server too
+  plain.rows = turn.rows;
+  plain.update_task = "gen";
+  plain.update_lease = leased->lease;
+  plain.ack_task = "gen";
+  EXPECT_EQ(Client().Put(plain).status().code(), Code::kInvalidArgument);
+  plain.ack_task.clear();
+  plain.rows[0].columns[0].first = "prompt";
+  EXPECT_EQ(Client().Put(plain).status().code(), Code::kConflict);
+  EXPECT_EQ(Client().Update(PutRequest()).status().code(), Code::kInvalidArgument) << "an update names its task";
+
+  // The rollout died: the lease ends and the next one gets the row back with its progress.
+  GetRequest next = g;
+  next.also = {"progress"};
+  next.wait_ms = 5000;
+  auto got = Client().GetView(next);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_GE(WallMillis(), *second - 200) << "not before the renewed deadline";
+  ASSERT_EQ(got->rows.size(), 2u);
+  auto row0 = MapView::Of(*got->rows[0].columns, "row");
+  ASSERT_TRUE(row0.ok());
+  ASSERT_NE(row0->Find("progress"), nullptr);
+  EXPECT_EQ(AsString(*row0->Find("progress"), "progress").value(), "turn 2");
+  EXPECT_EQ(MapView::Of(*got->rows[1].columns, "row")->Find("progress"), nullptr);
+}
+
+// A get retried with its rid hands out the columns the first one asked for, also after a restart.
+TEST_F(ServerTest, ARetriedGetReturnsTheSameAlsoColumnsAcrossARestart) {
+  PutRequest rows = Prompts(1);
+  ASSERT_TRUE(Client().Put(rows).ok());
+  PutRequest note;
+  note.rows.push_back({uint64_t{0}, {{"note", std::string("n")}}});
+  ASSERT_TRUE(Client().Put(note).ok());
+  GetRequest g;
+  g.task = "gen";
+  g.also = {"note"};
+  Message m = EncodeGet(g);
+  m.header = {static_cast<uint8_t>(Op::kGet), 77, 1, "getter", 0, ""};
+  auto first = Raw(EncodeRequest(m));
+  ASSERT_TRUE(first.ok());
+  auto reply = DecodeGetReply(*first);
+  ASSERT_TRUE(reply.ok());
+  ASSERT_EQ(reply->rows.size(), 1u);
+  ASSERT_EQ(reply->rows[0].columns.size(), 2u);
+  EXPECT_EQ(reply->rows[0].columns[1].first, "note");
+  Stop();
+  Start();
+  g.also.clear();  // the retry's body is not looked at
+  m.body = EncodeGet(g).body;
+  auto again = Raw(EncodeRequest(m));
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->body, first->body);
+}
+
 TEST_F(ServerTest, ClientGivesUpWithUnavailableWhenNoServerAnswers) {
   Stop();
   ClientOptions o;

@@ -220,7 +220,7 @@ void Store::EraseLease(uint32_t t, std::map<uint64_t, Lease>::iterator it) {
 
 void Store::Apply(Record&& r) {
   switch (r.type) {
-    case RecordType::kPut: ApplyPut(r); break;
+    case RecordType::kPut: r.update_task.empty() ? ApplyPut(r) : ApplyUpdate(r); break;
     case RecordType::kLease: ApplyLease(r); break;
     case RecordType::kAck: ApplyAck(r); break;
     case RecordType::kRelease: ApplyRelease(r); break;
@@ -266,6 +266,34 @@ void Store::ApplyPut(Record& r) {
       for (const PutRow& pr : r.rows) Consume(t->second, pr.index, false);
     }
   }
+}
+
+// A value the row has is replaced where it lies (so the columns it was created with stay the first
+// `origin`), one it lacks is added; the rows stay leased. Rows that are gone and columns the row
+// was created with are left alone: planning refuses them, so only a damaged log holds them.
+void Store::ApplyUpdate(Record& r) {
+  for (PutRow& pr : r.rows) {
+    auto it = rows_.find(pr.index);
+    if (it == rows_.end()) continue;
+    Row& row = it->second;
+    for (auto& [name, value] : pr.columns) {
+      uint32_t id = InternColumn(name);
+      auto col = std::find_if(row.cols.begin(), row.cols.end(), [id](const auto& c) { return c.first == id; });
+      if (col == row.cols.end()) {
+        live_bytes_ += value.MemoryBytes();
+        row.cols.emplace_back(id, std::move(value));
+      } else if (static_cast<size_t>(col - row.cols.begin()) >= row.origin) {
+        live_bytes_ += value.MemoryBytes();
+        live_bytes_ -= col->second.MemoryBytes();
+        col->second = std::move(value);
+      }
+    }
+    Refresh(pr.index, row);  // an added column may make the row ready for another task
+  }
+  auto t = task_ids_.find(r.update_task);
+  if (t == task_ids_.end() || r.deadline_ms == 0) return;
+  auto l = tasks_[t->second].leases.find(r.update_lease);
+  if (l != tasks_[t->second].leases.end()) SetDeadline(t->second, r.update_lease, l->second, r.deadline_ms);
 }
 
 void Store::ApplyLease(const Record& r) {
@@ -387,14 +415,18 @@ std::vector<std::string> Store::TaskColumns(const std::string& task) const {
   return out;
 }
 
-RowsView Store::ViewRows(const std::vector<uint64_t>& indices, const std::string& task) const {
+RowsView Store::ViewRows(const std::vector<uint64_t>& indices, const std::string& task,
+                         const std::vector<std::string>& also) const {
   RowsView view;
   auto t = task_ids_.find(task);
   if (t == task_ids_.end()) return view;
   std::vector<uint32_t> cols = tasks_[t->second].cols;
-  for (uint32_t extra : {group_col_, version_col_}) {
-    if (std::find(cols.begin(), cols.end(), extra) == cols.end()) cols.push_back(extra);
-  }
+  auto add = [&](uint32_t extra) {
+    if (extra != UINT32_MAX && std::find(cols.begin(), cols.end(), extra) == cols.end()) cols.push_back(extra);
+  };
+  add(group_col_);
+  add(version_col_);
+  for (const auto& name : also) add(ColumnId(name));  // a name no row ever had: none has it
   view.rows.reserve(indices.size());
   view.columns.reserve(indices.size() * cols.size());
   for (uint64_t index : indices) {

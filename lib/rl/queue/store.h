@@ -32,6 +32,8 @@ constexpr char kGroupColumn[] = "group";
 constexpr char kVersionColumn[] = "version";
 constexpr char kIndexField[] = "index";
 constexpr char kLeaseField[] = "lease";  // get prints it beside the columns
+constexpr size_t kMaxAlsoColumns = 64;
+constexpr int64_t kMaxRenewMs = int64_t{365} * 24 * 3600 * 1000;  // an update's lease renewal: a year
 
 // The key a group column value is known by: "i:<n>" for integers, "s:<text>" for strings, and
 // "" (no group) for anything else, which PlanPut refuses.
@@ -55,6 +57,10 @@ struct GetRequest {
   // Who takes the lease, "kind/id" (e.g. "train/0"): a restarted consumer gives back every lease
   // its dead predecessor held (PlanRelease with a holder) instead of waiting for them to expire.
   std::string holder;
+  // Columns handed out with each row that has them, beside the task's: not needed for readiness
+  // and not part of the task, so they may differ from get to get (a multi-turn rollout's progress,
+  // written by update puts, comes back with the prompt to whoever leases the row next).
+  std::vector<std::string> also;
 };
 
 struct TaskStats {
@@ -81,7 +87,7 @@ struct RowsView {
 };
 
 // What a get says on its own, the queue's state aside (rl-protocol(7), "Error precedence"): its
-// columns when it names any (as declare checks them), count, parts, lease, drop_uniform.
+// columns when it names any (as declare checks them), count, parts, lease, drop_uniform, also.
 Status CheckGet(const GetRequest& req);
 // A task name and the columns it needs: names of 1 to 256 bytes, none reserved, none twice.
 Status CheckTaskColumns(const std::string& task, const std::vector<std::string>& columns);
@@ -94,6 +100,11 @@ class Store {
   // `rows`: each either new (is_new) or naming an existing index; indices of new rows are assigned
   // here. When ack_task is not empty the written rows are also consumed by that task.
   Result<Record> PlanPut(std::vector<PutRow> rows, const std::string& ack_task, uint64_t ack_lease) const;
+  // An update put: every row names a live row that lease `lease` of `task` holds (its deadline
+  // after now_ms); their columns are written, replacing those the row has except the ones it was
+  // created with; the rows stay leased, and with renew_ms > 0 the lease ends at now_ms + renew_ms.
+  Result<Record> PlanUpdate(std::vector<PutRow> rows, const std::string& task, uint64_t lease, int64_t renew_ms,
+                            int64_t now_ms) const;
   // nullopt when the task already exists with the same columns and the same `optional`.
   Result<std::optional<Record>> PlanDeclare(const std::string& task, const std::vector<std::string>& columns,
                                             bool optional = false) const;
@@ -121,9 +132,10 @@ class Store {
   bool HasTask(const std::string& task) const { return task_ids_.count(task) > 0; }
   bool IsOptional(const std::string& task) const;  // false when unknown
   std::vector<std::string> TaskColumns(const std::string& task) const;
-  // The task's columns (plus group and version when present) of each of `indices` that is live,
-  // in that order; nothing when the task is unknown.
-  RowsView ViewRows(const std::vector<uint64_t>& indices, const std::string& task) const;
+  // The task's columns (plus group and version, then the columns of `also`, when present) of each
+  // of `indices` that is live, in that order, no column twice; nothing when the task is unknown.
+  RowsView ViewRows(const std::vector<uint64_t>& indices, const std::string& task,
+                    const std::vector<std::string>& also = {}) const;
   std::optional<std::string> Meta(const std::string& key) const;
   std::vector<TaskStats> Stats() const;
   uint64_t live_rows() const { return rows_.size(); }
@@ -197,6 +209,7 @@ class Store {
   size_t SnapshotEstimate() const;
 
   void ApplyPut(Record& r);
+  void ApplyUpdate(Record& r);
   void ApplyLease(const Record& r);
   void ApplyAck(const Record& r);
   void ApplyRelease(const Record& r);
@@ -211,10 +224,13 @@ class Store {
   void CollectUnits(const Task& task, uint32_t t, const GetRequest& req, size_t want_rows,
                     std::vector<Unit>* units, Record* rec) const;
   Status CheckAckable(uint32_t t, uint64_t lease, uint64_t index, const char** why) const;
-  Status CheckPutRows(const std::vector<PutRow>& rows, const std::string& ack_task,
+  // `existing_only`: why a new row is refused (a put that acks, an update); null when it is not.
+  Status CheckPutRows(const std::vector<PutRow>& rows, const char* existing_only,
                       std::vector<std::pair<size_t, std::string>>* groups) const;
   Status CheckPutColumns(const PutRow& pr, size_t n, std::vector<std::pair<size_t, std::string>>* groups) const;
   Status CheckAddTo(const PutRow& pr, size_t n, uint32_t ack_t, const std::string& ack_task, uint64_t ack_lease) const;
+  Status CheckUpdateRow(const PutRow& pr, size_t n, uint32_t t, const std::string& task, uint64_t lease,
+                        int64_t now_ms) const;
 
   std::vector<std::string> column_names_;
   std::unordered_map<std::string, uint32_t> column_ids_;

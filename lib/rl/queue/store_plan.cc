@@ -44,7 +44,8 @@ uint64_t Store::Tokens(const Row& row, uint32_t col) const {
 // what it names exists, then the state allows it. Rows are named by their position in the put.
 Result<Record> Store::PlanPut(std::vector<PutRow> rows, const std::string& ack_task, uint64_t ack_lease) const {
   std::vector<std::pair<size_t, std::string>> groups;  // (row, group key) of rows that name one
-  RL_RETURN_IF_ERROR(CheckPutRows(rows, ack_task, &groups));
+  const char* acks = ack_task.empty() ? nullptr : "a new row cannot be acked in its own put";
+  RL_RETURN_IF_ERROR(CheckPutRows(rows, acks, &groups));
   uint32_t ack_t = UINT32_MAX;
   if (!ack_task.empty()) {
     auto t = task_ids_.find(ack_task);
@@ -80,7 +81,7 @@ Result<Record> Store::PlanPut(std::vector<PutRow> rows, const std::string& ack_t
 }
 
 // A put's rows on their own, the queue's state aside.
-Status Store::CheckPutRows(const std::vector<PutRow>& rows, const std::string& ack_task,
+Status Store::CheckPutRows(const std::vector<PutRow>& rows, const char* existing_only,
                            std::vector<std::pair<size_t, std::string>>* groups) const {
   if (rows.empty()) return Status::InvalidArgument("put has no rows");
   if (rows.size() > kMaxRowsPerRequest) return Status::TooLarge("put of more than 1000000 rows");
@@ -88,8 +89,8 @@ Status Store::CheckPutRows(const std::vector<PutRow>& rows, const std::string& a
   for (size_t n = 0; n < rows.size(); ++n) {
     const PutRow& pr = rows[n];
     RL_RETURN_IF_ERROR(CheckPutColumns(pr, n, groups));
-    if (pr.is_new && !ack_task.empty()) {
-      return Status::InvalidArgument("row " + std::to_string(n) + ": a new row cannot be acked in its own put");
+    if (pr.is_new && existing_only != nullptr) {
+      return Status::InvalidArgument("row " + std::to_string(n) + ": " + existing_only);
     }
     if (!pr.is_new && !seen.insert(pr.index).second) {
       return Status::InvalidArgument(RowName(n, pr) + " named twice in one put");
@@ -138,6 +139,81 @@ Status Store::CheckAddTo(const PutRow& pr, size_t n, uint32_t ack_t, const std::
     const char* why = nullptr;
     RL_RETURN_IF_ERROR(CheckAckable(ack_t, ack_lease, pr.index, &why));
     if (why) return Status::Conflict(RowName(n, pr) + ": cannot ack for task '" + ack_task + "': " + why);
+  }
+  return Status::OK();
+}
+
+// An update put, in the order of "Error precedence" as PlanPut. The lease's new deadline is decided
+// here and logged with the record: Apply must reach the same state when the log is replayed.
+Result<Record> Store::PlanUpdate(std::vector<PutRow> rows, const std::string& task, uint64_t lease, int64_t renew_ms,
+                                 int64_t now_ms) const {
+  RL_RETURN_IF_ERROR(CheckName("update task", task));
+  if (lease == 0) return Status::InvalidArgument("an update names the lease that holds its rows: update_lease is 0");
+  if (renew_ms < 0 || renew_ms > kMaxRenewMs) {
+    return Status::InvalidArgument("renew_ms must be 0 to " + std::to_string(kMaxRenewMs) + " (a year)");
+  }
+  std::vector<std::pair<size_t, std::string>> groups;
+  RL_RETURN_IF_ERROR(CheckPutRows(rows, "an update names existing rows only (it adds none)", &groups));
+  for (size_t n = 0; n < rows.size(); ++n) {
+    for (const auto& [name, value] : rows[n].columns) {
+      if (name == kGroupColumn || name == kVersionColumn) {
+        return Status::InvalidArgument(RowName(n, rows[n]) + ": an update cannot write '" + name +
+                                       "': it indexes the row");
+      }
+    }
+  }
+  auto it = task_ids_.find(task);
+  if (it == task_ids_.end()) return Status::NotFound("unknown task '" + task + "'");
+  for (size_t n = 0; n < rows.size(); ++n) {
+    if (!rows_.count(rows[n].index)) {
+      return Status::NotFound(RowName(n, rows[n]) + " does not exist (never put, or consumed by every task and freed)");
+    }
+  }
+  for (size_t n = 0; n < rows.size(); ++n) {
+    RL_RETURN_IF_ERROR(CheckUpdateRow(rows[n], n, it->second, task, lease, now_ms));
+  }
+  Record rec;
+  rec.type = RecordType::kPut;
+  rec.update_task = task;
+  rec.update_lease = lease;
+  // Unrenewed, the deadline stays what it was (Apply sets it again, to the same value).
+  rec.deadline_ms = renew_ms > 0 ? now_ms + renew_ms : tasks_[it->second].leases.at(lease).deadline_ms;
+  rec.indices.reserve(rows.size());
+  for (const PutRow& pr : rows) rec.indices.push_back(pr.index);
+  rec.rows = std::move(rows);
+  return rec;
+}
+
+// Row n of an update: lease `lease` of task t holds it and has neither expired nor been left
+// unclaimed, and the update replaces none of the columns the row was created with.
+Status Store::CheckUpdateRow(const PutRow& pr, size_t n, uint32_t t, const std::string& task, uint64_t lease,
+                             int64_t now_ms) const {
+  const Row& row = rows_.at(pr.index);
+  const Task& owner = tasks_[t];
+  auto refuse = [&](const std::string& why) {
+    return Status::Conflict(RowName(n, pr) + ": not held by lease " + std::to_string(lease) + " of task '" + task +
+                            "': " + why);
+  };
+  auto l = owner.leases.find(lease);
+  bool held = std::find(row.leases.begin(), row.leases.end(), std::make_pair(t, lease)) != row.leases.end();
+  if (!held || l == owner.leases.end()) {
+    if (row.consumed >> t & 1) return refuse("the task consumed it");
+    for (const auto& [task_id, other] : row.leases) {
+      if (task_id == t) return refuse("lease " + std::to_string(other) + " holds it");
+    }
+    if (l != owner.leases.end()) return refuse("the lease does not hold it (it was given back)");
+    return refuse(lease >= next_lease_ ? "no such lease" : "the lease has ended (expired, given back or acked)");
+  }
+  if (l->second.reserved) return refuse("the lease is a reserved part that no get has claimed");
+  if (l->second.deadline_ms <= now_ms) return refuse("the lease expired");
+  for (const auto& [name, value] : pr.columns) {
+    uint32_t id = ColumnId(name);
+    for (uint32_t k = 0; id != UINT32_MAX && k < row.origin; ++k) {
+      if (row.cols[k].first == id) {
+        return Status::Conflict(RowName(n, pr) + ": column '" + name +
+                                "' was put with the row; an update cannot replace it");
+      }
+    }
   }
   return Status::OK();
 }
@@ -269,6 +345,20 @@ Status CheckGet(const GetRequest& req) {
   if (req.parts < 1 || req.parts > 64) return Status::InvalidArgument("parts must be 1 to 64");
   if (req.lease_ms <= 0) return Status::InvalidArgument("lease must be positive");
   if (!req.drop_uniform.empty() && !req.groups) return Status::InvalidArgument("drop-uniform needs whole groups");
+  if (req.also.size() > kMaxAlsoColumns) return Status::InvalidArgument("also names more than 64 columns");
+  for (size_t k = 0; k < req.also.size(); ++k) {
+    const std::string& c = req.also[k];
+    RL_RETURN_IF_ERROR(CheckName("also column", c));
+    if (c == kIndexField || c == kLeaseField) {
+      return Status::InvalidArgument("also: '" + c + "' is reserved, not a column name: no row has it");
+    }
+    if (std::find(req.also.begin(), req.also.begin() + k, c) != req.also.begin() + k) {
+      return Status::InvalidArgument("also: column '" + c + "' named twice");
+    }
+    if (std::find(req.columns.begin(), req.columns.end(), c) != req.columns.end()) {
+      return Status::InvalidArgument("also: column '" + c + "' is one of the task's columns");
+    }
+  }
   return Status::OK();
 }
 
@@ -282,6 +372,7 @@ Result<Record> Store::PlanGet(const GetRequest& req, int64_t now_ms) const {
   rec.task = req.task;
   rec.deadline_ms = now_ms + req.lease_ms;
   rec.holder = req.holder;
+  rec.also = req.also;  // a reserved part claimed below hands out the claimer's
   bool balanced = !req.balance.empty() && req.parts > 1;
   if (balanced) {
     for (const auto& [id, lease] : task.leases) {
