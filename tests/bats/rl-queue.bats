@@ -357,3 +357,41 @@ PY
   [[ "$output" == *'"name":"audit2","optional":true'* ]]
   [[ "$output" == *'"name":"audit","optional":false'* ]]
 }
+
+@test "a leased row's progress, written by update puts, survives kill -9 and comes back with --also to the next lease" {
+  start_queue "$TMP/q" --declare generate=prompt
+  echo '{"prompt":"2*3="}' | rl-queue put >/dev/null
+  run rl-queue get --task generate --lease 2
+  [ "$status" -eq 0 ]
+  local lease; lease=$(printf '%s\n' "$output" | sed -n 's/.*"lease":\([0-9]*\).*/\1/p')
+  [ -n "$lease" ]
+  # Two turns, each written into the row under the lease, which each renews.
+  run bash -c "echo '{\"index\":0,\"progress\":\"turn 1\"}' | rl-queue put --update generate:$lease --renew 2"
+  [ "$status" -eq 0 ]
+  [ "$output" = '{"index":0,"line":1}' ]
+  echo '{"index":0,"progress":"turn 2"}' | rl-queue put --update "generate:$lease" --renew 3 >/dev/null
+  # Refused: a column the row was created with, a new row, an update that would also ack.
+  run bash -c "echo '{\"index\":0,\"prompt\":\"x\"}' | rl-queue put --update generate:$lease"
+  [ "$status" -eq 65 ]
+  [[ "$output" == *"'prompt' was put with the row; an update cannot replace it"* ]]
+  run bash -c "echo '{\"progress\":\"x\"}' | rl-queue put --update generate:$lease"
+  [ "$status" -eq 64 ]
+  run bash -c "echo '{\"index\":0,\"progress\":\"x\"}' | rl-queue put --update generate"
+  [ "$status" -eq 64 ]
+  run bash -c "echo '{\"index\":0,\"progress\":\"x\"}' | rl-queue put --renew 1"
+  [ "$status" -eq 64 ]
+  kill -9 "$QPID"
+  start_queue "$TMP/q" --declare generate=prompt
+  # The lease survived the restart (renewed to 3 s) and still holds the row...
+  run rl-queue get --task generate --also progress
+  [ "$status" -eq 0 ]
+  [ "$(count_lines '"index"')" -eq 0 ]
+  # ...until it ends: the rollout died, and the next one continues from the last turn.
+  run rl-queue get --task generate --also progress --wait 10
+  [ "$status" -eq 0 ]
+  [ "$(count_lines '"index":0')" -eq 1 ]
+  [[ "$output" == *'"progress":"turn 2"'* && "$output" == *'"prompt":"2*3="'* ]]
+  run rl-queue get --task generate --also prompt --columns prompt
+  [ "$status" -eq 64 ]
+  [[ "$output" == *"also: column 'prompt' is one of the task's columns"* ]]
+}
