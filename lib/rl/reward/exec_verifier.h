@@ -18,7 +18,7 @@
 #include <memory>
 #include <string>
 
-#include "rl/reward/coprocess.h"
+#include "rl/core/coprocess.h"
 #include "rl/reward/verifier.h"
 
 namespace rl::reward {
