@@ -48,7 +48,40 @@ struct SamplingFlags {
   }
 };
 
-int RunGenerate(const SamplingFlags& f, const std::string& weights, const model::PromptFlags& prompt) {
+// Multi-turn conversations with tools (--tools ENDPOINT and the format flags); --max-new-tokens
+// is then the whole conversation's budget after the prompt, tool tokens included.
+struct ToolFlags {
+  std::string endpoint;
+  ConversationOptions conversation;
+  double timeout_s = 30, give_up_s = 60;
+
+  void Bind(CommandLine& cl, CLI::App* sub) {
+    ToolFormat& f = conversation.format;
+    cl.Bind(sub, "--tools", &endpoint);
+    cl.Bind(sub, "--max-turns", &conversation.max_turns)->check(CLI::Range(int64_t{1}, int64_t{1000}));
+    cl.Bind(sub, "--call-open", &f.call_open);
+    cl.Bind(sub, "--call-close", &f.call_close);
+    cl.Bind(sub, "--result-open", &f.result_open);
+    cl.Bind(sub, "--result-close", &f.result_close);
+    cl.Bind(sub, "--default-tool", &f.default_tool);
+    cl.Bind(sub, "--max-result-tokens", &f.max_result_tokens)->check(CLI::Range(int64_t{0}, int64_t{1} << 20));
+    cl.Bind(sub, "--tool-timeout", &timeout_s)->check(CLI::Range(0.001, 86400.0));
+  }
+  bool enabled() const { return !endpoint.empty(); }
+  // The client of rl-env; the sender id is fresh (tool calls are not writes to be made once).
+  std::unique_ptr<env::EnvClient> Client(const model::GenerateOptions& g) {
+    conversation.generate = g;
+    conversation.max_tokens = g.max_new_tokens;
+    ClientOptions c;
+    c.endpoint = endpoint;
+    c.sender = NewSenderId("rl-rollout-tools");
+    c.give_up_s = give_up_s;
+    return std::make_unique<env::EnvClient>(c, static_cast<int64_t>(timeout_s * 1000));
+  }
+};
+
+int RunGenerate(const SamplingFlags& f, const std::string& weights, const model::PromptFlags& prompt,
+                ToolFlags& tools) {
   auto encoder = model::OpenPromptEncoder(prompt);
   if (!encoder.ok()) return Fail(kTool, encoder.status());
   Policy policy;
@@ -68,8 +101,15 @@ int RunGenerate(const SamplingFlags& f, const std::string& weights, const model:
   o.encoder = &*encoder;
   o.records = prompt.dataset;
   o.generate = f.Options();
+  std::unique_ptr<env::EnvClient> env;
+  if (tools.enabled()) {
+    env = tools.Client(o.generate);
+    o.conversation = &tools.conversation;
+    o.tools = [&env](const std::vector<env::ToolCall>& calls) { return env->Call(calls); };
+  }
   GenerateJsonlStats stats;
   Status s = GenerateJsonl(policy.model(), o, std::cin, std::cout, &stats);
+  if (tools.enabled()) spdlog::info("{} tool calls, {} of them errors", stats.tool_calls, stats.tool_errors);
   spdlog::info("{} responses, {} tokens in {:.2f} s of generation ({:.0f} tokens/s), version {}", stats.lines,
                stats.tokens, stats.generate_s, stats.generate_s > 0 ? stats.tokens / stats.generate_s : 0.0,
                policy.version());
@@ -77,7 +117,7 @@ int RunGenerate(const SamplingFlags& f, const std::string& weights, const model:
 }
 
 int RunLoop(RolloutOptions o, const std::string& weights, WeightSyncOptions sync, const std::string& run_dir,
-            const std::string& id, const std::string& model_dir) {
+            const std::string& id, const std::string& model_dir, ToolFlags& tools) {
   const model::SamplingOptions& sampling = o.generate.sampling;
   if (sampling.top_k != 0 || sampling.top_p != 1) {
     return Fail(kTool, Status::InvalidArgument(
@@ -87,6 +127,12 @@ int RunLoop(RolloutOptions o, const std::string& weights, WeightSyncOptions sync
   auto dir = model::OpenModelDir(model_dir);
   if (!dir.ok()) return Fail(kTool, dir.status());
   o.model = &*dir;
+  std::unique_ptr<env::EnvClient> env;
+  if (tools.enabled()) {
+    env = tools.Client(o.generate);
+    o.tools = env.get();
+    o.conversation = &tools.conversation;
+  }
   Policy policy;
   if (!weights.empty()) {
     if (Status s = policy.Load(weights); !s.ok()) return Fail(kTool, s);
@@ -141,11 +187,13 @@ int RolloutMain(int argc, char** argv) {
   cl.Bind(nullptr, "--log-level", &log_level);
 
   SamplingFlags run_f, gen_f;
+  ToolFlags run_tools, gen_tools;
   RolloutOptions o;
   std::string connect = "tcp://127.0.0.1:5555", run_dir, id = "0", run_weights, gen_weights;
   double timeout_s = 60, lease_s = 120, wait_s = 5, progress_s = 10;
   CLI::App* run = cl.Sub("run", "generate for rows of task 'generate' from rl-queue until stopped");
   run_f.Bind(cl, run);
+  run_tools.Bind(cl, run);
   cl.Bind(run, "--connect", &connect);
   cl.Bind(run, "--timeout", &timeout_s);
   cl.Bind(run, "--checkpoint-dir", &o.checkpoint_dir);
@@ -172,6 +220,7 @@ int RolloutMain(int argc, char** argv) {
 
   CLI::App* gen = cl.Sub("generate", "responses for JSON lines {\"prompt\": ...} on stdin, as JSON lines on stdout");
   gen_f.Bind(cl, gen);
+  gen_tools.Bind(cl, gen);
   cl.Bind(gen, "--weights", &gen_weights);
   model::PromptFlags gen_prompt;
   model::BindPromptFlags(cl, gen, &gen_prompt, false);
@@ -196,7 +245,7 @@ int RolloutMain(int argc, char** argv) {
   if (random->parsed()) return RunRandomModel(random_model, model_config, model_seed, out);
   SamplingFlags& f = run->parsed() ? run_f : gen_f;
   at::set_num_threads(f.threads);
-  if (gen->parsed()) return RunGenerate(f, gen_weights, gen_prompt);
+  if (gen->parsed()) return RunGenerate(f, gen_weights, gen_prompt, gen_tools);
   o.generate = f.Options();
   o.client.endpoint = connect;
   o.client.give_up_s = timeout_s;
@@ -207,7 +256,8 @@ int RolloutMain(int argc, char** argv) {
   o.progress_ms = static_cast<int64_t>(progress_s * 1000);
   auto beat = heartbeat.Start("rollout", id, {{"queue", connect}});
   if (!beat.ok()) return Fail(kTool, beat.status());
-  return RunLoop(o, run_weights, sync, run_dir, id, run_model);
+  run_tools.give_up_s = timeout_s;
+  return RunLoop(o, run_weights, sync, run_dir, id, run_model, run_tools);
 }
 
 }  // namespace rl::rollout

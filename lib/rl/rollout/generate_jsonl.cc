@@ -55,6 +55,7 @@ class Runner {
  private:
   Status Flush() {
     if (pending_.empty()) return Status::OK();
+    if (o_.conversation) return FlushConversations();
     std::vector<std::vector<int64_t>> prompts;
     for (const Pending& p : pending_) prompts.push_back(p.ids);
     model::GenerateOptions go = o_.generate;
@@ -77,6 +78,40 @@ class Runner {
     out_.flush();
     if (!out_) return Status::IOError("writing stdout failed");
     stats_->lines += gens.size();
+    pending_.clear();
+    return Status::OK();
+  }
+
+  Status FlushConversations() {
+    RL_ASSIGN_OR_RETURN(ToolTokens tokens, ResolveToolTokens(o_.encoder->dir(), o_.conversation->format));
+    ConversationRunner runner(o_.encoder->dir(), *o_.conversation, tokens);
+    std::vector<Conversation> convs(pending_.size());
+    std::vector<Conversation*> all;
+    for (size_t i = 0; i < pending_.size(); ++i) {
+      convs[i].prompt = pending_[i].ids;
+      all.push_back(&convs[i]);
+    }
+    TurnStats ts;
+    RL_RETURN_IF_ERROR(runner.Finish(model_, 0, all, o_.tools, o_.generate.seed + chunks_++, &ts));
+    stats_->generate_s += ts.generate_s;
+    stats_->tokens += static_cast<uint64_t>(ts.new_tokens);
+    stats_->tool_calls += static_cast<uint64_t>(ts.tool_calls);
+    stats_->tool_errors += static_cast<uint64_t>(ts.tool_errors);
+    for (size_t i = 0; i < convs.size(); ++i) {
+      Json j = std::move(pending_[i].input);
+      RL_ASSIGN_OR_RETURN(j["response"], runner.Answer(convs[i]));
+      RL_ASSIGN_OR_RETURN(j["transcript"], runner.Transcript(convs[i]));
+      j["response_ids"] = convs[i].ids;
+      j["logprobs"] = convs[i].logprobs;
+      j["loss_mask"] = convs[i].mask;
+      j["turns"] = convs[i].turns;
+      j["tool_calls"] = convs[i].tool_calls;
+      j["tool_errors"] = convs[i].tool_errors;
+      out_ << j.dump(-1, ' ', false, Json::error_handler_t::replace) << "\n";
+    }
+    out_.flush();
+    if (!out_) return Status::IOError("writing stdout failed");
+    stats_->lines += convs.size();
     pending_.clear();
     return Status::OK();
   }

@@ -7,6 +7,9 @@
 // (eos included when sampled) and "logprobs" (the policy's log-probability of each response
 // token at temperature 1). Other input fields (an "answer", say) pass through, so the output can
 // go straight to `rl-reward score`.
+// With tools (a ToolRunner and conversation options), each prompt is a multi-turn conversation
+// (conversation.h): "response" is the final answer's text, and "transcript", "loss_mask",
+// "turns", "tool_calls" and "tool_errors" are added.
 // Prompts are generated `chunk` at a time with continuous batching; chunk k is sampled with
 // seed options.seed + k, so a run is reproducible. A bad line stops the run with DataError after
 // the lines before it have been written.
@@ -19,6 +22,7 @@
 
 #include "rl/model/generate.h"
 #include "rl/model/prompt_encoder.h"
+#include "rl/rollout/conversation.h"
 
 namespace rl::rollout {
 
@@ -27,10 +31,12 @@ struct GenerateJsonlOptions {
   task::DatasetOptions records;     // keys of the input records (answers are not read)
   model::GenerateOptions generate;  // eos_id set from the model dir; max_new_tokens 0: context
   size_t chunk = 512;
+  const ConversationOptions* conversation = nullptr;  // with tools: both set
+  ToolRunner tools;
 };
 
 struct GenerateJsonlStats {
-  uint64_t lines = 0, tokens = 0;
+  uint64_t lines = 0, tokens = 0, tool_calls = 0, tool_errors = 0;
   double generate_s = 0;
 };
 

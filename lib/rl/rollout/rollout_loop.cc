@@ -48,6 +48,10 @@ class Loop {
       : o_(o), policy_(policy), client_(o.client), stats_(stats) {}
 
   Status Run(const std::atomic<bool>& stop) {
+    if (o_.tools) {
+      if (!o_.conversation) return Status::InvalidArgument("tools without conversation options");
+      RL_ASSIGN_OR_RETURN(tool_tokens_, ResolveToolTokens(*o_.model, o_.conversation->format));
+    }
     RL_RETURN_IF_ERROR(queue_.ReleaseEarlierLeases(kGenerateTask, o_.holder, o_.events));
     RL_RETURN_IF_ERROR(WaitForWeights(stop));
     while (!stop.load() && (o_.max_batches == 0 || stats_->batches < o_.max_batches)) {
@@ -62,6 +66,7 @@ class Loop {
       g.lease_ms = o_.lease_ms;
       g.wait_ms = o_.wait_ms;
       g.holder = o_.holder;
+      if (o_.tools) g.also = kProgressColumns;
       RL_ASSIGN_OR_RETURN(queue::GetReply got, queue_.Get(g));
       if (!got.rows.empty() && stop.load()) {
         auto n = queue_.Nack(kGenerateTask, got.lease, {});
@@ -74,7 +79,7 @@ class Loop {
         // when there is nothing new), or sync mode regenerates every batch once.
         RL_RETURN_IF_ERROR(Refresh());
         RL_RETURN_IF_ERROR(WaitForVersion(got, stop));
-        RL_RETURN_IF_ERROR(Batch(got));
+        RL_RETURN_IF_ERROR(o_.tools ? ConversationBatch(got, stop) : Batch(got));
       }
       Progress(false);
     }
@@ -219,6 +224,122 @@ class Loop {
     return Status::OK();
   }
 
+  // Multi-turn rows (rollout_loop.h): turns until every conversation of the lease is done, its
+  // progress written after each; then one put that acks them all.
+  Status ConversationBatch(const queue::GetReply& got, const std::atomic<bool>& stop) {
+    Phase("generate");
+    queue::PutRequest put;
+    put.ack_task = kGenerateTask;
+    put.ack_lease = got.lease;
+    Prompts prompts = Read(got, policy_->model().config(), &put);
+    std::vector<Conversation> convs;
+    for (size_t i = 0; i < prompts.ids.size(); ++i) {
+      const GotRow& row = *std::find_if(got.rows.begin(), got.rows.end(),
+                                        [&](const GotRow& r) { return r.index == prompts.indices[i]; });
+      Result<Conversation> c = FromProgress(prompts.ids[i], row.columns);
+      if (!c.ok()) {  // progress nobody can continue: start the conversation again
+        spdlog::warn("row {}: {}; starting the conversation again", row.index, c.status().message());
+        c = FromProgress(prompts.ids[i], {});
+      }
+      if (c->turns > 0) {
+        ++stats_->resumed;
+        stats_->resumed_turns += static_cast<uint64_t>(c->turns);
+        if (o_.events) o_.events->Emit("resume", {{"row", row.index}, {"turns", c->turns}, {"tokens", c->ids.size()}});
+      }
+      convs.push_back(std::move(*c));
+    }
+    std::vector<Conversation*> all;
+    for (Conversation& c : convs) all.push_back(&c);
+    ConversationRunner runner(*o_.model, *o_.conversation, *tool_tokens_);
+    ToolRunner tools = [this](const std::vector<env::ToolCall>& calls) { return o_.tools->Call(calls); };
+    TurnStats ts;
+    const uint64_t seed = o_.generate.seed ^ (0x9e3779b97f4a7c15ULL * (got.rows.front().index + 1));
+    int64_t start = MonoMillis();
+    for (int64_t turn = 0;; ++turn) {
+      std::vector<uint64_t> going;
+      std::vector<int64_t> at;  // the turn each starts now (0 = first): the drill counts repeats
+      for (size_t i = 0; i < convs.size(); ++i) {
+        if (convs[i].done) continue;
+        going.push_back(prompts.indices[i]);
+        at.push_back(convs[i].turns);
+      }
+      if (going.empty()) break;
+      if (turn > 0) RL_RETURN_IF_ERROR(Refresh());  // weight versions apply per turn
+      if (o_.events) o_.events->Emit("turn", {{"rows", going}, {"turns", at}, {"version", policy_->version()}});
+      Phase("generate");
+      Status s = runner.Turn(policy_->model(), policy_->version(), all, tools,
+                             seed + 0x632be59bd9b4e019ULL * static_cast<uint64_t>(turn), &ts);
+      if (!s.ok()) {
+        (void)queue_.Nack(kGenerateTask, got.lease, {});  // the progress written so far stays
+        return s;
+      }
+      ++stats_->turns;
+      if (stop.load() && !std::all_of(convs.begin(), convs.end(), [](const Conversation& c) { return c.done; })) {
+        // Stopping: keep this turn's progress and give the rows back for another rollout.
+        if (!WriteProgress(got, prompts, convs)) return Status::OK();
+        (void)queue_.Nack(kGenerateTask, got.lease, {});
+        spdlog::info("stopping: {} conversations given back after their turn", going.size());
+        return Status::OK();
+      }
+      if (std::any_of(convs.begin(), convs.end(), [](const Conversation& c) { return !c.done; }) &&
+          !WriteProgress(got, prompts, convs)) {
+        return Status::OK();  // the lease is gone: the rows are someone else's now
+      }
+    }
+    double seconds = (MonoMillis() - start) / 1000.0;
+    stats_->tool_calls += static_cast<uint64_t>(ts.tool_calls);
+    stats_->tool_errors += static_cast<uint64_t>(ts.tool_errors);
+    for (size_t i = 0; i < convs.size(); ++i) RL_RETURN_IF_ERROR(AddConversation(runner, convs[i], prompts.indices[i], &put));
+    Phase("write");
+    RL_RETURN_IF_ERROR(Commit(put, prompts.groups, ts.new_tokens));
+    stats_->generate_s += ts.generate_s;
+    ++stats_->batches;
+    if (o_.events) {
+      o_.events->Emit("batch", {{"rows", got.rows.size()}, {"groups", prompts.groups}, {"tokens", ts.new_tokens},
+                                {"seconds", seconds}, {"generate_seconds", ts.generate_s},
+                                {"tool_seconds", ts.tools_s}, {"segments", ts.segments},
+                                {"tool_calls", ts.tool_calls}, {"tool_errors", ts.tool_errors},
+                                {"version", policy_->version()}, {"lease", got.lease}});
+    }
+    return Status::OK();
+  }
+
+  // The progress of every conversation of the lease, as one update put that renews the lease.
+  // False when the lease is gone (logged and counted as lost rows).
+  bool WriteProgress(const queue::GetReply& got, const Prompts& prompts, const std::vector<Conversation>& convs) {
+    Phase("write-progress");
+    queue::PutRequest put;
+    put.update_task = kGenerateTask;
+    put.update_lease = got.lease;
+    put.renew_ms = o_.lease_ms;
+    for (size_t i = 0; i < convs.size(); ++i) put.rows.push_back({prompts.indices[i], ProgressColumns(convs[i])});
+    auto done = queue_.Put(put);
+    if (done.ok()) return true;
+    spdlog::warn("progress of {} conversations not written: {}", convs.size(), done.status().message());
+    if (o_.events) o_.events->Emit("lease_lost", {{"rows", convs.size()}, {"error", done.status().ToString()}});
+    stats_->lost += convs.size();
+    return false;
+  }
+
+  Status AddConversation(const ConversationRunner& runner, const Conversation& c, uint64_t index,
+                         queue::PutRequest* put) {
+    RL_ASSIGN_OR_RETURN(std::string answer, runner.Answer(c));
+    RL_ASSIGN_OR_RETURN(std::string transcript, runner.Transcript(c));
+    int64_t oldest = c.OldestVersion();
+    put->rows.push_back({index,
+                         {{"response_ids", Tensor::FromI64(c.ids)},
+                          {"logprobs", Tensor::FromF32(c.logprobs)},
+                          {"loss_mask", Tensor::FromI64(c.mask)},
+                          {"token_versions", Tensor::FromI64(c.versions)},
+                          {"response", std::move(answer)},
+                          {"transcript", std::move(transcript)},
+                          {"turns", c.turns},
+                          {"tool_calls", c.tool_calls},
+                          {"tool_errors", c.tool_errors},
+                          {"version", oldest >= 0 ? oldest : static_cast<int64_t>(policy_->version())}}});
+    return Status::OK();
+  }
+
   Status Commit(const queue::PutRequest& put, size_t groups, int64_t tokens) {
     auto done = queue_.Put(put);
     if (done.ok()) {
@@ -276,6 +397,7 @@ class Loop {
   queue::QueueClient client_;
   queue::WatchedQueue queue_{&client_, o_.watchdog};
   RolloutStats* stats_;
+  std::optional<ToolTokens> tool_tokens_;  // with tools
   int64_t start_ms_ = MonoMillis();
   Mark last_{start_ms_, 0, 0, 0};
 };

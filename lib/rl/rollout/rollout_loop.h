@@ -10,6 +10,15 @@
 // A row whose prompt_ids the model cannot take (wrong type, ids outside the vocabulary, no room
 // in the context) gets an `error` column instead and is acked, so it cannot stall the loop.
 // On *stop the loop finishes the batch in hand, or nacks rows it has not started on, and returns.
+//
+// With tools, each row is a conversation (conversation.h). The get also asks for the progress
+// columns (kProgressColumns), so a row an earlier rollout left mid-way goes on from its last
+// completed turn. Each turn starts by looking for newer weights (versions apply per turn and are
+// recorded per token), and ends with an update put of every row's progress under the lease, which
+// also renews it: a 50-turn conversation never outlives its lease while it makes progress. The
+// last put acks the rows with response_ids (every token after the prompt), logprobs, loss_mask
+// (0 on tool tokens), token_versions, response (the final answer's text, what rl-reward scores),
+// transcript, turns, tool_calls, tool_errors and version (the oldest weight version in it).
 // Thread safety: runs on the calling thread; *policy and *events are used from it only.
 #pragma once
 
@@ -22,6 +31,7 @@
 #include "rl/model/generate.h"
 #include "rl/model/model_dir.h"
 #include "rl/queue/client.h"
+#include "rl/rollout/conversation.h"
 #include "rl/rollout/policy.h"
 #include "rl/rollout/weight_sync.h"
 
@@ -44,12 +54,19 @@ struct RolloutOptions {
   uint64_t max_batches = 0;            // stop after this many batches (0: until *stop)
   StopWatchdog* watchdog = nullptr;  // may be null; marks queue calls for it
   EventLog* events = nullptr;          // may be null; must outlive the loop
+  // Multi-turn conversations with tools when set (both): rows are conversations, their progress
+  // written to the row after every turn and read back when a row comes again (see below).
+  env::EnvClient* tools = nullptr;
+  const ConversationOptions* conversation = nullptr;
 };
 
 struct RolloutStats {
   uint64_t batches = 0, rows = 0, groups = 0, tokens = 0;
   uint64_t lost = 0;       // generated, but the lease had expired before the put
   uint64_t bad_rows = 0;   // rows acked with an `error` column
+  uint64_t turns = 0, resumed = 0, resumed_turns = 0;  // conversations: segments generated; rows
+                                                       // continued from progress, turns they had
+  uint64_t tool_calls = 0, tool_errors = 0;
   double generate_s = 0;   // time inside Generate
 };
 

@@ -1,0 +1,207 @@
+#include "rl/rollout/conversation.h"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+
+#include "rl/rollout/test_model.h"
+
+namespace rl::rollout {
+namespace {
+
+// The agent demo's directory: the demo vocabulary plus '*' 15, '-' 16, <call> 17, </call> 18,
+// <result> 19, </result> 20; context 48.
+const model::ModelDir& CalcDir() {
+  static const model::ModelDir dir =
+      model::OpenModelDir(std::string(RL_SOURCE_DIR) + "/share/models/calc-tiny").value();
+  return dir;
+}
+
+model::Transformer CalcModel(uint64_t seed) {
+  model::ModelConfig c = model::testing::TinyLlama(32, 64, 2, 4, 2, 48);
+  c.vocab_size = 21;
+  return model::Transformer::Create(c, seed).value();
+}
+
+// The tool: echoes what it was asked as its output ("E" + the arguments), except calls whose
+// arguments hold a '9', which fail. Records every call.
+struct EchoTools {
+  std::vector<env::ToolCall> seen;
+  ToolRunner runner() {
+    return [this](const std::vector<env::ToolCall>& calls) -> Result<std::vector<env::ToolResult>> {
+      std::vector<env::ToolResult> out;
+      for (const env::ToolCall& c : calls) {
+        seen.push_back(c);
+        env::ToolResult r;
+        r.ok = c.arguments.find('9') == std::string::npos;
+        if (r.ok) r.output = "12";
+        else r.error = "no 9s", r.kind = "tool-error";
+        out.push_back(r);
+      }
+      return out;
+    };
+  }
+};
+
+ConversationOptions Options() {
+  ConversationOptions o;
+  o.max_turns = 3;
+  o.generate.sampling.temperature = 1.0;
+  o.generate.slots = 16;
+  return o;
+}
+
+std::vector<Conversation> Prompts(int n) {
+  std::vector<Conversation> out(n);
+  for (int i = 0; i < n; ++i) out[i].prompt = {1, 3 + i % 10, 15, 3 + (i * 7) % 10, 14};
+  return out;
+}
+
+std::vector<Conversation*> Pointers(std::vector<Conversation>& v) {
+  std::vector<Conversation*> p;
+  for (Conversation& c : v) p.push_back(&c);
+  return p;
+}
+
+TEST(ConversationTest, ToolTokensMustBeSingleTokens) {
+  EXPECT_TRUE(ResolveToolTokens(CalcDir(), ToolFormat{}).ok());
+  ToolFormat f;
+  f.call_close = "</tool_call>";
+  EXPECT_EQ(ResolveToolTokens(CalcDir(), f).status().code(), Code::kConfig);
+  EXPECT_EQ(ResolveToolTokens(testing::DemoModelDir(), ToolFormat{}).status().code(), Code::kConfig);
+}
+
+TEST(ConversationTest, CallsAreJsonObjectsOrTextForTheDefaultTool) {
+  ConversationRunner r(CalcDir(), Options(), *ResolveToolTokens(CalcDir(), ToolFormat{}));
+  env::ToolCall a = r.ParseCall("12*34");
+  EXPECT_EQ(a.name, "calc");
+  EXPECT_EQ(a.arguments, "\"12*34\"");
+  env::ToolCall b = r.ParseCall(R"({"name": "search", "arguments": {"q": "x"}})");
+  EXPECT_EQ(b.name, "search");
+  EXPECT_EQ(b.arguments, R"({"q":"x"})");
+  auto tokens = r.ResultTokens({true, "408", "", ""});
+  ASSERT_TRUE(tokens.ok());
+  EXPECT_EQ(*tokens, (std::vector<int64_t>{19, 7, 3, 11, 20}));  // <result>408</result>, no <bos>
+}
+
+// Every invariant of a finished conversation: model tokens have mask 1, a log-prob, this version;
+// each closing tag the model wrote is followed by a tool result (mask 0, version -1) that starts
+// with <result>; turns within max_turns; what the tool was asked is what followed the model's
+// last <call>.
+TEST(ConversationTest, ToolResultsAreMaskedAndCallsCarryTheirText) {
+  const model::Transformer model = CalcModel(3);
+  ConversationRunner runner(CalcDir(), Options(), *ResolveToolTokens(CalcDir(), ToolFormat{}));
+  std::vector<Conversation> convs = Prompts(48);
+  EchoTools tools;
+  TurnStats stats;
+  Status finished = runner.Finish(model, 7, Pointers(convs), tools.runner(), 11, &stats);
+  ASSERT_TRUE(finished.ok()) << finished.ToString();
+  std::vector<std::string> expected;  // the arguments of every call, in any order (turns interleave)
+  int64_t calls = 0, errors = 0;
+  for (const Conversation& c : convs) {
+    EXPECT_TRUE(c.done);
+    EXPECT_GE(c.turns, 1);
+    EXPECT_LE(c.turns, 3);
+    ASSERT_EQ(c.mask.size(), c.ids.size());
+    ASSERT_EQ(c.versions.size(), c.ids.size());
+    ASSERT_EQ(c.logprobs.size(), c.ids.size());
+    EXPECT_LE(c.prompt.size() + c.ids.size(), 48u);
+    for (size_t i = 0; i < c.ids.size(); ++i) {
+      EXPECT_EQ(c.versions[i], c.mask[i] ? 7 : -1);
+      if (c.mask[i]) EXPECT_LE(c.logprobs[i], 0.0f);
+      if (!c.mask[i]) EXPECT_EQ(c.logprobs[i], 0.0f);
+      const bool model_closed = c.mask[i] && c.ids[i] == 18;
+      if (model_closed && i + 1 < c.ids.size()) {
+        EXPECT_EQ(c.mask[i + 1], 0);
+        EXPECT_EQ(c.ids[i + 1], 19);
+      }
+      if (model_closed) {
+        // The call's text: what followed the segment's last <call> (all of the segment without one).
+        size_t from = i;
+        while (from > 0 && c.mask[from - 1] && c.ids[from - 1] != 17) --from;
+        auto text = CalcDir().tokenizer->Decode(std::vector<int64_t>(c.ids.begin() + from, c.ids.begin() + i));
+        ASSERT_TRUE(text.ok());
+        expected.push_back(nlohmann::json(*text).dump());
+      }
+    }
+    calls += c.tool_calls;
+    errors += c.tool_errors;
+  }
+  EXPECT_GT(calls, 0) << "the random model never closed a call: the test shows nothing";
+  EXPECT_EQ(calls, stats.tool_calls);
+  EXPECT_EQ(errors, stats.tool_errors);
+  std::vector<std::string> seen;
+  for (const env::ToolCall& call : tools.seen) {
+    EXPECT_EQ(call.name, "calc");
+    seen.push_back(call.arguments);
+  }
+  std::sort(seen.begin(), seen.end());
+  std::sort(expected.begin(), expected.end());
+  EXPECT_EQ(seen, expected);
+}
+
+// A conversation written out after a turn and read back goes on exactly as the one that stayed
+// in memory: what a rollout that continues another's row relies on.
+TEST(ConversationTest, ProgressRoundTripsAndContinuesTheSameWay) {
+  const model::Transformer model = CalcModel(5);
+  ConversationRunner runner(CalcDir(), Options(), *ResolveToolTokens(CalcDir(), ToolFormat{}));
+  std::vector<Conversation> a = Prompts(24);
+  EchoTools tools;
+  TurnStats stats;
+  ASSERT_TRUE(runner.Turn(model, 1, Pointers(a), tools.runner(), 21, &stats).ok());
+  std::vector<Conversation> b;
+  for (const Conversation& c : a) {
+    auto back = FromProgress(c.prompt, ProgressColumns(c));
+    ASSERT_TRUE(back.ok()) << back.status().ToString();
+    EXPECT_EQ(back->ids, c.ids);
+    EXPECT_EQ(back->mask, c.mask);
+    EXPECT_EQ(back->versions, c.versions);
+    EXPECT_EQ(back->logprobs, c.logprobs);
+    EXPECT_EQ(back->turns, c.turns);
+    EXPECT_EQ(back->done, c.done);
+    EXPECT_EQ(back->answer_from, c.answer_from);
+    b.push_back(std::move(*back));
+  }
+  ASSERT_TRUE(runner.Turn(model, 2, Pointers(a), tools.runner(), 22, &stats).ok());
+  ASSERT_TRUE(runner.Turn(model, 2, Pointers(b), tools.runner(), 22, &stats).ok());
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].ids, b[i].ids);
+    EXPECT_EQ(a[i].versions, b[i].versions);
+  }
+  // No progress columns: a fresh conversation. Broken ones: DataError.
+  auto fresh = FromProgress({1, 4}, {});
+  ASSERT_TRUE(fresh.ok());
+  EXPECT_EQ(fresh->turns, 0);
+  auto cols = ProgressColumns(a[0]);
+  for (auto& [name, value] : cols) {
+    if (name == "conv_mask") value = Tensor::FromI64(std::vector<int64_t>(a[0].ids.size(), 2));
+  }
+  EXPECT_EQ(FromProgress({1, 4}, cols).status().code(), Code::kDataError);
+  cols = ProgressColumns(a[0]);
+  for (auto& [name, value] : cols) {
+    if (name == "conv_versions") value = Tensor::FromI64({});
+  }
+  if (!a[0].ids.empty()) EXPECT_EQ(FromProgress({1, 4}, cols).status().code(), Code::kDataError);
+}
+
+// A tool runner that fails (rl-env unreachable) fails the turn and changes nothing.
+TEST(ConversationTest, AFailedToolRoundLeavesTheConversationsAsTheyWere) {
+  const model::Transformer model = CalcModel(3);
+  ConversationRunner runner(CalcDir(), Options(), *ResolveToolTokens(CalcDir(), ToolFormat{}));
+  std::vector<Conversation> convs = Prompts(48);
+  ToolRunner down = [](const std::vector<env::ToolCall>&) -> Result<std::vector<env::ToolResult>> {
+    return Status::Unavailable("rl-env is down");
+  };
+  TurnStats stats;
+  Status s = runner.Turn(model, 1, Pointers(convs), down, 11, &stats);
+  ASSERT_EQ(s.code(), Code::kUnavailable) << "no conversation called a tool: the test shows nothing";
+  for (const Conversation& c : convs) {
+    EXPECT_TRUE(c.ids.empty());
+    EXPECT_EQ(c.turns, 0);
+  }
+}
+
+}  // namespace
+}  // namespace rl::rollout
