@@ -78,6 +78,8 @@ void BindGrpo(CommandLine& cl, CLI::App* g, GrpoFlags* f) {
 
 void BindSft(CommandLine& cl, CLI::App* s, SftFlags* f) {
   cl.Require(cl.Bind(s, "--data", &f->data));
+  cl.Bind(s, "--result-open", &f->result_open);
+  cl.Bind(s, "--result-close", &f->result_close);
   cl.Require(cl.Bind(s, "--checkpoint-dir", &f->checkpoint_dir));
   cl.Bind(s, "--weights", &f->weights);
   model::BindPromptFlags(cl, s, &f->prompt, true);
@@ -141,10 +143,10 @@ int TrainMain(int argc, char** argv) {
   CLI::App* data = cl.Sub("make-data", "problems as JSON lines {\"prompt\", \"answer\"} on stdout");
   cl.Bind(data, "--problems", &df.problems)->check(CLI::Range(1, 100000000));
   cl.Bind(data, "--seed", &df.seed);
-  cl.Bind(data, "--task", &df.task)->check(CLI::IsMember({"addition", "words"}))
+  cl.Bind(data, "--task", &df.task)->check(CLI::IsMember({"addition", "words", "multiply"}))
       ->description("addition (3-digit, the default) or words (English word problems)");
   cl.BindFlag(data, "--heldout", &df.heldout);
-  cl.Bind(data, "--response-format", &df.response_format)->check(CLI::IsMember({"none", "gsm8k", "boxed"}));
+  cl.Bind(data, "--response-format", &df.response_format)->check(CLI::IsMember({"none", "gsm8k", "boxed", "tools"}));
   cl.Bind(data, "--max-number", &df.max_number)->check(CLI::Range(int64_t{0}, int64_t{1000000}));
   model::PromptFlags encode_flags;
   CLI::App* encode = cl.Sub("encode", "JSON lines on stdin with the prompt_ids rl-train would feed for them added");

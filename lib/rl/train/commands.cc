@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include <iostream>
+#include <optional>
 
 #include "rl/core/event_log.h"
 #include "rl/core/fs.h"
@@ -81,7 +82,20 @@ int RunSftCommand(SftFlags f, const std::atomic<bool>& stop) {
   auto model = StartingModel(f, encoder->dir());
   if (!model.ok()) return Fail(kTool, model.status());
   if (Status s = model::CheckVocabulary(*model, encoder->dir(), "the starting model"); !s.ok()) return Fail(kTool, s);
-  auto examples = EncodeSftData(data->get(), *encoder, model->config().context());
+  std::optional<ToolResultTags> tags;
+  if (!f.result_open.empty() || !f.result_close.empty()) {
+    auto tag = [&](const std::string& text) -> Result<std::vector<int64_t>> {
+      RL_ASSIGN_OR_RETURN(std::vector<int64_t> ids, encoder->dir().tokenizer->Encode(text));
+      if (!ids.empty() && ids.front() == encoder->dir().bos_id) ids.erase(ids.begin());
+      if (ids.empty()) return Status::InvalidArgument("--result-open and --result-close must both be given");
+      return ids;
+    };
+    auto open = tag(f.result_open), close = tag(f.result_close);
+    if (!open.ok()) return Fail(kTool, open.status());
+    if (!close.ok()) return Fail(kTool, close.status());
+    tags = ToolResultTags{*open, *close};
+  }
+  auto examples = EncodeSftData(data->get(), *encoder, model->config().context(), tags ? &*tags : nullptr);
   if (!examples.ok()) return Fail(kTool, examples.status());
   if (examples->too_long > 0) {
     spdlog::warn("{} of {} examples are longer than the context of {} tokens: left out", examples->too_long,

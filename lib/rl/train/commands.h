@@ -29,6 +29,7 @@ struct SftFlags {
   int threads = 1;
   SftOptions sft;
   std::string lr_decay = "constant";  // see rl/train/lr_schedule.h
+  std::string result_open, result_close;  // both set: tool results in responses are not trained on
 };
 
 struct GrpoFlags {

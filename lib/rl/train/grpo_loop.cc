@@ -280,6 +280,7 @@ Status GrpoLoop::CollectAndTrain(std::vector<uint64_t>* consumed, int64_t* sampl
     req.wait_ms = kGetWaitMs;
     req.holder = "train/" + o_.id;
     req.groups = true;
+    req.also = {"loss_mask"};  // multi-turn rows: tool tokens are not trained on
     req.has_min_version = true;
     req.min_version = static_cast<int64_t>(version_) - o_.staleness;
     req.regenerate_stale = o_.regenerate_stale;

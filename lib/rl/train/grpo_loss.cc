@@ -129,7 +129,7 @@ TokenBatch MakeTokenBatch(const std::vector<const Sample*>& samples, int64_t pad
     for (int64_t j = 0; j < p; ++j) tok[i][j] = s.prompt_ids[j];
     for (size_t j = 0; j < s.response_ids.size(); ++j) {
       tok[i][p + j] = s.response_ids[j];
-      mask[i][p + j - 1] = 1;
+      mask[i][p + j - 1] = s.loss_mask.empty() ? 1.0f : static_cast<float>(s.loss_mask[j]);
       old[i][p + j - 1] = s.logprobs[j];
     }
   }

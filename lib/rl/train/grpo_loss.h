@@ -88,7 +88,7 @@ Result<ValueSums> ValueLoss(const at::Tensor& values, const at::Tensor& old_valu
 // right-padded with pad_id; position p of the [B, L-1] matrices is the prediction of token p+1.
 struct TokenBatch {
   at::Tensor tokens;  // [B, L] int64
-  at::Tensor mask;    // [B, L-1] float32, 1 where token p+1 is a response token
+  at::Tensor mask;    // [B, L-1] float32, 1 where token p+1 is a response token (its loss_mask)
   at::Tensor old_lp;  // [B, L-1] float32, the recorded logprobs at those positions (0 elsewhere)
 };
 TokenBatch MakeTokenBatch(const std::vector<const Sample*>& samples, int64_t pad_id);

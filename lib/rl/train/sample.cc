@@ -37,6 +37,15 @@ Result<Sample> SampleOf(const queue::GotRow& row) {
     return Missing(row, "logprobs", "does not have one value per response token");
   }
   if (s.prompt_ids.empty()) return Missing(row, "prompt_ids", "is empty");
+  if (FindColumn(row.columns, "loss_mask") != nullptr) {
+    RL_ASSIGN_OR_RETURN(s.loss_mask, IntTensor(row, "loss_mask"));
+    if (s.loss_mask.size() != s.response_ids.size()) {
+      return Missing(row, "loss_mask", "does not have one value per response token");
+    }
+    for (int64_t m : s.loss_mask) {
+      if (m != 0 && m != 1) return Missing(row, "loss_mask", "holds a value other than 0 and 1");
+    }
+  }
   RL_ASSIGN_OR_RETURN(s.reward, Number(row, "reward"));
   RL_ASSIGN_OR_RETURN(double version, Number(row, "version"));
   s.version = static_cast<int64_t>(version);

@@ -31,7 +31,27 @@ Result<double> SftStep(model::Transformer* model, AdamW* opt, const std::vector<
 
 }  // namespace
 
-Result<SftData> EncodeSftData(task::Dataset* data, const model::PromptEncoder& encoder, int64_t context) {
+std::vector<int64_t> ToolResultMask(const std::vector<int64_t>& ids, const ToolResultTags& tags) {
+  auto at = [&](size_t i, const std::vector<int64_t>& tag) {
+    return !tag.empty() && i + tag.size() <= ids.size() && std::equal(tag.begin(), tag.end(), ids.begin() + i);
+  };
+  std::vector<int64_t> mask(ids.size(), 1);
+  for (size_t i = 0; i < ids.size();) {
+    if (!at(i, tags.open)) {
+      ++i;
+      continue;
+    }
+    size_t j = i + tags.open.size();
+    while (j < ids.size() && !at(j, tags.close)) ++j;
+    j = std::min(ids.size(), j + tags.close.size());
+    std::fill(mask.begin() + i, mask.begin() + j, 0);
+    i = j;
+  }
+  return mask;
+}
+
+Result<SftData> EncodeSftData(task::Dataset* data, const model::PromptEncoder& encoder, int64_t context,
+                              const ToolResultTags* tool_result) {
   SftData out;
   for (size_t i = 0; i < data->size(); ++i) {
     RL_ASSIGN_OR_RETURN(task::Example e, data->Read(i));
@@ -48,6 +68,7 @@ Result<SftData> EncodeSftData(task::Dataset* data, const model::PromptEncoder& e
     s.prompt_ids = std::move(*prompt);
     s.response_ids = std::move(*response);
     s.logprobs.assign(s.response_ids.size(), 0.0f);
+    if (tool_result) s.loss_mask = ToolResultMask(s.response_ids, *tool_result);
     out.samples.push_back(std::move(s));
   }
   return out;

@@ -62,8 +62,18 @@ struct SftData {
   uint64_t too_long = 0;        // examples left out: longer than the context
 };
 
-// Every example of `data` (which must have responses) encoded.
-Result<SftData> EncodeSftData(task::Dataset* data, const model::PromptEncoder& encoder, int64_t context);
+// Every example of `data` (which must have responses) encoded. With `tool_result` (the token ids
+// of the text that opens a tool's result and of the text that closes it), each such span of a
+// response, tags included, gets loss mask 0, as rl-rollout masks what tools wrote in RL: the
+// model learns to call and to use results, not to guess them.
+struct ToolResultTags {
+  std::vector<int64_t> open, close;
+};
+Result<SftData> EncodeSftData(task::Dataset* data, const model::PromptEncoder& encoder, int64_t context,
+                              const ToolResultTags* tool_result = nullptr);
+// The loss mask of `ids` with every span from tags.open through tags.close at 0 (an open span
+// runs to the end).
+std::vector<int64_t> ToolResultMask(const std::vector<int64_t>& ids, const ToolResultTags& tags);
 
 // Evaluates every eval_every steps, and once an evaluation reached half the target, at the first
 // step after the training since the last evaluation took as long as that evaluation.
