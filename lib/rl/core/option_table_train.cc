@@ -82,7 +82,8 @@ void AppendTrainOptions(std::vector<OptionSpec>* table) {
       {"--problems", "", "problems to write", {data}},
       {"--prompts", "RL_TRAIN_PROMPTS", "prompts to feed: JSON lines of a prompt (or messages) and an answer", {grpo}},
       {"--response-format", "",
-       "words: add an SFT \"response\" ending in \"#### n\" (gsm8k) or \"\\boxed{n}\" (boxed); none: no response",
+       "words: add an SFT \"response\" ending in \"#### n\" (gsm8k) or \"\\boxed{n}\" (boxed); multiply: one that "
+       "calls the calculator (tools); none: no response",
        {data}},
       {"--prompts-per-step", "RL_TRAIN_PROMPTS_PER_STEP", "groups (prompts) per training batch", {grpo}},
       {"--sequences", "", "sequences in the measured GRPO step", {"rl-profile decode"}},
