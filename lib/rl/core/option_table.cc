@@ -12,6 +12,7 @@ void AppendTrainOptions(std::vector<OptionSpec>* table);    // option_table_trai
 void AppendRolloutOptions(std::vector<OptionSpec>* table);  // option_table_rollout.cc (and rl-reward)
 void AppendWeightsOptions(std::vector<OptionSpec>* table);  // option_table_weights.cc (rl-relay, weight sync)
 void AppendHealthOptions(std::vector<OptionSpec>* table);   // option_table_health.cc (heartbeats, rl-watchdog)
+void AppendEnvOptions(std::vector<OptionSpec>* table);      // option_table_env.cc (rl-env); after health
 
 void AddTools(std::vector<OptionSpec>* table, const std::string& flag, const std::vector<std::string>& tools) {
   auto it = std::find_if(table->begin(), table->end(), [&](const OptionSpec& s) { return s.flag == flag; });
@@ -26,6 +27,7 @@ const std::vector<OptionSpec>& OptionTable() {
     AppendRolloutOptions(&t);
     AppendWeightsOptions(&t);
     AppendHealthOptions(&t);
+    AppendEnvOptions(&t);
     return t;
   }();
   return table;
