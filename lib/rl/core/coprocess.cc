@@ -1,5 +1,6 @@
 #include "rl/core/coprocess.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <sched.h>
@@ -14,6 +15,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <vector>
 
 #include "rl/core/clock.h"
 #include "rl/core/log.h"
@@ -228,7 +230,11 @@ std::string CoProcess::Reap() {
   ::kill(-pid_, SIGKILL);  // whatever it started goes with it
   pid_ = -1;
   if (r > 0 && WIFEXITED(wstatus)) {
-    last_exit_ = "exited with status " + std::to_string(WEXITSTATUS(wstatus));
+    int code = WEXITSTATUS(wstatus);
+    last_exit_ = "exited with status " + std::to_string(code);
+    // /bin/sh that waited for its command exits 128 + N when a signal N killed it.
+    std::string name = code > 128 ? SignalName(code - 128) : "";
+    if (!name.empty()) last_exit_ += " (its command was killed by signal " + std::to_string(code - 128) + ", " + name + ")";
   } else if (r > 0 && WIFSIGNALED(wstatus)) {
     int sig = WTERMSIG(wstatus);
     std::string name = SignalName(sig);
@@ -239,9 +245,11 @@ std::string CoProcess::Reap() {
   return last_exit_;
 }
 
-int64_t CoProcess::CpuMillis() const {
-  if (pid_ <= 0) return -1;
-  std::ifstream f("/proc/" + std::to_string(pid_) + "/stat");
+namespace {
+
+// CPU ticks (user + system) of one process; -1 when /proc cannot tell.
+int64_t CpuTicks(pid_t pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
   std::string stat((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
   size_t paren = stat.rfind(')');  // the command name may hold spaces and parentheses
   if (paren == std::string::npos) return -1;
@@ -251,8 +259,38 @@ int64_t CoProcess::CpuMillis() const {
                   &stime) != 2) {
     return -1;
   }
+  return static_cast<int64_t>(utime + stime);
+}
+
+// The children of every thread of `pid`.
+std::vector<pid_t> ChildrenOf(pid_t pid) {
+  std::vector<pid_t> out;
+  std::string tasks = "/proc/" + std::to_string(pid) + "/task";
+  DIR* dir = ::opendir(tasks.c_str());
+  if (dir == nullptr) return out;
+  while (struct dirent* e = ::readdir(dir)) {
+    if (e->d_name[0] == '.') continue;
+    std::ifstream f(tasks + "/" + e->d_name + "/children");
+    long child;
+    while (f >> child) out.push_back(static_cast<pid_t>(child));
+  }
+  ::closedir(dir);
+  return out;
+}
+
+}  // namespace
+
+int64_t CoProcess::MaxCpuMillis() const {
+  if (pid_ <= 0) return -1;
+  int64_t most = CpuTicks(pid_);
+  if (most < 0) return -1;
+  std::vector<pid_t> todo = ChildrenOf(pid_);
+  for (size_t i = 0; i < todo.size() && i < 4096; ++i) {
+    most = std::max(most, CpuTicks(todo[i]));
+    for (pid_t c : ChildrenOf(todo[i])) todo.push_back(c);
+  }
   long ticks = ::sysconf(_SC_CLK_TCK);
-  return ticks > 0 ? static_cast<int64_t>((utime + stime) * 1000 / ticks) : -1;
+  return ticks > 0 ? most * 1000 / ticks : -1;
 }
 
 void CoProcess::DropStrayOutput() {

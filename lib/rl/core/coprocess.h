@@ -80,9 +80,10 @@ class CoProcess {
   int starts() const { return starts_; }  // how many times the command was started
   // How the command last ended: "exited with status 3", "was killed by signal 9 (SIGKILL)".
   const std::string& last_exit() const { return last_exit_; }
-  // CPU time (user + system, milliseconds) the running command's first process has used; -1 when
-  // none runs or /proc cannot tell.
-  int64_t CpuMillis() const;
+  // The most CPU time (user + system, milliseconds) any process of the running command has used
+  // (RLIMIT_CPU is per process): /bin/sh and what it started, found through
+  // /proc/PID/task/TID/children. -1 when none runs or /proc cannot tell.
+  int64_t MaxCpuMillis() const;
 
  private:
   Status Start();

@@ -34,11 +34,12 @@ TEST(CoProcessTest, TheCpuLimitEndsASpinningCommand) {
   EXPECT_LT(MonoMillis() - start, 5000);
 }
 
-TEST(CoProcessTest, CpuMillisCountsTheCommandsTime) {
-  CoProcess p("while read -r l; do i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done; echo done; done");
-  EXPECT_EQ(p.CpuMillis(), -1);
+TEST(CoProcessTest, MaxCpuMillisFindsTheBusiestProcessOfTheCommand) {
+  // The loop runs in a child of /bin/sh (a subshell), which itself stays idle.
+  CoProcess p("(while read -r l; do i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done; echo done; done); exit");
+  EXPECT_EQ(p.MaxCpuMillis(), -1);
   ASSERT_TRUE(p.Call("x", 20000).ok());
-  EXPECT_GT(p.CpuMillis(), 10);
+  EXPECT_GT(p.MaxCpuMillis(), 10);
 }
 
 TEST(CoProcessTest, OneLineRefusesASecondLineAndCapsAFlood) {

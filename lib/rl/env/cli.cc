@@ -29,7 +29,9 @@ std::string ResolveSelf(const std::string& command) {
   ssize_t n = ::readlink("/proc/self/exe", self, sizeof(self) - 1);
   if (n <= 0) return command;
   std::string quoted = "'";
-  for (char c : std::string(self, static_cast<size_t>(n))) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  for (char c : std::string(self, static_cast<size_t>(n))) {
+    quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  }
   return quoted + "'" + command.substr(6);
 }
 
@@ -56,7 +58,9 @@ Result<NetworkIsolation> CheckNetwork(const std::string& mode) {
   }
   Status probe = ProbeNetworkIsolation();
   if (mode == "require") {
-    if (!probe.ok()) return Status::Unavailable("--no-network require: tools cannot be cut off the network: " + probe.message());
+    if (!probe.ok()) {
+      return Status::Unavailable("--no-network require: tools cannot be cut off the network: " + probe.message());
+    }
     spdlog::info("tools run without network (user and network namespaces of their own)");
     return NetworkIsolation::kRequire;
   }

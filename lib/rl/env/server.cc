@@ -80,7 +80,9 @@ void Server::HandleFrames(std::vector<zmq::message_t>& parts) {
     return;
   }
   const Header& h = *header;
-  if (h.rid == 0) return Send(routing, h, Status::InvalidArgument("rid 0 is reserved for replies to undecodable requests"), "");
+  if (h.rid == 0) {
+    return Send(routing, h, Status::InvalidArgument("rid 0 is reserved for replies to undecodable requests"), "");
+  }
   if (h.from.size() > kMaxSenderBytes) {
     return Send(routing, h, Status::InvalidArgument("sender id 'from' is over 256 bytes"), "");
   }

@@ -46,8 +46,9 @@ class ServerTest : public ::testing::Test {
   std::thread thread_;
 };
 
-constexpr char kUpper[] = "while read -r l; do case \"$l\" in *'\"arguments\":\"a\"'*) sleep 0.3; echo '{\"output\": \"A\"}';; "
-                          "*) echo '{\"output\": \"other\"}';; esac; done";
+// Answers "A" after 0.3 s when the arguments are "a", else "other" at once.
+constexpr char kUpper[] = "while read -r l; do case \"$l\" in *'\"arguments\":\"a\"'*) sleep 0.3; "
+                          "echo '{\"output\": \"A\"}';; *) echo '{\"output\": \"other\"}';; esac; done";
 
 TEST_F(ServerTest, ResultsComeInTheOrderOfTheCalls) {
   Start({{"t", kUpper}});

@@ -69,7 +69,7 @@ ToolResult ToolProcess::Run(const ToolCall& call) {
   // RLIMIT_CPU counts the process's whole life: one that has too little left for a full call is
   // started afresh, so the limit ends only processes that spin outside calls or in children.
   if (limits_.cpu_s > 0 && process_.running()) {
-    int64_t used = process_.CpuMillis();
+    int64_t used = process_.MaxCpuMillis();
     if (used >= 0 && used + limits_.timeout_ms >= limits_.cpu_s * 1000) {
       spdlog::info("tool '{}': pid {} used {:.1f} s of its {} s of CPU; starting it afresh", name_, process_.pid(),
                    used / 1000.0, limits_.cpu_s);
