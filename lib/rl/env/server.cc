@@ -3,6 +3,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -18,6 +19,7 @@ namespace {
 constexpr int kMaxPollMs = 200;  // how often the stop flag is looked at
 constexpr size_t kMaxRequestsPerTurn = 256;
 constexpr size_t kMaxSenderBytes = 256;  // as rl-queue (rl-protocol(7) LIMITS)
+constexpr size_t kMaxKeptSenders = 10000;
 
 std::string View(const zmq::message_t& m) { return std::string(m.data<char>(), m.size()); }
 
@@ -199,6 +201,14 @@ void Server::SendReplies() {
 void Server::Housekeeping(int64_t now_ms) {
   for (auto it = kept_.begin(); it != kept_.end();) {
     it = now_ms - it->second.at_ms > o_.keep_replies_ms ? kept_.erase(it) : std::next(it);
+  }
+  // Every `rl-env call` is a sender of its own: past the cap the oldest replies go first.
+  if (kept_.size() > kMaxKeptSenders) {
+    std::vector<int64_t> ages;
+    for (const auto& [sender, kept] : kept_) ages.push_back(kept.at_ms);
+    auto cut = ages.begin() + static_cast<std::ptrdiff_t>(ages.size() - kMaxKeptSenders);
+    std::nth_element(ages.begin(), cut, ages.end());
+    for (auto it = kept_.begin(); it != kept_.end();) it = it->second.at_ms < *cut ? kept_.erase(it) : std::next(it);
   }
   if (o_.progress_ms <= 0) return;
   uint64_t calls;

@@ -46,8 +46,8 @@ class ServerTest : public ::testing::Test {
   std::thread thread_;
 };
 
-// Answers "A" after 0.3 s when the arguments are "a", else "other" at once.
-constexpr char kUpper[] = "while read -r l; do case \"$l\" in *'\"arguments\":\"a\"'*) sleep 0.3; "
+// Answers "A" after 0.5 s when the arguments are "a", else "other" at once.
+constexpr char kUpper[] = "while read -r l; do case \"$l\" in *'\"arguments\":\"a\"'*) sleep 0.5; "
                           "echo '{\"output\": \"A\"}';; *) echo '{\"output\": \"other\"}';; esac; done";
 
 TEST_F(ServerTest, ResultsComeInTheOrderOfTheCalls) {
@@ -60,7 +60,7 @@ TEST_F(ServerTest, ResultsComeInTheOrderOfTheCalls) {
   EXPECT_EQ((*r)[1].output, "other");
   EXPECT_EQ((*r)[2].kind, kKindUnknownTool);
   EXPECT_EQ((*r)[3].output, "A");
-  EXPECT_LT(client.last_seconds(), 0.55) << "the two slow calls ran in parallel";
+  EXPECT_LT(client.last_seconds(), 0.9) << "the two slow calls (0.5 s each) ran in parallel";
   auto empty = client.Call({});
   ASSERT_TRUE(empty.ok());
   EXPECT_TRUE(empty->empty());
