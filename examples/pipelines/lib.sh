@@ -11,7 +11,7 @@ rl_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 
 rl_tools() {
   local build="${RL_BUILD_DIR:-$rl_root/build}" t
-  for t in rl-queue rl-rollout rl-reward rl-train rl-relay rl-watchdog rl-profile; do PATH="$build/tools/$t:$PATH"; done
+  for t in rl-queue rl-rollout rl-reward rl-train rl-relay rl-watchdog rl-profile rl-env; do PATH="$build/tools/$t:$PATH"; done
   export PATH OMP_WAIT_POLICY=PASSIVE RL_MODEL="${RL_MODEL:-$rl_root/share/models/addition-tiny}"
 }
 

@@ -12,7 +12,7 @@ namespace rl::rollout {
 namespace {
 
 // The agent demo's directory: the demo vocabulary plus '*' 15, '-' 16, <call> 17, </call> 18,
-// <result> 19, </result> 20; context 48.
+// <result> 19, </result> 20; context 96.
 const model::ModelDir& CalcDir() {
   static const model::ModelDir dir =
       model::OpenModelDir(std::string(RL_SOURCE_DIR) + "/share/models/calc-tiny").value();
@@ -20,7 +20,7 @@ const model::ModelDir& CalcDir() {
 }
 
 model::Transformer CalcModel(uint64_t seed) {
-  model::ModelConfig c = model::testing::TinyLlama(32, 64, 2, 4, 2, 48);
+  model::ModelConfig c = model::testing::TinyLlama(32, 64, 2, 4, 2, 96);
   c.vocab_size = 21;
   return model::Transformer::Create(c, seed).value();
 }
@@ -107,7 +107,7 @@ TEST(ConversationTest, ToolResultsAreMaskedAndCallsCarryTheirText) {
     ASSERT_EQ(c.mask.size(), c.ids.size());
     ASSERT_EQ(c.versions.size(), c.ids.size());
     ASSERT_EQ(c.logprobs.size(), c.ids.size());
-    EXPECT_LE(c.prompt.size() + c.ids.size(), 48u);
+    EXPECT_LE(c.prompt.size() + c.ids.size(), 96u);
     for (size_t i = 0; i < c.ids.size(); ++i) {
       EXPECT_EQ(c.versions[i], c.mask[i] ? 7 : -1);
       if (c.mask[i]) EXPECT_LE(c.logprobs[i], 0.0f);

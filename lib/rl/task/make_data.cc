@@ -21,12 +21,15 @@ Status WriteAddition(const MakeDataOptions& o, std::ostream& out) {
 
 Status WriteMultiply(const MakeDataOptions& o, std::ostream& out) {
   if (o.response_format != "none" && o.response_format != "tools") {
-    return Status::InvalidArgument("--task multiply takes --response-format none or tools");
+    return Status::InvalidArgument("--task " + o.task + " takes --response-format none or tools");
   }
   if (o.max_number != 0) return Status::InvalidArgument("--max-number is for --task words");
-  for (const Problem& p : DrawMultiplyProblems(o.count, o.held_out ? kHeldOutSeed : o.seed, o.held_out)) {
+  const bool chain = o.task == "chain";
+  const uint64_t seed = o.held_out ? kHeldOutSeed : o.seed;
+  for (const Problem& p : chain ? DrawChainProblems(o.count, seed, o.held_out)
+                                : DrawMultiplyProblems(o.count, seed, o.held_out)) {
     nlohmann::ordered_json j = {{"prompt", p.prompt}, {"answer", p.answer}};
-    if (o.response_format == "tools") j["response"] = MultiplyToolResponse(p);
+    if (o.response_format == "tools") j["response"] = chain ? ChainToolResponse(p) : MultiplyToolResponse(p);
     RL_RETURN_IF_ERROR(WriteJsonLine(out, j));
   }
   return Status::OK();
@@ -49,9 +52,9 @@ Status WriteWords(const MakeDataOptions& o, std::ostream& out) {
 Status WriteTaskData(const MakeDataOptions& options, std::ostream& out) {
   Status s = options.task == "addition" ? WriteAddition(options, out)
              : options.task == "words"  ? WriteWords(options, out)
-             : options.task == "multiply" ? WriteMultiply(options, out)
+             : options.task == "multiply" || options.task == "chain" ? WriteMultiply(options, out)
                                         : Status::InvalidArgument("unknown task '" + options.task +
-                                                                  "' (addition, words or multiply)");
+                                                                  "' (addition, words, multiply or chain)");
   RL_RETURN_IF_ERROR(s);
   out.flush();
   if (!out) return Status::IOError("write failed");

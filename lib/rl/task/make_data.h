@@ -18,7 +18,7 @@
 namespace rl::task {
 
 struct MakeDataOptions {
-  std::string task = "addition";      // "addition", "words" or "multiply"
+  std::string task = "addition";      // "addition", "words", "multiply" or "chain"
   size_t count = 10000;
   uint64_t seed = 1;
   bool held_out = false;

@@ -22,4 +22,9 @@ std::vector<Problem> DrawMultiplyProblems(size_t count, uint64_t seed, bool held
 // The response that solves `p` with one call: "<call>37*48</call><result>1776</result>1776".
 std::string MultiplyToolResponse(const Problem& p);
 
+// The drill's longer conversations: "12*34+56*78=" -> "4776", solved with three calls (each
+// product, then their sum): four turns. Drawn from the same split (both pairs on the same side).
+std::vector<Problem> DrawChainProblems(size_t count, uint64_t seed, bool held_out);
+std::string ChainToolResponse(const Problem& p);
+
 }  // namespace rl::task

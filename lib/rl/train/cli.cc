@@ -143,7 +143,7 @@ int TrainMain(int argc, char** argv) {
   CLI::App* data = cl.Sub("make-data", "problems as JSON lines {\"prompt\", \"answer\"} on stdout");
   cl.Bind(data, "--problems", &df.problems)->check(CLI::Range(1, 100000000));
   cl.Bind(data, "--seed", &df.seed);
-  cl.Bind(data, "--task", &df.task)->check(CLI::IsMember({"addition", "words", "multiply"}))
+  cl.Bind(data, "--task", &df.task)->check(CLI::IsMember({"addition", "words", "multiply", "chain"}))
       ->description("addition (3-digit, the default) or words (English word problems)");
   cl.BindFlag(data, "--heldout", &df.heldout);
   cl.Bind(data, "--response-format", &df.response_format)->check(CLI::IsMember({"none", "gsm8k", "boxed", "tools"}));
