@@ -17,8 +17,8 @@
 # Ends with: held-out accuracy with tools: A -> B (+X points); without tools: C
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
-export RL_MODEL="${RL_MODEL:-$rl_root/share/models/calc-tiny}"
 rl_tools
+export RL_MODEL="$rl_root/share/models/calc-tiny"  # the task needs its tool-call tags
 
 seed=1 steps=100 sft_steps=50 sft_examples=400 heldout=500 extra=()
 while [ $# -gt 0 ]; do

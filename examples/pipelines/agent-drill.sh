@@ -25,8 +25,8 @@
 # Ends with: conversations lost L, duplicated D; turns regenerated R (from scratch: S)
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
-export RL_MODEL="${RL_MODEL:-$rl_root/share/models/calc-tiny}"
 rl_tools
+export RL_MODEL="$rl_root/share/models/calc-tiny"  # the task needs its tool-call tags
 
 seed=1 conversations=1200 rollout_kills=20 env_kills=10
 while [ $# -gt 0 ]; do

@@ -37,6 +37,23 @@ man_examples() {
   [ "$(printf '%s\n' "$output" | grep -cE '^ +[123] ')" -eq 3 ]
 }
 
+@test "examples/pipelines/agent-demo.sh runs in its short form: SFT, multi-turn GRPO with rl-env, the accuracy line" {
+  run bash "$RL_SOURCE_DIR/examples/pipelines/agent-demo.sh" --short
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [[ "$output" =~ held-out\ accuracy\ with\ tools:\ [0-9.]+\ -\>\ [0-9.]+\ \([-+][0-9.]+\ points\)\;\ without\ tools:\ [0-9.]+ ]]
+  [ "$(printf '%s\n' "$output" | grep -cE '^ +[123] ')" -eq 3 ]
+}
+
+@test "examples/pipelines/agent-drill.sh in short form: rollouts and rl-env killed, nothing lost or duplicated" {
+  run bash "$RL_SOURCE_DIR/examples/pipelines/agent-drill.sh" --short
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [[ "$output" =~ conversations\ lost\ 0,\ duplicated\ 0\;\ turns\ regenerated\ ([0-9]+)\ \(from\ scratch:\ ([0-9]+)\) ]]
+  [ "${BASH_REMATCH[1]}" -le "${BASH_REMATCH[2]}" ]
+  [[ "$output" == *"rows with a broken loss mask: 0"* ]]
+}
+
 @test "examples/pipelines/hf-grpo.sh runs in its short form: Qwen3 layout and tokenizer, SFT, GRPO, export, verdict" {
   run bash "$RL_SOURCE_DIR/examples/pipelines/hf-grpo.sh" --short
   echo "$output"
