@@ -36,8 +36,12 @@ struct EchoTools {
         seen.push_back(c);
         env::ToolResult r;
         r.ok = c.arguments.find('9') == std::string::npos;
-        if (r.ok) r.output = "12";
-        else r.error = "no 9s", r.kind = "tool-error";
+        if (r.ok) {
+          r.output = "12";
+        } else {
+          r.error = "no 9s";
+          r.kind = "tool-error";
+        }
         out.push_back(r);
       }
       return out;
@@ -183,7 +187,9 @@ TEST(ConversationTest, ProgressRoundTripsAndContinuesTheSameWay) {
   for (auto& [name, value] : cols) {
     if (name == "conv_versions") value = Tensor::FromI64({});
   }
-  if (!a[0].ids.empty()) EXPECT_EQ(FromProgress({1, 4}, cols).status().code(), Code::kDataError);
+  if (!a[0].ids.empty()) {
+    EXPECT_EQ(FromProgress({1, 4}, cols).status().code(), Code::kDataError);
+  }
 }
 
 // A tool runner that fails (rl-env unreachable) fails the turn and changes nothing.
