@@ -5,14 +5,14 @@
 
 namespace rl::task {
 
-bool IsHeldOut(int a, int b) {
-  // splitmix64 of the pair: a split that does not depend on any seed.
-  uint64_t z = static_cast<uint64_t>(a) * 1000 + static_cast<uint64_t>(b) + 0x9e3779b97f4a7c15ULL;
+uint64_t SplitHash(uint64_t key) {
+  uint64_t z = key + 0x9e3779b97f4a7c15ULL;
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  z ^= z >> 31;
-  return z % 50 == 0;
+  return z ^ (z >> 31);
 }
+
+bool IsHeldOut(int a, int b) { return SplitHash(static_cast<uint64_t>(a) * 1000 + static_cast<uint64_t>(b)) % 50 == 0; }
 
 std::string AdditionPrompt(int a, int b) {
   char buf[16];

@@ -30,6 +30,8 @@ struct Problem {
 
 constexpr uint64_t kHeldOutSeed = 0x5eed0ffe1d;
 
+// splitmix64 of `key`: how the tasks split problems into training and held-out, whatever the seed.
+uint64_t SplitHash(uint64_t key);
 // True for the pairs held out of training (about 1 in 50, fixed).
 bool IsHeldOut(int a, int b);
 std::string AdditionPrompt(int a, int b);  // "037+480="

@@ -3,9 +3,12 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <set>
 #include <sstream>
 
 #include "rl/task/addition.h"
+#include "rl/task/multiply.h"
 #include "rl/task/word_problems.h"
 
 namespace rl::task {
@@ -54,7 +57,7 @@ TEST(MakeDataTest, AnUnknownTaskOrFormatIsAUsageError) {
   std::ostringstream out;
   MakeDataOptions o;
   o.task = "chess";
-  EXPECT_EQ(WriteTaskData(o, out).message(), "unknown task 'chess' (addition or words)");
+  EXPECT_EQ(WriteTaskData(o, out).message(), "unknown task 'chess' (addition, words, multiply or chain)");
   o.task = "addition";
   o.response_format = "boxed";
   EXPECT_EQ(WriteTaskData(o, out).code(), Code::kInvalidArgument);
@@ -68,6 +71,35 @@ TEST(MakeDataTest, AnUnknownTaskOrFormatIsAUsageError) {
   o.max_number = 20;
   EXPECT_EQ(WriteTaskData(o, out).message(), "--max-number is for --task words");
   EXPECT_EQ(out.str(), "");
+}
+
+// The agent demo's tasks: training and held-out products never share a pair, and a "tools"
+// response calls the calculator with the right expressions and ends in the answer.
+TEST(MakeDataTest, MultiplyAndChainResponsesCallTheCalculator) {
+  std::set<std::string> train, held;
+  for (const Problem& p : DrawMultiplyProblems(3000, 1, false)) train.insert(p.prompt);
+  for (const Problem& p : DrawMultiplyProblems(300, kHeldOutSeed, true)) held.insert(p.prompt);
+  for (const std::string& p : held) EXPECT_EQ(train.count(p), 0u) << p;
+  EXPECT_GT(held.size(), 100u);
+  Problem m = DrawMultiplyProblems(1, 3, false)[0];
+  const int a = std::stoi(m.prompt), b = std::stoi(m.prompt.substr(m.prompt.find('*') + 1));
+  EXPECT_EQ(m.answer, std::to_string(a * b));
+  EXPECT_EQ(MultiplyToolResponse(m), "<call>" + m.prompt.substr(0, m.prompt.size() - 1) + "</call><result>" +
+                                         m.answer + "</result>" + m.answer);
+  Problem c{"12*34+56*78=", "4776"};
+  EXPECT_EQ(ChainToolResponse(c),
+            "<call>12*34</call><result>408</result><call>56*78</call><result>4368</result>"
+            "<call>408+4368</call><result>4776</result>4776");
+  std::ostringstream out;
+  MakeDataOptions o;
+  o.task = "chain";
+  o.count = 3;
+  o.response_format = "gsm8k";
+  EXPECT_EQ(WriteTaskData(o, out).code(), Code::kInvalidArgument);
+  o.response_format = "tools";
+  ASSERT_TRUE(WriteTaskData(o, out).ok());
+  const std::string text = out.str();
+  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 3);
 }
 
 }  // namespace

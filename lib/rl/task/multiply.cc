@@ -5,12 +5,7 @@
 namespace rl::task {
 
 bool IsMultiplyHeldOut(int a, int b) {
-  // splitmix64 of the pair, as for addition: a split that does not depend on any seed.
-  uint64_t z = static_cast<uint64_t>(a) * 100 + static_cast<uint64_t>(b) + 0x9e3779b97f4a7c15ULL;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  z ^= z >> 31;
-  return z % 10 == 0;
+  return SplitHash(static_cast<uint64_t>(a) * 100 + static_cast<uint64_t>(b)) % 10 == 0;
 }
 
 std::vector<Problem> DrawMultiplyProblems(size_t count, uint64_t seed, bool held_out) {
