@@ -21,9 +21,9 @@ struct Sample {
   uint64_t index = 0;  // the row in rl-queue
   std::vector<int64_t> prompt_ids, response_ids;
   std::vector<float> logprobs;
-  std::vector<int64_t> loss_mask;  // empty: all ones
   double reward = 0;
   int64_t version = 0;
+  std::vector<int64_t> loss_mask;  // empty: all ones (last: tests build samples by aggregate)
 };
 
 struct Group {
