@@ -139,7 +139,7 @@ PY
   [[ "$output" != *response* ]]
   run rl-train make-data --response-format boxed
   [ "$status" -eq 64 ]
-  [ "$output" = "rl-train: --response-format is for --task words" ]
+  [ "$output" = "rl-train: --response-format is for --task words, multiply or chain" ]
   run rl-train make-data --task chess
   [ "$status" -eq 64 ]
 }

@@ -11,7 +11,9 @@ namespace rl::task {
 namespace {
 
 Status WriteAddition(const MakeDataOptions& o, std::ostream& out) {
-  if (o.response_format != "none") return Status::InvalidArgument("--response-format is for --task words or multiply");
+  if (o.response_format != "none") {
+    return Status::InvalidArgument("--response-format is for --task words, multiply or chain");
+  }
   if (o.max_number != 0) return Status::InvalidArgument("--max-number is for --task words");
   for (const Problem& p : o.held_out ? HeldOutSet(o.count) : MakeProblems(o.count, o.seed)) {
     out << nlohmann::json{{"prompt", p.prompt}, {"answer", p.answer}}.dump() << "\n";
