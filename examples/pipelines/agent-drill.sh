@@ -175,7 +175,12 @@ for name in ("clean", "faults"):
                 kept_tokens += e["tokens"]
     trained = [json.loads(l) for l in open(f"{top}/{name}/trained.jsonl")]
     seen = collections.Counter(r["index"] for r in trained)
-    bad = sum(1 for r in trained if len(r.get("loss_mask", [])) != len(r["response_ids"]))
+    def broken(r):  # a mask of the wrong length or values, or a tool run not opened by <result> (19)
+        ids, mask = r["response_ids"], r.get("loss_mask", [])
+        if len(mask) != len(ids) or not set(mask) <= {0, 1}:
+            return True
+        return any(m == 0 and (i == 0 or mask[i - 1] == 1) and ids[i] != 19 for i, m in enumerate(mask))
+    bad = sum(1 for r in trained if broken(r))
     regenerated = sum(c - 1 for c in started.values())
     out[name] = dict(seconds=times(name), lost=n - len(seen), duplicated=sum(c - 1 for c in seen.values()),
                      regenerated=regenerated, scratch=regenerated + resumed_turns, kept=kept_tokens,

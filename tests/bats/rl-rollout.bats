@@ -153,3 +153,47 @@ for line in sys.stdin:
   [ "$status" -eq 0 ]
   [ "${lines[-1]}" = "8" ]
 }
+
+@test "generate --tools: conversations call the calculator in rl-env, tool tokens masked out" {
+  CALC="$RL_SOURCE_DIR/share/models/calc-tiny"
+  rl-rollout random-model --model "$CALC" --out "$TMP/calc.safetensors" --seed 3 2>/dev/null
+  EP="tcp://127.0.0.1:$(free_port)"
+  "$RL_BUILD_DIR/tools/rl-env/rl-env" serve --bind "$EP" --tool calc="$RL_BUILD_DIR/tools/rl-env/rl-env calc" \
+    2>> "$TMP/env.log" &
+  PIDS+=($!)
+  wait_for "$TMP/env.log" "serving tool calls on" 20
+  for i in $(seq 1 40); do echo "{\"prompt\": \"$i*7=\"}"; done > "$TMP/p"
+  run bash -c "rl-rollout generate --model '$CALC' --weights '$TMP/calc.safetensors' --tools '$EP' --max-turns 3 \
+    --max-new-tokens 40 --seed 1 < '$TMP/p' 2>'$TMP/err'"
+  cat "$TMP/err"
+  [ "$status" -eq 0 ]
+  [ "${#lines[@]}" -eq 40 ]
+  printf '%s\n' "$output" | python3 -c '
+import json, sys
+calls = 0
+for line in sys.stdin:
+    j = json.loads(line)
+    ids, mask = j["response_ids"], j["loss_mask"]
+    assert len(ids) == len(mask) == len(j["logprobs"]), j
+    assert 1 <= j["turns"] <= 3 and set(mask) <= {0, 1}, j
+    for i, m in enumerate(mask):  # a tool run starts with <result> (19) right after a model </call> (18)
+        if m == 0 and (i == 0 or mask[i - 1] == 1):
+            assert ids[i] == 19 and ids[i - 1] == 18, j
+        if m == 0:
+            assert j["logprobs"][i] == 0, j
+    calls += j["tool_calls"]
+assert calls > 0, "the random model never called: the test shows nothing"
+'
+  grep -q "tool calls" "$TMP/err"
+}
+
+@test "run and generate exit 78 with --tools when the model has no single-token call tags" {
+  run bash -c "echo '{\"prompt\": \"1+1=\"}' | rl-rollout generate --weights '$MODEL' --tools tcp://127.0.0.1:9 --max-new-tokens 2"
+  [ "$status" -eq 78 ]
+  [ "${#lines[@]}" -eq 1 ]
+  [[ "$output" == *"'<call>' is not a token of"* ]]
+  # run refuses before it reaches for the queue (nothing listens there)
+  run timeout 20 rl-rollout run --weights "$MODEL" --tools tcp://127.0.0.1:9 --connect tcp://127.0.0.1:9 --timeout 5
+  [ "$status" -eq 78 ]
+  [[ "$output" == *"'<call>' is not a token of"* ]]
+}

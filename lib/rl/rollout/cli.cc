@@ -103,13 +103,17 @@ int RunGenerate(const SamplingFlags& f, const std::string& weights, const model:
   o.generate = f.Options();
   std::unique_ptr<env::EnvClient> env;
   if (tools.enabled()) {
+    // The tags first: a model that cannot call is a config error before any line is read.
+    if (auto tags = ResolveToolTokens(encoder->dir(), tools.conversation.format); !tags.ok()) {
+      return Fail(kTool, tags.status());
+    }
     env = tools.Client(o.generate);
     o.conversation = &tools.conversation;
     o.tools = [&env](const std::vector<env::ToolCall>& calls) { return env->Call(calls); };
   }
   GenerateJsonlStats stats;
   Status s = GenerateJsonl(policy.model(), o, std::cin, std::cout, &stats);
-  if (tools.enabled()) spdlog::info("{} tool calls, {} of them errors", stats.tool_calls, stats.tool_errors);
+  if (tools.enabled() && s.ok()) spdlog::info("{} tool calls, {} of them errors", stats.tool_calls, stats.tool_errors);
   spdlog::info("{} responses, {} tokens in {:.2f} s of generation ({:.0f} tokens/s), version {}", stats.lines,
                stats.tokens, stats.generate_s, stats.generate_s > 0 ? stats.tokens / stats.generate_s : 0.0,
                policy.version());
@@ -129,6 +133,10 @@ int RunLoop(RolloutOptions o, const std::string& weights, WeightSyncOptions sync
   o.model = &*dir;
   std::unique_ptr<env::EnvClient> env;
   if (tools.enabled()) {
+    // The tags first: a model that cannot call is a config error before any row is leased.
+    if (auto tags = ResolveToolTokens(*dir, tools.conversation.format); !tags.ok()) {
+      return Fail(kTool, tags.status());
+    }
     env = tools.Client(o.generate);
     o.tools = env.get();
     o.conversation = &tools.conversation;

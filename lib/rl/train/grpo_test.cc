@@ -20,6 +20,7 @@
 #include "rl/train/grpo_loss.h"
 #include "rl/train/grpo_trainer.h"
 #include "rl/train/sample.h"
+#include "rl/train/sft.h"
 
 namespace rl::train {
 namespace {
@@ -143,6 +144,41 @@ TEST(TokenBatchTest, ResponseTokensArePredictedFromThePositionBefore) {
   EXPECT_TRUE(at::equal(t.mask, at::tensor({0.f, 0.f, 1.f, 1.f, 0.f, 1.f, 0.f, 0.f}).reshape({2, 4})));
   EXPECT_FLOAT_EQ(t.old_lp[0][3].item<float>(), -0.25f);
   EXPECT_FLOAT_EQ(t.old_lp[1][1].item<float>(), -1.0f);
+}
+
+// A multi-turn row's loss_mask zeroes the positions of its tool tokens, and GroupsOf reads it
+// (refusing one of the wrong length or with values other than 0 and 1).
+TEST(TokenBatchTest, ALossMaskLeavesToolTokensOut) {
+  Sample a{0, {1, 3}, {17, 4, 18, 19, 5, 20, 5, 2}, std::vector<float>(8, -0.5f), 1, 0, {1, 1, 1, 0, 0, 0, 1, 1}};
+  TokenBatch t = MakeTokenBatch({&a}, 0);
+  EXPECT_TRUE(at::equal(t.mask, at::tensor({0.f, 1.f, 1.f, 1.f, 0.f, 0.f, 0.f, 1.f, 1.f}).reshape({1, 9})));
+
+  auto row = [](std::vector<int64_t> mask) {
+    queue::GotRow r;
+    r.index = 7;
+    r.columns = {{"group", int64_t{1}},          {"prompt_ids", Tensor::FromI64({1, 3})},
+                 {"response_ids", Tensor::FromI64({4, 5, 2})}, {"logprobs", Tensor::FromF32({-1, -1, -1})},
+                 {"reward", 1.0},                {"version", int64_t{0}},
+                 {"loss_mask", Tensor::FromI64(mask)}};
+    return r;
+  };
+  auto ok = GroupsOf({row({1, 0, 1})});
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  EXPECT_EQ((*ok)[0].samples[0].loss_mask, (std::vector<int64_t>{1, 0, 1}));
+  EXPECT_EQ(GroupsOf({row({1, 0})}).status().code(), Code::kDataError);
+  EXPECT_EQ(GroupsOf({row({1, 2, 1})}).status().code(), Code::kDataError);
+}
+
+// SFT's --result-open/--result-close: each span from the one through the other is masked, an
+// unclosed one to the end.
+TEST(SftTest, ToolResultMaskCoversEachResultSpan) {
+  ToolResultTags tags{{19}, {20}};
+  EXPECT_EQ(ToolResultMask({17, 4, 18, 19, 5, 6, 20, 5, 6, 2}, tags),
+            (std::vector<int64_t>{1, 1, 1, 0, 0, 0, 0, 1, 1, 1}));
+  EXPECT_EQ(ToolResultMask({19, 5, 20, 19, 6}, tags), (std::vector<int64_t>{0, 0, 0, 0, 0}));
+  EXPECT_EQ(ToolResultMask({4, 5}, tags), (std::vector<int64_t>{1, 1}));
+  ToolResultTags multi{{7, 8}, {9, 9}};  // tags of several tokens
+  EXPECT_EQ(ToolResultMask({7, 7, 8, 1, 9, 9, 3}, multi), (std::vector<int64_t>{1, 0, 0, 0, 0, 0, 1}));
 }
 
 model::ModelConfig Tiny() { return model::testing::TinyLlama(16, 32, 1, 2, 0, 16); }
