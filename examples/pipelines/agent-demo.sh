@@ -32,12 +32,7 @@ while [ $# -gt 0 ]; do
   esac
   shift
 done
-run="$(run_dir agent-demo)"
-if [ -n "$(ls -A "$run" 2>/dev/null)" ]; then
-  echo "agent-demo: run directory $run is not empty; give RL_RUN_DIR a new or empty directory" >&2
-  exit 73
-fi
-mkdir -p "$run"
+run="$(fresh_run_dir agent-demo)"
 export RL_QUEUE="$(free_endpoint)" RL_RUN_DIR="$run"
 tools="$(free_endpoint)" broken="$(free_endpoint)"
 pids=()

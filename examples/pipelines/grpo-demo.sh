@@ -34,14 +34,7 @@ while [ $# -gt 0 ]; do
   esac
   shift
 done
-run="$(run_dir grpo-demo)"
-# A run directory that holds an earlier run would have rl-train resume that run's checkpoints on top
-# of this run's SFT: refuse it rather than mix two runs.
-if [ -n "$(ls -A "$run" 2>/dev/null)" ]; then
-  echo "grpo-demo: run directory $run is not empty; give RL_RUN_DIR a new or empty directory" >&2
-  exit 73
-fi
-mkdir -p "$run"
+run="$(fresh_run_dir grpo-demo)"
 export RL_QUEUE="$(free_endpoint)" RL_RUN_DIR="$run"
 case "$via" in
   ucx) weights="$(free_endpoint)"; pull=(--weights-from "$weights"); serve=(--weights-bind "$weights") ;;

@@ -70,11 +70,7 @@ if [ ! -f "$qwen3/tokenizer.json" ]; then
   exit 69
 fi
 
-run="$(run_dir hf-grpo)"
-if [ -n "$(ls -A "$run" 2>/dev/null)" ]; then
-  echo "hf-grpo: run directory $run is not empty; give RL_RUN_DIR a new or empty directory" >&2
-  exit 73
-fi
+run="$(fresh_run_dir hf-grpo)"
 mkdir -p "$run/model"
 export RL_QUEUE="$(free_endpoint)" RL_RUN_DIR="$run" RL_MODEL="$run/model"
 export RL_CHAT_TEMPLATE_VARS='{"enable_thinking": false}'

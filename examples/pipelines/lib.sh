@@ -7,6 +7,7 @@
 #   free_port       prints a TCP port free on 127.0.0.1 now
 #   free_endpoint   prints tcp://127.0.0.1:<a free port>
 #   run_dir NAME    prints $RL_RUN_DIR, or a new /tmp/rl-NAME.XXXXXX directory when it is unset
+#   fresh_run_dir NAME  the same, refusing (exit 73) a directory that holds an earlier run
 rl_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 
 rl_tools() {
@@ -20,6 +21,19 @@ free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",
 free_endpoint() { echo "tcp://127.0.0.1:$(free_port)"; }
 
 run_dir() { echo "${RL_RUN_DIR:-$(mktemp -d "/tmp/rl-$1.XXXXXX")}"; }
+
+# fresh_run_dir NAME: run_dir, created, or exit 73 when it holds an earlier run (a trainer would
+# resume that run's checkpoints on top of this one's warm start: two runs mixed). Under set -e,
+# run="$(fresh_run_dir NAME)" stops the script with that status.
+fresh_run_dir() {
+  local run
+  run="$(run_dir "$1")"
+  if [ -n "$(ls -A "$run" 2>/dev/null)" ]; then
+    echo "$1: run directory $run is not empty; give RL_RUN_DIR a new or empty directory" >&2
+    return 73
+  fi
+  mkdir -p "$run" && echo "$run"
+}
 
 # demo_start DIR SEED TARGET MAX_STEPS [EVAL_EVERY]: the demo's data and warm start: DIR/sft.jsonl and
 # DIR/prompts.jsonl (200000 problems each, disjoint seeds), DIR/heldout.jsonl (the fixed held-out
