@@ -152,8 +152,8 @@ Result<Record> Store::PlanUpdate(std::vector<PutRow> rows, const std::string& ta
   if (renew_ms < 0 || renew_ms > kMaxRenewMs) {
     return Status::InvalidArgument("renew_ms must be 0 to " + std::to_string(kMaxRenewMs) + " (a year)");
   }
-  std::vector<std::pair<size_t, std::string>> groups;
-  RL_RETURN_IF_ERROR(CheckPutRows(rows, "an update names existing rows only (it adds none)", &groups));
+  // Before CheckPutRows: a group or version of the wrong type is still an update writing them
+  // (InvalidArgument), not a bad value (DataError), as rl-protocol(7)'s error order says.
   for (size_t n = 0; n < rows.size(); ++n) {
     for (const auto& [name, value] : rows[n].columns) {
       if (name == kGroupColumn || name == kVersionColumn) {
@@ -162,6 +162,8 @@ Result<Record> Store::PlanUpdate(std::vector<PutRow> rows, const std::string& ta
       }
     }
   }
+  std::vector<std::pair<size_t, std::string>> groups;
+  RL_RETURN_IF_ERROR(CheckPutRows(rows, "an update names existing rows only (it adds none)", &groups));
   auto it = task_ids_.find(task);
   if (it == task_ids_.end()) return Status::NotFound("unknown task '" + task + "'");
   for (size_t n = 0; n < rows.size(); ++n) {

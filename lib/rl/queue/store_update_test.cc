@@ -157,7 +157,9 @@ TEST_F(StoreUpdateTest, AClaimedReservedPartHandsOutTheAlsoOfTheGetThatClaimsIt)
   Record second = Get(req);
   ASSERT_TRUE(second.takeover);
   EXPECT_EQ(second.also, req.also);
-  for (const auto& v : Column(second, "note")) EXPECT_EQ(v[0], 'n');
+  const std::vector<std::string> notes = Column(second, "note");
+  ASSERT_EQ(notes.size(), 2u);
+  for (const auto& v : notes) EXPECT_EQ(v[0], 'n');
 }
 
 TEST_F(StoreUpdateTest, AnUpdateReplacesValuesKeepsTheRowsLeasedAndRenewsTheLease) {
@@ -227,6 +229,9 @@ TEST_F(StoreUpdateTest, AnUpdateIsRefusedWholeForEachRuleItBreaks) {
             Code::kInvalidArgument);
   EXPECT_NE(msg.find("'group'"), std::string::npos) << msg;
   EXPECT_EQ(code({AddTo(idx[1], {{"version", int64_t{1}}})}, mine.lease, 0, 1500), Code::kInvalidArgument);
+  // Of the wrong type too: writing them is the error, before their values are looked at.
+  EXPECT_EQ(code({AddTo(idx[1], {{"version", std::string("x")}})}, mine.lease, 0, 1500), Code::kInvalidArgument);
+  EXPECT_EQ(code({AddTo(idx[1], {{"group", 1.5}})}, mine.lease, 0, 1500), Code::kInvalidArgument);
   EXPECT_EQ(code({ok_row()}, 0, 0, 1500), Code::kInvalidArgument) << "lease 0";
   EXPECT_EQ(code({ok_row()}, mine.lease, -1, 1500), Code::kInvalidArgument) << "renew_ms < 0";
   EXPECT_EQ(code({ok_row()}, mine.lease, kMaxRenewMs + 1, 1500), Code::kInvalidArgument);

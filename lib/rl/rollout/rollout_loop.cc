@@ -258,10 +258,12 @@ class Loop {
     for (int64_t turn = 0;; ++turn) {
       std::vector<uint64_t> going;
       std::vector<int64_t> at;  // the turn each starts now (0 = first): the drill counts repeats
+      std::vector<bool> moves(convs.size(), false);  // takes this turn: its progress changes
       for (size_t i = 0; i < convs.size(); ++i) {
         if (convs[i].done) continue;
         going.push_back(prompts.indices[i]);
         at.push_back(convs[i].turns);
+        moves[i] = true;
       }
       if (going.empty()) break;
       if (turn > 0) RL_RETURN_IF_ERROR(Refresh());  // weight versions apply per turn
@@ -276,14 +278,15 @@ class Loop {
       ++stats_->turns;
       if (stop.load() && !std::all_of(convs.begin(), convs.end(), [](const Conversation& c) { return c.done; })) {
         // Stopping: keep this turn's progress and give the rows back for another rollout.
-        if (!WriteProgress(got, prompts, convs)) return Status::OK();
+        RL_ASSIGN_OR_RETURN(bool written, WriteProgress(got, prompts, convs, moves));
+        if (!written) return Status::OK();
         (void)queue_.Nack(kGenerateTask, got.lease, {});
         spdlog::info("stopping: {} conversations given back after their turn", going.size());
         return Status::OK();
       }
-      if (std::any_of(convs.begin(), convs.end(), [](const Conversation& c) { return !c.done; }) &&
-          !WriteProgress(got, prompts, convs)) {
-        return Status::OK();  // the lease is gone: the rows are someone else's now
+      if (std::any_of(convs.begin(), convs.end(), [](const Conversation& c) { return !c.done; })) {
+        RL_ASSIGN_OR_RETURN(bool written, WriteProgress(got, prompts, convs, moves));
+        if (!written) return Status::OK();  // the lease is gone: the rows are someone else's now
       }
     }
     double seconds = (MonoMillis() - start) / 1000.0;
@@ -304,17 +307,26 @@ class Loop {
     return Status::OK();
   }
 
-  // The progress of every conversation of the lease, as one update put that renews the lease.
-  // False when the lease is gone (logged and counted as lost rows).
-  bool WriteProgress(const queue::GetReply& got, const Prompts& prompts, const std::vector<Conversation>& convs) {
+  // The progress of the conversations that took this turn (`moves`; the others' is in their rows
+  // already), as one update put that renews the whole lease. False when the lease is gone (Conflict
+  // or NotFound: logged and counted as lost rows); any other error gives the rows back and is
+  // returned, as Commit does.
+  Result<bool> WriteProgress(const queue::GetReply& got, const Prompts& prompts,
+                             const std::vector<Conversation>& convs, const std::vector<bool>& moves) {
     Phase("write-progress");
     queue::PutRequest put;
     put.update_task = kGenerateTask;
     put.update_lease = got.lease;
     put.renew_ms = o_.lease_ms;
-    for (size_t i = 0; i < convs.size(); ++i) put.rows.push_back({prompts.indices[i], ProgressColumns(convs[i])});
+    for (size_t i = 0; i < convs.size(); ++i) {
+      if (moves[i]) put.rows.push_back({prompts.indices[i], ProgressColumns(convs[i])});
+    }
     auto done = queue_.Put(put);
     if (done.ok()) return true;
+    if (done.status().code() != Code::kConflict && done.status().code() != Code::kNotFound) {
+      (void)queue_.Nack(kGenerateTask, got.lease, {});
+      return done.status();
+    }
     spdlog::warn("progress of {} conversations not written: {}", convs.size(), done.status().message());
     if (o_.events) o_.events->Emit("lease_lost", {{"rows", convs.size()}, {"error", done.status().ToString()}});
     stats_->lost += convs.size();
