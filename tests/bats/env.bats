@@ -298,3 +298,38 @@ EOF
   [[ "$output" == *'{"output":"408"}'* ]]
   [[ "$output" == *'{"output":"1028"}'* ]]
 }
+
+@test "call passes JSON arrays through untouched, and arguments nested too deep are refused without harm" {
+  cat > "$TMP/echo.py" <<'PY'
+import json, sys
+for line in sys.stdin:  # answers with the arguments it was given, as JSON text
+    print(json.dumps({"output": json.dumps(json.loads(line)["arguments"])}), flush=True)
+PY
+  serve --tool echo="exec python3 $TMP/echo.py" --tool calc="rl-env calc"
+  run call echo '[1, 2]'
+  [ "$status" -eq 0 ]
+  [ "$output" = '{"output":"[1, 2]"}' ]
+  deep="$(python3 -c 'print("[" * 5000 + "]" * 5000)')"
+  run call echo "$deep"
+  [ "$status" -eq 1 ]
+  [[ "$output" == *'"kind":"bad-arguments"'* ]]
+  kill -0 "$EPID"
+  run call calc '"6*7"'
+  [ "$output" = '{"output":"42"}' ]
+}
+
+@test "a tool that closes its stderr does not keep rl-env busy while it works" {
+  cat > "$TMP/quiet" <<'SH'
+#!/bin/sh
+exec 2>&-
+while read -r l; do sleep 1; echo '{"output": "done"}'; done
+SH
+  chmod +x "$TMP/quiet"
+  serve --tool quiet="exec $TMP/quiet"
+  before=$(awk '{print $14 + $15}' "/proc/$EPID/stat")
+  run call quiet 1 quiet 2
+  [ "$status" -eq 0 ]
+  after=$(awk '{print $14 + $15}' "/proc/$EPID/stat")
+  # Two one-second calls: a spinning wait would burn most of them (clock ticks of 10 ms).
+  [ $((after - before)) -lt 30 ]
+}

@@ -148,6 +148,7 @@ Status CoProcess::Start() {
       (void)n;
       ::_exit(126);
     }
+    ::close_range(3, ~0U, 0);  // none of our descriptors (sockets, logs) goes to the tool
     ::execl("/bin/sh", "sh", "-c", command_.c_str(), static_cast<char*>(nullptr));
     ::_exit(127);
   }
@@ -181,6 +182,12 @@ void CoProcess::DrainStderr(bool flush_partial) {
   char chunk[4096];
   ssize_t n;
   while ((n = ::read(err_child_, chunk, sizeof(chunk))) > 0) err_buffer_.append(chunk, static_cast<size_t>(n));
+  // End of file: the command closed its stderr (2>/dev/null, exec 2>&-). Left open, the pipe
+  // would poll as hung up at once, forever, and the wait loops would spin.
+  if (n == 0) {
+    CloseFd(&err_child_);
+    flush_partial = true;
+  }
   auto log_line = [&](std::string line) {
     if (err_lines_ >= kMaxStderrLines) {
       ++err_dropped_;

@@ -94,7 +94,7 @@ nlohmann::json ResultJson(const ToolResult& r) {
 }
 
 int RunCall(ClientOptions co, int64_t timeout_ms, const std::vector<std::string>& args) {
-  if (args.size() % 2 != 0) {
+  if (args.empty() || args.size() % 2 != 0) {
     return Fail(kTool, Status::InvalidArgument("call wants NAME ARGUMENTS_JSON pairs (e.g. calc '\"12*34\"')"));
   }
   std::vector<ToolCall> calls;
@@ -142,20 +142,30 @@ int EnvMain(int argc, char** argv) {
   ClientOptions co;
   co.endpoint = "tcp://127.0.0.1:5570";
   int64_t call_timeout_ms = 10000;
-  std::vector<std::string> call_args;
   CLI::App* call = cl.Sub("call", "run tool calls on rl-env and print each result as a JSON line");
   cl.Bind(call, "--endpoint", &co.endpoint);
   cl.Bind(call, "--give-up-s", &co.give_up_s)->check(CLI::Range(0.0, 86400.0));
   cl.Bind(call, "--timeout-ms", &call_timeout_ms)->check(CLI::Range(int64_t{1}, int64_t{3600} * 1000));
-  call->add_option("calls", call_args, "NAME ARGUMENTS_JSON [NAME ARGUMENTS_JSON ...]")->required();
+  // The pairs are read as extras, untouched: a CLI11 vector option would take an argument such
+  // as '[1, 2]' for its own list syntax and hand the tool something else.
+  call->allow_extras();
+  cl.app().allow_extras();  // extras pass up to the top; other subcommands refuse them below
+  call->footer("Arguments: NAME ARGUMENTS_JSON [NAME ARGUMENTS_JSON ...]");
 
   CLI::App* calc = cl.Sub("calc", "the calculator tool: integer expressions, one JSON request per stdin line");
 
   if (auto code = cl.Parse(argc, argv)) return *code;
   if (Status s = InitLogging(kTool, log_level); !s.ok()) return Fail(kTool, s);
 
+  std::vector<std::string> extras = call->remaining();
+  for (const std::string& e : cl.app().remaining()) extras.push_back(e);
+  const bool stray = call->parsed() ? !extras.empty() && extras[0].rfind("-", 0) == 0 : !extras.empty();
+  if (stray) {  // an unknown option, or arguments for a subcommand that takes none
+    std::fprintf(stderr, "%s: unexpected argument '%s' (see %s --help)\n", kTool, extras[0].c_str(), kTool);
+    return kExitUsage;
+  }
   if (calc->parsed()) return RunCalcTool(std::cin, std::cout);
-  if (call->parsed()) return RunCall(co, call_timeout_ms, call_args);
+  if (call->parsed()) return RunCall(co, call_timeout_ms, extras);
 
   auto tools = ParseTools(tool_specs);
   if (!tools.ok()) return Fail(kTool, tools.status());

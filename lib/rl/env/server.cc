@@ -194,7 +194,11 @@ void Server::SendReplies() {
       continue;
     }
     running_.erase({p->header.from, p->header.rid});
-    kept_[p->header.from] = Kept{p->header.rid, std::move(body), now};
+    // A sender's newest request is the one it may retry: an older one finishing later keeps out.
+    auto kept = kept_.find(p->header.from);
+    if (kept == kept_.end() || kept->second.rid < p->header.rid) {
+      kept_[p->header.from] = Kept{p->header.rid, std::move(body), now};
+    }
   }
 }
 

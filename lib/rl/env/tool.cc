@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "rl/core/log.h"
+#include "rl/wire/json_value.h"
 
 namespace rl::env {
 namespace {
@@ -33,6 +34,9 @@ CoProcessOptions OptionsFor(const std::string& name, const ToolLimits& l, const 
 Result<std::string> RequestLine(const ToolCall& call) {
   nlohmann::ordered_json args = nullptr;  // ordered: keys go to the tool as the model wrote them
   if (call.arguments.find_first_not_of(" \t\r\n") != std::string::npos) {
+    if (!JsonDepthWithin(call.arguments, kMaxJsonDepth)) {
+      return Status::DataError("the arguments nest deeper than " + std::to_string(kMaxJsonDepth) + " levels");
+    }
     args = nlohmann::ordered_json::parse(call.arguments, nullptr, false);
     if (args.is_discarded()) return Status::DataError("the arguments are not JSON: " + Quote(call.arguments));
   }

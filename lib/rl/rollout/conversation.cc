@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "rl/core/clock.h"
+#include "rl/wire/json_value.h"
 
 namespace rl::rollout {
 namespace {
@@ -108,7 +109,10 @@ int64_t ConversationRunner::Budget(const Conversation& c) const {
 }
 
 env::ToolCall ConversationRunner::ParseCall(const std::string& body) const {
-  nlohmann::json j = nlohmann::json::parse(body, nullptr, false);
+  // Deeper than any call needs: the text goes whole to the default tool (never parsed, nor
+  // dumped level by level).
+  nlohmann::json j = JsonDepthWithin(body, kMaxJsonDepth) ? nlohmann::json::parse(body, nullptr, false)
+                                                         : nlohmann::json();
   if (j.is_object() && j.contains("name") && j["name"].is_string()) {
     env::ToolCall call{j["name"].get<std::string>(), j.contains("arguments") ? j["arguments"].dump() : "{}"};
     return call;

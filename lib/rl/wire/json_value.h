@@ -7,6 +7,8 @@
 // so FromJson(ToJson(v)) == v for every value except f16/bf16 tensors (written as hex).
 #pragma once
 
+#include <string_view>
+
 #include <nlohmann/json.hpp>
 
 #include "rl/core/status.h"
@@ -15,6 +17,11 @@
 namespace rl {
 
 Result<Value> ValueFromJson(const nlohmann::json& j);
+// False when `text` nests arrays and objects deeper than max_depth (strings skipped, so brackets
+// inside them do not count). nlohmann's dump recurses per level: text from outside (a model's
+// tool call, a client's arguments) is checked with this before it is parsed and dumped again.
+bool JsonDepthWithin(std::string_view text, int max_depth);
+constexpr int kMaxJsonDepth = 256;
 nlohmann::json ValueToJson(const Value& v);
 
 }  // namespace rl
