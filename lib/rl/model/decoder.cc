@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <map>
 
+#include "rl/model/tensor_parallel.h"
 #include "rl/model/torch_guard.h"
 
 namespace rl::model {
@@ -104,7 +105,8 @@ class FullDecoder final : public Decoder {
 }  // namespace
 
 Result<std::unique_ptr<Decoder>> NewCacheDecoder(const Transformer* model, int64_t slots) {
-  RL_ASSIGN_OR_RETURN(KvCache cache, KvCache::Create(model->config(), slots, model->dtype()));
+  RL_ASSIGN_OR_RETURN(KvCache cache, KvCache::Create(model->config(), slots, model->dtype(),
+                                                     model->tensor_parallel().size));
   return std::unique_ptr<Decoder>(new CacheDecoder(model, std::move(cache)));
 }
 

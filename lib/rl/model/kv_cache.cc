@@ -2,19 +2,22 @@
 
 #include <ATen/ATen.h>
 
+#include "rl/model/tensor_parallel.h"
 #include "rl/model/torch_guard.h"
 #include "rl/model/transformer.h"
 
 namespace rl::model {
 
-Result<KvCache> KvCache::Create(const ModelConfig& config, int64_t slots, DType dtype) {
+Result<KvCache> KvCache::Create(const ModelConfig& config, int64_t slots, DType dtype,
+                                int64_t tp_size) {
   RL_RETURN_IF_ERROR(config.Validate());
+  RL_RETURN_IF_ERROR(CheckTensorParallel(config, tp_size));
   if (slots < 1) {
     return Status::InvalidArgument("kv cache: slots must be >= 1, got " + std::to_string(slots));
   }
   KvCache cache;
   cache.capacity_ = config.context();
-  cache.n_kv_heads_ = config.kv_heads();
+  cache.n_kv_heads_ = config.kv_heads() / tp_size;
   cache.head_dim_ = config.head_width();
   cache.dtype_ = dtype;
   cache.lengths_.assign(static_cast<size_t>(slots), 0);

@@ -32,8 +32,9 @@ class KvCache {
  public:
   // A cache for `slots` sequences of up to config.context() positions, all empty, for a model
   // computing in `dtype`. InvalidArgument if slots < 1; Config if the config is invalid.
+  // A rank of a tensor-parallel group of `tp_size` holds num_key_value_heads / tp_size heads.
   static Result<KvCache> Create(const ModelConfig& config, int64_t slots,
-                                DType dtype = DType::kF32);
+                                DType dtype = DType::kF32, int64_t tp_size = 1);
 
   int64_t slots() const { return static_cast<int64_t>(lengths_.size()); }
   int64_t capacity() const { return capacity_; }  // positions per slot (the context)

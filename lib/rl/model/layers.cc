@@ -61,10 +61,11 @@ at::Tensor Rotary::Apply(const at::Tensor& x, const at::Tensor& positions) const
   return at::cat({x1 * c - x2 * s, x1 * s + x2 * c}, -1);
 }
 
-AttentionImpl::AttentionImpl(const ModelConfig& c)
-    : n_heads_(c.num_attention_heads),
-      n_kv_heads_(c.kv_heads()),
+AttentionImpl::AttentionImpl(const ModelConfig& c, const TensorParallel& tp)
+    : n_heads_(c.num_attention_heads / tp.size),
+      n_kv_heads_(c.kv_heads() / tp.size),
       head_dim_(c.head_width()),
+      tp_(tp),
       rope_(c) {
   const int64_t d = c.hidden_size, q = n_heads_ * head_dim_, kv = n_kv_heads_ * head_dim_;
   q_proj_ = register_module("q_proj", MakeLinear(d, q, c.qkv_bias()));
@@ -126,22 +127,27 @@ at::Tensor AttentionImpl::forward(const at::Tensor& x, const at::Tensor& positio
   const at::Tensor probs = at::softmax(scores, -1, at::kFloat).to(q.scalar_type());
   const at::Tensor out = at::matmul(probs.view({b, n_kv_heads_, rep * t, len}), values)
                              .view({b, n_heads_, t, head_dim_});
-  return o_proj_->forward(out.transpose(1, 2).reshape({b, t, n_heads_ * head_dim_}));
+  at::Tensor y = o_proj_->forward(out.transpose(1, 2).reshape({b, t, n_heads_ * head_dim_}));
+  if (tp_.size > 1) tp_.all_reduce(y);
+  return y;
 }
 
-MlpImpl::MlpImpl(const ModelConfig& c) {
-  gate_proj_ = register_module("gate_proj", MakeLinear(c.hidden_size, c.intermediate_size, false));
-  up_proj_ = register_module("up_proj", MakeLinear(c.hidden_size, c.intermediate_size, false));
-  down_proj_ = register_module("down_proj", MakeLinear(c.intermediate_size, c.hidden_size, false));
+MlpImpl::MlpImpl(const ModelConfig& c, const TensorParallel& tp) : tp_(tp) {
+  const int64_t inner = c.intermediate_size / tp.size;
+  gate_proj_ = register_module("gate_proj", MakeLinear(c.hidden_size, inner, false));
+  up_proj_ = register_module("up_proj", MakeLinear(c.hidden_size, inner, false));
+  down_proj_ = register_module("down_proj", MakeLinear(inner, c.hidden_size, false));
 }
 
 at::Tensor MlpImpl::forward(const at::Tensor& x) {
-  return down_proj_->forward(at::silu(gate_proj_->forward(x)) * up_proj_->forward(x));
+  at::Tensor y = down_proj_->forward(at::silu(gate_proj_->forward(x)) * up_proj_->forward(x));
+  if (tp_.size > 1) tp_.all_reduce(y);
+  return y;
 }
 
-DecoderLayerImpl::DecoderLayerImpl(const ModelConfig& c) {
-  self_attn_ = register_module("self_attn", Attention(c));
-  mlp_ = register_module("mlp", Mlp(c));
+DecoderLayerImpl::DecoderLayerImpl(const ModelConfig& c, const TensorParallel& tp) {
+  self_attn_ = register_module("self_attn", Attention(c, tp));
+  mlp_ = register_module("mlp", Mlp(c, tp));
   input_layernorm_ = register_module("input_layernorm", RmsNorm(c.hidden_size, c.rms_norm_eps));
   post_attention_layernorm_ =
       register_module("post_attention_layernorm", RmsNorm(c.hidden_size, c.rms_norm_eps));

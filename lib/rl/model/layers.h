@@ -16,6 +16,7 @@
 #include <torch/nn/pimpl.h>
 
 #include "rl/model/config.h"
+#include "rl/model/tensor_parallel.h"
 
 namespace rl::model {
 
@@ -58,30 +59,35 @@ class Rotary {
 };
 
 // self_attn: q_proj [H*Dh, D], k_proj and v_proj [G*Dh, D] (biases per ModelConfig::qkv_bias),
-// o_proj [D, H*Dh] (bias per o_bias), q_norm and k_norm [Dh] (Qwen3).
+// o_proj [D, H*Dh] (bias per o_bias), q_norm and k_norm [Dh] (Qwen3). Under tensor parallelism of
+// size t a rank holds H/t query and G/t key/value heads (tensor_parallel.h) and all-reduces the
+// output.
 class AttentionImpl : public torch::nn::Module {
  public:
-  explicit AttentionImpl(const ModelConfig& c);
+  AttentionImpl(const ModelConfig& c, const TensorParallel& tp);
   // x [B, T, D], positions [B, T] -> [B, T, D]. With a cache, the new keys and values are written
   // at (slot, position) first and the queries attend over the slot's cached prefix; without one
   // they attend over x itself. Either way a query sees exactly the keys at positions <= its own.
   at::Tensor forward(const at::Tensor& x, const at::Tensor& positions, const CacheView* cache);
 
  private:
-  int64_t n_heads_, n_kv_heads_, head_dim_;
+  int64_t n_heads_, n_kv_heads_, head_dim_;  // this rank's heads
+  TensorParallel tp_;
   Rotary rope_;
   torch::nn::Linear q_proj_{nullptr}, k_proj_{nullptr}, v_proj_{nullptr}, o_proj_{nullptr};
   RmsNorm q_norm_{nullptr}, k_norm_{nullptr};
 };
 TORCH_MODULE(Attention);
 
-// mlp: down_proj(silu(gate_proj(x)) * up_proj(x)), no biases.
+// mlp: down_proj(silu(gate_proj(x)) * up_proj(x)), no biases. Under tensor parallelism a rank
+// holds intermediate_size/t of the columns and all-reduces the output.
 class MlpImpl : public torch::nn::Module {
  public:
-  explicit MlpImpl(const ModelConfig& c);
+  MlpImpl(const ModelConfig& c, const TensorParallel& tp);
   at::Tensor forward(const at::Tensor& x);
 
  private:
+  TensorParallel tp_;
   torch::nn::Linear gate_proj_{nullptr}, up_proj_{nullptr}, down_proj_{nullptr};
 };
 TORCH_MODULE(Mlp);
@@ -89,7 +95,7 @@ TORCH_MODULE(Mlp);
 // x + self_attn(input_layernorm(x)), then x + mlp(post_attention_layernorm(x)).
 class DecoderLayerImpl : public torch::nn::Module {
  public:
-  explicit DecoderLayerImpl(const ModelConfig& c);
+  DecoderLayerImpl(const ModelConfig& c, const TensorParallel& tp);
   at::Tensor forward(const at::Tensor& x, const at::Tensor& positions, const CacheView* cache);
 
  private:

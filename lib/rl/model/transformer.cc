@@ -8,6 +8,7 @@
 #include <unordered_map>
 
 #include "rl/model/kv_cache.h"
+#include "rl/model/tensor_parallel.h"
 #include "rl/model/torch_guard.h"
 #include "rl/model/transformer_module.h"
 
@@ -68,16 +69,47 @@ at::ScalarType ScalarTypeOf(DType d) {
 }
 
 Result<Transformer> Transformer::Create(const ModelConfig& config, uint64_t seed, DType dtype) {
+  return Create(config, seed, dtype, TensorParallel{});
+}
+
+Result<Transformer> Transformer::Create(const ModelConfig& config, uint64_t seed, DType dtype,
+                                        const TensorParallel& tp) {
   RL_RETURN_IF_ERROR(config.Validate());
-  return TorchGuard("transformer: create", [&]() -> Result<Transformer> {
-    auto impl = std::make_shared<TransformerImpl>(config);
-    if (dtype != DType::kF32) impl->to(ScalarTypeOf(dtype));
-    impl->InitWeights(seed);
-    return Transformer(std::move(impl));
-  });
+  RL_ASSIGN_OR_RETURN(Transformer whole,
+                      TorchGuard("transformer: create", [&]() -> Result<Transformer> {
+                        auto impl = std::make_shared<TransformerImpl>(config);
+                        if (dtype != DType::kF32) impl->to(ScalarTypeOf(dtype));
+                        impl->InitWeights(seed);
+                        return Transformer(std::move(impl));
+                      }));
+  if (tp.size == 1 && tp.rank == 0) return whole;
+  return whole.Shard(tp);
+}
+
+Result<Transformer> Transformer::Shard(const TensorParallel& tp) const {
+  if (tensor_parallel().size != 1) {
+    return Status::InvalidArgument("transformer: shard: the model is already a shard");
+  }
+  RL_RETURN_IF_ERROR(CheckTensorParallel(config(), tp.size));
+  if (tp.rank < 0 || tp.rank >= tp.size || (tp.size > 1 && !tp.all_reduce)) {
+    return Status::InvalidArgument("transformer: shard: rank " + std::to_string(tp.rank) +
+                                   " of " + std::to_string(tp.size) + " needs an all_reduce");
+  }
+  RL_ASSIGN_OR_RETURN(NamedTensors shards,
+                      ShardNamedTensors(NamedParameters(), config(), tp.rank, tp.size));
+  RL_ASSIGN_OR_RETURN(Transformer shard,
+                      TorchGuard("transformer: shard", [&]() -> Result<Transformer> {
+                        auto impl = std::make_shared<TransformerImpl>(config(), tp);
+                        if (dtype() != DType::kF32) impl->to(ScalarTypeOf(dtype()));
+                        return Transformer(std::move(impl));
+                      }));
+  RL_RETURN_IF_ERROR(shard.LoadNamedParameters(shards));
+  return shard;
 }
 
 const ModelConfig& Transformer::config() const { return impl_->config(); }
+
+const TensorParallel& Transformer::tensor_parallel() const { return impl_->tensor_parallel(); }
 
 DType Transformer::dtype() const {
   const at::ScalarType t = impl_->parameters().front().scalar_type();
@@ -134,7 +166,8 @@ Result<at::Tensor> Transformer::ForwardStep(const at::Tensor& tokens,
   return TorchGuard("transformer: forward step", [&]() -> Result<at::Tensor> {
     RL_RETURN_IF_ERROR(CheckTokens(tokens, config(), "forward step"));
     if (cache == nullptr || cache->n_layers() != config().num_hidden_layers ||
-        cache->capacity() != config().context() || cache->n_kv_heads() != config().kv_heads() ||
+        cache->capacity() != config().context() ||
+        cache->n_kv_heads() != config().kv_heads() / tensor_parallel().size ||
         cache->head_dim() != config().head_width() || cache->dtype() != dtype()) {
       return Status::InvalidArgument("forward step: the cache does not match the model");
     }
@@ -195,7 +228,12 @@ Status Transformer::LoadNamedParameters(const NamedTensors& tensors) {
 }
 
 Result<Transformer> Transformer::Clone() const {
-  RL_ASSIGN_OR_RETURN(Transformer copy, Create(config(), 0, dtype()));
+  RL_ASSIGN_OR_RETURN(Transformer copy,
+                      TorchGuard("transformer: clone", [&]() -> Result<Transformer> {
+                        auto impl = std::make_shared<TransformerImpl>(config(), tensor_parallel());
+                        if (dtype() != DType::kF32) impl->to(ScalarTypeOf(dtype()));
+                        return Transformer(std::move(impl));
+                      }));
   RL_RETURN_IF_ERROR(copy.LoadNamedParameters(NamedParameters()));
   return copy;
 }

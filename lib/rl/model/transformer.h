@@ -35,6 +35,7 @@ namespace rl::model {
 
 class KvCache;
 class TransformerImpl;
+struct TensorParallel;
 
 at::ScalarType ScalarTypeOf(DType d);
 
@@ -47,8 +48,17 @@ class Transformer {
   // global torch RNG is not touched), computing in `dtype`. Config if the config is invalid.
   static Result<Transformer> Create(const ModelConfig& config, uint64_t seed,
                                     DType dtype = DType::kF32);
+  // Rank tp.rank's shard, under tensor parallelism (tensor_parallel.h), of the model that
+  // Create(config, seed, dtype) makes. Config when the model does not split tp.size ways.
+  static Result<Transformer> Create(const ModelConfig& config, uint64_t seed, DType dtype,
+                                    const TensorParallel& tp);
+
+  // This model's shard for rank tp.rank. REQUIRES: this model is whole (tensor_parallel().size
+  // == 1). The shard copies the weights it holds; no communication.
+  Result<Transformer> Shard(const TensorParallel& tp) const;
 
   const ModelConfig& config() const;
+  const TensorParallel& tensor_parallel() const;
   DType dtype() const;  // of the parameters and of the computation
 
   // tokens [B, T] int64 with 1 <= T <= config().context() and ids in [0, vocab) -> logits
@@ -85,7 +95,8 @@ class Transformer {
 
   // The trainable tensors (they share storage with the model), for an optimizer.
   std::vector<at::Tensor> Parameters() const;
-  // The state dict: every parameter by name (see transformer_module.h), sharing storage.
+  // The state dict: every parameter by name (see transformer_module.h), sharing storage. For a
+  // shard, the shard's tensors (ShardTensor of the full ones).
   NamedTensors NamedParameters() const;
   // Copies tensors into the parameters of the same names. Every parameter must be present once,
   // with the same shape; no unknown names. Dtypes are converted. DataError on a mismatch, and

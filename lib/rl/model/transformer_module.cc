@@ -11,12 +11,12 @@
 
 namespace rl::model {
 
-DecoderStackImpl::DecoderStackImpl(const ModelConfig& config) {
+DecoderStackImpl::DecoderStackImpl(const ModelConfig& config, const TensorParallel& tp) {
   embed_tokens_ =
       register_module("embed_tokens", torch::nn::Embedding(config.vocab_size, config.hidden_size));
   layers_ = register_module("layers", torch::nn::ModuleList());
   for (int64_t i = 0; i < config.num_hidden_layers; ++i) {
-    layer_list_.push_back(DecoderLayer(config));
+    layer_list_.push_back(DecoderLayer(config, tp));
     layers_->push_back(layer_list_.back());
   }
   norm_ = register_module("norm", RmsNorm(config.hidden_size, config.rms_norm_eps));
@@ -31,8 +31,9 @@ at::Tensor DecoderStackImpl::forward(const at::Tensor& tokens, const at::Tensor&
   return norm_->forward(x);
 }
 
-TransformerImpl::TransformerImpl(const ModelConfig& config) : config_(config) {
-  model_ = register_module("model", DecoderStack(config));
+TransformerImpl::TransformerImpl(const ModelConfig& config, const TensorParallel& tp)
+    : config_(config), tp_(tp) {
+  model_ = register_module("model", DecoderStack(config, tp));
   if (!config.tie_word_embeddings) {
     lm_head_ = register_module(
         "lm_head",

@@ -34,7 +34,7 @@ class KvCache;
 // The "model." part: embeddings, decoder layers, final norm.
 class DecoderStackImpl : public torch::nn::Module {
  public:
-  explicit DecoderStackImpl(const ModelConfig& config);
+  DecoderStackImpl(const ModelConfig& config, const TensorParallel& tp);
   // tokens [B, T] -> hidden states [B, T, D] after the final norm. `caches` is empty or holds
   // one view per layer.
   at::Tensor forward(const at::Tensor& tokens, const at::Tensor& positions,
@@ -51,9 +51,11 @@ TORCH_MODULE(DecoderStack);
 
 class TransformerImpl : public torch::nn::Module {
  public:
-  explicit TransformerImpl(const ModelConfig& config);
+  // With tp.size > 1, this rank's shard of the model (tensor_parallel.h).
+  explicit TransformerImpl(const ModelConfig& config, const TensorParallel& tp = {});
 
   const ModelConfig& config() const { return config_; }
+  const TensorParallel& tensor_parallel() const { return tp_; }
 
   // tokens [B, T] int64, positions [B, T] int64 -> logits [B, T, V] float32 (computed in the
   // dtype of the parameters).
@@ -77,6 +79,7 @@ class TransformerImpl : public torch::nn::Module {
 
  private:
   ModelConfig config_;
+  TensorParallel tp_;
   DecoderStack model_{nullptr};
   torch::nn::Linear lm_head_{nullptr};
 };

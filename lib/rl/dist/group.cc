@@ -1,0 +1,172 @@
+#include "rl/dist/group.h"
+
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+#include <chrono>
+#include <exception>
+#include <utility>
+
+#include "rl/model/torch_guard.h"
+
+namespace rl::dist {
+
+struct Group::State {
+  c10::intrusive_ptr<c10d::Store> store;  // the root store (no prefix), shared with subgroups
+  c10::intrusive_ptr<c10d::ProcessGroupGloo> pg;
+  GroupOptions options;
+};
+
+namespace {
+
+// c10d reports a dead or hung peer with exceptions (c10::Error, std::runtime_error from Gloo).
+template <typename F>
+Status Guard(const char* what, F&& f) {
+  try {
+    f();
+    return Status::OK();
+  } catch (const std::exception& e) {
+    std::string m = e.what();
+    const size_t cut = m.find('\n');  // c10::Error appends a backtrace
+    if (cut != std::string::npos) m.resize(cut);
+    return Status::Unavailable(std::string("process group: ") + what + ": " + m);
+  }
+}
+
+Status ParseEndpoint(const std::string& endpoint, std::string* host, uint16_t* port) {
+  const size_t colon = endpoint.rfind(':');
+  if (colon == std::string::npos || colon == 0) {
+    return Status::InvalidArgument("process group: endpoint '" + endpoint + "' is not HOST:PORT");
+  }
+  const std::string digits = endpoint.substr(colon + 1);
+  if (digits.empty() || digits.size() > 5 || digits.find_first_not_of("0123456789") != std::string::npos ||
+      std::stoi(digits) < 1 || std::stoi(digits) > 65535) {
+    return Status::InvalidArgument("process group: endpoint '" + endpoint + "' has a bad port");
+  }
+  *host = endpoint.substr(0, colon);
+  *port = static_cast<uint16_t>(std::stoi(digits));
+  return Status::OK();
+}
+
+Result<c10::intrusive_ptr<c10d::ProcessGroupGloo>> MakeGloo(
+    const c10::intrusive_ptr<c10d::Store>& store, const std::string& prefix, int rank, int size,
+    const GroupOptions& o) {
+  c10::intrusive_ptr<c10d::ProcessGroupGloo> pg;
+  RL_RETURN_IF_ERROR(Guard("join", [&] {
+    auto opts = c10d::ProcessGroupGloo::Options::create();
+    opts->timeout = std::chrono::milliseconds(o.timeout_ms);
+    opts->threads = o.threads;
+    // Loopback for a group on one machine; otherwise the address this host's name resolves to.
+    std::string host;
+    uint16_t port = 0;
+    (void)ParseEndpoint(o.endpoint, &host, &port);
+    const bool local = host == "127.0.0.1" || host == "localhost";
+    opts->devices.push_back(local ? c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1")
+                                  : c10d::ProcessGroupGloo::createDefaultDevice());
+    pg = c10::make_intrusive<c10d::ProcessGroupGloo>(
+        c10::make_intrusive<c10d::PrefixStore>(prefix, store), rank, size, opts);
+  }));
+  return pg;
+}
+
+}  // namespace
+
+Result<Group> Group::Join(const GroupOptions& o) {
+  if (o.size < 1 || o.rank < 0 || o.rank >= o.size) {
+    return Status::InvalidArgument("process group: rank " + std::to_string(o.rank) +
+                                   " outside [0, " + std::to_string(o.size) + ")");
+  }
+  if (o.timeout_ms < 1 || o.threads < 1 || o.name.empty()) {
+    return Status::InvalidArgument("process group: timeout, threads and name must be set");
+  }
+  std::string host;
+  uint16_t port = 0;
+  RL_RETURN_IF_ERROR(ParseEndpoint(o.endpoint, &host, &port));
+  auto state = std::make_shared<State>();
+  state->options = o;
+  RL_RETURN_IF_ERROR(Guard("rendezvous", [&] {
+    c10d::TCPStoreOptions so;
+    so.port = port;
+    so.isServer = o.rank == 0;
+    so.numWorkers = o.size;
+    so.waitWorkers = false;
+    so.timeout = std::chrono::milliseconds(o.timeout_ms);
+    state->store = c10::make_intrusive<c10d::TCPStore>(host, so);
+  }));
+  RL_ASSIGN_OR_RETURN(state->pg, MakeGloo(state->store, o.name, o.rank, o.size, o));
+  return Group(std::move(state));
+}
+
+int Group::rank() const { return state_->pg->getRank(); }
+int Group::size() const { return state_->pg->getSize(); }
+
+Status Group::AllReduceSum(at::Tensor& t) {
+  return Guard("all-reduce", [&] {
+    std::vector<at::Tensor> v{t};
+    state_->pg->allreduce(v)->wait();
+  });
+}
+
+Status Group::Broadcast(at::Tensor& t, int root) {
+  if (root < 0 || root >= size()) return Status::InvalidArgument("process group: bad root");
+  return Guard("broadcast", [&] {
+    std::vector<at::Tensor> v{t};
+    c10d::BroadcastOptions opts;
+    opts.rootRank = root;
+    state_->pg->broadcast(v, opts)->wait();
+  });
+}
+
+Status Group::AllGather(const at::Tensor& t, std::vector<at::Tensor>* out) {
+  return Guard("all-gather", [&] {
+    std::vector<std::vector<at::Tensor>> outputs(1);
+    for (int r = 0; r < size(); ++r) outputs[0].push_back(at::empty_like(t));
+    std::vector<at::Tensor> in{t};
+    state_->pg->allgather(outputs, in)->wait();
+    *out = std::move(outputs[0]);
+  });
+}
+
+Status Group::Barrier() {
+  return Guard("barrier", [&] { state_->pg->barrier()->wait(); });
+}
+
+Result<Group> Group::Subgroup(const std::vector<int>& ranks, const std::string& name) const {
+  int me = -1;
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    if (ranks[i] < 0 || ranks[i] >= size() || (i > 0 && ranks[i] <= ranks[i - 1])) {
+      return Status::InvalidArgument("process group: subgroup ranks must ascend within the group");
+    }
+    if (ranks[i] == rank()) me = static_cast<int>(i);
+  }
+  if (me < 0) return Status::InvalidArgument("process group: subgroup without this rank");
+  auto state = std::make_shared<State>(*state_);
+  state->options.name = state_->options.name + "/" + name;
+  state->options.rank = me;
+  state->options.size = static_cast<int>(ranks.size());
+  RL_ASSIGN_OR_RETURN(state->pg, MakeGloo(state_->store, state->options.name, me,
+                                          static_cast<int>(ranks.size()), state->options));
+  return Group(std::move(state));
+}
+
+model::TensorParallel Group::TensorParallel() {
+  model::TensorParallel tp;
+  tp.rank = rank();
+  tp.size = size();
+  std::shared_ptr<State> state = state_;
+  tp.all_reduce = [state](at::Tensor& t) {
+    std::vector<at::Tensor> v{t};
+    try {
+      state->pg->allreduce(v)->wait();
+    } catch (const std::exception& e) {
+      std::string m = e.what();
+      const size_t cut = m.find('\n');
+      if (cut != std::string::npos) m.resize(cut);
+      throw model::PeerLost("tensor-parallel all-reduce: " + m);
+    }
+  };
+  return tp;
+}
+
+}  // namespace rl::dist

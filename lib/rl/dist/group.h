@@ -1,0 +1,69 @@
+// Group: a process group of torch.distributed c10d over Gloo (TCP), the communication that
+// tensor-parallel rollouts (and data-parallel trainers) use. No communication code of our own:
+// this is a thin handle that turns c10d's exceptions into Status values and gives the model's
+// tensor-parallel layers their all-reduce.
+//
+// Rendezvous: rank 0 hosts a c10d TCPStore at `endpoint`; every rank connects to it and Gloo
+// makes a full mesh of TCP connections through it. `name` prefixes every store key, so a group
+// that re-forms (after a rank died) takes a fresh name and never reads the old one's keys.
+// Subgroups (the tensor-parallel groups of a rollout group, say) are made once over the same
+// store and reused.
+//
+// Failure: a collective whose peer died fails (Unavailable) as soon as the connection drops, or
+// after `timeout_ms` for a peer that hangs; the group is then broken and must be re-formed.
+// Thread safety: a Group may be used from one thread at a time; collectives must be called in the
+// same order on every rank.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "rl/core/status.h"
+#include "rl/model/tensor_parallel.h"
+
+namespace rl::dist {
+
+struct GroupOptions {
+  std::string endpoint;  // host:port of the rendezvous store; rank 0 listens there
+  int rank = 0;
+  int size = 1;
+  std::string name = "rl";  // the store-key prefix of this group (a fresh one per re-forming)
+  int timeout_ms = 30000;   // for the rendezvous and for each collective
+  int threads = 1;          // Gloo's worker threads (one is enough for a 2-core machine)
+};
+
+class Group {
+ public:
+  // Connects to (rank 0: hosts) the store and forms the group. InvalidArgument for bad options;
+  // Timeout when the other ranks do not come within timeout_ms; Unavailable when the store
+  // cannot be reached or bound.
+  static Result<Group> Join(const GroupOptions& options);
+
+  int rank() const;
+  int size() const;
+
+  // Collectives. Every rank gets the same result bits. Unavailable when the group is broken.
+  Status AllReduceSum(at::Tensor& t);  // in place; t contiguous
+  Status Broadcast(at::Tensor& t, int root);  // in place; same shape and dtype on every rank
+  // out[r] = rank r's `t` (same shape and dtype on every rank).
+  Status AllGather(const at::Tensor& t, std::vector<at::Tensor>* out);
+  Status Barrier();
+
+  // A group of the members `ranks` (ascending, of this group), over the same store under
+  // name() + "/" + name. Called by the members only; they become ranks 0.. in that order.
+  Result<Group> Subgroup(const std::vector<int>& ranks, const std::string& name) const;
+
+  // The all-reduce the model's tensor-parallel layers call (it throws model::PeerLost on a
+  // broken group). The returned value refers to this group: keep the group alive.
+  model::TensorParallel TensorParallel();
+
+ private:
+  struct State;
+  explicit Group(std::shared_ptr<State> state) : state_(std::move(state)) {}
+  std::shared_ptr<State> state_;
+};
+
+}  // namespace rl::dist
