@@ -4,17 +4,13 @@
 #include "rl/model/tensor_parallel.h"
 
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <ATen/ATen.h>
 
 #include <atomic>
-#include <functional>
-#include <thread>
 
 #include "rl/dist/group.h"
+#include "rl/dist/test_ranks.h"
 #include "rl/model/generate.h"
 #include "rl/model/kv_cache.h"
 #include "rl/model/test_util.h"
@@ -26,38 +22,7 @@ using model::Architecture;
 using model::ModelConfig;
 using model::Transformer;
 using model::testing::TinyConfig;
-
-// A TCP port that was free a moment ago, for the rendezvous store.
-int FreePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  close(fd);
-  return ntohs(a.sin_port);
-}
-
-// Runs body(group) on `size` threads, one rank each, and waits for them.
-void RunRanks(int size, const std::function<void(Group&)>& body) {
-  const std::string endpoint = "127.0.0.1:" + std::to_string(FreePort());
-  std::vector<std::thread> threads;
-  for (int r = 0; r < size; ++r) {
-    threads.emplace_back([&, r] {
-      GroupOptions o;
-      o.endpoint = endpoint;
-      o.rank = r;
-      o.size = size;
-      o.timeout_ms = 20000;
-      auto group = Group::Join(o);
-      ASSERT_TRUE(group.ok()) << group.status().ToString();
-      body(*group);
-    });
-  }
-  for (auto& t : threads) t.join();
-}
+using testing::RunRanks;
 
 ModelConfig FamilyConfig(Architecture arch) {
   ModelConfig c = TinyConfig(arch, /*tied=*/arch != Architecture::kLlama, /*kv_heads=*/2);

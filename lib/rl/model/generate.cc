@@ -9,10 +9,9 @@
 #include "rl/model/torch_guard.h"
 
 namespace rl::model {
-namespace {
 
-Status CheckRequest(const ModelConfig& c, const std::vector<std::vector<int64_t>>& prompts,
-                    const GenerateOptions& o) {
+Status CheckGenerateRequest(const ModelConfig& c, const std::vector<std::vector<int64_t>>& prompts,
+                            const GenerateOptions& o) {
   RL_RETURN_IF_ERROR(o.sampling.Validate());
   if (o.max_new_tokens < 0) return Status::InvalidArgument("generate: max_new_tokens < 0");
   if (o.slots < 1) return Status::InvalidArgument("generate: slots must be >= 1");
@@ -44,6 +43,8 @@ Status CheckRequest(const ModelConfig& c, const std::vector<std::vector<int64_t>
   }
   return Status::OK();
 }
+
+namespace {
 
 // The continuous-batching loop: refill free slots, sample every active slot, feed the tokens of
 // the slots that go on.
@@ -137,18 +138,8 @@ class Scheduler {
     const int64_t cap = options_.max_new_tokens_each.empty()
                             ? options_.max_new_tokens
                             : options_.max_new_tokens_each[static_cast<size_t>(slot.seq)];
-    if (id == options_.eos_id) {
-      g->stop = StopReason::kEos;
-    } else if (std::find(options_.stop_ids.begin(), options_.stop_ids.end(), id) != options_.stop_ids.end()) {
-      g->stop = StopReason::kStop;
-    } else if (static_cast<int64_t>(g->response_ids.size()) >= cap) {
-      g->stop = StopReason::kMaxTokens;
-    } else if (slot.length >= config_.context()) {
-      g->stop = StopReason::kContext;
-    } else {
-      return false;
-    }
-    return true;
+    return StopsAfter(options_, cap, id, static_cast<int64_t>(g->response_ids.size()), slot.length,
+                      config_.context(), g);
   }
 
   const ModelConfig& config_;
@@ -164,10 +155,26 @@ class Scheduler {
 
 }  // namespace
 
+bool StopsAfter(const GenerateOptions& options, int64_t cap, int64_t id, int64_t generated,
+                int64_t length, int64_t context, Generation* g) {
+  if (id == options.eos_id) {
+    g->stop = StopReason::kEos;
+  } else if (std::find(options.stop_ids.begin(), options.stop_ids.end(), id) != options.stop_ids.end()) {
+    g->stop = StopReason::kStop;
+  } else if (generated >= cap) {
+    g->stop = StopReason::kMaxTokens;
+  } else if (length >= context) {
+    g->stop = StopReason::kContext;
+  } else {
+    return false;
+  }
+  return true;
+}
+
 Result<std::vector<Generation>> Generate(const Transformer& model,
                                          const std::vector<std::vector<int64_t>>& prompts,
                                          const GenerateOptions& options, GenerateStats* stats) {
-  RL_RETURN_IF_ERROR(CheckRequest(model.config(), prompts, options));
+  RL_RETURN_IF_ERROR(CheckGenerateRequest(model.config(), prompts, options));
   if (options.max_new_tokens == 0 && options.max_new_tokens_each.empty()) {
     if (stats != nullptr) *stats = GenerateStats{};
     return std::vector<Generation>(prompts.size());

@@ -53,6 +53,17 @@ struct GenerateStats {
   int64_t new_tokens = 0;     // response tokens over all sequences
 };
 
+// InvalidArgument when Generate would refuse these prompts and options (see Generate).
+Status CheckGenerateRequest(const ModelConfig& config, const std::vector<std::vector<int64_t>>& prompts,
+                            const GenerateOptions& options);
+
+// Whether a response stops after sampling `id`, its `generated`-th token, leaving the sequence
+// `length` tokens long (prompt included) in a context of `context`; `cap` is its token budget
+// (max_new_tokens or its max_new_tokens_each entry). Sets g->stop when it does. The rule Generate
+// applies, shared with other decoding loops (lib/rl/dist's adaptive engine).
+bool StopsAfter(const GenerateOptions& options, int64_t cap, int64_t id, int64_t generated,
+                int64_t length, int64_t context, Generation* g);
+
 // One Generation per prompt, in prompt order. InvalidArgument when a prompt is empty, holds an
 // id outside the vocabulary, or leaves no room in the context; or when options are invalid.
 // *stats may be null.

@@ -1,0 +1,77 @@
+// AdaptiveGenerate: one generation stage over a group of N processes that starts as N
+// data-parallel replicas (tensor-parallel degree 1, each decoding its share of the prompts with
+// its own continuous batch) and, when PAT's rule says so, merges every unfinished sequence into
+// one replica spread over all N ranks (degree N), which is fastest for the long tail of a few
+// long responses.
+//
+// The rule: every check_every rounds the ranks exchange their loads (pending prompts, and each
+// unfinished sequence's length and remaining token budget). Once no prompt is pending, the
+// predictor (latency_model.h) compares the time to finish as is with the time after merging plus
+// the switch's cost; the switch happens only when that wins by `margin`. Every rank sees the same
+// loads and so takes the same decision.
+// A switch restarts nothing: the weights are resharded from the whole model each rank holds (a
+// slice, no reload); the sequences keep their state, either by moving the KV cache (one
+// all-gather per layer of the valid entries, each rank keeping its key/value heads) or by
+// recomputing it (a prefill), whichever the predictor says is cheaper; the process group is the
+// one the stage was given. With greedy decoding the tokens are those of a run that never switches.
+// Thread safety: every rank calls this at once with the same prompts and options (SPMD).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "rl/core/status.h"
+#include "rl/dist/group.h"
+#include "rl/dist/latency_model.h"
+#include "rl/model/generate.h"
+#include "rl/model/transformer.h"
+
+namespace rl::dist {
+
+struct AdaptiveOptions {
+  model::GenerateOptions generate;  // slots: per data-parallel replica
+  bool adaptive = true;             // false: stay at start_tp throughout
+  int start_tp = 1;                 // 1, or the group's size (one replica over every rank)
+  int check_every = 8;              // rounds between the coordinator's checks
+  double margin = 0.05;             // switch only if it is predicted this fraction faster
+  const LatencyModel* predictor = nullptr;  // required when adaptive and force_switch_check < 0
+  enum class Move { kAuto, kMigrate, kRecompute } move = Move::kAuto;
+  int force_switch_check = -1;  // tests: switch at this check (0-based) whatever the predictor
+};
+
+struct SwitchRecord {
+  int64_t round = 0;       // the round after which it happened
+  int from = 1, to = 1;    // tensor-parallel degrees
+  int64_t sequences = 0;   // moved
+  bool recompute = false;  // the state was recomputed, not moved
+  double state_s = 0;      // moving or recomputing the KV cache
+  double reshard_s = 0;    // slicing the weights
+  double other_s = 0;      // exchanging sequence metadata, setting up the replica
+  SwitchEstimate predicted;
+  double total_s() const { return state_s + reshard_s + other_s; }
+};
+
+// One round of this rank's replica, for checking the predictor against real trajectories.
+struct RoundTrace {
+  int tp = 1;
+  int64_t batch = 0;
+  int64_t context_tokens = 0;
+  bool prefill = false;  // prompts were started in the round: not a pure decode step
+  double seconds = 0;
+};
+
+struct AdaptiveResult {
+  std::vector<model::Generation> generations;  // one per prompt, the same on every rank
+  std::vector<SwitchRecord> switches;
+  std::vector<RoundTrace> trace;
+  double seconds = 0;  // the stage, on this rank (the last collective ends it on every rank)
+};
+
+// InvalidArgument for bad options (a start_tp that is neither 1 nor the group's size, no
+// predictor), Config when the model does not split over the group, Unavailable when a rank is
+// lost (the stage is then abandoned: its prompts' leases come back to the queue).
+Result<AdaptiveResult> AdaptiveGenerate(Group& group, const model::Transformer& whole,
+                                        const std::vector<std::vector<int64_t>>& prompts,
+                                        const AdaptiveOptions& options);
+
+}  // namespace rl::dist

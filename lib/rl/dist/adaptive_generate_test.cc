@@ -1,0 +1,196 @@
+// The adaptive engine against plain generation: whatever the configuration and however the state
+// moves at a switch, greedy decoding gives the tokens of the whole model decoding alone.
+#include "rl/dist/adaptive_generate.h"
+
+#include <gtest/gtest.h>
+
+#include <ATen/ATen.h>
+
+#include "rl/dist/test_ranks.h"
+#include "rl/model/test_util.h"
+
+namespace rl::dist {
+namespace {
+
+using model::Architecture;
+using model::Generation;
+using model::ModelConfig;
+using model::Transformer;
+using testing::RunRanks;
+
+struct Workload {
+  std::vector<std::vector<int64_t>> prompts;
+  std::vector<int64_t> caps;
+};
+
+// Mostly short responses and a few long ones, as in reasoning workloads.
+Workload LongTail(const ModelConfig& c, int n) {
+  Workload w;
+  for (int i = 0; i < n; ++i) {
+    std::vector<int64_t> p;
+    for (int j = 0; j <= i % 5; ++j) p.push_back((i * 5 + j * 3 + 1) % c.vocab_size);
+    w.prompts.push_back(p);
+    w.caps.push_back(i % 7 == 3 ? 40 : 3 + i % 4);
+  }
+  return w;
+}
+
+struct Fixture {
+  ModelConfig config;
+  std::optional<Transformer> whole;
+  Workload work;
+  model::GenerateOptions gen;
+  std::vector<Generation> expected;
+};
+
+Fixture MakeFixture(Architecture arch) {
+  Fixture f;
+  f.config = model::testing::TinyConfig(arch, true, 2);
+  f.config.max_position_embeddings = 64;
+  auto whole = Transformer::Create(f.config, 3);
+  EXPECT_TRUE(whole.ok());
+  f.whole.emplace(*whole);
+  model::testing::RandomizeWeights(&*f.whole, 5, 0.5);
+  f.work = LongTail(f.config, 14);
+  f.gen.sampling.temperature = 0;
+  f.gen.slots = 3;
+  f.gen.max_new_tokens_each = f.work.caps;
+  auto expected = model::Generate(*f.whole, f.work.prompts, f.gen);
+  EXPECT_TRUE(expected.ok());
+  f.expected = *expected;
+  return f;
+}
+
+std::vector<AdaptiveResult> RunStage(const Fixture& f, const AdaptiveOptions& o) {
+  std::vector<AdaptiveResult> results(2);
+  RunRanks(2, [&](Group& g) {
+    auto r = AdaptiveGenerate(g, *f.whole, f.work.prompts, o);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    results[static_cast<size_t>(g.rank())] = std::move(*r);
+  });
+  return results;
+}
+
+void ExpectSameTokens(const Fixture& f, const std::vector<AdaptiveResult>& results, const char* what) {
+  for (size_t r = 0; r < results.size(); ++r) {
+    ASSERT_EQ(results[r].generations.size(), f.expected.size()) << what;
+    for (size_t i = 0; i < f.expected.size(); ++i) {
+      EXPECT_EQ(results[r].generations[i].response_ids, f.expected[i].response_ids)
+          << what << ": rank " << r << " prompt " << i;
+      EXPECT_EQ(results[r].generations[i].stop, f.expected[i].stop) << what;
+      ASSERT_EQ(results[r].generations[i].logprobs.size(), f.expected[i].logprobs.size());
+    }
+  }
+}
+
+TEST(AdaptiveGenerateTest, EveryConfigurationAndSwitchGivesTheSameGreedyTokens) {
+  for (Architecture arch : {Architecture::kLlama, Architecture::kQwen3}) {
+    const Fixture f = MakeFixture(arch);
+    AdaptiveOptions o;
+    o.generate = f.gen;
+    o.check_every = 2;
+    o.adaptive = false;
+    ExpectSameTokens(f, RunStage(f, o), "static tp 1");
+    o.start_tp = 2;
+    ExpectSameTokens(f, RunStage(f, o), "static tp 2");
+    o.start_tp = 1;
+    o.adaptive = true;
+    o.force_switch_check = 0;  // at the first check with nothing pending
+    for (auto move : {AdaptiveOptions::Move::kMigrate, AdaptiveOptions::Move::kRecompute}) {
+      o.move = move;
+      const auto results = RunStage(f, o);
+      const char* what = move == AdaptiveOptions::Move::kMigrate ? "migrated" : "recomputed";
+      ExpectSameTokens(f, results, what);
+      ASSERT_EQ(results[0].switches.size(), 1u) << what;
+      EXPECT_GT(results[0].switches[0].sequences, 0) << what;
+      EXPECT_EQ(results[0].switches[0].recompute, move == AdaptiveOptions::Move::kRecompute);
+      // The rounds after the switch ran at degree 2.
+      EXPECT_EQ(results[1].trace.back().tp, 2);
+    }
+  }
+}
+
+// A profile in which degree 2 is `speedup` times faster per step than degree 1 at any batch.
+LatencyModel Profile(double speedup, double reshard_s) {
+  std::vector<DecodePoint> d;
+  for (int tp : {1, 2}) {
+    for (int64_t b : {1, 4}) {
+      for (int64_t t : {0, 400}) {
+        d.push_back({tp, b, t, (0.01 + 0.002 * static_cast<double>(b) + 1e-5 * static_cast<double>(t)) /
+                                   (tp == 2 ? speedup : 1.0)});
+      }
+    }
+  }
+  std::vector<PrefillPoint> p{{1, 1, 0.001}, {1, 64, 0.01}, {2, 1, 0.001}, {2, 64, 0.006}};
+  auto m = LatencyModel::Create(d, p, {1e9, reshard_s, 1024});
+  EXPECT_TRUE(m.ok());
+  return *m;
+}
+
+TEST(AdaptiveGenerateTest, ThePredictorDecidesWhetherToSwitch) {
+  const Fixture f = MakeFixture(Architecture::kQwen2);
+  AdaptiveOptions o;
+  o.generate = f.gen;
+  o.check_every = 2;
+  const LatencyModel fast = Profile(1.8, 0.001), slow = Profile(0.5, 0.001), costly = Profile(1.8, 100);
+  o.predictor = &fast;
+  auto results = RunStage(f, o);
+  ExpectSameTokens(f, results, "fast tp 2");
+  ASSERT_EQ(results[0].switches.size(), 1u);
+  EXPECT_LT(results[0].switches[0].predicted.total_s(), results[0].switches[0].predicted.stay_s);
+  o.predictor = &slow;
+  results = RunStage(f, o);
+  ExpectSameTokens(f, results, "slow tp 2");
+  EXPECT_TRUE(results[0].switches.empty());
+  o.predictor = &costly;  // faster, but the switch costs more than it saves
+  results = RunStage(f, o);
+  EXPECT_TRUE(results[0].switches.empty());
+}
+
+TEST(AdaptiveGenerateTest, BadOptionsAreRefused) {
+  const Fixture f = MakeFixture(Architecture::kLlama);
+  RunRanks(2, [&](Group& g) {
+    AdaptiveOptions o;
+    o.generate = f.gen;
+    o.start_tp = 3;
+    EXPECT_EQ(AdaptiveGenerate(g, *f.whole, f.work.prompts, o).status().code(), Code::kInvalidArgument);
+    o.start_tp = 1;  // adaptive without a predictor
+    EXPECT_EQ(AdaptiveGenerate(g, *f.whole, f.work.prompts, o).status().code(), Code::kInvalidArgument);
+  });
+}
+
+TEST(LatencyModelTest, InterpolatesInContextAndBatchAndRoundTripsAsJson) {
+  std::vector<DecodePoint> d{{1, 1, 0, 1.0}, {1, 1, 100, 2.0}, {1, 1, 300, 3.0},
+                             {1, 8, 0, 3.0}, {1, 8, 100, 6.0}};
+  auto m = LatencyModel::Create(d, {{1, 10, 0.5}, {1, 20, 1.5}}, {1e6, 0.25, 100});
+  ASSERT_TRUE(m.ok());
+  EXPECT_DOUBLE_EQ(m->Step(1, 1, 50), 1.5);    // within a segment
+  EXPECT_DOUBLE_EQ(m->Step(1, 1, 200), 2.5);   // the next segment
+  EXPECT_DOUBLE_EQ(m->Step(1, 1, 500), 4.0);   // extrapolated along the last one
+  EXPECT_DOUBLE_EQ(m->Step(1, 8, 50), 4.5);
+  EXPECT_DOUBLE_EQ(m->Step(1, 4, 50), 1.5 + (4.5 - 1.5) * 3 / 7);  // between batch sizes
+  EXPECT_DOUBLE_EQ(m->Prefill(1, 15), 1.0);
+  // Two replicas: (length, budget). The slowest decides: 3 steps of one sequence at lengths
+  // 10, 11, 12 against 1 step of two.
+  EXPECT_DOUBLE_EQ(m->Remaining(1, {{{10, 3}}, {{5, 1}, {5, 1}}}),
+                   m->Step(1, 1, 10) + m->Step(1, 1, 11) + m->Step(1, 1, 12));
+  auto back = LatencyModel::FromJson(m->ToJson());
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(back->ToJson(), m->ToJson());
+}
+
+TEST(LatencyModelTest, MalformedProfilesAreDataErrors) {
+  for (const char* text : {R"([])", R"({"decode": [], "prefill": [], "switch": {}})",
+                           R"({"decode": [[1, 1, 0]], "prefill": [], "switch": {}})",
+                           R"({"decode": [[1, 1, 0, -1]], "prefill": [[1, 1, 1]],
+                               "switch": {"gather_bytes_per_s": 1, "reshard_s": 0, "kv_bytes_per_token": 1}})",
+                           R"({"decode": [[1, 1, 0, 1]], "prefill": [[2, 1, 1]],
+                               "switch": {"gather_bytes_per_s": 1, "reshard_s": 0, "kv_bytes_per_token": 1}})",
+                           R"({"decode": [["x", 1, 0, 1]], "prefill": [], "switch": {}})"}) {
+    auto m = LatencyModel::FromJson(nlohmann::json::parse(text));
+    EXPECT_EQ(m.status().code(), Code::kDataError) << text;
+  }
+}
+
+}  // namespace
+}  // namespace rl::dist

@@ -1,0 +1,161 @@
+#include "rl/dist/latency_model.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace rl::dist {
+namespace {
+
+// Piecewise-linear interpolation through points sorted by x; linear extrapolation along the
+// first or last segment; a constant for a single point. Never negative.
+double Interpolate(const std::vector<std::pair<double, double>>& p, double x) {
+  if (p.size() == 1) return p[0].second;
+  size_t hi = 1;
+  while (hi + 1 < p.size() && p[hi].first < x) ++hi;
+  const auto& [x0, y0] = p[hi - 1];
+  const auto& [x1, y1] = p[hi];
+  const double y = x1 == x0 ? y1 : y0 + (y1 - y0) * (x - x0) / (x1 - x0);
+  return std::max(y, 0.0);
+}
+
+}  // namespace
+
+Result<LatencyModel> LatencyModel::Create(std::vector<DecodePoint> decode,
+                                          std::vector<PrefillPoint> prefill, SwitchCosts costs) {
+  LatencyModel m;
+  for (const DecodePoint& d : decode) {
+    if (d.tp < 1 || d.batch < 1 || d.context_tokens < 0 || !(d.seconds > 0)) {
+      return Status::DataError("latency model: a decode point is not positive");
+    }
+    m.decode_[d.tp][d.batch].emplace_back(static_cast<double>(d.context_tokens), d.seconds);
+  }
+  for (const PrefillPoint& p : prefill) {
+    if (p.tp < 1 || p.tokens < 1 || !(p.seconds > 0)) {
+      return Status::DataError("latency model: a prefill point is not positive");
+    }
+    m.prefill_[p.tp].emplace_back(static_cast<double>(p.tokens), p.seconds);
+  }
+  if (m.decode_.empty()) return Status::DataError("latency model: no decode points");
+  for (auto& [tp, by_batch] : m.decode_) {
+    for (auto& [b, points] : by_batch) std::sort(points.begin(), points.end());
+    if (m.prefill_.count(tp) == 0) {
+      return Status::DataError("latency model: no prefill points for tp " + std::to_string(tp));
+    }
+  }
+  for (auto& [tp, points] : m.prefill_) std::sort(points.begin(), points.end());
+  if (costs.gather_bytes_per_s < 0 || costs.reshard_s < 0 || costs.kv_bytes_per_token < 0) {
+    return Status::DataError("latency model: negative switch costs");
+  }
+  m.decode_points_ = std::move(decode);
+  m.prefill_points_ = std::move(prefill);
+  m.costs_ = costs;
+  return m;
+}
+
+Result<LatencyModel> LatencyModel::FromJson(const nlohmann::json& j) {
+  std::vector<DecodePoint> decode;
+  std::vector<PrefillPoint> prefill;
+  SwitchCosts costs;
+  try {
+    if (!j.is_object() || !j.contains("decode") || !j.contains("prefill") || !j.contains("switch")) {
+      return Status::DataError("latency model: the profile needs decode, prefill and switch");
+    }
+    for (const auto& p : j.at("decode")) {
+      if (!p.is_array() || p.size() != 4) return Status::DataError("latency model: a decode point is not [tp, B, T, s]");
+      decode.push_back({p[0].get<int>(), p[1].get<int64_t>(), p[2].get<int64_t>(), p[3].get<double>()});
+    }
+    for (const auto& p : j.at("prefill")) {
+      if (!p.is_array() || p.size() != 3) return Status::DataError("latency model: a prefill point is not [tp, tokens, s]");
+      prefill.push_back({p[0].get<int>(), p[1].get<int64_t>(), p[2].get<double>()});
+    }
+    const auto& s = j.at("switch");
+    costs.gather_bytes_per_s = s.at("gather_bytes_per_s").get<double>();
+    costs.reshard_s = s.at("reshard_s").get<double>();
+    costs.kv_bytes_per_token = s.at("kv_bytes_per_token").get<int64_t>();
+  } catch (const nlohmann::json::exception& e) {
+    return Status::DataError(std::string("latency model: ") + e.what());
+  }
+  return Create(std::move(decode), std::move(prefill), costs);
+}
+
+nlohmann::json LatencyModel::ToJson() const {
+  nlohmann::json j;
+  j["decode"] = nlohmann::json::array();
+  for (const DecodePoint& d : decode_points_) j["decode"].push_back({d.tp, d.batch, d.context_tokens, d.seconds});
+  j["prefill"] = nlohmann::json::array();
+  for (const PrefillPoint& p : prefill_points_) j["prefill"].push_back({p.tp, p.tokens, p.seconds});
+  j["switch"] = {{"gather_bytes_per_s", costs_.gather_bytes_per_s},
+                 {"reshard_s", costs_.reshard_s},
+                 {"kv_bytes_per_token", costs_.kv_bytes_per_token}};
+  return j;
+}
+
+double LatencyModel::Step(int tp, int64_t batch, int64_t context_tokens) const {
+  const auto& by_batch = decode_.at(tp);
+  const double t = static_cast<double>(context_tokens);
+  auto hi = by_batch.lower_bound(batch);
+  if (hi != by_batch.end() && hi->first == batch) return Interpolate(hi->second, t);
+  // Between the two nearest profiled batch sizes (or beyond the ends, along the nearest two).
+  if (hi == by_batch.end()) --hi;
+  if (hi == by_batch.begin()) {
+    if (by_batch.size() == 1) return Interpolate(hi->second, t);
+    ++hi;
+  }
+  auto lo = std::prev(hi);
+  const double y0 = Interpolate(lo->second, t), y1 = Interpolate(hi->second, t);
+  const double b0 = static_cast<double>(lo->first), b1 = static_cast<double>(hi->first);
+  return std::max(0.0, y0 + (y1 - y0) * (static_cast<double>(batch) - b0) / (b1 - b0));
+}
+
+double LatencyModel::Prefill(int tp, int64_t tokens) const {
+  return Interpolate(prefill_.at(tp), static_cast<double>(tokens));
+}
+
+double LatencyModel::Remaining(int tp, const std::vector<ReplicaLoad>& replicas) const {
+  double slowest = 0;
+  for (const ReplicaLoad& load : replicas) {
+    int64_t horizon = 0;
+    for (const auto& [len, budget] : load) horizon = std::max(horizon, budget);
+    double total = 0;
+    for (int64_t step = 0; step < horizon; ++step) {
+      int64_t batch = 0, tokens = 0;
+      for (const auto& [len, budget] : load) {
+        if (budget <= step) continue;
+        ++batch;
+        tokens += len + step;
+      }
+      total += Step(tp, batch, tokens);
+    }
+    slowest = std::max(slowest, total);
+  }
+  return slowest;
+}
+
+SwitchEstimate LatencyModel::EstimateSwitch(int from, int to,
+                                            const std::vector<ReplicaLoad>& replicas) const {
+  SwitchEstimate e;
+  e.stay_s = Remaining(from, replicas);
+  ReplicaLoad merged;
+  int64_t tokens = 0;
+  double squares = 0;
+  for (const ReplicaLoad& load : replicas) {
+    for (const auto& seq : load) {
+      merged.push_back(seq);
+      tokens += seq.first;
+      squares += static_cast<double>(seq.first) * static_cast<double>(seq.first);
+    }
+  }
+  e.after_s = Remaining(to, {merged});
+  if (merged.empty()) return e;
+  // Every rank receives the other ranks' sequences' cache, padded to the longest (all-gather).
+  const double bytes = static_cast<double>(tokens) * static_cast<double>(costs_.kv_bytes_per_token);
+  e.migrate_s = costs_.reshard_s +
+                (costs_.gather_bytes_per_s > 0 ? bytes / costs_.gather_bytes_per_s : 0);
+  const double rms = std::sqrt(squares / static_cast<double>(merged.size()));
+  e.recompute_s = costs_.reshard_s + static_cast<double>(merged.size()) *
+                                         Prefill(to, static_cast<int64_t>(std::lround(rms)));
+  e.recompute = e.recompute_s < e.migrate_s;
+  return e;
+}
+
+}  // namespace rl::dist

@@ -1,0 +1,51 @@
+// Test helper (not part of the library): the ranks of a process group as threads of the test,
+// each with its own Gloo group over 127.0.0.1.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "rl/dist/group.h"
+
+namespace rl::dist::testing {
+
+// A TCP port that was free a moment ago, for the rendezvous store.
+inline int FreePort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  socklen_t len = sizeof a;
+  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
+// Runs body(group) on `size` threads, one rank each, and waits for them.
+inline void RunRanks(int size, const std::function<void(Group&)>& body) {
+  const std::string endpoint = "127.0.0.1:" + std::to_string(FreePort());
+  std::vector<std::thread> threads;
+  for (int r = 0; r < size; ++r) {
+    threads.emplace_back([&, r] {
+      GroupOptions o;
+      o.endpoint = endpoint;
+      o.rank = r;
+      o.size = size;
+      o.timeout_ms = 20000;
+      auto group = Group::Join(o);
+      ASSERT_TRUE(group.ok()) << group.status().ToString();
+      body(*group);
+    });
+  }
+  for (auto& t : threads) t.join();
+}
+
+}  // namespace rl::dist::testing
