@@ -3,6 +3,7 @@
 #include "rl/profile/cli.h"
 #include "rl/profile/redis/redis_driver.h"
 #ifdef RL_PROFILE_WITH_MODEL
+#include "rl/dist/adaptive_profile.h"
 #include "rl/train/decode_profile.h"
 #endif
 
@@ -13,6 +14,7 @@ int main(int argc, char** argv) {
   std::vector<rl::profile::SubcommandFactory> extra;
 #ifdef RL_PROFILE_WITH_MODEL
   extra.push_back(rl::train::AddDecodeProfile);
+  extra.push_back(rl::dist::AddAdaptiveProfile);
 #endif
   return rl::profile::ProfileMain(argc, argv, hooks, extra);
 }

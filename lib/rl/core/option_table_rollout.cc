@@ -65,7 +65,24 @@ void AppendRolloutOptions(std::vector<OptionSpec>* table) {
   AddTools(table, "--model", {"rl-profile decode"});  // option_table.cc
   table->insert(table->end(), {
       {"--batches", "", "batch sizes to measure, e.g. 1,16,64", {"rl-profile decode"}},
-      {"--prompt-tokens", "", "tokens of every prompt", {"rl-profile decode"}},
+      {"--prompt-tokens", "", "tokens of every prompt", {"rl-profile decode", "rl-profile adaptive"}},
+  });
+  // rl-profile adaptive: adaptive tensor parallelism (lib/rl/dist/adaptive_profile.h).
+  const std::vector<std::string> adaptive = {"rl-profile adaptive"};
+  AddTools(table, "--model", adaptive);
+  AddTools(table, "--max-new-tokens", adaptive);
+  AddTools(table, "--slots", adaptive);
+  table->insert(table->end(), {
+      {"--ranks", "", "processes in the group (tensor-parallel degree of the merged replica)", adaptive},
+      {"--rank", "", "this process's rank in the group", adaptive},
+      {"--rendezvous", "", "HOST:PORT of the group's c10d store (rank 0 listens there)", adaptive},
+      {"--requests", "", "prompts in each workload", adaptive},
+      {"--short-tokens", "", "typical length of a short response (the long ones run --max-new-tokens)",
+       adaptive},
+      {"--tail", "", "fraction of long responses in the long-tail workload", adaptive},
+      {"--check-every", "", "decode rounds between the coordinator's switch checks", adaptive},
+      {"--steps", "", "decode steps timed per profile point", adaptive},
+      {"--load-only", "", "load the model and exit (times the restart of a naive switch)", adaptive},
   });
 }
 
