@@ -91,7 +91,8 @@ Status NameFile(const Status& s, const std::string& dir, const std::string& file
   if (s.code() != Code::kConfig) return s;
   const std::string& m = s.message();
   const std::string prefix = file + ": ";
-  return Status::Config(dir + "/" + file + ": " + (m.compare(0, prefix.size(), prefix) == 0 ? m.substr(prefix.size()) : m));
+  const std::string rest = m.compare(0, prefix.size(), prefix) == 0 ? m.substr(prefix.size()) : m;
+  return Status::Config(dir + "/" + file + ": " + rest);
 }
 
 // Whether the tokenizer_config.json text sets `key` (to anything but null).

@@ -51,8 +51,8 @@ std::string SpmDir() {
 
 std::string Reference(const std::string& what) {
   bool ok = false;
-  const std::string out = testing::RunCommand("node '" + std::string(RL_SOURCE_DIR) + "/tests/tokenizer/llama2_reference.js' '" +
-                                              testing::NpmDir() + "' '" + what + "'", &ok);
+  const std::string script = std::string(RL_SOURCE_DIR) + "/tests/tokenizer/llama2_reference.js";
+  const std::string out = testing::RunCommand("node '" + script + "' '" + testing::NpmDir() + "' '" + what + "'", &ok);
   EXPECT_TRUE(ok) << "the reference failed: " << out;
   return out;
 }

@@ -1,10 +1,12 @@
 #include "rl/model/tokenizer/spm_tokenizer.h"
 
-#include <sentencepiece_processor.h>
+#include <dlfcn.h>
 
 #include <algorithm>
 #include <limits>
+#include <mutex>
 
+#include "rl/model/tokenizer/spm_backend.h"
 #include "rl/model/tokenizer/unicode.h"
 
 namespace rl::tokenizer {
@@ -16,11 +18,34 @@ int ByteOfPiece(const std::string& piece) {
   int v = 0;
   for (size_t i = 3; i < 5; ++i) {
     const char c = piece[i];
-    const int d = c >= '0' && c <= '9' ? c - '0' : c >= 'A' && c <= 'F' ? c - 'A' + 10 : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+    const int d = c >= '0' && c <= '9'   ? c - '0'
+                  : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                  : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                                         : -1;
     if (d < 0) return -1;
     v = v * 16 + d;
   }
   return v;
+}
+
+// librl_spm.so, loaded once (spm_backend.h says why it is not linked); its factory, or null with
+// *error set.
+NewSpmBackendFn LoadModule(std::string* error) {
+  static std::once_flag once;
+  static NewSpmBackendFn factory = nullptr;
+  static std::string why;
+  std::call_once(once, [] {
+    void* lib = ::dlopen(RL_SPM_MODULE, RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
+    if (lib == nullptr) {
+      const char* e = ::dlerror();
+      why = std::string("cannot load ") + RL_SPM_MODULE + ": " + (e ? e : "unknown error");
+      return;
+    }
+    factory = reinterpret_cast<NewSpmBackendFn>(::dlsym(lib, kNewSpmBackendSymbol));
+    if (factory == nullptr) why = std::string(RL_SPM_MODULE) + " has no " + kNewSpmBackendSymbol;
+  });
+  *error = why;
+  return factory;
 }
 
 // sentencepiece's messages can span lines; ours are one line.
@@ -31,21 +56,31 @@ std::string OneLine(std::string s) {
 
 }  // namespace
 
-SpmTokenizer::SpmTokenizer() : sp_(std::make_unique<sentencepiece::SentencePieceProcessor>()) {}
+SpmTokenizer::SpmTokenizer() = default;
 SpmTokenizer::~SpmTokenizer() = default;
 
 Result<std::shared_ptr<const SpmTokenizer>> SpmTokenizer::FromModel(std::string_view model, const SpmOptions& options) {
-  std::shared_ptr<SpmTokenizer> t(new SpmTokenizer());
   if (model.empty()) return Status::Config("tokenizer.model: empty file");
-  const auto st = t->sp_->LoadFromSerializedProto(absl::string_view(model.data(), model.size()));
-  if (!st.ok()) return Status::Config("tokenizer.model: not a SentencePiece model (" + OneLine(st.ToString()) + ")");
-  t->vocab_size_ = t->sp_->GetPieceSize();
+  std::string error;
+  NewSpmBackendFn factory = LoadModule(&error);
+  if (factory == nullptr) return Status::IOError("tokenizer.model: " + error);
+  std::shared_ptr<SpmTokenizer> t(new SpmTokenizer());
+  t->sp_.reset(factory());
+  if (!t->sp_->Load(model, &error)) {
+    return Status::Config("tokenizer.model: not a SentencePiece model (" + OneLine(error) + ")");
+  }
+  t->vocab_size_ = t->sp_->PieceSize();
   if (t->vocab_size_ <= 0) return Status::Config("tokenizer.model: the model has no pieces");
+  // The pieces and their kinds, read once: decoding and lookups need no call into the module.
+  t->pieces_.resize(static_cast<size_t>(t->vocab_size_));
+  t->kinds_.resize(static_cast<size_t>(t->vocab_size_));
   for (int id = 0; id < t->vocab_size_; ++id) {
-    if (t->sp_->IsControl(id) || t->sp_->IsUnknown(id)) {
-      const std::string& piece = t->sp_->IdToPiece(id);
-      if (!piece.empty()) t->specials_.emplace_back(piece, id);
-    }
+    std::string piece = t->sp_->IdToPiece(id);
+    const bool special = t->sp_->IsControl(id) || t->sp_->IsUnknown(id);
+    t->kinds_[id] = special ? kSpecial : t->sp_->IsByte(id) ? kByte : kNormal;
+    if (special && !piece.empty()) t->specials_.emplace_back(piece, id);
+    t->ids_.emplace(piece, id);  // the first id of a piece wins, as PieceToId
+    t->pieces_[id] = std::move(piece);
   }
   std::stable_sort(t->specials_.begin(), t->specials_.end(),
                    [](const auto& a, const auto& b) { return a.first.size() > b.first.size(); });
@@ -63,12 +98,17 @@ Result<std::shared_ptr<const SpmTokenizer>> SpmTokenizer::FromModel(std::string_
   }
   t->add_bos_ = options.add_bos;
   t->add_eos_ = options.add_eos;
-  if (t->add_bos_ && t->bos_id_ < 0) return Status::Config("tokenizer.model: add_bos_token but the model has no bos piece");
-  if (t->add_eos_ && t->eos_id_ < 0) return Status::Config("tokenizer.model: add_eos_token but the model has no eos piece");
+  if (t->add_bos_ && t->bos_id_ < 0) {
+    return Status::Config("tokenizer.model: add_bos_token but the model has no bos piece");
+  }
+  if (t->add_eos_ && t->eos_id_ < 0) {
+    return Status::Config("tokenizer.model: add_eos_token but the model has no eos piece");
+  }
   return std::shared_ptr<const SpmTokenizer>(std::move(t));
 }
 
-Result<std::vector<int64_t>> SpmTokenizer::EncodeWith(std::string_view text, const model::EncodeOptions& options) const {
+Result<std::vector<int64_t>> SpmTokenizer::EncodeWith(std::string_view text,
+                                                      const model::EncodeOptions& options) const {
   if (text.size() > static_cast<size_t>(std::numeric_limits<int32_t>::max())) {
     return Status::DataError("tokenizer: text of " + std::to_string(text.size()) + " bytes is over 2 GiB");
   }
@@ -110,13 +150,14 @@ Result<std::vector<int64_t>> SpmTokenizer::EncodeWith(std::string_view text, con
 Status SpmTokenizer::EncodePiece(std::string_view text, std::vector<int64_t>* ids) const {
   if (text.empty()) return Status::OK();
   std::vector<int> out;
-  const auto st = sp_->Encode(absl::string_view(text.data(), text.size()), &out);
-  if (!st.ok()) return Status::DataError("tokenizer: sentencepiece: " + OneLine(st.ToString()));
+  std::string error;
+  if (!sp_->Encode(text, &out, &error)) return Status::DataError("tokenizer: sentencepiece: " + OneLine(error));
   ids->insert(ids->end(), out.begin(), out.end());
   return Status::OK();
 }
 
-Result<std::string> SpmTokenizer::DecodeWith(const std::vector<int64_t>& ids, const model::DecodeOptions& options) const {
+Result<std::string> SpmTokenizer::DecodeWith(const std::vector<int64_t>& ids,
+                                             const model::DecodeOptions& options) const {
   static const std::string kMeta = "\xE2\x96\x81";  // U+2581, SentencePiece's space
   std::string text, bytes;
   const auto flush_bytes = [&] {
@@ -127,10 +168,10 @@ Result<std::string> SpmTokenizer::DecodeWith(const std::vector<int64_t>& ids, co
   };
   for (int64_t id : ids) {
     if (id < 0 || id >= vocab_size_) continue;  // skipped, as tokenizers does
-    const int i = static_cast<int>(id);
-    if (IsSpecial(id) && options.skip_special_tokens) continue;
-    const std::string& piece = sp_->IdToPiece(i);
-    if (sp_->IsByte(i)) {
+    const size_t i = static_cast<size_t>(id);
+    if (kinds_[i] == kSpecial && options.skip_special_tokens) continue;
+    const std::string& piece = pieces_[i];
+    if (kinds_[i] == kByte) {
       const int b = ByteOfPiece(piece);
       if (b >= 0) { bytes.push_back(static_cast<char>(b)); continue; }
     }
@@ -146,19 +187,18 @@ Result<std::string> SpmTokenizer::DecodeWith(const std::vector<int64_t>& ids, co
 }
 
 std::optional<int64_t> SpmTokenizer::TokenToId(std::string_view token) const {
-  const int id = sp_->PieceToId(absl::string_view(token.data(), token.size()));
-  if (id < 0 || id >= vocab_size_ || sp_->IdToPiece(id) != token) return std::nullopt;  // unknown pieces map to unk
-  return id;
+  auto it = ids_.find(std::string(token));
+  if (it == ids_.end()) return std::nullopt;
+  return it->second;
 }
 
 std::optional<std::string> SpmTokenizer::IdToToken(int64_t id) const {
   if (id < 0 || id >= vocab_size_) return std::nullopt;
-  return sp_->IdToPiece(static_cast<int>(id));
+  return pieces_[static_cast<size_t>(id)];
 }
 
 bool SpmTokenizer::IsSpecial(int64_t id) const {
-  if (id < 0 || id >= vocab_size_) return false;
-  return sp_->IsControl(static_cast<int>(id)) || sp_->IsUnknown(static_cast<int>(id));
+  return id >= 0 && id < vocab_size_ && kinds_[static_cast<size_t>(id)] == kSpecial;
 }
 
 }  // namespace rl::tokenizer

@@ -14,6 +14,8 @@
 // decode(encode(x)) == x for UTF-8 text without special tokens parsed when the model's
 // normalizer is the identity (Llama 2's is); models that normalize (nmt_nfkc) change the text.
 // Encode refuses text that is not UTF-8 (DataError), as HfTokenizer does.
+// libsentencepiece is not linked but loaded on first use (spm_backend.h says why); a build
+// without its module is an IOError here.
 // Thread safety: immutable after construction; SentencePieceProcessor's const methods are
 // thread-safe, so any method may run from many threads at once.
 #pragma once
@@ -21,16 +23,15 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "rl/model/tokenizer/hf_tokenizer.h"
 #include "rl/model/tokenizer/tokenizer.h"
 
-namespace sentencepiece {
-class SentencePieceProcessor;
-}
-
 namespace rl::tokenizer {
+
+class SpmBackend;  // spm_backend.h
 
 struct SpmOptions {
   SpecialTokenNames names;  // pad, bos and eos by name ("" takes the model's own)
@@ -65,7 +66,11 @@ class SpmTokenizer final : public model::Tokenizer {
   SpmTokenizer();
   Status EncodePiece(std::string_view text, std::vector<int64_t>* ids) const;
 
-  std::unique_ptr<sentencepiece::SentencePieceProcessor> sp_;
+  enum Kind : uint8_t { kNormal, kByte, kSpecial };  // special: control or unknown pieces
+  std::unique_ptr<SpmBackend> sp_;
+  std::vector<std::string> pieces_;  // by id
+  std::vector<Kind> kinds_;          // by id
+  std::unordered_map<std::string, int64_t> ids_;
   std::vector<std::pair<std::string, int64_t>> specials_;  // text and id, longest text first
   int64_t vocab_size_ = 0, pad_id_ = -1, bos_id_ = -1, eos_id_ = -1;
   bool add_bos_ = true, add_eos_ = false;

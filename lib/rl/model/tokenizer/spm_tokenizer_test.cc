@@ -137,7 +137,8 @@ TEST(SpmTokenizerTest, DecodesAsTokenizersLlamaDecoderDoes) {
   EXPECT_EQ(*t->Decode(ids), "a b\xC3\xA9");  // specials and unknown ids skipped, one leading space dropped
   EXPECT_EQ(*t->DecodeWith(ids, {false}), "<s> a</s> b\xC3\xA9");
   // A byte run that is not UTF-8: one U+FFFD per byte.
-  EXPECT_EQ(*t->Decode({kA, kBytes + 0xC3, kB, kBytes + 0xE2, kBytes + 0x96}), "a\xEF\xBF\xBD" "b\xEF\xBF\xBD\xEF\xBF\xBD");
+  EXPECT_EQ(*t->Decode({kA, kBytes + 0xC3, kB, kBytes + 0xE2, kBytes + 0x96}),
+            "a\xEF\xBF\xBD" "b\xEF\xBF\xBD\xEF\xBF\xBD");
 }
 
 TEST(SpmTokenizerTest, TokenNamesAndSpecialOptions) {
