@@ -14,6 +14,7 @@ packages=(
   redis-server libhiredis-dev
   python3-zmq python3-msgpack
   libpcre2-dev libicu-dev  # tokenizers: the pre-tokenizer regex (PCRE2), NFC normalization (ICU)
+  libsentencepiece-dev  # tokenizers: Llama 2's SentencePiece tokenizer.model
   python3-jinja2  # tests: the chat-template reference
   python3-torch  # tests/reference/hf_reference.py, the independent check of lib/rl/model
 )

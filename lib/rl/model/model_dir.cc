@@ -10,7 +10,7 @@ Result<int64_t> SpecialId(const ModelDir& m, const std::string& name, const char
   if (name.empty()) return fallback;
   std::optional<int64_t> id = m.tokenizer->TokenToId(name);
   if (!id) {
-    return Status::Config(m.path + "/tokenizer_config.json: " + field + " '" + name + "' is no token of tokenizer.json");
+    return Status::Config(m.path + "/tokenizer_config.json: " + field + " '" + name + "' is no token of the tokenizer");
   }
   return *id;
 }
@@ -36,7 +36,7 @@ Result<ModelDir> OpenModelDir(const std::string& dir) {
   }
   if (m.pad_id < 0) m.pad_id = m.eos_id;
   if (m.tokenizer->vocab_size() > m.config.vocab_size) {
-    return Status::Config(dir + ": tokenizer.json has " + std::to_string(m.tokenizer->vocab_size()) +
+    return Status::Config(dir + ": the tokenizer has " + std::to_string(m.tokenizer->vocab_size()) +
                           " tokens but config.json vocab_size is " + std::to_string(m.config.vocab_size) +
                           ": the embedding has no row for some ids");
   }

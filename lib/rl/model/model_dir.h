@@ -1,6 +1,7 @@
 // ModelDir: what a role knows about the model it holds, from a Hugging Face model directory
-// (--model DIR): the architecture (config.json), the tokenizer (tokenizer.json and
-// tokenizer_config.json) and its special tokens, and whether the directory has weights.
+// (--model DIR): the architecture (config.json), the tokenizer (tokenizer.json, or Llama 2's
+// SentencePiece tokenizer.model: tokenizer/load.h; and tokenizer_config.json) and its special
+// tokens, and whether the directory has weights.
 //
 // Special ids: bos, eos and pad come from tokenizer_config.json's bos_token, eos_token and
 // pad_token when it names them (a name the tokenizer does not have is a Config error), else from
@@ -35,7 +36,7 @@ struct ModelDir {
   bool has_weights = false;
 };
 
-// Reads and checks config.json, tokenizer.json and tokenizer_config.json of `dir` (not the
+// Reads and checks config.json, the tokenizer and tokenizer_config.json of `dir` (not the
 // weights). NotFound when `dir` or a required file is missing; Config for a file that breaks a
 // rule; DataError for one that is not JSON.
 Result<ModelDir> OpenModelDir(const std::string& dir);

@@ -118,6 +118,8 @@ struct GetReply {
   int64_t deadline_ms = 0;
   std::vector<GotRow> rows;
   uint64_t dropped = 0, regenerated = 0;
+  uint64_t uniform = 0;     // of `dropped`: rows of uniform groups (drop_uniform)
+  double uniform_sum = 0;   // the sum of the drop_uniform column over those rows (numbers only)
 };
 struct IndexReply {
   std::vector<uint64_t> done;  // put: written; ack: acked; nack: released
@@ -146,6 +148,8 @@ struct GetReplyView {
   uint64_t lease = 0;
   int64_t deadline_ms = 0;
   uint64_t dropped = 0, regenerated = 0;
+  uint64_t uniform = 0;    // as GetReply's
+  double uniform_sum = 0;
   std::vector<Row> rows;
 };
 

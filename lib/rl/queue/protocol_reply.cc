@@ -14,6 +14,18 @@ void PackIndexReply(Packer& pk, const char* done_name, const std::vector<uint64_
   PackU64List(pk, rejected);
 }
 
+// A get reply's float64 (any msgpack number is taken); 0 when absent.
+Result<double> Number(const msgpack::object* o) {
+  if (o == nullptr) return 0.0;
+  switch (o->type) {
+    case msgpack::type::FLOAT32:
+    case msgpack::type::FLOAT64: return o->via.f64;
+    case msgpack::type::POSITIVE_INTEGER: return static_cast<double>(o->via.u64);
+    case msgpack::type::NEGATIVE_INTEGER: return static_cast<double>(o->via.i64);
+    default: return Status::Protocol("get reply: uniform_sum is not a number");
+  }
+}
+
 ReplyBody GetReplyFor(const Record& r, const Store& store) {
   RowsView view = store.ViewRows(r.indices, r.task, r.also);
   size_t bytes = 128 + 24 * view.rows.size();  // and per row: its map, its index
@@ -21,7 +33,7 @@ ReplyBody GetReplyFor(const Record& r, const Store& store) {
   ReplyBody m;
   m.body = msgpack::sbuffer(bytes);  // one allocation, one copy of each value
   Packer pk(m.body);
-  pk.pack_map(5);
+  pk.pack_map(r.uniform > 0 ? 7 : 5);
   PackString(pk, "lease");
   pk.pack_uint64(r.lease);
   PackString(pk, "deadline_ms");
@@ -30,6 +42,12 @@ ReplyBody GetReplyFor(const Record& r, const Store& store) {
   pk.pack_uint64(r.dropped.size());
   PackString(pk, "regenerated");
   pk.pack_uint64(r.regenerated.size());
+  if (r.uniform > 0) {  // only then: a reply without them is the bytes it was before them
+    PackString(pk, "uniform");
+    pk.pack_uint64(r.uniform);
+    PackString(pk, "uniform_sum");
+    pk.pack_double(r.uniform_sum);
+  }
   PackString(pk, "rows");
   pk.pack_array(static_cast<uint32_t>(view.rows.size()));
   for (const RowsView::Row& row : view.rows) {
@@ -103,6 +121,8 @@ Result<GetReply> DecodeGetReply(const Message& m) {
   RL_ASSIGN_OR_RETURN(reply.deadline_ms, b.I64("deadline_ms", 0));
   RL_ASSIGN_OR_RETURN(reply.dropped, b.U64("dropped", 0));
   RL_ASSIGN_OR_RETURN(reply.regenerated, b.U64("regenerated", 0));
+  RL_ASSIGN_OR_RETURN(reply.uniform, b.U64("uniform", 0));
+  RL_ASSIGN_OR_RETURN(reply.uniform_sum, Number(b.Find("uniform_sum")));
   const msgpack::object* rows = b.Find("rows");
   if (rows == nullptr || rows->type != msgpack::type::ARRAY) return Status::Protocol("get reply without rows");
   for (uint32_t i = 0; i < rows->via.array.size; ++i) {
@@ -139,6 +159,8 @@ Result<GetReplyView> DecodeGetReplyView(MessageView m) {
   RL_ASSIGN_OR_RETURN(view.deadline_ms, b.I64("deadline_ms", 0));
   RL_ASSIGN_OR_RETURN(view.dropped, b.U64("dropped", 0));
   RL_ASSIGN_OR_RETURN(view.regenerated, b.U64("regenerated", 0));
+  RL_ASSIGN_OR_RETURN(view.uniform, b.U64("uniform", 0));
+  RL_ASSIGN_OR_RETURN(view.uniform_sum, Number(b.Find("uniform_sum")));
   const msgpack::object* rows = b.Find("rows");
   if (rows == nullptr || rows->type != msgpack::type::ARRAY) return Status::Protocol("get reply without rows");
   view.rows.reserve(rows->via.array.size);

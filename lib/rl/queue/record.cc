@@ -50,12 +50,12 @@ size_t EstimateBytes(const Record& r, bool lent_out) {
 // Packs r; each column value goes through pack_value(pk, cell).
 template <typename PackValueFn>
 void PackRecord(Packer& pk, const Record& r, PackValueFn&& pack_value) {
-  // "holder", "also", "optional", "freed" and the update's keys only when they say something: a
-  // record without them is the same bytes that servers from before them wrote and read.
+  // "holder", "also", "optional", "freed", "uniform" and the update's keys only when they say
+  // something: a record without them is the same bytes that servers from before them wrote and read.
   bool freed = r.type == RecordType::kRetire;
   bool update = !r.update_task.empty();
   pk.pack_map(17u + (r.holder.empty() ? 0 : 1) + (r.also.empty() ? 0 : 1) + (r.optional ? 1 : 0) + (freed ? 1 : 0) +
-              (update ? 2 : 0));
+              (update ? 2 : 0) + (r.uniform > 0 ? 2 : 0));
   PackString(pk, "t");
   pk.pack_uint8(static_cast<uint8_t>(r.type));
   PackString(pk, "from");
@@ -92,6 +92,12 @@ void PackRecord(Packer& pk, const Record& r, PackValueFn&& pack_value) {
   if (!r.also.empty()) {
     PackString(pk, "also");
     PackStringList(pk, r.also);
+  }
+  if (r.uniform > 0) {
+    PackString(pk, "uniform");
+    pk.pack_uint64(r.uniform);
+    PackString(pk, "uniform_sum");
+    pk.pack_double(r.uniform_sum);
   }
   if (update) {
     PackString(pk, "update_task");
@@ -218,6 +224,18 @@ Result<std::vector<ReservedLease>> UnpackReserved(const msgpack::object* o) {
   return out;
 }
 
+// A float64 field (a number of any msgpack kind is taken); 0 when absent.
+Result<double> Number(const msgpack::object* o, const char* what) {
+  if (o == nullptr) return 0.0;
+  switch (o->type) {
+    case msgpack::type::FLOAT32:
+    case msgpack::type::FLOAT64: return o->via.f64;
+    case msgpack::type::POSITIVE_INTEGER: return static_cast<double>(o->via.u64);
+    case msgpack::type::NEGATIVE_INTEGER: return static_cast<double>(o->via.i64);
+    default: return Status::Corruption(std::string("record: ") + what + " is not a number");
+  }
+}
+
 Result<Record> DecodeRecordObject(const msgpack::object& o) {
   RL_ASSIGN_OR_RETURN(MapView m, MapView::Of(o, "record"));
   Record r;
@@ -238,6 +256,8 @@ Result<Record> DecodeRecordObject(const msgpack::object& o) {
   RL_ASSIGN_OR_RETURN(r.reserved, UnpackReserved(m.Find("reserved")));
   RL_ASSIGN_OR_RETURN(r.takeover, m.Bool("takeover", false));
   RL_ASSIGN_OR_RETURN(r.holder, m.Str("holder", ""));
+  RL_ASSIGN_OR_RETURN(r.uniform, m.U64("uniform", 0));
+  RL_ASSIGN_OR_RETURN(r.uniform_sum, Number(m.Find("uniform_sum"), "uniform_sum"));
   RL_ASSIGN_OR_RETURN(r.also, m.StrList("also"));
   RL_ASSIGN_OR_RETURN(r.update_task, m.Str("update_task", ""));
   RL_ASSIGN_OR_RETURN(r.update_lease, m.U64("update_lease", 0));

@@ -55,6 +55,11 @@ struct Record {
   std::vector<uint64_t> indices; // kLease/kAck/kRelease: the rows; kPut: the rows written
   std::vector<uint64_t> dropped;      // kLease: rows dropped for `task` (stale, uniform group)
   std::vector<uint64_t> regenerated;  // kLease: rows reset to their first columns
+  // kLease: how many of `dropped` were in uniform groups (GetRequest::drop_uniform), and the sum
+  // of that column's values over them (numbers only): the reward of groups dynamic sampling
+  // dropped, so that a trainer can tell the mean reward of all it was sent.
+  uint64_t uniform = 0;
+  double uniform_sum = 0;
   std::vector<uint64_t> rejected;     // kAck/kRelease: rows refused (kept for the reply only)
   std::vector<ReservedLease> reserved;  // kLease: further parts of a balanced round
   bool takeover = false;          // kLease: the lease already exists (a reserved part claimed)

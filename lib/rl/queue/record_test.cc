@@ -146,6 +146,10 @@ TEST(RecordTest, AlsoAndUpdatesAreWrittenOnlyWhereTheySaySomethingAndCheckedWhen
   EXPECT_EQ(keys(lease).size(), 17u);
   lease.also = {"progress", "turns"};
   EXPECT_TRUE(has(lease, "also"));
+  EXPECT_FALSE(has(lease, "uniform") || has(lease, "uniform_sum"));
+  lease.uniform = 4;
+  lease.uniform_sum = 2.5;
+  EXPECT_TRUE(has(lease, "uniform") && has(lease, "uniform_sum"));
   Record update;
   update.type = RecordType::kPut;
   update.indices = {1};
@@ -163,6 +167,8 @@ TEST(RecordTest, AlsoAndUpdatesAreWrittenOnlyWhereTheySaySomethingAndCheckedWhen
     EXPECT_EQ(back->update_task, r.update_task);
     EXPECT_EQ(back->update_lease, r.update_lease);
     EXPECT_EQ(back->deadline_ms, r.deadline_ms);
+    EXPECT_EQ(back->uniform, r.uniform);
+    EXPECT_EQ(back->uniform_sum, r.uniform_sum);
     EXPECT_EQ(EncodeRecord(*back), bytes);
   }
   auto with = [](const char* key, auto pack) {
@@ -180,6 +186,8 @@ TEST(RecordTest, AlsoAndUpdatesAreWrittenOnlyWhereTheySaySomethingAndCheckedWhen
   EXPECT_EQ(with("update_task", [](Packer& pk) { pk.pack_uint8(1); }), Code::kCorruption);
   EXPECT_EQ(with("update_lease", [](Packer& pk) { PackString(pk, "x"); }), Code::kCorruption);
   EXPECT_EQ(with("update_lease", [](Packer& pk) { pk.pack_int64(-1); }), Code::kCorruption);
+  EXPECT_EQ(with("uniform_sum", [](Packer& pk) { PackString(pk, "x"); }), Code::kCorruption);
+  EXPECT_EQ(with("uniform", [](Packer& pk) { pk.pack_double(1.5); }), Code::kCorruption);
 }
 
 TEST(CellTest, ALentCellIsEqualToAndPacksLikeItsValue) {

@@ -304,6 +304,12 @@ void Store::CollectUnits(const Task& task, uint32_t t, const GetRequest& req, si
       }
       if (uniform) {
         rec->dropped.insert(rec->dropped.end(), members.begin(), members.end());
+        rec->uniform += members.size();
+        const Value& v = first->value();  // all members' values are equal
+        if (const auto* d = std::get_if<double>(&v)) rec->uniform_sum += *d * static_cast<double>(members.size());
+        if (const auto* i = std::get_if<int64_t>(&v)) {
+          rec->uniform_sum += static_cast<double>(*i) * static_cast<double>(members.size());
+        }
         return;
       }
     }

@@ -250,6 +250,39 @@ TEST_F(StoreTest, UniformGroupsAreDroppedForDynamicSampling) {
   EXPECT_EQ(lease.indices, (std::vector<uint64_t>{2, 3}));
   EXPECT_EQ(lease.dropped, (std::vector<uint64_t>{0, 1}));
   EXPECT_EQ(StatsOf("train").dropped, 2u);
+  EXPECT_EQ(lease.uniform, 2u);
+  EXPECT_EQ(lease.uniform_sum, 2.0);
+}
+
+// The get says how many dropped rows were in uniform groups and what their column summed to
+// (a trainer's population mean reward), apart from stale rows dropped, whose values are not
+// counted; integer values count as numbers, other types add nothing.
+TEST_F(StoreTest, UniformDropsCarryTheirCountAndSum) {
+  Declare("train", {"reward"});
+  Put({NewRow({{"reward", 0.5}, {"group", int64_t{1}}}), NewRow({{"reward", 0.5}, {"group", int64_t{1}}}),
+       NewRow({{"reward", int64_t{-2}}, {"group", int64_t{2}}}),
+       NewRow({{"reward", int64_t{-2}}, {"group", int64_t{2}}}),
+       NewRow({{"reward", std::string("a")}, {"group", int64_t{3}}}),
+       NewRow({{"reward", 9.0}, {"group", int64_t{4}}, {"version", int64_t{0}}}),
+       NewRow({{"reward", 9.0}, {"group", int64_t{4}}, {"version", int64_t{0}}}),
+       NewRow({{"reward", 1.0}, {"group", int64_t{5}}}), NewRow({{"reward", 0.0}, {"group", int64_t{5}}})});
+  GetRequest req;
+  req.task = "train";
+  req.groups = true;
+  req.count = 2;
+  req.drop_uniform = "reward";
+  req.has_min_version = true;
+  req.min_version = 1;
+  Record lease = Get(req);
+  EXPECT_EQ(lease.indices, (std::vector<uint64_t>{7, 8}));
+  EXPECT_EQ(lease.dropped.size(), 7u);
+  EXPECT_EQ(lease.uniform, 5u);  // groups 1, 2 and 3; group 4 was stale
+  EXPECT_EQ(lease.uniform_sum, 0.5 * 2 - 2 * 2);
+  std::string bytes = EncodeRecord(lease);
+  auto back = DecodeRecord(bytes.data(), bytes.size());
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(back->uniform, 5u);
+  EXPECT_EQ(back->uniform_sum, -3.0);
 }
 
 TEST_F(StoreTest, GroupsWithoutTheUniformColumnAreNotDropped) {

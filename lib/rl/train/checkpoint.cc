@@ -28,6 +28,14 @@ Result<uint64_t> ParseU64(const model::Metadata& m, const std::string& key) {
   return Status::Corruption("checkpoint has a bad '" + key + "'");
 }
 
+// The policy computes in the dtype its tensors were saved in (Transformer::dtype()), as
+// model_file.h's DecodeModel does: a bf16 policy resumes as bf16, not as f32.
+model::DType DTypeOfWeights(const model::NamedTensors& weights) {
+  if (weights.empty()) return model::DType::kF32;
+  const at::ScalarType t = weights.front().second.scalar_type();
+  if (t == at::kBFloat16) return model::DType::kBF16;
+  return t == at::kHalf ? model::DType::kF16 : model::DType::kF32;
+}
 
 }  // namespace
 
@@ -101,7 +109,7 @@ Result<Checkpoint> DecodeCheckpoint(const std::string& bytes) {
     else if (name.rfind("critic_adam.", 0) == 0) c.critic_adam.emplace_back(name.substr(12), t);
     else return Status::Corruption("checkpoint has an unknown tensor '" + name + "'");
   }
-  RL_ASSIGN_OR_RETURN(model::Transformer net, model::Transformer::Create(config, 0));
+  RL_ASSIGN_OR_RETURN(model::Transformer net, model::Transformer::Create(config, 0, DTypeOfWeights(weights)));
   RL_RETURN_IF_ERROR(net.LoadNamedParameters(weights));
   c.model = std::move(net);
   return c;

@@ -50,8 +50,8 @@ Status CheckTokenizerFrom(const std::string& dir) {
   if (dir.empty()) return Status::OK();
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) return Status::NotFound("--tokenizer-from " + dir + ": no such directory");
-  if (!fs::exists(fs::path(dir) / "tokenizer.json", ec))
-    return Status::NotFound("--tokenizer-from " + dir + ": no tokenizer.json there");
+  if (!fs::exists(fs::path(dir) / "tokenizer.json", ec) && !fs::exists(fs::path(dir) / "tokenizer.model", ec))
+    return Status::NotFound("--tokenizer-from " + dir + ": no tokenizer.json or tokenizer.model there");
   return Status::OK();
 }
 

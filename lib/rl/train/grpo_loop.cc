@@ -80,6 +80,10 @@ class GrpoLoop {
   std::string phase_;
   std::vector<std::string> step_groups_;  // the groups this step trained on, for the step event
   double train_s_ = 0;                    // this step's seconds in forward, backward and update
+  // Rows of uniform-reward groups dynamic sampling dropped this step and their reward sum (the
+  // queue's get replies say): with the trained rows, the mean reward of all the step was sent.
+  uint64_t uniform_rows_ = 0;
+  double uniform_sum_ = 0;
   std::shared_ptr<const model::PromptEncoder> encoder_;
   std::optional<EvalSet> held_out_;                // none without --eval-data
   std::unique_ptr<reward::Verifier> verifier_;
@@ -258,6 +262,8 @@ Status GrpoLoop::CollectAndTrain(std::vector<uint64_t>* consumed, int64_t* sampl
   bool started = false, out_of_redraws = false;
   step_groups_.clear();
   train_s_ = 0;
+  uniform_rows_ = 0;
+  uniform_sum_ = 0;
   Phase("waiting-for-data");
   while (got < need) {
     if (stop_) {
@@ -287,6 +293,8 @@ Status GrpoLoop::CollectAndTrain(std::vector<uint64_t>* consumed, int64_t* sampl
     if (o_.dynamic_sampling) req.drop_uniform = "reward";
     RL_ASSIGN_OR_RETURN(queue::GetReply reply, client_.Get(req));
     dropped_rows += static_cast<int64_t>(reply.dropped);
+    uniform_rows_ += reply.uniform;
+    uniform_sum_ += reply.uniform_sum;
     if (dropped_rows > o_.max_redraws * o_.group_size && !out_of_redraws) {
       out_of_redraws = true;
       const int64_t kept_rows = got + static_cast<int64_t>(reply.rows.size());
@@ -400,7 +408,12 @@ Status GrpoLoop::AfterStep(const StepStats& s0, std::vector<uint64_t> consumed, 
   health::Progress().version = static_cast<int64_t>(version_);
   ++health::Progress().steps;  // steps since this process started: the watchdog's escalation rule
   events_.SetStep(step_);
+  // The trained groups' mean reward leaves out the groups dynamic sampling dropped (all 0 or all
+  // 1): the population's mean takes them in, so it shows how the policy does, not what it trains on.
+  const double population_reward = (s.mean_reward * static_cast<double>(s.samples) + uniform_sum_) /
+                                   static_cast<double>(s.samples + static_cast<int64_t>(uniform_rows_));
   nlohmann::json f = {{"version", version_}, {"reward", s.mean_reward}, {"loss", s.loss},
+                      {"population_reward", population_reward}, {"uniform_rows", uniform_rows_},
                       {"samples", s.samples}, {"groups", s.groups}, {"tokens", s.tokens},
                       {"samples_per_s", s.samples / seconds}, {"seconds", seconds},
                       {"clip_fraction", s.clip_fraction}, {"kl", s.kl}, {"grad_norm", s.grad_norm},
@@ -418,8 +431,12 @@ Status GrpoLoop::AfterStep(const StepStats& s0, std::vector<uint64_t> consumed, 
     double per_step = Seconds(started_) / static_cast<double>(step_ - start_step_);
     eta = " eta " + Duration(per_step * static_cast<double>(o_.max_steps - step_));
   }
-  spdlog::info("step {} reward {:.3f} held-out {:.3f} (best {:.3f}) samples/s {:.0f} s/step {:.2f} versions {}..{}{}",
-               step_, s.mean_reward, last_accuracy_, best_accuracy_, s.samples / seconds, seconds,
+  std::string kept;
+  if (uniform_rows_ > 0) {
+    kept = fmt::format(" (trained groups {:.3f}, {} rows dropped as uniform)", s.mean_reward, uniform_rows_);
+  }
+  spdlog::info("step {} reward {:.3f}{} held-out {:.3f} (best {:.3f}) samples/s {:.0f} s/step {:.2f} versions {}..{}{}",
+               step_, population_reward, kept, last_accuracy_, best_accuracy_, s.samples / seconds, seconds,
                s.min_version, s.max_version, eta);
   Phase("checkpoint");
   Checkpoint c;

@@ -110,8 +110,8 @@ class GrpoLoopTest : public ::testing::Test {
           const std::string& resp = std::get<std::string>(*Col(r, "response"));
           double reward = !resp.empty() && resp[0] >= '0' && resp[0] <= '9' ? 1.0 : 0.0;
           if (uniform_rewards_) reward = 0;
-          if (half_uniform_) {  // groups of the first prompt always differ, those of the second never
-            reward = std::get<std::string>(*Col(r, "prompt")) == "001+002=" ? static_cast<double>(r.index % 2) : 0.0;
+          if (half_uniform_) {  // groups of the first prompt always differ, those of the second never (all 1)
+            reward = std::get<std::string>(*Col(r, "prompt")) == "001+002=" ? static_cast<double>(r.index % 2) : 1.0;
           }
           put.rows.push_back({r.index, {{"reward", reward}}});
         }
@@ -302,6 +302,13 @@ TEST_F(GrpoLoopTest, PastMaxRedrawsAStepTrainsOnTheGroupsItKept) {
   ASSERT_TRUE(s.ok()) << s.ToString();
   EXPECT_TRUE(std::filesystem::exists(dir_ + "/ckpt/weights-2.safetensors"));
   EXPECT_NE(TrainEvents().find("\"redraw-limit\""), std::string::npos);
+  // The dropped groups (all 1) are in the population's mean reward, not in the trained groups'.
+  for (const auto& e : StepEvents()) {
+    const double rows = e["samples"].get<double>(), dropped = e["uniform_rows"].get<double>();
+    EXPECT_GT(dropped, 0) << e;
+    const double population = e["population_reward"].get<double>();
+    EXPECT_NEAR(population * (rows + dropped), e["reward"].get<double>() * rows + dropped, 1e-9) << e;
+  }
 }
 
 // A trainer serving weights over UCX records each version in train.served before it can be

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "rl/model/tokenizer/hf_tokenizer.h"
+#include "rl/model/tokenizer/spm_tokenizer.h"
 
 namespace rl::tokenizer {
 namespace {
@@ -83,30 +84,63 @@ Result<TokenizerConfig> ParseTokenizerConfig(std::string_view json_text) {
   return c;
 }
 
+namespace {
+
+// "dir/file: message" for a Config error whose message starts "file: ".
+Status NameFile(const Status& s, const std::string& dir, const std::string& file) {
+  if (s.code() != Code::kConfig) return s;
+  const std::string& m = s.message();
+  const std::string prefix = file + ": ";
+  const std::string rest = m.compare(0, prefix.size(), prefix) == 0 ? m.substr(prefix.size()) : m;
+  return Status::Config(dir + "/" + file + ": " + rest);
+}
+
+// Whether the tokenizer_config.json text sets `key` (to anything but null).
+bool Sets(const std::string& config_text, const char* key) {
+  json root = json::parse(config_text, nullptr, /*allow_exceptions=*/false);
+  return root.is_object() && root.contains(key) && !root[key].is_null();
+}
+
+}  // namespace
+
 Result<LoadedTokenizer> LoadTokenizer(const std::string& dir) {
   const std::string json_path = dir + "/tokenizer.json";
+  const std::string model_path = dir + "/tokenizer.model";
   const std::string config_path = dir + "/tokenizer_config.json";
-  if (!Exists(json_path)) {
-    if (Exists(dir + "/tokenizer.model")) {
-      return Status::Config("tokenizer: " + dir + " has only a SentencePiece tokenizer.model, which is not supported (convert it to tokenizer.json)");
-    }
-    return Status::NotFound("tokenizer: no tokenizer.json in " + dir);
-  }
+  const bool has_json = Exists(json_path), has_model = Exists(model_path);
+  if (!has_json && !has_model) return Status::NotFound("tokenizer: no tokenizer.json or tokenizer.model in " + dir);
   LoadedTokenizer out;
+  std::string config_text;
   if (Exists(config_path)) {
-    RL_ASSIGN_OR_RETURN(std::string text, ReadFile(config_path));
-    auto c = ParseTokenizerConfig(text);
+    RL_ASSIGN_OR_RETURN(config_text, ReadFile(config_path));
+    auto c = ParseTokenizerConfig(config_text);
     if (!c.ok()) return c.status().WithContext(config_path);
     out.config = std::move(*c);
   }
-  RL_ASSIGN_OR_RETURN(std::string text, ReadFile(json_path));
-  auto t = HfTokenizer::FromJson(text, {out.config.pad_token, out.config.bos_token, out.config.eos_token});
-  if (!t.ok() && t.status().code() == Code::kConfig) {  // name the file instead of "tokenizer.json"
-    const std::string& m = t.status().message();
-    const std::string prefix = "tokenizer.json: ";
-    return Status::Config(json_path + ": " + (m.compare(0, prefix.size(), prefix) == 0 ? m.substr(prefix.size()) : m));
+  const TokenizerConfig& c = out.config;
+  Status json_error;
+  if (has_json) {
+    RL_ASSIGN_OR_RETURN(std::string text, ReadFile(json_path));
+    auto t = HfTokenizer::FromJson(text, {c.pad_token, c.bos_token, c.eos_token});
+    if (t.ok()) {
+      out.tokenizer = std::move(*t);
+      return out;
+    }
+    json_error = NameFile(t.status(), dir, "tokenizer.json");
+    if (!has_model || json_error.code() != Code::kConfig) return json_error;
   }
-  if (!t.ok()) return t.status();
+  RL_ASSIGN_OR_RETURN(std::string model, ReadFile(model_path));
+  if (!Sets(config_text, "add_bos_token")) out.config.add_bos_token = true;  // LlamaTokenizer's defaults
+  if (!Sets(config_text, "add_eos_token")) out.config.add_eos_token = false;
+  SpmOptions o;
+  o.names = {c.pad_token, c.bos_token, c.eos_token};
+  o.add_bos = c.add_bos_token;
+  o.add_eos = c.add_eos_token;
+  auto t = SpmTokenizer::FromModel(model, o);
+  if (!t.ok() && has_json) {
+    return Status::Config(json_error.message() + "; and " + NameFile(t.status(), dir, "tokenizer.model").message());
+  }
+  if (!t.ok()) return NameFile(t.status(), dir, "tokenizer.model");
   out.tokenizer = std::move(*t);
   return out;
 }

