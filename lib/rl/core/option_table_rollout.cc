@@ -83,7 +83,17 @@ void AppendRolloutOptions(std::vector<OptionSpec>* table) {
       {"--check-every", "", "decode rounds between the coordinator's switch checks", adaptive},
       {"--steps", "", "decode steps timed per profile point", adaptive},
       {"--load-only", "", "load the model and exit (times the restart of a naive switch)", adaptive},
+      {"--profile-out", "", "write the measured decode profile (the predictor's input) to this JSON file",
+       adaptive},
+      {"--group-size", "", "processes of this rollout group (tensor parallelism over them; 1: none)",
+       {"rl-rollout run"}},
+      {"--group-rank", "", "this process's rank in its rollout group (0: the leader, which talks to the queue)",
+       {"rl-rollout run"}},
+      {"--adaptive-profile", "",
+       "decode profile (rl-profile adaptive --profile-out): switch tensor parallelism adaptively",
+       {"rl-rollout run"}},
   });
+  AddTools(table, "--rendezvous", {"rl-rollout run"});
 }
 
 }  // namespace rl

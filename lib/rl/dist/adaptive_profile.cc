@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <fstream>
 #include <iostream>
 #include <memory>
 #include <random>
@@ -145,6 +146,11 @@ int RunProfile(const AdaptiveProfileOptions& o) {
   auto predictor = MeasureDecodeGrid(*group, *whole, grid);
   if (!predictor.ok()) return Fail("rl-profile", predictor.status());
   const double profile_s = Since(t);
+  if (o.rank == 0 && !o.profile_out.empty()) {
+    std::ofstream out(o.profile_out);
+    out << predictor->ToJson().dump() << "\n";
+    if (!out.flush()) return Fail("rl-profile", Status::IOError("--profile-out " + o.profile_out + ": cannot write"));
+  }
   struct Row {
     std::string name;
     Run static1, staticn, adaptive;
@@ -259,6 +265,7 @@ profile::Subcommand AddAdaptiveProfile(CommandLine& cl) {
   cl.Bind(app, "--threads", &o->threads)->check(CLI::Range(1, 256));
   cl.Bind(app, "--seed", &o->seed);
   cl.BindFlag(app, "--load-only", &o->load_only);
+  cl.Bind(app, "--profile-out", &o->profile_out);
   return {app, [o]() -> int {
             if (!o->load_only && (o->rendezvous.empty() || o->rank >= o->ranks)) {
               return Fail("rl-profile", Status::InvalidArgument("adaptive: --rendezvous HOST:PORT and a --rank below --ranks are needed"));

@@ -33,6 +33,7 @@ struct AdaptiveProfileOptions {
   int steps = 4;                 // decode steps timed per profile point
   int threads = 1;               // libtorch threads per rank
   uint64_t seed = 1;
+  std::string profile_out;       // the measured profile, for rl-rollout run --adaptive-profile
   bool load_only = false;        // internal: load the model and exit (the naive switch's restart)
   bool json = false;
 };

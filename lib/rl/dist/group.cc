@@ -108,12 +108,13 @@ Status Group::AllReduceSum(at::Tensor& t) {
   });
 }
 
-Status Group::Broadcast(at::Tensor& t, int root) {
+Status Group::Broadcast(at::Tensor& t, int root, int64_t timeout_ms) {
   if (root < 0 || root >= size()) return Status::InvalidArgument("process group: bad root");
   return Guard("broadcast", [&] {
     std::vector<at::Tensor> v{t};
     c10d::BroadcastOptions opts;
     opts.rootRank = root;
+    if (timeout_ms > 0) opts.timeout = std::chrono::milliseconds(timeout_ms);
     state_->pg->broadcast(v, opts)->wait();
   });
 }

@@ -47,7 +47,9 @@ class Group {
 
   // Collectives. Every rank gets the same result bits. Unavailable when the group is broken.
   Status AllReduceSum(at::Tensor& t);  // in place; t contiguous
-  Status Broadcast(at::Tensor& t, int root);  // in place; same shape and dtype on every rank
+  // In place; same shape and dtype on every rank. timeout_ms > 0: this call's own timeout instead
+  // of the group's (a follower waiting for its next request waits longer than a collective).
+  Status Broadcast(at::Tensor& t, int root, int64_t timeout_ms = 0);
   // out[r] = rank r's `t` (same shape and dtype on every rank).
   Status AllGather(const at::Tensor& t, std::vector<at::Tensor>* out);
   Status Barrier();

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <fstream>
 #include <iostream>
 
 #include "rl/core/event_log.h"
@@ -11,6 +12,7 @@
 #include "rl/core/log.h"
 #include "rl/core/options.h"
 #include "rl/core/signals.h"
+#include "rl/dist/group_generate.h"
 #include "rl/health/flags.h"
 #include "rl/model/hf_dir.h"
 #include "rl/model/model_file.h"
@@ -80,6 +82,64 @@ struct ToolFlags {
   }
 };
 
+// A tensor-parallel rollout group (group_generate.h): --group-size N processes, rank 0 the
+// rollout proper, the others its followers.
+struct GroupFlags {
+  int size = 1, rank = 0;
+  std::string rendezvous, profile_path;
+  double timeout_s = 120;
+  std::optional<dist::LatencyModel> profile;
+  dist::GroupGenerateOptions options;
+
+  void Bind(CommandLine& cl, CLI::App* sub) {
+    cl.Bind(sub, "--group-size", &size)->check(CLI::Range(1, 64));
+    cl.Bind(sub, "--group-rank", &rank)->check(CLI::Range(0, 63));
+    cl.Bind(sub, "--rendezvous", &rendezvous);
+    cl.Bind(sub, "--adaptive-profile", &profile_path);
+  }
+  bool enabled() const { return size > 1; }
+  Status Check(bool tools) {
+    if (!enabled()) return Status::OK();
+    if (rank >= size || rendezvous.empty()) {
+      return Status::InvalidArgument("--group-size " + std::to_string(size) +
+                                     " needs --rendezvous HOST:PORT and a --group-rank below it");
+    }
+    if (tools) return Status::InvalidArgument("a rollout group does not run conversations with tools yet");
+    if (profile_path.empty()) return Status::OK();
+    std::ifstream in(profile_path);
+    if (!in) return Status::IOError("--adaptive-profile " + profile_path + ": cannot be read");
+    nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded()) return Status::DataError("--adaptive-profile " + profile_path + ": not JSON");
+    auto m = dist::LatencyModel::FromJson(j);
+    if (!m.ok()) return m.status().WithContext("--adaptive-profile " + profile_path);
+    profile.emplace(std::move(*m));
+    options.predictor = &*profile;
+    return Status::OK();
+  }
+  Result<dist::Group> Join(const std::string& id) const {
+    dist::GroupOptions g;
+    g.endpoint = rendezvous;
+    g.rank = rank;
+    g.size = size;
+    g.name = "rollout/" + id;
+    g.timeout_ms = static_cast<int>(timeout_s * 1000);
+    return dist::Group::Join(g);
+  }
+};
+
+// A follower of a rollout group: generates with the leader until it stops or the group breaks.
+int RunFollower(GroupFlags& group, const std::string& model_dir, uint64_t seed, const std::string& id) {
+  auto dir = model::OpenModelDir(model_dir);
+  if (!dir.ok()) return Fail(kTool, dir.status());
+  auto whole = model::InitialModel(*dir, seed);  // its weights come from the leader
+  if (!whole.ok()) return Fail(kTool, whole.status());
+  auto joined = group.Join(id);
+  if (!joined.ok()) return Fail(kTool, joined.status());
+  spdlog::info("rank {} of a rollout group of {}: following", group.rank, group.size);
+  Status s = dist::RunGroupFollower(*joined, std::move(*whole), group.options);
+  return s.ok() ? kExitOk : Fail(kTool, s);
+}
+
 int RunGenerate(const SamplingFlags& f, const std::string& weights, const model::PromptFlags& prompt,
                 ToolFlags& tools) {
   auto encoder = model::OpenPromptEncoder(prompt);
@@ -121,7 +181,7 @@ int RunGenerate(const SamplingFlags& f, const std::string& weights, const model:
 }
 
 int RunLoop(RolloutOptions o, const std::string& weights, WeightSyncOptions sync, const std::string& run_dir,
-            const std::string& id, const std::string& model_dir, ToolFlags& tools) {
+            const std::string& id, const std::string& model_dir, ToolFlags& tools, GroupFlags& group_flags) {
   const model::SamplingOptions& sampling = o.generate.sampling;
   if (sampling.top_k != 0 || sampling.top_p != 1) {
     return Fail(kTool, Status::InvalidArgument(
@@ -164,10 +224,22 @@ int RunLoop(RolloutOptions o, const std::string& weights, WeightSyncOptions sync
     weight_sync = std::move(*started);
     o.weights = weight_sync.get();
   }
+  std::optional<dist::Group> group;
+  std::optional<dist::GroupLeader> leader;
+  if (group_flags.enabled()) {
+    auto joined = group_flags.Join(id);
+    if (!joined.ok()) return Fail(kTool, joined.status());
+    group.emplace(std::move(*joined));
+    leader.emplace(&*group, group_flags.options);
+    o.group = &*leader;
+    spdlog::info("leading a rollout group of {} ({})", group_flags.size,
+                 group_flags.options.predictor ? "adaptive tensor parallelism" : "tensor parallel");
+  }
   StopWatchdog watchdog(stop, o.wait_ms + 5000, kTool);
   o.watchdog = &watchdog;
   RolloutStats stats;
   Status s = RunRollout(o, &policy, stop, &stats);
+  if (leader) (void)leader->Stop();
   events.Emit("stop", {{"rows", stats.rows}, {"groups", stats.groups}, {"tokens", stats.tokens},
                        {"error", s.ok() ? "" : s.ToString()}});
   return s.ok() ? kExitOk : Fail(kTool, s);
@@ -225,6 +297,8 @@ int RolloutMain(int argc, char** argv) {
   cl.Bind(run, "--weights-timeout", &sync.fallback_s)->check(CLI::Range(0.1, 86400.0));
   health::HeartbeatFlags heartbeat;
   heartbeat.Bind(cl, run);
+  GroupFlags group_flags;
+  group_flags.Bind(cl, run);
 
   CLI::App* gen = cl.Sub("generate", "responses for JSON lines {\"prompt\": ...} on stdin, as JSON lines on stdout");
   gen_f.Bind(cl, gen);
@@ -246,6 +320,14 @@ int RolloutMain(int argc, char** argv) {
   sync.sources = weights::SplitEndpoints(weights_from);
   sync.poll_ms = static_cast<int>(poll_s * 1000);
   sync.stall_ms = static_cast<int>(stall_s * 1000);
+  if (run->parsed()) {
+    if (Status s = group_flags.Check(run_tools.enabled()); !s.ok()) return Fail(kTool, s);
+  }
+  if (run->parsed() && group_flags.rank > 0) {
+    if (Status s = InitLogging(kTool, log_level); !s.ok()) return Fail(kTool, s);
+    at::set_num_threads(run_f.threads);
+    return RunFollower(group_flags, run_model, run_f.seed, id);
+  }
   if (run->parsed() && run_weights.empty() && o.checkpoint_dir.empty() && sync.sources.empty()) {
     std::cerr << "rl-rollout: run needs --weights or --checkpoint-dir (see rl-rollout --help)\n";
     return kExitUsage;
@@ -265,7 +347,7 @@ int RolloutMain(int argc, char** argv) {
   auto beat = heartbeat.Start("rollout", id, {{"queue", connect}});
   if (!beat.ok()) return Fail(kTool, beat.status());
   run_tools.give_up_s = timeout_s;
-  return RunLoop(o, run_weights, sync, run_dir, id, run_model, run_tools);
+  return RunLoop(o, run_weights, sync, run_dir, id, run_model, run_tools, group_flags);
 }
 
 }  // namespace rl::rollout

@@ -205,7 +205,9 @@ class Loop {
     go.seed = o_.generate.seed ^ (0x9e3779b97f4a7c15ULL * (got.rows.front().index + 1));
     model::GenerateStats gs;
     int64_t start = MonoMillis();
-    Result<std::vector<model::Generation>> gens = model::Generate(model, prompts.ids, go, &gs);
+    Result<std::vector<model::Generation>> gens =
+        o_.group != nullptr ? o_.group->Generate(model, policy_->version(), prompts.ids, go, &gs)
+                            : model::Generate(model, prompts.ids, go, &gs);
     double seconds = (MonoMillis() - start) / 1000.0;
     Status s = gens.ok() ? AddResponses(*gens, prompts, &put) : gens.status();
     if (!s.ok()) {

@@ -1,0 +1,178 @@
+#include "rl/dist/group_generate.h"
+
+#include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
+
+#include <cstring>
+
+#include "rl/dist/adaptive_generate.h"
+#include "rl/model/torch_guard.h"
+
+namespace rl::dist {
+namespace {
+
+using model::TorchGuard;
+
+// The request header, int64 fields broadcast from the leader.
+enum Field : int64_t {
+  kKind,        // 0 stop, 1 generate
+  kPrompts,     // n
+  kTokens,      // the prompts' tokens in all
+  kWeights,     // 1: every parameter follows
+  kMaxNew,
+  kSeed,        // bit pattern of the uint64 seed
+  kSlots,
+  kEos,
+  kStops,       // stop ids that follow
+  kEach,        // 1: per-prompt budgets follow
+  kTopK,
+  kFields
+};
+constexpr int64_t kStop = 0, kGenerate = 1;
+
+Status SendOrReceiveWeights(Group& group, const model::Transformer& model) {
+  return TorchGuard("rollout group: weights", [&]() -> Status {
+    c10::NoGradGuard no_grad;
+    for (auto& [name, t] : model.NamedParameters()) {
+      at::Tensor buf = t.contiguous();
+      RL_RETURN_IF_ERROR(group.Broadcast(buf, 0));
+      if (group.rank() != 0) t.copy_(buf);
+    }
+    return Status::OK();
+  });
+}
+
+// Both sides of a request after the header: the leader fills the tensors and sends them, a
+// follower receives them into tensors shaped by the header.
+struct Request {
+  at::Tensor header = at::zeros({kFields}, at::kLong);
+  at::Tensor sampling = at::zeros({2}, at::kDouble);  // temperature, top_p
+  at::Tensor lengths, tokens, each, stops;
+};
+
+Status ExchangeBody(Group& group, Request* r) {
+  const int64_t* h = r->header.data_ptr<int64_t>();
+  if (group.rank() != 0) {
+    r->lengths = at::zeros({h[kPrompts]}, at::kLong);
+    r->tokens = at::zeros({h[kTokens]}, at::kLong);
+    r->each = at::zeros({h[kEach] ? h[kPrompts] : 0}, at::kLong);
+    r->stops = at::zeros({h[kStops]}, at::kLong);
+  }
+  RL_RETURN_IF_ERROR(group.Broadcast(r->sampling, 0));
+  RL_RETURN_IF_ERROR(group.Broadcast(r->lengths, 0));
+  RL_RETURN_IF_ERROR(group.Broadcast(r->tokens, 0));
+  if (r->each.numel() > 0) RL_RETURN_IF_ERROR(group.Broadcast(r->each, 0));
+  if (r->stops.numel() > 0) RL_RETURN_IF_ERROR(group.Broadcast(r->stops, 0));
+  return Status::OK();
+}
+
+Result<std::vector<model::Generation>> RunOnGroup(Group& group, const model::Transformer& model,
+                                                  const std::vector<std::vector<int64_t>>& prompts,
+                                                  const model::GenerateOptions& go,
+                                                  const GroupGenerateOptions& options) {
+  AdaptiveOptions a;
+  a.generate = go;
+  a.adaptive = options.predictor != nullptr;
+  a.start_tp = a.adaptive ? 1 : group.size();
+  a.predictor = options.predictor;
+  a.check_every = options.check_every;
+  // The leader's slots are the group's: each of the N replicas (or the N ranks' one) takes a share.
+  a.generate.slots = std::max<int64_t>(1, go.slots / group.size());
+  RL_ASSIGN_OR_RETURN(AdaptiveResult r, AdaptiveGenerate(group, model, prompts, a));
+  return std::move(r.generations);
+}
+
+}  // namespace
+
+Result<std::vector<model::Generation>> GroupLeader::Generate(const model::Transformer& model, uint64_t version,
+                                                             const std::vector<std::vector<int64_t>>& prompts,
+                                                             const model::GenerateOptions& go,
+                                                             model::GenerateStats* stats) {
+  RL_RETURN_IF_ERROR(model::CheckGenerateRequest(model.config(), prompts, go));
+  Request r;
+  const bool weights = !sent_any_ || sent_version_ != version;
+  RL_RETURN_IF_ERROR(TorchGuard("rollout group: request", [&]() -> Status {
+    std::vector<int64_t> lengths, flat;
+    for (const auto& p : prompts) {
+      lengths.push_back(static_cast<int64_t>(p.size()));
+      flat.insert(flat.end(), p.begin(), p.end());
+    }
+    int64_t* h = r.header.data_ptr<int64_t>();
+    h[kKind] = kGenerate;
+    h[kPrompts] = static_cast<int64_t>(prompts.size());
+    h[kTokens] = static_cast<int64_t>(flat.size());
+    h[kWeights] = weights ? 1 : 0;
+    h[kMaxNew] = go.max_new_tokens;
+    std::memcpy(&h[kSeed], &go.seed, sizeof go.seed);
+    h[kSlots] = go.slots;
+    h[kEos] = go.eos_id;
+    h[kStops] = static_cast<int64_t>(go.stop_ids.size());
+    h[kEach] = go.max_new_tokens_each.empty() ? 0 : 1;
+    h[kTopK] = go.sampling.top_k;
+    r.sampling[0] = go.sampling.temperature;
+    r.sampling[1] = go.sampling.top_p;
+    r.lengths = at::tensor(lengths, at::kLong);
+    r.tokens = at::tensor(flat, at::kLong);
+    r.each = at::tensor(go.max_new_tokens_each, at::kLong);
+    r.stops = at::tensor(go.stop_ids, at::kLong);
+    return Status::OK();
+  }));
+  RL_RETURN_IF_ERROR(group_->Broadcast(r.header, 0));
+  RL_RETURN_IF_ERROR(ExchangeBody(*group_, &r));
+  if (weights) {
+    RL_RETURN_IF_ERROR(SendOrReceiveWeights(*group_, model));
+    sent_any_ = true;
+    sent_version_ = version;
+  }
+  RL_ASSIGN_OR_RETURN(std::vector<model::Generation> out, RunOnGroup(*group_, model, prompts, go, options_));
+  if (stats != nullptr) {
+    *stats = model::GenerateStats{};
+    for (const auto& g : out) stats->new_tokens += static_cast<int64_t>(g.response_ids.size());
+  }
+  return out;
+}
+
+Status GroupLeader::Stop() {
+  at::Tensor header = at::zeros({kFields}, at::kLong);
+  header[kKind] = kStop;
+  return group_->Broadcast(header, 0);
+}
+
+Status RunGroupFollower(Group& group, model::Transformer whole, const GroupGenerateOptions& options) {
+  for (;;) {
+    Request r;
+    RL_RETURN_IF_ERROR(group.Broadcast(r.header, 0, options.idle_timeout_ms));
+    const int64_t* h = r.header.data_ptr<int64_t>();
+    if (h[kKind] == kStop) return Status::OK();
+    if (h[kKind] != kGenerate || h[kPrompts] < 0 || h[kTokens] < 0 || h[kStops] < 0) {
+      return Status::Protocol("rollout group: a request the follower cannot read");
+    }
+    RL_RETURN_IF_ERROR(ExchangeBody(group, &r));
+    if (h[kWeights]) RL_RETURN_IF_ERROR(SendOrReceiveWeights(group, whole));
+    model::GenerateOptions go;
+    go.max_new_tokens = h[kMaxNew];
+    std::memcpy(&go.seed, &h[kSeed], sizeof go.seed);
+    go.slots = h[kSlots];
+    go.eos_id = h[kEos];
+    go.sampling.top_k = h[kTopK];
+    go.sampling.temperature = r.sampling[0].item<double>();
+    go.sampling.top_p = r.sampling[1].item<double>();
+    const int64_t* stop = r.stops.data_ptr<int64_t>();
+    go.stop_ids.assign(stop, stop + r.stops.numel());
+    const int64_t* each = r.each.data_ptr<int64_t>();
+    go.max_new_tokens_each.assign(each, each + r.each.numel());
+    std::vector<std::vector<int64_t>> prompts;
+    const int64_t* len = r.lengths.data_ptr<int64_t>();
+    const int64_t* tok = r.tokens.data_ptr<int64_t>();
+    int64_t at = 0;
+    for (int64_t i = 0; i < h[kPrompts]; ++i) {
+      if (len[i] < 0 || at + len[i] > h[kTokens]) return Status::Protocol("rollout group: prompt lengths overrun");
+      prompts.emplace_back(tok + at, tok + at + len[i]);
+      at += len[i];
+    }
+    RL_ASSIGN_OR_RETURN(auto out, RunOnGroup(group, whole, prompts, go, options));
+    (void)out;  // the leader writes the responses
+  }
+}
+
+}  // namespace rl::dist
