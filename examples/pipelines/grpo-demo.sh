@@ -9,9 +9,11 @@
 # as its snapshot is in memory); the checkpoint files are the rollout's fallback.
 #
 # Usage: grpo-demo.sh [--short] [--seed N] [--steps N] [--mode sync|semi-sync|async] [--weights ucx|file]
-#                     [--sft-from RUN] [-- rl-train grpo options...]
+#                     [--rollout-group N] [--sft-from RUN] [-- rl-train grpo options...]
 #   --short     a smoke run for CI (a few steps; it shows the pipeline works, not that it learns)
 #   --weights   how the rollout gets new versions: ucx (default) or checkpoint files only
+#   --rollout-group N  the rollout is a group of N processes generating with tensor parallelism
+#               (rl-rollout run --ranks N: rank 0 leases and writes, the others follow)
 #   --sft-from  take the SFT warm start of an earlier run directory of the same seed
 #   -- ...      more options for rl-train grpo, e.g. -- --advantage gae --critic-lr 1e-3
 # Environment: RL_BUILD_DIR (default ./build), RL_RUN_DIR (default a new /tmp directory).
@@ -19,7 +21,7 @@ set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 rl_tools
 
-seed=1 steps=600 mode=async sft_steps=2000 target=0.3 extra=() more=() via=ucx final_eval=2000
+seed=1 steps=600 mode=async sft_steps=2000 target=0.3 extra=() more=() via=ucx final_eval=2000 group=1
 while [ $# -gt 0 ]; do
   case "$1" in
     --short)  # the untrained model gets uniform (all-zero) groups: no dynamic sampling, small steps
@@ -28,6 +30,7 @@ while [ $# -gt 0 ]; do
     --steps) steps="$2"; shift ;;
     --mode) mode="$2"; shift ;;
     --weights) via="$2"; shift ;;
+    --rollout-group) group="$2"; shift ;;
     --sft-from) export RL_SFT_FROM="$2"; shift ;;
     --) shift; more=("$@"); break ;;
     *) echo "grpo-demo: unknown argument $1" >&2; exit 64 ;;
@@ -58,9 +61,14 @@ pids+=($!)
 until rl-queue stat --timeout 0.2 >/dev/null 2>&1; do sleep 0.1; done
 # An answer is at most 4 digits and <eos>: a response that has not stopped by 8 tokens is wrong
 # anyway, and would otherwise run to the end of the context and pad the trainer's micro-batches.
-rl-rollout run --checkpoint-dir "$run/ckpt" "${pull[@]}" --threads 1 --seed "$seed" --temperature 1 --id 0 \
-  --max-new-tokens 8 --log-level warn &
-pids+=($!)
+rendezvous="127.0.0.1:$(free_port)"
+for ((rank = group - 1; rank >= 0; rank--)); do  # rank 0, the one that leases, last
+  grouping=()
+  [ "$group" -gt 1 ] && grouping=(--ranks "$group" --rank "$rank" --rendezvous "$rendezvous")
+  rl-rollout run --checkpoint-dir "$run/ckpt" "${pull[@]}" --threads 1 --seed "$seed" --temperature 1 --id 0 \
+    --max-new-tokens 8 --log-level warn "${grouping[@]}" &
+  pids+=($!)
+done
 rl-reward run --verifier addition --id 0 --log-level warn &
 pids+=($!)
 rl-train grpo --checkpoint-dir "$run/ckpt" --prompts "$run/prompts.jsonl" --threads 1 --seed "$seed" \

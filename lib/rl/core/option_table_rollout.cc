@@ -73,8 +73,12 @@ void AppendRolloutOptions(std::vector<OptionSpec>* table) {
   AddTools(table, "--max-new-tokens", adaptive);
   AddTools(table, "--slots", adaptive);
   table->insert(table->end(), {
-      {"--ranks", "", "processes in the group (tensor-parallel degree of the merged replica)", adaptive},
-      {"--rank", "", "this process's rank in the group", adaptive},
+      {"--ranks", "",
+       "processes in the group: rl-rollout's rollout group (tensor parallelism over them; 1: none), or the "
+       "group rl-profile adaptive measures",
+       {"rl-profile adaptive", "rl-rollout run"}},
+      {"--rank", "", "this process's rank in the group (rl-rollout: 0 is the leader, which talks to the queue)",
+       {"rl-profile adaptive", "rl-rollout run"}},
       {"--rendezvous", "", "HOST:PORT of the group's c10d store (rank 0 listens there)", adaptive},
       {"--requests", "", "prompts in each workload", adaptive},
       {"--short-tokens", "", "typical length of a short response (the long ones run --max-new-tokens)",
@@ -85,10 +89,6 @@ void AppendRolloutOptions(std::vector<OptionSpec>* table) {
       {"--load-only", "", "load the model and exit (times the restart of a naive switch)", adaptive},
       {"--profile-out", "", "write the measured decode profile (the predictor's input) to this JSON file",
        adaptive},
-      {"--group-size", "", "processes of this rollout group (tensor parallelism over them; 1: none)",
-       {"rl-rollout run"}},
-      {"--group-rank", "", "this process's rank in its rollout group (0: the leader, which talks to the queue)",
-       {"rl-rollout run"}},
       {"--adaptive-profile", "",
        "decode profile (rl-profile adaptive --profile-out): switch tensor parallelism adaptively",
        {"rl-rollout run"}},

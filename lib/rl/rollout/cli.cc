@@ -82,7 +82,7 @@ struct ToolFlags {
   }
 };
 
-// A tensor-parallel rollout group (group_generate.h): --group-size N processes, rank 0 the
+// A tensor-parallel rollout group (group_generate.h): --ranks N processes, rank 0 the
 // rollout proper, the others its followers.
 struct GroupFlags {
   int size = 1, rank = 0;
@@ -92,8 +92,8 @@ struct GroupFlags {
   dist::GroupGenerateOptions options;
 
   void Bind(CommandLine& cl, CLI::App* sub) {
-    cl.Bind(sub, "--group-size", &size)->check(CLI::Range(1, 64));
-    cl.Bind(sub, "--group-rank", &rank)->check(CLI::Range(0, 63));
+    cl.Bind(sub, "--ranks", &size)->check(CLI::Range(1, 64));
+    cl.Bind(sub, "--rank", &rank)->check(CLI::Range(0, 63));
     cl.Bind(sub, "--rendezvous", &rendezvous);
     cl.Bind(sub, "--adaptive-profile", &profile_path);
   }
@@ -101,8 +101,8 @@ struct GroupFlags {
   Status Check(bool tools) {
     if (!enabled()) return Status::OK();
     if (rank >= size || rendezvous.empty()) {
-      return Status::InvalidArgument("--group-size " + std::to_string(size) +
-                                     " needs --rendezvous HOST:PORT and a --group-rank below it");
+      return Status::InvalidArgument("--ranks " + std::to_string(size) +
+                                     " needs --rendezvous HOST:PORT and a --rank below it");
     }
     if (tools) return Status::InvalidArgument("a rollout group does not run conversations with tools yet");
     if (profile_path.empty()) return Status::OK();
@@ -209,7 +209,8 @@ int RunLoop(RolloutOptions o, const std::string& weights, WeightSyncOptions sync
   if (!run_dir.empty()) {
     if (Status s = events.Open(run_dir, "rollout", id); !s.ok()) return Fail(kTool, s);
     o.events = &events;
-    events.Emit("start", {{"endpoint", o.client.endpoint}, {"checkpoint_dir", o.checkpoint_dir}, {"pid", ::getpid()}});
+    events.Emit("start", {{"endpoint", o.client.endpoint}, {"checkpoint_dir", o.checkpoint_dir}, {"pid", ::getpid()},
+                          {"ranks", group_flags.size}, {"adaptive", group_flags.options.predictor != nullptr}});
   }
   o.events = &events;  // a disabled log still keeps the phase the heartbeat reports
   const std::atomic<bool>& stop = InstallStopSignals();
