@@ -54,6 +54,27 @@ man_examples() {
   [[ "$output" == *"rows with a broken loss mask: 0"* ]]
 }
 
+@test "examples/pipelines/adaptive-tp.sh in short form: three configurations, the drill loses nothing, the last line" {
+  run bash "$RL_SOURCE_DIR/examples/pipelines/adaptive-tp.sh" --short
+  echo "$output"
+  [ "$status" -eq 0 ]
+  printf '%s\n' "$output" | grep -Eq '^\| long-tail \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \| '
+  printf '%s\n' "$output" | grep -Eq '^\| uniform \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \| '
+  # Rank 1 stopped in a switch and killed: the leader gives up (69) and a new group answers all.
+  [[ "$output" == *"rollout group killed in a switch: leader exit 69, rows lost 0, duplicated 0"* ]]
+  printf '%s\n' "$output" | tail -n 1 |
+    grep -Eq '^adaptive/best-static: long-tail [0-9.]+ uniform [0-9.]+; switch/naive-restart [0-9.]+; predictor error [0-9.]+%$'
+}
+
+@test "examples/pipelines/grpo-demo.sh runs with a rollout group of two (tensor parallel) in its short form" {
+  run bash "$RL_SOURCE_DIR/examples/pipelines/grpo-demo.sh" --short --rollout-group 2
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"after 3 GRPO steps"* ]]
+  run_dir=$(printf '%s\n' "$output" | grep -o 'events: [^ ]*' | cut -d' ' -f2)
+  grep -q '"ranks":2' "$run_dir"/rollout-*.jsonl
+}
+
 @test "examples/pipelines/hf-grpo.sh runs in its short form: Qwen3 layout and tokenizer, SFT, GRPO, export, verdict" {
   run bash "$RL_SOURCE_DIR/examples/pipelines/hf-grpo.sh" --short
   echo "$output"

@@ -4,6 +4,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <csignal>
+#include <cstdlib>
+#include <cstring>
 #include <optional>
 
 #include "rl/dist/replica.h"
@@ -58,6 +61,11 @@ at::Tensor PadTo(const at::Tensor& t, int64_t dim, int64_t size) {
 Status Merge(Group& group, Replica::Exported mine, const std::vector<int64_t>& counts,
              const model::ModelConfig& config, bool recompute, Replica* merged,
              SwitchRecord* record) {
+  // A fail point for drills: RL_FAILPOINT=adaptive-switch stops this process (SIGSTOP) as the
+  // switch begins, so that a test can kill it in the middle of one.
+  if (const char* f = std::getenv("RL_FAILPOINT"); f != nullptr && std::strcmp(f, "adaptive-switch") == 0) {
+    std::raise(SIGSTOP);
+  }
   const int n = group.size();
   const int64_t n_max = *std::max_element(counts.begin(), counts.end());
   Clock::time_point t = Clock::now();

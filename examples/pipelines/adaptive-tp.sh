@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Adaptive tensor parallelism for long-tail generation, measured: rl-profile adaptive on two
+# processes (one rank each, one core each). A Llama-style model of about 78M parameters with random
+# weights (decoding it is bound by compute and memory, not by overheads) generates greedily on
+# a long-tail workload (most responses short, one in ten at the length limit) and a uniform one
+# (the same tokens, every response alike), each as static tensor parallelism 1 (two data-parallel
+# replicas), static 2 (one replica over both processes) and adaptive (two replicas that merge into
+# one when the predictor says so). Then it writes the decode profile, and a rollout group of two
+# (rl-rollout run --ranks 2 --adaptive-profile) serves rows from rl-queue with it; one rank is
+# killed while the group switches, and every row is still answered exactly once.
+# The last line:
+#   adaptive/best-static: long-tail X.XX uniform X.XX; switch/naive-restart X.XX; predictor error X.X%
+#
+# Usage: adaptive-tp.sh [--short]
+#   --short   a tiny model and workload for CI: shows it runs, not the speed-ups
+# Environment: RL_BUILD_DIR (default ./build), RL_RUN_DIR (default a new /tmp directory).
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+rl_tools
+
+short=0
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --short) short=1 ;;
+    *) echo "adaptive-tp: unknown argument $1" >&2; exit 64 ;;
+  esac
+  shift
+done
+run="$(fresh_run_dir adaptive-tp)"
+mkdir -p "$run/model"
+cp "$RL_MODEL/tokenizer.json" "$RL_MODEL/tokenizer_config.json" "$run/model/"
+if [ "$short" = 1 ]; then
+  shape='"hidden_size": 128, "intermediate_size": 256, "num_hidden_layers": 2, "num_attention_heads": 4,
+         "num_key_value_heads": 2, "head_dim": 32, "vocab_size": 64'
+  bench=(--requests 8 --slots 2 --max-new-tokens 24 --short-tokens 4 --prompt-tokens 8 --steps 2)
+else
+  shape='"hidden_size": 768, "intermediate_size": 2048, "num_hidden_layers": 12, "num_attention_heads": 12,
+         "num_key_value_heads": 4, "head_dim": 64, "vocab_size": 4096'
+  bench=(--requests 32 --slots 8 --max-new-tokens 160 --short-tokens 12 --prompt-tokens 16 --steps 3)
+fi
+cat > "$run/model/config.json" <<JSON
+{"architectures": ["LlamaForCausalLM"], "model_type": "llama", "bos_token_id": 1, "eos_token_id": 2,
+ "hidden_act": "silu", "max_position_embeddings": 512, "rms_norm_eps": 1e-05, "rope_theta": 10000.0,
+ "tie_word_embeddings": true, "torch_dtype": "float32", $shape}
+JSON
+
+echo "== rl-profile adaptive: profile, then static tp 1, static tp 2 and adaptive on two workloads" >&2
+rendezvous="127.0.0.1:$(free_port)"
+common=(--model "$run/model" --ranks 2 --rendezvous "$rendezvous" --threads 1 --seed 1 "${bench[@]}")
+rl-profile adaptive "${common[@]}" --rank 1 2> "$run/rank1.log" &
+rank1=$!
+rl-profile adaptive "${common[@]}" --rank 0 --profile-out "$run/profile.json" | tee "$run/report.txt"
+wait "$rank1"
+
+# The rollout group over rl-queue, killed in a switch: leases come back, nothing is lost.
+bash "$(dirname "$0")/adaptive-tp-drill.sh" "$run" >&2
+
+tail -n 1 "$run/report.txt"
