@@ -23,7 +23,7 @@ double Since(Clock::time_point t) { return std::chrono::duration<double>(Clock::
 
 // The loads of every rank: [pending, n, (length, budget) * slots] each.
 Result<std::vector<ReplicaLoad>> ExchangeLoads(Group& group, const Replica& replica, int64_t slots,
-                                               int64_t* pending_total) {
+                                               int64_t* pending_total, int64_t timeout_ms) {
   at::Tensor mine = at::zeros({2 + 2 * slots}, at::kLong);
   const auto load = replica.LengthsAndBudgets();
   mine[0] = replica.pending();
@@ -33,7 +33,7 @@ Result<std::vector<ReplicaLoad>> ExchangeLoads(Group& group, const Replica& repl
     mine[3 + 2 * static_cast<int64_t>(i)] = load[i].second;
   }
   std::vector<at::Tensor> all;
-  RL_RETURN_IF_ERROR(group.AllGather(mine, &all));
+  RL_RETURN_IF_ERROR(group.AllGather(mine, &all, timeout_ms));
   std::vector<ReplicaLoad> loads;
   *pending_total = 0;
   for (const at::Tensor& t : all) {
@@ -236,11 +236,15 @@ Result<AdaptiveResult> AdaptiveGenerate(Group& group, const model::Transformer& 
       if (replica->done()) break;
       continue;
     }
-    // Data-parallel replicas: a replica with nothing left idles to the next check.
+    // Static data-parallel replicas run on their own: they meet once, each when done (a rank done
+    // first waits there for the others, as long as they take).
+    if (!o.adaptive && !replica->done()) continue;
+    // Adaptive ones meet every check_every rounds; a replica with nothing left idles to the next.
     if (round % o.check_every != 0 && !replica->done()) continue;
     if (replica->done()) round = (round + o.check_every - 1) / o.check_every * o.check_every;
     int64_t pending = 0;
-    RL_ASSIGN_OR_RETURN(std::vector<ReplicaLoad> loads, ExchangeLoads(group, *replica, slots, &pending));
+    RL_ASSIGN_OR_RETURN(std::vector<ReplicaLoad> loads,
+                        ExchangeLoads(group, *replica, slots, &pending, o.adaptive ? 0 : o.idle_timeout_ms));
     const int this_check = check++;
     bool all_done = pending == 0;
     for (const ReplicaLoad& l : loads) all_done = all_done && l.empty();

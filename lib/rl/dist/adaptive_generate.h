@@ -37,6 +37,8 @@ struct AdaptiveOptions {
   const LatencyModel* predictor = nullptr;  // required when adaptive and force_switch_check < 0
   enum class Move { kAuto, kMigrate, kRecompute } move = Move::kAuto;
   int force_switch_check = -1;  // tests: switch at this check (0-based) whatever the predictor
+  // Static replicas meet only when done: how long the first done may wait for the others.
+  int64_t idle_timeout_ms = 24LL * 3600 * 1000;
 };
 
 struct SwitchRecord {

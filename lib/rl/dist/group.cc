@@ -119,12 +119,14 @@ Status Group::Broadcast(at::Tensor& t, int root, int64_t timeout_ms) {
   });
 }
 
-Status Group::AllGather(const at::Tensor& t, std::vector<at::Tensor>* out) {
+Status Group::AllGather(const at::Tensor& t, std::vector<at::Tensor>* out, int64_t timeout_ms) {
   return Guard("all-gather", [&] {
     std::vector<std::vector<at::Tensor>> outputs(1);
     for (int r = 0; r < size(); ++r) outputs[0].push_back(at::empty_like(t));
     std::vector<at::Tensor> in{t};
-    state_->pg->allgather(outputs, in)->wait();
+    c10d::AllgatherOptions opts;
+    if (timeout_ms > 0) opts.timeout = std::chrono::milliseconds(timeout_ms);
+    state_->pg->allgather(outputs, in, opts)->wait();
     *out = std::move(outputs[0]);
   });
 }

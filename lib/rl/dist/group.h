@@ -50,8 +50,8 @@ class Group {
   // In place; same shape and dtype on every rank. timeout_ms > 0: this call's own timeout instead
   // of the group's (a follower waiting for its next request waits longer than a collective).
   Status Broadcast(at::Tensor& t, int root, int64_t timeout_ms = 0);
-  // out[r] = rank r's `t` (same shape and dtype on every rank).
-  Status AllGather(const at::Tensor& t, std::vector<at::Tensor>* out);
+  // out[r] = rank r's `t` (same shape and dtype on every rank). timeout_ms as for Broadcast.
+  Status AllGather(const at::Tensor& t, std::vector<at::Tensor>* out, int64_t timeout_ms = 0);
   Status Barrier();
 
   // A group of the members `ranks` (ascending, of this group), over the same store under
