@@ -157,16 +157,21 @@ Result<Replica::Exported> Replica::TakeActive() {
   });
 }
 
-Status Replica::PutActive(std::vector<SequenceState> sequences, const std::vector<at::Tensor>& keys,
-                          const std::vector<at::Tensor>& values) {
+Result<std::vector<int64_t>> Replica::FreeSlots(size_t wanted) const {
   std::vector<int64_t> free;
   for (size_t s = 0; s < slots_.size(); ++s) {
     if (!slots_[s].busy) free.push_back(static_cast<int64_t>(s));
   }
-  if (free.size() < sequences.size()) {
-    return Status::InvalidArgument("replica: " + std::to_string(sequences.size()) +
-                                   " sequences for " + std::to_string(free.size()) + " free slots");
+  if (free.size() < wanted) {
+    return Status::InvalidArgument("replica: " + std::to_string(wanted) + " sequences for " +
+                                   std::to_string(free.size()) + " free slots");
   }
+  return free;
+}
+
+Status Replica::PutActive(std::vector<SequenceState> sequences, const std::vector<at::Tensor>& keys,
+                          const std::vector<at::Tensor>& values) {
+  RL_ASSIGN_OR_RETURN(std::vector<int64_t> free, FreeSlots(sequences.size()));
   if (static_cast<int64_t>(keys.size()) != cache_.n_layers() || keys.size() != values.size()) {
     return Status::InvalidArgument("replica: cache entries for the wrong number of layers");
   }
@@ -192,14 +197,7 @@ Status Replica::PutActive(std::vector<SequenceState> sequences, const std::vecto
 }
 
 Status Replica::RecomputeActive(std::vector<SequenceState> sequences) {
-  std::vector<int64_t> free;
-  for (size_t s = 0; s < slots_.size(); ++s) {
-    if (!slots_[s].busy) free.push_back(static_cast<int64_t>(s));
-  }
-  if (free.size() < sequences.size()) {
-    return Status::InvalidArgument("replica: " + std::to_string(sequences.size()) +
-                                   " sequences for " + std::to_string(free.size()) + " free slots");
-  }
+  RL_ASSIGN_OR_RETURN(std::vector<int64_t> free, FreeSlots(sequences.size()));
   for (size_t i = 0; i < sequences.size(); ++i) {
     Slot& slot = slots_[static_cast<size_t>(free[i])];
     slot = Slot{true, std::move(sequences[i])};

@@ -87,6 +87,8 @@ class Replica {
           const std::vector<std::vector<int64_t>>* prompts, const model::GenerateOptions* options,
           model::Sampler sampler);
   int64_t Cap(int64_t prompt) const;
+  // The free slots; InvalidArgument when fewer than `wanted`.
+  Result<std::vector<int64_t>> FreeSlots(size_t wanted) const;
   Status Prefill(int64_t slot, const std::vector<int64_t>& tokens);
 
   const model::Transformer* model_;

@@ -17,13 +17,8 @@ void PackIndexReply(Packer& pk, const char* done_name, const std::vector<uint64_
 // A get reply's float64 (any msgpack number is taken); 0 when absent.
 Result<double> Number(const msgpack::object* o) {
   if (o == nullptr) return 0.0;
-  switch (o->type) {
-    case msgpack::type::FLOAT32:
-    case msgpack::type::FLOAT64: return o->via.f64;
-    case msgpack::type::POSITIVE_INTEGER: return static_cast<double>(o->via.u64);
-    case msgpack::type::NEGATIVE_INTEGER: return static_cast<double>(o->via.i64);
-    default: return Status::Protocol("get reply: uniform_sum is not a number");
-  }
+  if (auto d = AnyNumber(*o)) return *d;
+  return Status::Protocol("get reply: uniform_sum is not a number");
 }
 
 ReplyBody GetReplyFor(const Record& r, const Store& store) {

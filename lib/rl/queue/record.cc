@@ -227,13 +227,8 @@ Result<std::vector<ReservedLease>> UnpackReserved(const msgpack::object* o) {
 // A float64 field (a number of any msgpack kind is taken); 0 when absent.
 Result<double> Number(const msgpack::object* o, const char* what) {
   if (o == nullptr) return 0.0;
-  switch (o->type) {
-    case msgpack::type::FLOAT32:
-    case msgpack::type::FLOAT64: return o->via.f64;
-    case msgpack::type::POSITIVE_INTEGER: return static_cast<double>(o->via.u64);
-    case msgpack::type::NEGATIVE_INTEGER: return static_cast<double>(o->via.i64);
-    default: return Status::Corruption(std::string("record: ") + what + " is not a number");
-  }
+  if (auto d = AnyNumber(*o)) return *d;
+  return Status::Corruption(std::string("record: ") + what + " is not a number");
 }
 
 Result<Record> DecodeRecordObject(const msgpack::object& o) {

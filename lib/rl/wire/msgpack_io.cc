@@ -3,6 +3,16 @@
 #include <cstring>
 
 namespace rl {
+
+std::optional<double> AnyNumber(const msgpack::object& o) {
+  switch (o.type) {
+    case msgpack::type::FLOAT32:
+    case msgpack::type::FLOAT64: return o.via.f64;
+    case msgpack::type::POSITIVE_INTEGER: return static_cast<double>(o.via.u64);
+    case msgpack::type::NEGATIVE_INTEGER: return static_cast<double>(o.via.i64);
+    default: return std::nullopt;
+  }
+}
 namespace {
 
 constexpr size_t kMaxTensorDims = 8;

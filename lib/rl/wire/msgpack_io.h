@@ -11,6 +11,7 @@
 #include <msgpack.hpp>
 
 #include <string>
+#include <optional>
 #include <string_view>
 #include <vector>
 
@@ -47,6 +48,9 @@ void PackTensor(Packer& pk, DType dtype, const std::vector<int64_t>& shape, std:
                 std::vector<std::string>* frames);
 // Packs an inline tensor up to its data, which must follow: `data_bytes` raw bytes.
 void PackTensorHead(Packer& pk, DType dtype, const std::vector<int64_t>& shape, size_t data_bytes);
+
+// Any msgpack number (integer or float) as a double; nullopt for another type.
+std::optional<double> AnyNumber(const msgpack::object& o);
 
 // Decodes one value. `frames` resolves ext type 2 (null: type 2 is an error).
 Result<Value> UnpackValue(const msgpack::object& o, const std::vector<std::string>* frames);

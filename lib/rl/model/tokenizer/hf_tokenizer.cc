@@ -58,13 +58,7 @@ Result<std::shared_ptr<const HfTokenizer>> HfTokenizer::FromJson(std::string_vie
 
 Result<std::vector<int64_t>> HfTokenizer::EncodeWith(std::string_view text,
                                                      const model::EncodeOptions& options) const {
-  if (text.size() > static_cast<size_t>(std::numeric_limits<int32_t>::max())) {
-    return Status::DataError("tokenizer: text of " + std::to_string(text.size()) + " bytes is over 2 GiB");
-  }
-  const size_t bad = FindInvalidUtf8(text);
-  if (bad != std::string_view::npos) {
-    return Status::DataError("tokenizer: text is not valid UTF-8 at byte " + std::to_string(bad));
-  }
+  RL_RETURN_IF_ERROR(CheckEncoderInput(text));
   RL_ASSIGN_OR_RETURN(std::vector<Piece> pieces, added_.Split(text, normalizer_, options.parse_special_tokens));
   std::vector<int64_t> ids;
   ids.reserve(text.size() / 3 + 8);

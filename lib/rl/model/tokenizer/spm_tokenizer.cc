@@ -109,13 +109,7 @@ Result<std::shared_ptr<const SpmTokenizer>> SpmTokenizer::FromModel(std::string_
 
 Result<std::vector<int64_t>> SpmTokenizer::EncodeWith(std::string_view text,
                                                       const model::EncodeOptions& options) const {
-  if (text.size() > static_cast<size_t>(std::numeric_limits<int32_t>::max())) {
-    return Status::DataError("tokenizer: text of " + std::to_string(text.size()) + " bytes is over 2 GiB");
-  }
-  const size_t bad = FindInvalidUtf8(text);
-  if (bad != std::string_view::npos) {
-    return Status::DataError("tokenizer: text is not valid UTF-8 at byte " + std::to_string(bad));
-  }
+  RL_RETURN_IF_ERROR(CheckEncoderInput(text));
   std::vector<int64_t> ids;
   ids.reserve(text.size() / 3 + 8);
   if (options.add_special_tokens && add_bos_) ids.push_back(bos_id_);

@@ -5,6 +5,7 @@
 #include <unicode/bytestream.h>
 
 #include <array>
+#include <limits>
 #include <vector>
 
 namespace rl::tokenizer {
@@ -64,6 +65,17 @@ char32_t NextCodePoint(std::string_view text, size_t* pos) {
   }
   *pos = i + 4;
   return ((c & 0x07) << 18) | ((b(i + 1) & 0x3F) << 12) | ((b(i + 2) & 0x3F) << 6) | (b(i + 3) & 0x3F);
+}
+
+Status CheckEncoderInput(std::string_view text) {
+  if (text.size() > static_cast<size_t>(std::numeric_limits<int32_t>::max())) {
+    return Status::DataError("tokenizer: text of " + std::to_string(text.size()) + " bytes is over 2 GiB");
+  }
+  const size_t bad = FindInvalidUtf8(text);
+  if (bad != std::string_view::npos) {
+    return Status::DataError("tokenizer: text is not valid UTF-8 at byte " + std::to_string(bad));
+  }
+  return Status::OK();
 }
 
 size_t FindInvalidUtf8(std::string_view text) {

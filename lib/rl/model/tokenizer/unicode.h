@@ -19,6 +19,8 @@ char32_t NextCodePoint(std::string_view text, size_t* pos);
 using rl::AppendUtf8;  // rl/core/utf8.h
 // The byte offset of the first invalid sequence, or npos when text is valid UTF-8.
 size_t FindInvalidUtf8(std::string_view text);
+// What an encoder takes: DataError for text over 2 GiB or not valid UTF-8 (naming the byte).
+Status CheckEncoderInput(std::string_view text);
 // Invalid sequences become U+FFFD, one per maximal invalid subpart (Rust's from_utf8_lossy).
 std::string Utf8Lossy(std::string_view bytes);
 
