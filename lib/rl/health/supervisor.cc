@@ -35,7 +35,7 @@ class Supervisor {
   Result<int> Run(const std::atomic<bool>& stop);
 
  private:
-  Status StartSection(size_t section, const std::atomic<bool>& stop);
+  Status StartSections(size_t first, size_t last, const std::atomic<bool>& stop);
   Status StartAll(const std::atomic<bool>& stop);
   // Stops every role; `failed` (may be null) is the role whose failure made the stop.
   void StopAll(bool graceful, const Instance* failed = nullptr);
@@ -72,6 +72,13 @@ class Supervisor {
   pid_t saved_trainer_pid_ = 0;  // state.json's trainer and its steps when that was written
   uint64_t saved_trainer_steps_ = 0;
 };
+
+// True for the kinds that talk to the queue and to nothing whose start or stop they wait for: they
+// start together once the queue runs. With the queue running they stop cleanly in parallel (each
+// gives its leases back); without it they have nothing left to save (their leases come back to
+// their successors at once, by holder, and the trainer goes on from its last checkpoint) and
+// nothing to wait for.
+bool QueueClient(const std::string& kind) { return kind == "rollout" || kind == "reward" || kind == "train"; }
 
 // True when a heartbeat's pid is the instance's process or runs in its session (a command that
 // is a shell list runs the role as a child of the shell).
@@ -169,12 +176,13 @@ void Supervisor::CountTrainerSteps(pid_t pid, uint64_t steps) {
   trainer_steps_ = steps;
 }
 
-// Starts (or adopts) the instances of one section and waits until each heartbeats, one exits,
-// or the section's ready timeout passes (the main loop then treats it as a failed start).
-Status Supervisor::StartSection(size_t section, const std::atomic<bool>& stop) {
+// Starts (or adopts) the instances of sections first..last and waits until each heartbeats, one
+// exits, or their ready timeout passes (the main loop then treats it as a failed start).
+Status Supervisor::StartSections(size_t first, size_t last, const std::atomic<bool>& stop) {
+  auto in = [first, last](const Instance& inst) { return inst.section >= first && inst.section <= last; };
   double ready_s = 0;
   for (auto& inst : instances_) {
-    if (inst.section != section || inst.lent) continue;
+    if (!in(inst) || inst.lent) continue;
     ready_s = std::max(ready_s, inst.spec->ready_s);
     if (inst.pid != 0 && !ProcessGone(inst.pid)) continue;
     if (AdoptFromPidFile(o_.run_dir, &inst)) {
@@ -197,7 +205,7 @@ Status Supervisor::StartSection(size_t section, const std::atomic<bool>& stop) {
     Observe(watcher_->Pump(kPumpMs));
     bool all = true, exited = false;
     for (auto& inst : instances_) {
-      if (inst.section != section || inst.lent) continue;
+      if (!in(inst) || inst.lent) continue;
       all = all && inst.ready;
       exited = exited || ProcessGone(inst.pid);
     }
@@ -206,16 +214,19 @@ Status Supervisor::StartSection(size_t section, const std::atomic<bool>& stop) {
   return Status::OK();
 }
 
+// Tables start in file order, each once the one before heartbeats, except that neighbouring tables
+// of queue clients start together: they wait for the queue only, and a full restart then costs
+// the slowest client's start, not the sum.
 Status Supervisor::StartAll(const std::atomic<bool>& stop) {
-  for (size_t s = 0; s < o_.pipeline.roles.size() && !stop.load(); ++s) RL_RETURN_IF_ERROR(StartSection(s, stop));
+  const auto& roles = o_.pipeline.roles;
+  for (size_t s = 0; s < roles.size() && !stop.load();) {
+    size_t last = s;
+    while (QueueClient(roles[s].kind) && last + 1 < roles.size() && QueueClient(roles[last + 1].kind)) ++last;
+    RL_RETURN_IF_ERROR(StartSections(s, last, stop));
+    s = last + 1;
+  }
   return Status::OK();
 }
-
-// True for the kinds that talk to the queue and to nothing whose stop they wait for: with the queue
-// running they stop cleanly in parallel (each gives its leases back); without it they have nothing
-// left to save (their leases come back to their successors at once, by holder, and the trainer
-// goes on from its last checkpoint) and nothing to wait for.
-bool QueueClient(const std::string& kind) { return kind == "rollout" || kind == "reward" || kind == "train"; }
 
 // Stops every role. Tables are stopped newest first, as they were started, except that
 // neighbouring tables of queue clients go together: stopping N roles costs the slowest stop, not
