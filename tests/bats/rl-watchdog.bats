@@ -443,7 +443,10 @@ PY
   # The first trainer steps; the restarted one never does (its steps counter stays 0), so an
   # adopted role's steps since its start can only come from the previous watchdog's state.
   stand_in_pipeline 2
-  sed -i "s|^command = \"rl-watchdog beat --role train.*|command = \"if [ -e $TMP/restarted ]; then exec rl-watchdog beat --role train --phase waiting-for-data; fi; touch $TMP/restarted; exec rl-watchdog beat --role train --phase train --step-every 0.3\"|" "$TMP/p.toml"
+  local first="rl-watchdog beat --role train --phase train --step-every 0.3"
+  local later="rl-watchdog beat --role train --phase waiting-for-data"
+  local train="if [ -e $TMP/restarted ]; then exec $later; fi; touch $TMP/restarted; exec $first"
+  sed -i "s|^command = \"rl-watchdog beat --role train.*|command = \"$train\"|" "$TMP/p.toml"
   start_watchdog
   log="$TMP/run/events/watchdog-0.jsonl"
   wait_for "$log" '"event":"ready".*"member":"train/0"' 20
