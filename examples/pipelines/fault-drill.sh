@@ -133,7 +133,8 @@ kills = sorted(float(l) for l in open(f"{run}/kills.txt") if l.strip())
 steps = sorted(e["ts"] for e in map(json.loads, open(f"{run}/events/train-0.jsonl")) if e["event"] == "step")
 after = sorted(min((s for s in steps if s > k), default=math.inf) - k for k in kills)
 quiet = [b - a for a, b in zip(steps, steps[1:]) if not any(a < k <= b for k in kills)]
-print("%.2f/%.2f (period %.2f)" % (after[(len(after) - 1) // 2], after[-1], statistics.median(quiet) if quiet else math.nan))
+period = statistics.median(quiet) if quiet else math.nan
+print("%.2f/%.2f (period %.2f)" % (after[(len(after) - 1) // 2], after[-1], period))
 PY
 }
 
