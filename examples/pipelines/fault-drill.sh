@@ -6,8 +6,9 @@
 #          the trainer restarted (from its last checkpoint) while the other roles keep working;
 #          a spare trainer (rl-watchdog(1), `spares`) is started ahead and takes over at once;
 #   job    the same kills, and every role restarted each time (what frameworks do today).
-# It prints ETTR (rl-profile report), end-to-end time and the time lost per cause for the three,
-# and whether role-based recovery keeps ETTR at or above 0.90 and above the whole-job restart.
+# It prints ETTR (rl-profile report), end-to-end time, the time from each kill to the trainer's next
+# step (p50/max; the usual step period beside it) and the time lost per cause for the three, and
+# whether role-based recovery keeps ETTR at or above 0.90 and above the whole-job restart.
 #
 # Usage: fault-drill.sh [--short] [--steps N] [--seed N] [--spares N] [--keep]
 #   --steps   GRPO steps of each scenario (default 200; the demo runs 600): ten kills whatever
@@ -120,7 +121,24 @@ print("%.2f" % max(lat))
 PY
 }
 
-declare -A ettr e2e faults restarts detect lost
+# next_step RUN: the time from each kill to the trainer's next step event, "p50/max" in seconds,
+# and the usual step period (the median gap between steps with no kill between them) as "period"
+# ("-" without kills).
+next_step() {
+  [ -f "$1/kills.txt" ] || { echo "-"; return; }
+  python3 - "$1" <<'PY'
+import json, math, statistics, sys
+run = sys.argv[1]
+kills = sorted(float(l) for l in open(f"{run}/kills.txt") if l.strip())
+steps = sorted(e["ts"] for e in map(json.loads, open(f"{run}/events/train-0.jsonl")) if e["event"] == "step")
+after = sorted(min((s for s in steps if s > k), default=math.inf) - k for k in kills)
+quiet = [b - a for a, b in zip(steps, steps[1:]) if not any(a < k <= b for k in kills)]
+period = statistics.median(quiet) if quiet else math.nan
+print("%.2f/%.2f (period %.2f)" % (after[(len(after) - 1) // 2], after[-1], period))
+PY
+}
+
+declare -A ettr e2e faults restarts detect lost nexts
 for scenario in none role job; do
   run="$top/$scenario"
   current="$run"
@@ -143,6 +161,7 @@ for scenario in none role job; do
   rl-profile report "$run" --json > "$run/report.jsonl"
   summary=$(head -n 1 "$run/report.jsonl")
   detect[$scenario]=$(detection_latency "$run")
+  nexts[$scenario]=$(next_step "$run")
   ettr[$scenario]=$(python3 -c 'import json,sys; print("%.3f" % json.loads(sys.argv[1])["ettr"])' "$summary")
   faults[$scenario]=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["faults"])' "$summary")
   lost[$scenario]=$(python3 -c 'import json,sys; j = json.loads(sys.argv[1]); print("%.1f/%.1f/%.1f" % (j["detection_s"], j["restart_s"], j["catch_up_s"]))' "$summary")
@@ -150,11 +169,11 @@ for scenario in none role job; do
   e2e[$scenario]=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')
 done
 
-printf '%-8s %6s %8s %7s %14s %16s  %s\n' scenario ETTR "e2e (s)" faults "full restarts" "max detect (s)" \
-  "lost: detection/restart/catch-up (s)"
+printf '%-8s %6s %8s %7s %14s %16s  %-36s  %s\n' scenario ETTR "e2e (s)" faults "full restarts" "max detect (s)" \
+  "lost: detection/restart/catch-up (s)" "kill -> next step p50/max (s)"
 for scenario in none role job; do
-  printf '%-8s %6s %8s %7s %14s %16s  %s\n' "$scenario" "${ettr[$scenario]}" "${e2e[$scenario]}" "${faults[$scenario]}" \
-    "${restarts[$scenario]}" "${detect[$scenario]}" "${lost[$scenario]}"
+  printf '%-8s %6s %8s %7s %14s %16s  %-36s  %s\n' "$scenario" "${ettr[$scenario]}" "${e2e[$scenario]}" \
+    "${faults[$scenario]}" "${restarts[$scenario]}" "${detect[$scenario]}" "${lost[$scenario]}" "${nexts[$scenario]}"
 done
 awk -v r="${ettr[role]}" -v j="${ettr[job]}" 'BEGIN {
   printf "role-based recovery: ETTR %.3f, %s 0.90, %s the whole-job restart'"'"'s %.3f\n", r, (r >= 0.9) ? "at or above" : "BELOW", (r > j) ? "above" : "NOT above", j }'

@@ -113,6 +113,9 @@ man_examples() {
   printf '%s\n' "$output" | grep -qE '^none +1\.000 '
   printf '%s\n' "$output" | grep -qE '^role +[01]\.[0-9]{3} '
   printf '%s\n' "$output" | grep -qE '^job +[01]\.[0-9]{3} '
+  # The time from each kill to the trainer's next step, per scenario with kills.
+  printf '%s\n' "$output" | grep -qE '^role .* [0-9]+\.[0-9]{2}/[0-9]+\.[0-9]{2} \(period [0-9]+\.[0-9]{2}\)$'
+  printf '%s\n' "$output" | grep -qE '^job .* [0-9]+\.[0-9]{2}/[0-9]+\.[0-9]{2} \(period [0-9]+\.[0-9]{2}\)$'
 }
 
 @test "examples/pipelines/kill-matrix.sh: every role killed and frozen once, recovered alone, no sample lost or duplicated" {
@@ -121,4 +124,5 @@ man_examples() {
   [ "$status" -eq 0 ]
   [ "$(printf '%s\n' "$output" | grep -cE '^(queue|rollout|reward|train) +(KILL|STOP) .* ok$')" -eq 8 ]
   [[ "$output" == *"acknowledged samples lost: 0  duplicates reaching the trainer: 0"* ]]
+  [[ "$output" =~ "queue SIGKILL: the trainer's next step after "[0-9.]+" s at p50" ]]
 }

@@ -355,3 +355,137 @@ TOML
   [ "$(pid_of rollout-0)" != "$r0" ]
   ! grep -q '"event":"restart-job"' "$log" || false
 }
+
+# A pipeline of stand-ins that are slow to stop (they heartbeat 30 s after SIGTERM, like roles
+# waiting for a dead queue), under restart policy job: a queue, two rollouts, a reward and a
+# trainer stepping every 0.3 s. $1: grace.
+slow_stop_pipeline() {
+  cat > "$TMP/p.toml" <<TOML
+[watchdog]
+heartbeat_interval = 0.2
+max_full_restarts = 5
+grace = $1
+restart = "job"
+[role.queue]
+command = "rl-watchdog beat --role queue --phase serve"
+[role.rollout]
+command = "rl-watchdog beat --role rollout --phase generate --stop-delay 30"
+count = 2
+[role.reward]
+command = "rl-watchdog beat --role reward --phase score --stop-delay 30"
+[role.train]
+command = "rl-watchdog beat --role train --phase train --step-every 0.3 --stop-delay 30"
+TOML
+}
+
+@test "run: a full restart after the queue's death kills its clients at once and steps again within 3 s, not after a grace per role" {
+  slow_stop_pipeline 10
+  start_watchdog
+  log="$TMP/run/events/watchdog-0.jsonl"
+  wait_for "$log" '"event":"ready".*"member":"train/0"' 20
+  sleep 1
+  old="$(pid_of rollout-0) $(pid_of rollout-1) $(pid_of reward-0) $(pid_of train-0)"
+  t0=$(date +%s.%N)
+  kill -9 "$(pid_of queue-0)"
+  wait_for "$log" '"event":"restart-job"' 10
+  wait_for "$log" '"event":"stopped-all"' 10
+  grep '"event":"stopped-all"' "$log"
+  grep -q '"event":"stopped-all".*"killed":\["train/0","reward/0","rollout/1","rollout/0"\].*"reason":"the queue is gone' "$log"
+  for p in $old; do gone "$p"; done
+  # The restarted trainer's first step: the first step event after its start event.
+  t1=""
+  for _ in $(seq 100); do
+    t1=$(python3 - "$TMP/run/events/train-0.jsonl" "$t0" <<'PY'
+import json, sys
+t0, started = float(sys.argv[2]), False
+for e in map(json.loads, open(sys.argv[1])):
+    started |= e["event"] == "start" and e["ts"] > t0
+    if started and e["event"] == "step":
+        print(e["ts"]); break
+PY
+)
+    [ -z "$t1" ] || break
+    sleep 0.1
+  done
+  [ -n "$t1" ]
+  echo "from the queue's kill to the trainer's next step: $(awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }') s"
+  awk -v a="$t0" -v b="$t1" 'BEGIN { exit !(b - a < 3) }'
+}
+
+@test "run: heartbeats sent during a full restart's stop phase make no ghost joins, and the clients stop together" {
+  slow_stop_pipeline 1
+  start_watchdog
+  log="$TMP/run/events/watchdog-0.jsonl"
+  wait_for "$log" '"event":"ready".*"member":"train/0"' 20
+  sleep 1
+  old="$(pid_of queue-0) $(pid_of rollout-0) $(pid_of rollout-1) $(pid_of reward-0) $(pid_of train-0)"
+  kill -9 "$(pid_of rollout-0)"
+  wait_for "$log" '"event":"stopped-all"' 10
+  for _ in $(seq 200); do
+    ! sed -n '/"event":"stopped-all"/,$p' "$log" | grep -q '"event":"ready".*"member":"train/0"' || break
+    sleep 0.05
+  done
+  # The queue is alive: its clients get their grace (1 s, heartbeating all along), all at once,
+  # not one after the other (3 s).
+  grep '"event":"stopped-all"' "$log"
+  grep -qE '"event":"stopped-all".*"killed":\[\].*"roles":5,"seconds":1\.[0-4]' "$log"
+  sleep 1
+  # Every join after the restart is a new process; the old ones heartbeated during their grace.
+  mark=$(grep -n '"event":"restart-job"' "$log" | cut -d: -f1)
+  tail -n +"$mark" "$log" | grep '"event":"joined"'
+  for p in $old; do
+    ! tail -n +"$mark" "$log" | grep -q "\"event\":\"joined\".*\"pid\":$p," || { echo "ghost join of pid $p"; false; }
+  done
+  [ "$(tail -n +"$mark" "$log" | grep -c '"event":"joined"')" -eq 5 ]
+}
+
+@test "run: a role adopted by a new watchdog keeps its history: killed before the trainer's next step, it is restarted alone" {
+  # The first trainer steps; the restarted one never does (its steps counter stays 0), so an
+  # adopted role's steps since its start can only come from the previous watchdog's state.
+  stand_in_pipeline 2
+  local first="rl-watchdog beat --role train --phase train --step-every 0.3"
+  local later="rl-watchdog beat --role train --phase waiting-for-data"
+  local train="if [ -e $TMP/restarted ]; then exec $later; fi; touch $TMP/restarted; exec $first"
+  sed -i "s|^command = \"rl-watchdog beat --role train.*|command = \"$train\"|" "$TMP/p.toml"
+  start_watchdog
+  log="$TMP/run/events/watchdog-0.jsonl"
+  wait_for "$log" '"event":"ready".*"member":"train/0"' 20
+  sleep 1
+  kill -9 "$(pid_of train-0)"
+  wait_for "$log" '"event":"restart".*"member":"train/0"' 10
+  wait_for "$log" "\"event\":\"ready\".*\"member\":\"train/0\".*\"pid\":$(pid_of train-0)," 10
+  kill -9 "$WPID"
+  wait "$WPID" 2>/dev/null || true
+  mark=$(wc -l < "$log")
+  start_watchdog
+  for _ in $(seq 200); do
+    [ "$(tail -n +"$((mark + 1))" "$log" | grep -c '"event":"ready"')" -lt 3 ] || break
+    sleep 0.05
+  done
+  tail -n +"$((mark + 1))" "$log" | grep '"event":"\(adopted\|ready\)"'
+  [ "$(tail -n +"$((mark + 1))" "$log" | grep -c '"event":"ready"')" -eq 3 ]
+  tail -n +"$((mark + 1))" "$log" | grep -q '"event":"adopted","history":"state.json".*"member":"rollout/1".*"steps_since_start":[1-9]'
+  tail -n +"$((mark + 1))" "$log" | grep -q '"event":"adopted","history":"state.json".*"member":"train/0".*"restarts":1,.*"steps_since_start":0'
+  kill -9 "$(pid_of rollout-1)"
+  wait_for "$log" '"event":"restart".*"member":"rollout/1"' 10
+  grep -q '"action":"restart-role".*"reason":"restart rollout/1 only"' "$log"
+  ! grep -q '"event":"restart-job"' "$log" || false
+}
+
+@test "monitor: heartbeats that queued up while the watchdog was frozen count when they were sent: a role that froze meanwhile is suspect at once" {
+  monitor
+  beat reward waiting-for-data --heartbeat-interval 0.2
+  wait_for "$TMP/mon" '"event":"joined"' 10
+  mon_pid="${PIDS[0]}"
+  kill -STOP "$mon_pid"
+  sleep 0.5
+  kill -STOP "$BPID"
+  sleep 2
+  kill -CONT "$mon_pid"
+  wait_for "$TMP/mon" '"event":"failed"' 10
+  cat "$TMP/mon"
+  # Silent since its own freeze (about 2 s), not since the watchdog read its last heartbeat.
+  grep -qE '"event":"suspect".*"reason":"no heartbeat for (1\.[89]|[2-9]\.[0-9]) s"' "$TMP/mon"
+  ! grep -qE '"event":"(cleared|recovered)"' "$TMP/mon" || false
+  kill -CONT "$BPID"
+}

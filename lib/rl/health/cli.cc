@@ -106,6 +106,7 @@ int WatchdogMain(int argc, char** argv) {
   cl.Bind(beat, "--progress-every", &si.progress_every_s)->check(CLI::NonNegativeNumber);
   cl.Bind(beat, "--step-every", &si.step_every_s)->check(CLI::NonNegativeNumber);
   cl.Bind(beat, "--duration", &si.duration_s)->check(CLI::NonNegativeNumber);
+  cl.Bind(beat, "--stop-delay", &si.stop_delay_s)->check(CLI::NonNegativeNumber);
   cl.Bind(beat, "--run-dir", &si.run_dir);
   si_beat.Bind(cl, beat);
 

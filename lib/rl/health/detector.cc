@@ -24,6 +24,15 @@ const char* MemberStateName(MemberState s) {
   return "?";
 }
 
+void Membership::Forget(const std::string& key, uint64_t pid) {
+  constexpr size_t kForgottenKept = 256;  // far more than the processes a full restart stops
+  auto it = members_.find(key);
+  if (it != members_.end() && it->second.last.pid != pid) forgotten_.emplace_back(key, it->second.last.pid);
+  if (pid != 0) forgotten_.emplace_back(key, pid);
+  while (forgotten_.size() > kForgottenKept) forgotten_.pop_front();
+  members_.erase(key);
+}
+
 const Member* Membership::Find(const std::string& key) const {
   auto it = members_.find(key);
   return it == members_.end() ? nullptr : &it->second;
@@ -92,6 +101,9 @@ std::vector<Detection> Membership::OnHeartbeat(const Received& r, int64_t now_ms
   if (hb.leaving && (it == members_.end() || it->second.last.pid != hb.pid)) return out;  // a goodbye from
   // a process the table no longer holds (stopped on purpose and forgotten): nothing to say
   if (it == members_.end() || it->second.last.pid != hb.pid || it->second.last.started_ms != hb.started_ms) {
+    if (std::find(forgotten_.begin(), forgotten_.end(), std::make_pair(hb.Key(), hb.pid)) != forgotten_.end()) {
+      return out;  // sent before its process was stopped on purpose, read after: not a join
+    }
     uint64_t previous = it == members_.end() ? 0 : it->second.last.pid;
     Member m;
     m.last = hb;

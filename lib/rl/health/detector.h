@@ -17,6 +17,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <set>
@@ -84,8 +85,10 @@ class Membership {
   std::vector<Detection> OnHeartbeat(const Received& r, int64_t now_ms);
   // Applies the time rules. Returns "probe" detections the caller must send.
   std::vector<Detection> Tick(int64_t now_ms);
-  // Drops a member (the supervisor stopped it on purpose).
-  void Forget(const std::string& key) { members_.erase(key); }
+  // Drops a member (the supervisor stopped it on purpose, process `pid`), and from now on ignores
+  // the heartbeats of that process and of the member's last one: those still queued from before
+  // its stop would make it join again as a ghost of a process that is gone.
+  void Forget(const std::string& key, uint64_t pid);
   const std::map<std::string, Member>& members() const { return members_; }
   const Member* Find(const std::string& key) const;
   // The largest step any trainer reported (the pipeline's step), -1 when none did.
@@ -99,6 +102,7 @@ class Membership {
 
   DetectorOptions o_;
   std::map<std::string, Member> members_;
+  std::deque<std::pair<std::string, uint64_t>> forgotten_;  // (key, pid), the newest kForgottenKept
   uint64_t next_probe_rid_ = 1;
 };
 

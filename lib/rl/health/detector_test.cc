@@ -202,5 +202,25 @@ TEST(MembershipTest, HeartbeatsThatQueuedUpDuringAWatchdogFreezeCountWhenTheyWer
   EXPECT_EQ(Events(beat(10040)), Strings{"cleared"}) << "a fresh one does";
 }
 
+// A full restart stops rollout/0 (pid 100, and the shell child 101 its heartbeats came from) and
+// starts pid 200. Heartbeats the old processes sent before they were stopped are read only after:
+// no ghost joins from them, neither before nor after the new process joins.
+TEST(MembershipTest, HeartbeatsOfAProcessStoppedOnPurposeReadAfterItWasForgottenMakeNoJoin) {
+  Membership m({});
+  EXPECT_EQ(Events(m.OnHeartbeat(Beat("rollout", "generate", 1, 101), 0)), Strings{"joined"});
+  m.Forget("rollout/0", 100);
+  EXPECT_EQ(m.Find("rollout/0"), nullptr);
+  EXPECT_TRUE(m.OnHeartbeat(Beat("rollout", "generate", 2, 101), 100).empty()) << "the member's last process";
+  EXPECT_TRUE(m.OnHeartbeat(Beat("rollout", "generate", 2, 100), 100).empty()) << "the process stopped";
+  EXPECT_EQ(m.Find("rollout/0"), nullptr);
+  auto joined = m.OnHeartbeat(Beat("rollout", "generate", 1, 200), 200);
+  ASSERT_EQ(Events(joined), Strings{"joined"});
+  EXPECT_EQ(joined[0].previous_pid, 0u) << "the new process does not follow a ghost";
+  EXPECT_TRUE(m.OnHeartbeat(Beat("rollout", "generate", 3, 101), 300).empty()) << "not after the new join either";
+  EXPECT_EQ(m.Find("rollout/0")->last.pid, 200u);
+  EXPECT_EQ(Events(m.OnHeartbeat(Beat("reward", "score", 1, 100), 300)), Strings{"joined"})
+      << "the same pid under another key is another process's business";
+}
+
 }  // namespace
 }  // namespace rl::health

@@ -61,6 +61,7 @@ Status TakeProcess(const std::string& run_dir, pid_t pid, Instance* inst) {
   inst->lent_to.clear();
   inst->started_ms = MonoMillis();
   inst->steps_since_start = 0;
+  inst->history_restored = false;
   return WritePidFile(run_dir, *inst);
 }
 

@@ -30,6 +30,7 @@ struct Instance {
   int64_t steps_since_start = 0;
   int failed_restarts = 0;     // consecutive
   int restarts = 0;
+  bool history_restored = false;  // adopted, with restarts and steps from the previous watchdog's state.json
 };
 
 std::string PidFilePath(const std::string& run_dir, const Instance& inst);

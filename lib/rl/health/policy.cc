@@ -20,6 +20,28 @@ Decision RestartPolicy::Escalate(std::string why) {
   return {Action::kRestartJob, why};
 }
 
+nlohmann::json RestartPolicy::State() const {
+  nlohmann::json steps = nlohmann::json::array();
+  for (const auto& [key, step] : failed_steps_) steps.push_back({key, step});
+  return {{"full_restarts", full_restarts_}, {"failed_steps", steps}, {"history", history_}};
+}
+
+void RestartPolicy::Restore(const nlohmann::json& state) {
+  if (!state.is_object()) return;
+  full_restarts_ = state.value("full_restarts", 0);
+  auto steps = state.find("failed_steps");
+  for (size_t i = 0; steps != state.end() && steps->is_array() && i < steps->size(); ++i) {
+    const auto& e = (*steps)[i];
+    if (e.is_array() && e.size() == 2 && e[0].is_string() && e[1].is_number_integer()) {
+      failed_steps_.insert({e[0].get<std::string>(), e[1].get<int64_t>()});
+    }
+  }
+  auto history = state.find("history");
+  for (size_t i = 0; history != state.end() && history->is_array() && i < history->size(); ++i) {
+    if ((*history)[i].is_string()) history_.push_back((*history)[i].get<std::string>());
+  }
+}
+
 Decision RestartPolicy::Decide(const Failure& f) {
   history_.push_back(f.key + " at step " + std::to_string(f.step) + ": " + f.reason);
   bool seen_step = f.step >= 0 && !failed_steps_.insert({f.key, f.step}).second;

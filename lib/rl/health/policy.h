@@ -7,7 +7,7 @@
 //   - the restart of this role has failed twice in a row.
 // After max_full_restarts full restarts, the next escalation gives up with a diagnosis. With
 // restart = "job" every failure restarts the whole job (what frameworks do without roles).
-// Thread safety: one thread. Pure logic: no processes, no clocks.
+// Thread safety: one thread. Pure logic: no processes, no clocks, no files.
 #pragma once
 
 #include <cstdint>
@@ -15,6 +15,8 @@
 #include <string>
 #include <utility>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 namespace rl::health {
 
@@ -40,7 +42,11 @@ class RestartPolicy {
 
   Decision Decide(const Failure& f);
   int full_restarts() const { return full_restarts_; }
-  void set_full_restarts(int n) { full_restarts_ = n; }  // restored after a watchdog restart
+  // What the policy remembers (full restarts, which role failed at which step, the history), for
+  // a watchdog that restarts on the same run directory to go on from: {"full_restarts": n,
+  // "failed_steps": [[key, step], ...], "history": [line, ...]}. Restore ignores what it lacks.
+  nlohmann::json State() const;
+  void Restore(const nlohmann::json& state);
   // Every failure so far, one line each, for the diagnosis.
   const std::vector<std::string>& history() const { return history_; }
 

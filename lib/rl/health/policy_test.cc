@@ -53,5 +53,23 @@ TEST(RestartPolicyTest, JobModeRestartsEverythingEveryTime) {
   EXPECT_EQ(p.Decide(At("train/0", 12)).action, Action::kRestartJob);
 }
 
+// A watchdog restarted on the same run directory goes on from its predecessor's state: the
+// failure at step 7 it inherited makes a second one at step 7 escalate, and the diagnosis lists
+// both.
+TEST(RestartPolicyTest, AStateRestoredAfterAWatchdogRestartKeepsFailedStepsAndHistory) {
+  RestartPolicy first(false, 2);
+  EXPECT_EQ(first.Decide(At("train/0", 7)).action, Action::kRestartRole);
+  EXPECT_EQ(first.Decide(At("queue/0", 9, 0)).action, Action::kRestartJob);
+  RestartPolicy next(false, 2);
+  next.Restore(nlohmann::json::parse(first.State().dump()));
+  EXPECT_EQ(next.full_restarts(), 1);
+  EXPECT_EQ(next.Decide(At("train/0", 7)).reason, "train/0 failed twice at step 7");
+  EXPECT_EQ(next.history().size(), 3u);
+  RestartPolicy fresh(false, 2);
+  fresh.Restore(nlohmann::json::parse(R"({"full_restarts": 1, "failed_steps": [["x", "y"], 3]})"));
+  EXPECT_EQ(fresh.full_restarts(), 1);
+  EXPECT_EQ(fresh.Decide(At("train/0", 7)).action, Action::kRestartRole);
+}
+
 }  // namespace
 }  // namespace rl::health

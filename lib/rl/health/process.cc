@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -122,29 +123,44 @@ std::string DescribeWaitStatus(int status) {
   return "ended with wait status " + std::to_string(status);
 }
 
-void StopProcess(pid_t pid, int64_t grace_ms) {
-  if (pid <= 0) return;
-  ::kill(-pid, SIGCONT);
-  ::kill(pid, SIGCONT);
-  if (grace_ms > 0) {
-    ::kill(-pid, SIGTERM);
-    ::kill(pid, SIGTERM);
-    int64_t until = MonoMillis() + grace_ms;
-    while (MonoMillis() < until) {
+void StopProcess(pid_t pid, int64_t grace_ms) { StopProcesses({{pid, grace_ms}}); }
+
+void StopProcesses(const std::vector<StopOrder>& orders) {
+  auto signal = [](pid_t pid, int sig) {
+    ::kill(-pid, sig);  // the role's session (a shell's children too)
+    ::kill(pid, sig);
+  };
+  int64_t now = MonoMillis(), last = now;
+  std::vector<int64_t> kill_at;  // monotonic; 0: SIGKILL sent
+  for (const StopOrder& o : orders) {
+    kill_at.push_back(o.pid <= 0 ? 0 : now + std::max<int64_t>(0, o.grace_ms));
+    if (o.pid <= 0) continue;
+    signal(o.pid, SIGCONT);  // a stopped (SIGSTOP) process must run to handle SIGTERM
+    if (o.grace_ms > 0) signal(o.pid, SIGTERM);
+    last = std::max(last, kill_at.back());
+  }
+  // Until every one is gone: SIGKILL each whose grace is over; after the last SIGKILL, wait up to
+  // 5 s more for the kernel to tear them down (a process with much memory takes a while).
+  for (bool all_gone = false; !all_gone;) {
+    all_gone = true;
+    now = MonoMillis();
+    for (size_t i = 0; i < orders.size(); ++i) {
+      pid_t pid = orders[i].pid;
+      if (pid <= 0) continue;
       ReapChild(pid);
-      if (ProcessGone(pid)) break;
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      if (ProcessGone(pid)) continue;
+      all_gone = false;
+      if (kill_at[i] != 0 && now >= kill_at[i]) {
+        signal(pid, SIGKILL);
+        kill_at[i] = 0;
+      }
     }
-  }
-  if (!ProcessGone(pid)) {
-    ::kill(-pid, SIGKILL);
-    ::kill(pid, SIGKILL);
-  }
-  for (int i = 0; i < 500 && !ProcessGone(pid); ++i) {
-    ReapChild(pid);
+    if (all_gone || now > last + 5000) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
-  ReapChild(pid);
+  for (const StopOrder& o : orders) {
+    if (o.pid > 0) ReapChild(o.pid);
+  }
 }
 
 }  // namespace rl::health

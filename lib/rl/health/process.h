@@ -10,6 +10,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "rl/core/status.h"
 
@@ -41,5 +42,15 @@ std::string DescribeWaitStatus(int status);
 // returns once the process is gone (reaped if it is our child). A stopped (SIGSTOP) process is
 // continued first so it can handle SIGTERM.
 void StopProcess(pid_t pid, int64_t grace_ms);
+
+// One process to stop and the time it gets to stop cleanly (0: SIGKILL at once).
+struct StopOrder {
+  pid_t pid = 0;
+  int64_t grace_ms = 0;
+};
+// StopProcess for several processes at once: each is signalled at once and gets its own grace,
+// all running at the same time, so stopping N roles takes the longest grace, not the sum.
+// Returns once every one is gone.
+void StopProcesses(const std::vector<StopOrder>& orders);
 
 }  // namespace rl::health

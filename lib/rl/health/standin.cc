@@ -38,6 +38,13 @@ int RunStandIn(const StandInOptions& o, const HeartbeatFlags& beat, const std::a
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
+  if (stop.load() && o.stop_delay_s > 0) {
+    // Like a role whose clean stop waits for something that does not come (a queue that is gone):
+    // it goes on heartbeating until the delay is over or it is killed.
+    events.EnterPhase("stopping");
+    int64_t until = MonoMillis() + static_cast<int64_t>(o.stop_delay_s * 1000);
+    while (MonoMillis() < until) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
   events.EnterPhase("stopped");
   events.Emit("stop");
   return kExitOk;

@@ -17,6 +17,7 @@ struct StandInOptions {
   double progress_every_s = 0.2;  // 0: the counter never moves (a stalled role)
   double step_every_s = 0;        // 0: the step never moves
   double duration_s = 0;          // then exit 0; 0: until stopped
+  double stop_delay_s = 0;        // after a stop signal, heartbeat this long before exiting (a slow stop)
 };
 
 int RunStandIn(const StandInOptions& o, const HeartbeatFlags& beat, const std::atomic<bool>& stop);

@@ -35,9 +35,10 @@ class Supervisor {
   Result<int> Run(const std::atomic<bool>& stop);
 
  private:
-  Status StartSection(size_t section, const std::atomic<bool>& stop);
+  Status StartSections(size_t first, size_t last, const std::atomic<bool>& stop);
   Status StartAll(const std::atomic<bool>& stop);
-  void StopAll(bool graceful);
+  // Stops every role; `failed` (may be null) is the role whose failure made the stop.
+  void StopAll(bool graceful, const Instance* failed = nullptr);
   void Observe(const std::vector<Detection>& ds);
   // Looks at every process; returns an exit code when the pipeline is over.
   std::optional<int> CheckProcesses();
@@ -50,6 +51,8 @@ class Supervisor {
   nlohmann::json Fields(const Instance& inst) const;
   void SaveState();
   void LoadState();
+  void RestoreHistory(Instance* inst);
+  void CountTrainerSteps(pid_t pid, uint64_t steps);
 
   SupervisorOptions o_;
   EventLog* events_;
@@ -64,7 +67,18 @@ class Supervisor {
   int64_t pipeline_step_ = -1;   // the trainer's step, as its heartbeats last said
   pid_t trainer_pid_ = 0;
   uint64_t trainer_steps_ = 0;   // its "steps" counter: steps that process completed
+  bool state_changed_ = false;   // state.json is behind: saved at the end of the next Observe
+  nlohmann::json saved_roles_ = nlohmann::json::object();  // state.json's roles, for adoption
+  pid_t saved_trainer_pid_ = 0;  // state.json's trainer and its steps when that was written
+  uint64_t saved_trainer_steps_ = 0;
 };
+
+// True for the kinds that talk to the queue and to nothing whose start or stop they wait for: they
+// start together once the queue runs. With the queue running they stop cleanly in parallel (each
+// gives its leases back); without it they have nothing left to save (their leases come back to
+// their successors at once, by holder, and the trainer goes on from its last checkpoint) and
+// nothing to wait for.
+bool QueueClient(const std::string& kind) { return kind == "rollout" || kind == "reward" || kind == "train"; }
 
 // True when a heartbeat's pid is the instance's process or runs in its session (a command that
 // is a shell list runs the role as a child of the shell).
@@ -84,30 +98,104 @@ Instance* Supervisor::Find(const std::string& key) {
   return nullptr;
 }
 
+// state.json: the policy's memory, and for each running role its process and history, so that a
+// watchdog restarted on the same run directory goes on where this one was (an adopted role is not
+// freshly started). Written whole (a watchdog killed mid-write leaves the previous one).
 void Supervisor::SaveState() {
-  std::ofstream out(o_.run_dir + "/watchdog/state.json", std::ios::trunc);
-  out << nlohmann::json{{"full_restarts", policy_.full_restarts()}}.dump() << "\n";
+  nlohmann::json roles = nlohmann::json::object();
+  for (const auto& inst : instances_) {
+    if (inst.pid == 0) continue;
+    roles[inst.key] = {{"pid", inst.pid}, {"start_ticks", inst.start_ticks}, {"restarts", inst.restarts},
+                       {"failed_restarts", inst.failed_restarts}, {"steps_since_start", inst.steps_since_start}};
+  }
+  nlohmann::json j = policy_.State();
+  j["roles"] = std::move(roles);
+  j["trainer"] = {{"pid", trainer_pid_}, {"steps", trainer_steps_}};
+  Status s = WriteFileAtomic(o_.run_dir + "/watchdog/state.json", j.dump() + "\n");
+  if (!s.ok()) spdlog::error("state: {}", s.ToString());
+  state_changed_ = false;
 }
 
 void Supervisor::LoadState() {
   std::ifstream in(o_.run_dir + "/watchdog/state.json");
   nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
-  if (j.is_object()) policy_.set_full_restarts(j.value("full_restarts", 0));
+  if (!j.is_object()) return;
+  policy_.Restore(j);
+  if (j.contains("roles") && j["roles"].is_object()) saved_roles_ = j["roles"];
+  const nlohmann::json& t = j.contains("trainer") ? j["trainer"] : nlohmann::json::object();
+  saved_trainer_pid_ = t.is_object() ? t.value("pid", 0) : 0;
+  saved_trainer_steps_ = t.is_object() ? t.value("steps", uint64_t{0}) : 0;
 }
 
-// Starts (or adopts) the instances of one section and waits until each heartbeats, one exits,
-// or the section's ready timeout passes (the main loop then treats it as a failed start).
-Status Supervisor::StartSection(size_t section, const std::atomic<bool>& stop) {
+// An adopted role takes its history from state.json when that names the same process (pid and
+// kernel start time). Without it (a state.json from before histories were kept) the role counts
+// the adopted trainer's steps so far as its own (CountTrainerSteps), as it ran beside them.
+void Supervisor::RestoreHistory(Instance* inst) {
+  auto it = saved_roles_.find(inst->key);
+  if (it == saved_roles_.end() || !it->is_object() || it->value("pid", 0) != inst->pid ||
+      it->value("start_ticks", int64_t{-2}) != inst->start_ticks) {
+    return;
+  }
+  inst->restarts = it->value("restarts", 0);
+  inst->failed_restarts = it->value("failed_restarts", 0);
+  inst->steps_since_start = it->value("steps_since_start", int64_t{0});
+  inst->history_restored = true;
+}
+
+// Trainer steps, from its heartbeats' "steps" counter (steps that process completed; its step
+// number also jumps when it loads a checkpoint, which is no progress), counted for every running
+// role as steps since its (re)start.
+void Supervisor::CountTrainerSteps(pid_t pid, uint64_t steps) {
+  if (pid != trainer_pid_) {
+    // A trainer process heard from the first time. One this watchdog started counts from 0. One it
+    // adopted completed steps before this watchdog listened: those since state.json was written
+    // count for the roles that ran then (the adopted ones), all of them when state.json did not
+    // say; a role this watchdog started did not see any of them.
+    const Instance* trainer = nullptr;
+    for (const auto& inst : instances_) {
+      if (BelongsTo(pid, inst)) trainer = &inst;
+    }
+    trainer_pid_ = pid;
+    trainer_steps_ = 0;
+    if (trainer != nullptr && !trainer->child) {
+      uint64_t base = pid == saved_trainer_pid_ ? std::min(saved_trainer_steps_, steps) : 0;
+      for (auto& inst : instances_) {
+        if (inst.pid == 0 || inst.child) continue;
+        inst.steps_since_start += static_cast<int64_t>(steps - base);
+      }
+      trainer_steps_ = steps;
+      state_changed_ = true;
+    }
+  }
+  if (steps <= trainer_steps_) return;
+  for (auto& inst : instances_) {
+    // What the policy needs to know is whether a role saw a step since its (re)start.
+    state_changed_ |= inst.pid != 0 && inst.steps_since_start == 0;
+    inst.steps_since_start += static_cast<int64_t>(steps - trainer_steps_);
+  }
+  trainer_steps_ = steps;
+}
+
+// Starts (or adopts) the instances of sections first..last and waits until each heartbeats, one
+// exits, or their ready timeout passes (the main loop then treats it as a failed start).
+Status Supervisor::StartSections(size_t first, size_t last, const std::atomic<bool>& stop) {
+  auto in = [first, last](const Instance& inst) { return inst.section >= first && inst.section <= last; };
   double ready_s = 0;
   for (auto& inst : instances_) {
-    if (inst.section != section || inst.lent) continue;
+    if (!in(inst) || inst.lent) continue;
     ready_s = std::max(ready_s, inst.spec->ready_s);
     if (inst.pid != 0 && !ProcessGone(inst.pid)) continue;
     if (AdoptFromPidFile(o_.run_dir, &inst)) {
-      events_->Emit("adopted", Fields(inst));
+      RestoreHistory(&inst);
+      nlohmann::json f = Fields(inst);
+      f.update({{"history", inst.history_restored ? "state.json" : "none"}, {"restarts", inst.restarts},
+                {"steps_since_start", inst.steps_since_start}});
+      events_->Emit("adopted", f);
       spdlog::info("adopted {} (pid {}) from a previous watchdog", inst.key, inst.pid);
+      state_changed_ = true;
       continue;
     }
+    state_changed_ = true;
     RL_RETURN_IF_ERROR(SpawnInstance(o_.pipeline, watcher_->endpoint(), o_.run_dir, &inst));
     events_->Emit("start-role", Fields(inst));
     spdlog::info("started {} (pid {})", inst.key, inst.pid);
@@ -117,7 +205,7 @@ Status Supervisor::StartSection(size_t section, const std::atomic<bool>& stop) {
     Observe(watcher_->Pump(kPumpMs));
     bool all = true, exited = false;
     for (auto& inst : instances_) {
-      if (inst.section != section || inst.lent) continue;
+      if (!in(inst) || inst.lent) continue;
       all = all && inst.ready;
       exited = exited || ProcessGone(inst.pid);
     }
@@ -126,22 +214,69 @@ Status Supervisor::StartSection(size_t section, const std::atomic<bool>& stop) {
   return Status::OK();
 }
 
+// Tables start in file order, each once the one before heartbeats, except that neighbouring tables
+// of queue clients start together: they wait for the queue only, and a full restart then costs
+// the slowest client's start, not the sum.
 Status Supervisor::StartAll(const std::atomic<bool>& stop) {
-  for (size_t s = 0; s < o_.pipeline.roles.size() && !stop.load(); ++s) RL_RETURN_IF_ERROR(StartSection(s, stop));
+  const auto& roles = o_.pipeline.roles;
+  for (size_t s = 0; s < roles.size() && !stop.load();) {
+    size_t last = s;
+    while (QueueClient(roles[s].kind) && last + 1 < roles.size() && QueueClient(roles[last + 1].kind)) ++last;
+    RL_RETURN_IF_ERROR(StartSections(s, last, stop));
+    s = last + 1;
+  }
   return Status::OK();
 }
 
-void Supervisor::StopAll(bool graceful) {
+// Stops every role. Tables are stopped newest first, as they were started, except that
+// neighbouring tables of queue clients go together: stopping N roles costs the slowest stop, not
+// the sum. A role that cannot stop cleanly gets no grace: the failed one (a frozen or stalled
+// process whose clean stop would only be waited for) and, when the queue failed or is gone, every
+// queue client (a clean stop needs the queue; it would only wait for its own timeouts until
+// SIGKILL, one grace per role).
+void Supervisor::StopAll(bool graceful, const Instance* failed) {
+  int64_t t0 = MonoMillis();
   spares_.StopAll();
   int64_t grace = graceful ? static_cast<int64_t>(o_.pipeline.grace_s * 1000) : 0;
+  bool queue_dead = false;
+  for (const auto& inst : instances_) {
+    if (inst.spec->kind != "queue") continue;
+    queue_dead |= &inst == failed || inst.pid == 0 || ProcessGone(inst.pid);
+  }
+  std::vector<std::string> killed;
+  std::vector<StopOrder> wave;
+  auto flush = [&wave] {
+    StopProcesses(wave);
+    wave.clear();
+  };
+  int roles = 0;
+  const std::string* wave_kind = nullptr;
   for (auto it = instances_.rbegin(); it != instances_.rend(); ++it) {
     if (it->pid == 0) continue;
-    StopProcess(it->pid, grace);
-    RemovePidFile(o_.run_dir, *it);
-    watcher_->membership().Forget(it->key);
-    it->pid = 0;
-    it->ready = false;
+    ++roles;
+    bool client = QueueClient(it->spec->kind);
+    bool together = wave_kind != nullptr && (*wave_kind == it->spec->kind || (client && QueueClient(*wave_kind)));
+    if (!together) flush();
+    wave_kind = &it->spec->kind;
+    bool no_grace = &*it == failed || (queue_dead && client);
+    if (no_grace && grace > 0 && !ProcessGone(it->pid)) killed.push_back(it->key);
+    wave.push_back({it->pid, no_grace ? 0 : grace});
   }
+  flush();
+  for (auto& inst : instances_) {
+    if (inst.pid == 0) continue;
+    RemovePidFile(o_.run_dir, inst);
+    watcher_->membership().Forget(inst.key, inst.pid);
+    inst.pid = 0;
+    inst.ready = false;
+  }
+  nlohmann::json f = {{"roles", roles}, {"seconds", (MonoMillis() - t0) / 1000.0}, {"killed", killed}};
+  if (!killed.empty()) {
+    f["reason"] = queue_dead ? "the queue is gone: its clients have nothing to save and cannot stop cleanly"
+                             : "the failed role gets no grace";
+  }
+  events_->Emit("stopped-all", f);
+  spdlog::info("stopped {} roles in {:.2f} s ({} killed at once)", roles, f["seconds"].get<double>(), killed.size());
 }
 
 // Readiness of (re)started instances and the trainer's completed steps, from heartbeats.
@@ -152,25 +287,19 @@ void Supervisor::Observe(const std::vector<Detection>& ds) {
     inst.ready = true;
     inst.ready_ms = MonoMillis();
     inst.failed_restarts = 0;
+    state_changed_ = true;
     nlohmann::json f = Fields(inst);
     f["seconds"] = (MonoMillis() - inst.started_ms) / 1000.0;
     events_->Emit("ready", f);
   }
   for (const auto& [key, m] : watcher_->membership().members()) {
     if (m.last.role != "train" || m.state == MemberState::kLeft) continue;
-    // Steps completed, from the trainer's own counter (its step number also jumps when it loads
-    // a checkpoint, which is no progress). A new trainer process counts from 0.
     auto it = m.last.counters.find("steps");
-    uint64_t steps = it == m.last.counters.end() ? 0 : it->second;
-    if (static_cast<pid_t>(m.last.pid) != trainer_pid_) trainer_steps_ = 0;
-    if (steps > trainer_steps_) {
-      for (auto& inst : instances_) inst.steps_since_start += static_cast<int64_t>(steps - trainer_steps_);
-    }
-    trainer_pid_ = static_cast<pid_t>(m.last.pid);
-    trainer_steps_ = std::max(trainer_steps_, steps);
+    CountTrainerSteps(static_cast<pid_t>(m.last.pid), it == m.last.counters.end() ? 0 : it->second);
     pipeline_step_ = m.last.step;
   }
   (void)ds;
+  if (state_changed_) SaveState();
 }
 
 std::optional<int> Supervisor::CheckProcesses() {
@@ -216,7 +345,7 @@ void Supervisor::LendSlotTo(Instance* trainer) {
     spdlog::warn("{}", f["reason"].get<std::string>());
     StopProcess(inst.pid, static_cast<int64_t>(o_.pipeline.grace_s * 1000));  // SIGTERM: it gives its lease back
     RemovePidFile(o_.run_dir, inst);
-    watcher_->membership().Forget(inst.key);
+    watcher_->membership().Forget(inst.key, inst.pid);
     inst.pid = 0;
     inst.lent = true;
     inst.lent_to = trainer->key;
@@ -292,7 +421,7 @@ void Supervisor::KeepSpares() {
 Status Supervisor::RestartRole(Instance* inst) {
   pid_t old = inst->pid;
   if (old != 0) StopProcess(old, 0);  // it failed: no grace
-  watcher_->membership().Forget(inst->key);
+  watcher_->membership().Forget(inst->key, old);
   if (o_.pipeline.standby && inst->spec->kind == "train") LendSlotTo(inst);
   ++inst->restarts;
   RL_ASSIGN_OR_RETURN(bool from_spare, spares_.Activate(o_.run_dir, inst));
@@ -303,11 +432,14 @@ Status Supervisor::RestartRole(Instance* inst) {
   f["spare"] = from_spare;
   events_->Emit("restart", f);
   spdlog::info("restarted {} (pid {} -> {})", inst->key, old, inst->pid);
+  state_changed_ = true;
   return Status::OK();
 }
 
 std::optional<int> Supervisor::OnFailure(Instance* inst, const std::string& reason, double fault_ts) {
-  if (!inst->ready && inst->restarts > 0) ++inst->failed_restarts;
+  // A restart of ours that failed before it was heard from (an adopted role was heard from by the
+  // watchdog that started it).
+  if (!inst->ready && inst->child && inst->restarts > 0) ++inst->failed_restarts;
   Failure f{inst->key, reason, pipeline_step_, inst->steps_since_start, inst->failed_restarts};
   nlohmann::json fields = Fields(*inst);
   fields.update({{"reason", reason}, {"fault_ts", fault_ts}, {"pipeline_step", pipeline_step_},
@@ -319,7 +451,7 @@ std::optional<int> Supervisor::OnFailure(Instance* inst, const std::string& reas
   spdlog::warn("decision: {} ({})", ActionName(d.action), d.reason);
   SaveState();
   if (d.action == Action::kGiveUp) {
-    StopAll(true);
+    StopAll(true, inst);
     std::string history;
     for (const auto& h : policy_.history()) history += "\n  " + h;
     std::fprintf(stderr, "rl-watchdog: giving up: %s; failures:%s\n", d.reason.c_str(), history.c_str());
@@ -331,7 +463,7 @@ std::optional<int> Supervisor::OnFailure(Instance* inst, const std::string& reas
     return std::nullopt;
   }
   events_->Emit("restart-job", {{"reason", d.reason}, {"full_restarts", policy_.full_restarts()}});
-  StopAll(true);
+  StopAll(true, inst);
   for (auto& i : instances_) {
     i.lent = false;
     ++i.restarts;
@@ -413,25 +545,34 @@ Result<int> StopPipeline(const std::string& run_dir, double grace_s) {
   if (ec) return Status::NotFound("no pipeline to stop in " + run_dir + ": " + ec.message());
   struct Entry {
     long long section, pid, ticks;
-    std::string path;
+    std::string path, kind;
   };
   std::vector<Entry> entries;
   for (const auto& n : names) {
     if (n.size() < 5 || n.substr(n.size() - 4) != ".pid" || n == "watchdog.pid") continue;
     std::ifstream in(dir + "/" + n);
-    Entry e{0, 0, -1, dir + "/" + n};
+    Entry e{0, 0, -1, dir + "/" + n, n.substr(0, n.rfind('-'))};  // KIND-ID.pid
     if (in >> e.pid >> e.ticks >> e.section) entries.push_back(e);
   }
   std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) { return a.section > b.section; });
+  // Newest table first, as StopAll: the tables of queue clients together, each other table alone.
   int stopped = 0;
-  for (const Entry& e : entries) {
+  std::vector<StopOrder> wave;
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const Entry& e = entries[i];
     pid_t pid = static_cast<pid_t>(e.pid);
     if (!ProcessGone(pid) && ProcessStartTicks(pid) == e.ticks) {
-      StopProcess(pid, static_cast<int64_t>(grace_s * 1000));
+      wave.push_back({pid, static_cast<int64_t>(grace_s * 1000)});
       ++stopped;
     }
-    std::remove(e.path.c_str());
+    const Entry* next = i + 1 < entries.size() ? &entries[i + 1] : nullptr;
+    bool together = next != nullptr && (next->section == e.section || (QueueClient(e.kind) && QueueClient(next->kind)));
+    if (!together) {
+      StopProcesses(wave);
+      wave.clear();
+    }
   }
+  for (const Entry& e : entries) std::remove(e.path.c_str());
   return stopped;
 }
 

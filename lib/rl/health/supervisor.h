@@ -1,8 +1,9 @@
 // Supervisor: `rl-watchdog run`. Starts the roles of a pipeline file in order (each section once
-// its instances heartbeat), watches them by process exit (seen at once) and by the membership
-// table's detections, and applies RestartPolicy: restart the failed role only, or the whole job
-// from the last checkpoint, or give up with a diagnosis. Every failure, decision, restart and
-// readiness is an event of <run-dir>/events/watchdog-<id>.jsonl with its reason.
+// its instances heartbeat; neighbouring sections of queue clients together), watches them by
+// process exit (seen at once) and by the membership table's detections, and applies
+// RestartPolicy: restart the failed role only, or the whole job from the last checkpoint, or give
+// up with a diagnosis. Every failure, decision, restart and readiness is an event of
+// <run-dir>/events/watchdog-<id>.jsonl with its reason.
 //
 // Roles run in sessions of their own and their pids are kept in <run-dir>/watchdog/*.pid with
 // their kernel start times, so the watchdog's death does not touch them and a new watchdog on
@@ -36,7 +37,7 @@ struct SupervisorOptions {
 Result<int> RunSupervisor(SupervisorOptions options, EventLog* events, const std::atomic<bool>& stop);
 
 // Stops the watchdog of `run_dir` (if one runs) and then every role it started, newest section
-// first. Returns how many processes were stopped.
+// first (neighbouring sections of queue clients together). Returns how many processes were stopped.
 Result<int> StopPipeline(const std::string& run_dir, double grace_s);
 
 }  // namespace rl::health

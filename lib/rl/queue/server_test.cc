@@ -246,6 +246,58 @@ TEST_F(ServerTest, AWaitingGetIsSentAgainAsSoonAsTheRestartedServerIsBack) {
   EXPECT_GE(waiter.wire().resends(), 1u);
 }
 
+// A role told to stop while its get waits on the server holds nothing: the call ends at once
+// instead of after the wait (a full restart waited 5 s per role for that). Calls that do not wait
+// on the server are not cut short by the flag.
+TEST_F(ServerTest, AWaitingGetEndsSoonAfterTheClientsStopFlagIsSet) {
+  std::atomic<bool> stop{false};
+  ClientOptions o;
+  o.endpoint = endpoint_;
+  o.stop = &stop;
+  QueueClient waiter(o);
+  GetRequest g;
+  g.task = "gen";
+  g.count = 2;
+  g.wait_ms = 5000;
+  Result<GetReply> got = Status::Internal("not run");
+  std::thread consumer([&] { got = waiter.Get(g); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // parked by now
+  stop = true;
+  int64_t stopped = MonoMillis();
+  consumer.join();
+  EXPECT_LT(MonoMillis() - stopped, 1000);
+  ASSERT_FALSE(got.ok());
+  EXPECT_EQ(got.status().code(), Code::kTimeout) << got.status().ToString();
+  EXPECT_TRUE(waiter.Put(Prompts(1)).ok()) << "a put does not wait on the server: the flag does not end it";
+}
+
+// The server still holds a get its client gave up parked; giving back the holder's leases drops
+// it, so rows put afterwards go to the gets of live processes, not to one nobody reads.
+TEST_F(ServerTest, AGetGivenUpOnAStopIsDroppedByGivingBackItsHoldersLeases) {
+  std::atomic<bool> stop{false};
+  ClientOptions o;
+  o.endpoint = endpoint_;
+  o.stop = &stop;
+  QueueClient waiter(o);
+  GetRequest g;
+  g.task = "gen";
+  g.count = 2;
+  g.wait_ms = 5000;
+  g.holder = "rollout/0";
+  std::thread consumer([&] { (void)waiter.Get(g); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  stop = true;
+  consumer.join();
+  ASSERT_TRUE(waiter.ReleaseHolder("gen", "rollout/0").ok());
+  auto c = Client();
+  ASSERT_TRUE(c.Put(Prompts(2)).ok());
+  g.wait_ms = 0;
+  g.holder = "rollout/1";
+  auto got = c.Get(g);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(got->rows.size(), 2u) << "the given-up get was served the rows";
+}
+
 TEST_F(ServerTest, StateSurvivesRestartAndATornLogTail) {
   auto c = Client();
   ASSERT_TRUE(c.Put(Prompts(5)).ok());

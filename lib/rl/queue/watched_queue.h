@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "rl/core/event_log.h"
+#include "rl/core/log.h"
 #include "rl/core/stop_watchdog.h"
 #include "rl/queue/client.h"
 
@@ -32,6 +33,18 @@ class WatchedQueue {
   Status ReleaseEarlierLeases(const std::string& task, const std::string& holder, EventLog* events) {
     StopWatchdog::Call c(watchdog_);
     return queue::ReleaseEarlierLeases(*client_, task, holder, events);
+  }
+  // After a waiting get was given up on a stop (ClientOptions::stop): the server still holds it
+  // parked and would lease rows to it that nobody reads. Giving back the holder's leases drops
+  // it, and gives back any rows it was leased meanwhile.
+  void GiveUpWaitingGet(const std::string& task, const std::string& holder) {
+    if (holder.empty()) return;
+    StopWatchdog::Call c(watchdog_);
+    auto r = client_->ReleaseHolder(task, holder);
+    spdlog::info("stopping: gave up a waiting get{}", r.ok() && !r->done.empty()
+                                                        ? " and gave back the " + std::to_string(r->done.size()) +
+                                                              " rows it had been leased meanwhile"
+                                                        : "");
   }
 
  private:

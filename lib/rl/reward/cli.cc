@@ -78,6 +78,7 @@ int RunLoop(RewardLoopOptions o, Verifier* verifier, const std::string& run_dir,
   const std::atomic<bool>& stop = InstallStopSignals();
   StopWatchdog watchdog(stop, o.wait_ms + 5000, kTool);
   o.watchdog = &watchdog;
+  o.client.stop = &stop;  // a waiting get ends at once on a stop: the role holds nothing then
   RewardStats stats;
   Status s = RunRewardLoop(o, verifier, stop, &stats);
   events.Emit("stop", {{"rows", stats.rows}, {"failed", stats.failed}, {"error", s.ok() ? "" : s.ToString()}});

@@ -46,8 +46,13 @@ class Loop {
       g.lease_ms = o_.lease_ms;
       g.wait_ms = o_.wait_ms;
       g.holder = o_.holder;
-      RL_ASSIGN_OR_RETURN(queue::GetReply got, queue_.Get(g));
-      if (!got.rows.empty()) RL_RETURN_IF_ERROR(Batch(got));
+      auto got = queue_.Get(g);
+      if (!got.ok() && stop.load()) {  // stopped while waiting (ClientOptions::stop)
+        queue_.GiveUpWaitingGet(kRewardTask, o_.holder);
+        break;
+      }
+      RL_RETURN_IF_ERROR(got.status());
+      if (!got->rows.empty()) RL_RETURN_IF_ERROR(Batch(*got));
       Progress(false);
     }
     Progress(true);

@@ -238,6 +238,7 @@ int RunLoop(RolloutOptions o, const std::string& weights, WeightSyncOptions sync
   }
   StopWatchdog watchdog(stop, o.wait_ms + 5000, kTool);
   o.watchdog = &watchdog;
+  o.client.stop = &stop;  // a waiting get ends at once on a stop: the role holds nothing then
   RolloutStats stats;
   Status s = RunRollout(o, &policy, stop, &stats);
   if (leader) (void)leader->Stop();

@@ -67,7 +67,13 @@ class Loop {
       g.wait_ms = o_.wait_ms;
       g.holder = o_.holder;
       if (o_.tools) g.also = kProgressColumns;
-      RL_ASSIGN_OR_RETURN(queue::GetReply got, queue_.Get(g));
+      auto waited = queue_.Get(g);
+      if (!waited.ok() && stop.load()) {  // stopped while waiting (ClientOptions::stop)
+        queue_.GiveUpWaitingGet(kGenerateTask, o_.holder);
+        break;
+      }
+      RL_RETURN_IF_ERROR(waited.status());
+      queue::GetReply& got = *waited;
       if (!got.rows.empty() && stop.load()) {
         auto n = queue_.Nack(kGenerateTask, got.lease, {});
         spdlog::info("stopping: gave back {} rows", n.ok() ? n->done.size() : 0);

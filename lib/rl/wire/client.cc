@@ -111,7 +111,7 @@ Message CopyOf(const MessageView& v) {
 }  // namespace
 
 Result<MessageView> Client::Attempt(const std::vector<SharedFrame>& frames, uint64_t rid, int64_t timeout_ms,
-                                    bool* resend) {
+                                    bool* resend, bool stoppable) {
   *resend = false;
   try {
     lost_ = false;  // what broke before this send does not concern it
@@ -135,7 +135,7 @@ Result<MessageView> Client::Attempt(const std::vector<SharedFrame>& frames, uint
       if (left <= 0) return Status::Timeout("no reply within " + std::to_string(timeout_ms) + " ms");
       zmq::pollitem_t items[2] = {{static_cast<void*>(*socket_), 0, ZMQ_POLLIN, 0},
                                   {monitor_ ? static_cast<void*>(*monitor_) : nullptr, 0, ZMQ_POLLIN, 0}};
-      zmq::poll(items, monitor_ ? 2 : 1, std::chrono::milliseconds(left));
+      zmq::poll(items, monitor_ ? 2 : 1, std::chrono::milliseconds(stoppable ? std::min<int64_t>(left, 100) : left));
       if (monitor_ && (items[1].revents & ZMQ_POLLIN)) {
         bool back = false;
         ReadMonitorEvent(&back);
@@ -146,7 +146,10 @@ Result<MessageView> Client::Attempt(const std::vector<SharedFrame>& frames, uint
           return Status::Unavailable("the connection to " + options_.endpoint + " broke and is back");
         }
       }
-      if (!(items[0].revents & ZMQ_POLLIN)) continue;
+      if (!(items[0].revents & ZMQ_POLLIN)) {
+        if (stoppable && options_.stop->load()) return Status::Timeout("stopped while waiting for the reply");
+        continue;
+      }
       std::vector<zmq::message_t> reply;
       bool more = true;
       while (more) {
@@ -210,12 +213,14 @@ Result<MessageView> Client::Exchange(uint64_t rid, Op op, std::shared_ptr<const 
       attempt_ms = std::max<int64_t>(std::min(attempt_ms, left + server_wait_ms), 50);
     }
     bool resend = false;
-    auto reply = Attempt(frames, header.rid, attempt_ms, &resend);
+    bool stoppable = server_wait_ms > 0 && options_.stop != nullptr;
+    auto reply = Attempt(frames, header.rid, attempt_ms, &resend, stoppable);
     if (reply.ok()) {
       if (reply->header.status != 0) return Status::FromWire(reply->header.status, reply->header.msg);
       return reply;
     }
     if (reply.status().code() == Code::kProtocol) return reply.status();
+    if (stoppable && options_.stop->load()) return reply.status();
     double elapsed_s = (MonoMillis() - start) / 1000.0;
     if (options_.give_up_s > 0 && elapsed_s >= options_.give_up_s) {
       return Status::Unavailable("no reply from " + options_.endpoint + " to " + OpName(header.op) + " after " +

@@ -12,6 +12,7 @@
 
 #include <zmq.hpp>
 
+#include <atomic>
 #include <memory>
 #include <string>
 #include <vector>
@@ -34,6 +35,12 @@ struct ClientOptions {
   int backoff_min_ms = 100;
   int backoff_max_ms = 32000;
   double give_up_s = 60;           // total; 0 or less retries forever
+  // A role's stop flag (may be null). Once it is true, a call waiting on the server (a waiting get,
+  // server_wait_ms > 0) gives up within 100 ms with Timeout "stopped": a role that holds nothing
+  // while it waits for work need not wait the rest of the wait to stop. Rows the server may still
+  // lease to the abandoned get come back to the role's successor at once (by holder) or when their
+  // lease expires.
+  const std::atomic<bool>* stop = nullptr;
 };
 
 class Client {
@@ -76,8 +83,9 @@ class Client {
   // One attempt: send the frames and wait up to timeout_ms for the reply with `rid`. Large frames
   // are sent from their strings without a copy; the socket holds a reference until it is done.
   // *resend: the attempt ended because the connection broke and is back (send again at once).
+  // stoppable: it ends when options_.stop turns true (a waiting call).
   Result<MessageView> Attempt(const std::vector<std::shared_ptr<const std::string>>& frames, uint64_t rid,
-                              int64_t timeout_ms, bool* resend);
+                              int64_t timeout_ms, bool* resend, bool stoppable = false);
 
   ClientOptions options_;
   std::unique_ptr<zmq::socket_t> socket_;
