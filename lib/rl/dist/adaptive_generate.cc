@@ -204,6 +204,11 @@ Result<AdaptiveResult> AdaptiveGenerate(Group& group, const model::Transformer& 
   std::vector<model::Generation> dp_out(prompts.size()), merged_out(prompts.size());
   const int64_t slots = o.generate.slots;
   int tp = o.start_tp;
+  // The tensor-parallel all-reduce is connected once, before anything is timed, and reused.
+  model::TensorParallel tp_comm;
+  if (n > 1) {
+    RL_ASSIGN_OR_RETURN(tp_comm, group.TensorParallel());
+  }
   std::optional<model::Transformer> shard;
   std::optional<Replica> replica;
   if (tp == 1) {
@@ -214,7 +219,7 @@ Result<AdaptiveResult> AdaptiveGenerate(Group& group, const model::Transformer& 
       replica->AddPending(static_cast<int64_t>(i));
     }
   } else {
-    RL_ASSIGN_OR_RETURN(model::Transformer s, whole.Shard(group.TensorParallel()));
+    RL_ASSIGN_OR_RETURN(model::Transformer s, whole.Shard(tp_comm));
     shard.emplace(std::move(s));
     RL_ASSIGN_OR_RETURN(Replica r, Replica::Create(&*shard, slots * n, &prompts, &o.generate,
                                                    o.generate.seed));
@@ -268,7 +273,7 @@ Result<AdaptiveResult> AdaptiveGenerate(Group& group, const model::Transformer& 
       record.sequences += static_cast<int64_t>(l.size());
     }
     Clock::time_point t = Clock::now();
-    RL_ASSIGN_OR_RETURN(model::Transformer s, whole.Shard(group.TensorParallel()));
+    RL_ASSIGN_OR_RETURN(model::Transformer s, whole.Shard(tp_comm));
     shard.emplace(std::move(s));
     record.reshard_s = Since(t);
     t = Clock::now();

@@ -58,8 +58,9 @@ Result<LatencyModel> MeasureDecodeGrid(Group& group, const model::Transformer& w
   RL_RETURN_IF_ERROR(model::TorchGuard("decode grid", [&]() -> Status {
     c10::NoGradGuard no_grad;
     at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(o.seed + static_cast<uint64_t>(group.rank()));
+    RL_ASSIGN_OR_RETURN(model::TensorParallel tp_comm, group.TensorParallel());
     auto t = Clock::now();
-    RL_ASSIGN_OR_RETURN(model::Transformer shard, whole.Shard(group.TensorParallel()));
+    RL_ASSIGN_OR_RETURN(model::Transformer shard, whole.Shard(tp_comm));
     costs.reshard_s = Since(t);
     for (int tp : {1, n}) {
       if (tp == 1 && n == 1 && !decode.empty()) break;

@@ -8,6 +8,7 @@
 #include <exception>
 #include <utility>
 
+#include "rl/dist/sync_all_reduce.h"
 #include "rl/model/torch_guard.h"
 
 namespace rl::dist {
@@ -16,6 +17,7 @@ struct Group::State {
   c10::intrusive_ptr<c10d::Store> store;  // the root store (no prefix), shared with subgroups
   c10::intrusive_ptr<c10d::ProcessGroupGloo> pg;
   GroupOptions options;
+  std::shared_ptr<SyncAllReduce> tp_sum;  // made by the first TensorParallel(), then reused
 };
 
 namespace {
@@ -145,6 +147,7 @@ Result<Group> Group::Subgroup(const std::vector<int>& ranks, const std::string& 
   }
   if (me < 0) return Status::InvalidArgument("process group: subgroup without this rank");
   auto state = std::make_shared<State>(*state_);
+  state->tp_sum = nullptr;  // the subgroup's own
   state->options.name = state_->options.name + "/" + name;
   state->options.rank = me;
   state->options.size = static_cast<int>(ranks.size());
@@ -153,15 +156,19 @@ Result<Group> Group::Subgroup(const std::vector<int>& ranks, const std::string& 
   return Group(std::move(state));
 }
 
-model::TensorParallel Group::TensorParallel() {
+Result<model::TensorParallel> Group::TensorParallel() {
+  if (!state_->tp_sum && size() > 1) {
+    RL_ASSIGN_OR_RETURN(state_->tp_sum,
+                        SyncAllReduce::Connect(state_->store.get(), state_->options.name + "/tp", rank(), size(),
+                                               state_->options.timeout_ms));
+  }
   model::TensorParallel tp;
   tp.rank = rank();
   tp.size = size();
-  std::shared_ptr<State> state = state_;
-  tp.all_reduce = [state](at::Tensor& t) {
-    std::vector<at::Tensor> v{t};
+  std::shared_ptr<SyncAllReduce> sum = state_->tp_sum;
+  tp.all_reduce = [sum](at::Tensor& t) {
     try {
-      state->pg->allreduce(v)->wait();
+      sum->Sum(t);
     } catch (const std::exception& e) {
       std::string m = e.what();
       const size_t cut = m.find('\n');

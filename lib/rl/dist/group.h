@@ -58,9 +58,11 @@ class Group {
   // name() + "/" + name. Called by the members only; they become ranks 0.. in that order.
   Result<Group> Subgroup(const std::vector<int>& ranks, const std::string& name) const;
 
-  // The all-reduce the model's tensor-parallel layers call (it throws model::PeerLost on a
-  // broken group). The returned value refers to this group: keep the group alive.
-  model::TensorParallel TensorParallel();
+  // The all-reduce the model's tensor-parallel layers call (sync_all_reduce.h: Gloo in
+  // synchronous mode; it throws model::PeerLost on a broken group). The first call connects it,
+  // a collective: every rank calls this at once; later calls reuse it. Unavailable when the
+  // ranks cannot connect.
+  Result<model::TensorParallel> TensorParallel();
 
  private:
   struct State;

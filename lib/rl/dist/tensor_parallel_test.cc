@@ -40,7 +40,7 @@ TEST(TensorParallelTest, TwoRanksComputeTheWholeModelsLogits) {
     auto expected = whole->Forward(tokens);
     ASSERT_TRUE(expected.ok());
     RunRanks(2, [&](Group& g) {
-      auto shard = whole->Shard(g.TensorParallel());
+      auto shard = whole->Shard(*g.TensorParallel());
       ASSERT_TRUE(shard.ok()) << shard.status().ToString();
       // Each rank holds half of the heads and of the MLP.
       EXPECT_EQ(shard->NamedParameters()[1].second.size(0),
@@ -82,7 +82,7 @@ TEST(TensorParallelTest, GreedyDecodingAgreesTokenForToken) {
   ASSERT_TRUE(expected.ok());
   std::vector<std::vector<model::Generation>> got(2);
   RunRanks(2, [&](Group& g) {
-    auto shard = whole->Shard(g.TensorParallel());
+    auto shard = whole->Shard(*g.TensorParallel());
     ASSERT_TRUE(shard.ok());
     auto out = model::Generate(*shard, prompts, opts);
     ASSERT_TRUE(out.ok()) << out.status().ToString();
@@ -108,7 +108,7 @@ TEST(TensorParallelTest, SeededSamplingAgreesOnEveryRank) {
   opts.seed = 42;
   std::vector<std::vector<model::Generation>> got(2);
   RunRanks(2, [&](Group& g) {
-    auto shard = whole->Shard(g.TensorParallel());
+    auto shard = whole->Shard(*g.TensorParallel());
     ASSERT_TRUE(shard.ok());
     auto out = model::Generate(*shard, {{1, 2, 3}, {4, 5}, {6}}, opts);
     ASSERT_TRUE(out.ok());
@@ -160,7 +160,7 @@ TEST(TensorParallelTest, ADeadPeerIsUnavailableNotAHang) {
   ASSERT_TRUE(whole.ok());
   std::atomic<int> rank0_code{-1};
   RunRanks(2, [&](Group& g) {
-    auto shard = whole->Shard(g.TensorParallel());
+    auto shard = whole->Shard(*g.TensorParallel());
     ASSERT_TRUE(shard.ok());
     if (g.rank() == 1) return;  // rank 1 leaves: its group (and Gloo's connections) are closed
     const auto start = std::chrono::steady_clock::now();

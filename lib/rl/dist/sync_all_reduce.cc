@@ -1,0 +1,99 @@
+#include "rl/dist/sync_all_reduce.h"
+
+#include <ATen/ATen.h>
+#include <gloo/allreduce_ring.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/rendezvous/prefix_store.h>
+#include <gloo/rendezvous/store.h>
+#include <gloo/transport/tcp/device.h>
+#include <torch/csrc/distributed/c10d/Store.hpp>
+
+#include <chrono>
+#include <map>
+#include <vector>
+
+namespace rl::dist {
+namespace {
+
+// Gloo's rendezvous over a c10d store (the group's TCPStore).
+class StoreAdapter : public gloo::rendezvous::Store {
+ public:
+  explicit StoreAdapter(c10d::Store* store) : store_(store) {}
+  void set(const std::string& key, const std::vector<char>& data) override {
+    store_->set(key, std::vector<uint8_t>(data.begin(), data.end()));
+  }
+  std::vector<char> get(const std::string& key) override {
+    const std::vector<uint8_t> v = store_->get(key);
+    return std::vector<char>(v.begin(), v.end());
+  }
+  void wait(const std::vector<std::string>& keys) override { store_->wait(keys); }
+  void wait(const std::vector<std::string>& keys, const std::chrono::milliseconds& timeout) override {
+    store_->wait(keys, timeout);
+  }
+
+ private:
+  c10d::Store* store_;
+};
+
+}  // namespace
+
+struct SyncAllReduce::State {
+  std::shared_ptr<gloo::rendezvous::Context> context;
+  // A ring per power-of-two capacity, bound to a float32 staging buffer of that size whose tail
+  // past the tensor stays zero on every rank (so its sum does too): at most ~30 rings, however
+  // many prompt lengths come. Every rank makes them in the same order (the model's calls are the
+  // same everywhere), so their slots agree.
+  struct Ring {
+    std::vector<float> buffer;
+    std::unique_ptr<gloo::AllreduceRing<float>> ring;
+  };
+  std::map<int64_t, Ring> rings;
+};
+
+SyncAllReduce::SyncAllReduce(std::unique_ptr<State> state) : state_(std::move(state)) {}
+SyncAllReduce::~SyncAllReduce() = default;
+
+Result<std::shared_ptr<SyncAllReduce>> SyncAllReduce::Connect(void* c10d_store, const std::string& prefix,
+                                                              int rank, int size, int timeout_ms) {
+  auto state = std::make_unique<State>();
+  try {
+    StoreAdapter adapter(static_cast<c10d::Store*>(c10d_store));
+    gloo::rendezvous::PrefixStore store(prefix, adapter);
+    gloo::transport::tcp::attr attr("127.0.0.1");
+    auto device = gloo::transport::tcp::CreateDevice(attr);
+    state->context = std::make_shared<gloo::rendezvous::Context>(rank, size);
+    state->context->setTimeout(std::chrono::milliseconds(timeout_ms));
+    state->context->connectFullMesh(store, device);
+    for (int r = 0; r < size; ++r) {
+      if (r != rank) state->context->getPair(r)->setSync(/*sync=*/true, /*busyPoll=*/false);
+    }
+  } catch (const std::exception& e) {
+    std::string m = e.what();
+    const size_t cut = m.find('\n');
+    if (cut != std::string::npos) m.resize(cut);
+    return Status::Unavailable("tensor-parallel all-reduce: connect: " + m);
+  }
+  return std::shared_ptr<SyncAllReduce>(new SyncAllReduce(std::move(state)));
+}
+
+void SyncAllReduce::Sum(at::Tensor& t) {
+  const int64_t n = t.numel();
+  if (n == 0) return;
+  int64_t capacity = 1024;
+  while (capacity < n) capacity *= 2;
+  auto it = state_->rings.find(capacity);
+  if (it == state_->rings.end()) {
+    State::Ring ring;
+    ring.buffer.assign(static_cast<size_t>(capacity), 0.0f);
+    ring.ring = std::make_unique<gloo::AllreduceRing<float>>(
+        state_->context, std::vector<float*>{ring.buffer.data()}, static_cast<int>(capacity));
+    it = state_->rings.emplace(capacity, std::move(ring)).first;
+  }
+  float* data = it->second.buffer.data();
+  at::Tensor staging = at::from_blob(data, t.sizes(), at::kFloat);
+  staging.copy_(t);
+  it->second.ring->run();
+  t.copy_(staging);
+}
+
+}  // namespace rl::dist
