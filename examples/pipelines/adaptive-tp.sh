@@ -5,7 +5,8 @@
 # a long-tail workload (most responses short, one in ten at the length limit) and a uniform one
 # (the same tokens, every response alike), each as static tensor parallelism 1 (two data-parallel
 # replicas), static 2 (one replica over both processes) and adaptive (two replicas that merge into
-# one when the predictor says so). Then it writes the decode profile, and a rollout group of two
+# one when the predictor says so); 96 prompts, 32 slots per replica, about 5 minutes on 2 cores.
+# Then it writes the decode profile, and a rollout group of two
 # (rl-rollout run --ranks 2 --adaptive-profile) serves rows from rl-queue with it; one rank is
 # killed while the group switches, and every row is still answered exactly once.
 # The last line:
@@ -36,7 +37,7 @@ if [ "$short" = 1 ]; then
 else
   shape='"hidden_size": 768, "intermediate_size": 2048, "num_hidden_layers": 12, "num_attention_heads": 12,
          "num_key_value_heads": 4, "head_dim": 64, "vocab_size": 4096'
-  bench=(--requests 32 --slots 8 --max-new-tokens 160 --short-tokens 12 --prompt-tokens 16 --steps 3)
+  bench=(--requests 96 --slots 32 --max-new-tokens 160 --short-tokens 12 --prompt-tokens 16 --steps 4)
 fi
 cat > "$run/model/config.json" <<JSON
 {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "bos_token_id": 1, "eos_token_id": 2,

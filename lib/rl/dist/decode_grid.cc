@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "rl/dist/replica.h"
 #include "rl/model/kv_cache.h"
 #include "rl/model/tensor_parallel.h"
 #include "rl/model/torch_guard.h"
@@ -17,33 +18,36 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double Since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-// Prefills `batch` random prefixes of `length` tokens and times `steps` decode steps. Returns
-// (median step seconds, mean prefill seconds per sequence).
+// Starts `batch` sequences of `length` random tokens in a Replica (a prefill each) and times
+// `steps` of its rounds: the very work a round of generation does (forward step, sampling, the
+// bookkeeping), so that the profile predicts what AdaptiveGenerate measures. Returns (median
+// round seconds, mean prefill seconds per sequence).
 Result<std::pair<double, double>> TimePoint(const model::Transformer& m, int64_t batch, int64_t length,
                                             int steps, at::Generator& gen) {
-  RL_ASSIGN_OR_RETURN(model::KvCache cache, model::KvCache::Create(m.config(), batch, m.dtype(),
-                                                                   m.tensor_parallel().size));
-  const int64_t vocab = m.config().vocab_size;
-  double prefill = 0;
-  std::vector<int64_t> slots;
+  const std::vector<std::vector<int64_t>> no_prompts;
+  model::GenerateOptions go;
+  go.sampling.temperature = 0;
+  go.max_new_tokens = steps + 1;  // no sequence finishes while timed
+  RL_ASSIGN_OR_RETURN(Replica replica, Replica::Create(&m, batch, &no_prompts, &go, 1));
+  std::vector<SequenceState> sequences;
   for (int64_t s = 0; s < batch; ++s) {
-    const at::Tensor prompt = at::randint(vocab, {1, length}, gen, at::kLong);
-    const auto t = Clock::now();
-    RL_ASSIGN_OR_RETURN(at::Tensor logits, m.ForwardStep(prompt, {s}, &cache, /*last_only=*/true));
-    (void)logits.argmax(-1);
-    prefill += Since(t);
-    slots.push_back(s);
+    const at::Tensor ids = at::randint(m.config().vocab_size, {length}, gen, at::kLong);
+    sequences.push_back(SequenceState{0, std::vector<int64_t>(ids.data_ptr<int64_t>(), ids.data_ptr<int64_t>() + length),
+                                      {}, {}});
   }
+  auto t = Clock::now();
+  RL_RETURN_IF_ERROR(replica.RecomputeActive(std::move(sequences)));
+  const double prefill = Since(t) / static_cast<double>(batch);
+  std::vector<model::Generation> out(1);
   std::vector<double> times;
   for (int i = 0; i < steps; ++i) {
-    const at::Tensor next = at::randint(vocab, {batch, 1}, gen, at::kLong);
-    const auto t = Clock::now();
-    RL_ASSIGN_OR_RETURN(at::Tensor logits, m.ForwardStep(next, slots, &cache));
-    (void)logits.argmax(-1);
+    t = Clock::now();
+    RL_ASSIGN_OR_RETURN(RoundStats stats, replica.Round(&out));
+    (void)stats;
     times.push_back(Since(t));
   }
   std::sort(times.begin(), times.end());
-  return std::make_pair(times[times.size() / 2], prefill / static_cast<double>(batch));
+  return std::make_pair(times[times.size() / 2], prefill);
 }
 
 }  // namespace
@@ -71,7 +75,8 @@ Result<LatencyModel> MeasureDecodeGrid(Group& group, const model::Transformer& w
           const int64_t batch = tp == 1 ? b : b * n;
           RL_RETURN_IF_ERROR(group.Barrier());  // replicas measure at once, as they would run
           RL_ASSIGN_OR_RETURN(auto figures, TimePoint(m, batch, len, o.steps, gen));
-          decode.push_back({tp, batch, batch * len, figures.first});
+          // The timed rounds run at lengths len .. len+steps-1: their middle is the point's.
+          decode.push_back({tp, batch, batch * (len + (o.steps - 1) / 2), figures.first});
           prefill.push_back({tp, len, figures.second});
         }
       }
