@@ -124,7 +124,9 @@ Status Merge(Group& group, Replica::Exported mine, const std::vector<int64_t>& c
   for (size_t l = 0; l < mine.keys.size(); ++l) {
     for (int kv = 0; kv < 2; ++kv) {
       const at::Tensor& local = kv == 0 ? mine.keys[l] : mine.values[l];
-      at::Tensor padded = PadTo(PadTo(local, 0, n_max), 2, len_max);
+      // In float32 (c10d's Gloo does not take bfloat16; the round trip is exact); PutActive
+      // converts back to the cache's dtype.
+      at::Tensor padded = PadTo(PadTo(local, 0, n_max), 2, len_max).to(at::kFloat);
       std::vector<at::Tensor> parts;
       RL_RETURN_IF_ERROR(group.AllGather(padded, &parts));
       std::vector<at::Tensor> kept;

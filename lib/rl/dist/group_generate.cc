@@ -26,6 +26,7 @@ enum Field : int64_t {
   kStops,       // stop ids that follow
   kEach,        // 1: per-prompt budgets follow
   kTopK,
+  kDType,       // the leader's model dtype (model::DType)
   kFields
 };
 constexpr int64_t kStop = 0, kGenerate = 1;
@@ -33,8 +34,10 @@ constexpr int64_t kStop = 0, kGenerate = 1;
 Status SendOrReceiveWeights(Group& group, const model::Transformer& model) {
   return TorchGuard("rollout group: weights", [&]() -> Status {
     c10::NoGradGuard no_grad;
+    // As float32 whatever the model's dtype: c10d's Gloo does not take bfloat16, and the round
+    // trip from bfloat16 or float16 through float32 is exact.
     for (auto& [name, t] : model.NamedParameters()) {
-      at::Tensor buf = t.contiguous();
+      at::Tensor buf = group.rank() == 0 ? t.to(at::kFloat).contiguous() : at::empty(t.sizes(), at::kFloat);
       RL_RETURN_IF_ERROR(group.Broadcast(buf, 0));
       if (group.rank() != 0) t.copy_(buf);
     }
@@ -109,6 +112,7 @@ Result<std::vector<model::Generation>> GroupLeader::Generate(const model::Transf
     h[kStops] = static_cast<int64_t>(go.stop_ids.size());
     h[kEach] = go.max_new_tokens_each.empty() ? 0 : 1;
     h[kTopK] = go.sampling.top_k;
+    h[kDType] = static_cast<int64_t>(model.dtype());
     r.sampling[0] = go.sampling.temperature;
     r.sampling[1] = go.sampling.top_p;
     r.lengths = at::tensor(lengths, at::kLong);
@@ -144,10 +148,19 @@ Status RunGroupFollower(Group& group, model::Transformer whole, const GroupGener
     RL_RETURN_IF_ERROR(group.Broadcast(r.header, 0, options.idle_timeout_ms));
     const int64_t* h = r.header.data_ptr<int64_t>();
     if (h[kKind] == kStop) return Status::OK();
-    if (h[kKind] != kGenerate || h[kPrompts] < 0 || h[kTokens] < 0 || h[kStops] < 0) {
+    if (h[kKind] != kGenerate || h[kPrompts] < 0 || h[kTokens] < 0 || h[kStops] < 0 ||
+        h[kDType] < static_cast<int64_t>(model::DType::kF32) || h[kDType] > static_cast<int64_t>(model::DType::kF16)) {
       return Status::Protocol("rollout group: a request the follower cannot read");
     }
     RL_RETURN_IF_ERROR(ExchangeBody(group, &r));
+    // The leader's weights may come in another dtype than the follower started with (a bf16 file):
+    // compute in the leader's, which weights always accompany.
+    const auto dtype = static_cast<model::DType>(h[kDType]);
+    if (whole.dtype() != dtype) {
+      if (!h[kWeights]) return Status::Protocol("rollout group: a new dtype without weights");
+      RL_ASSIGN_OR_RETURN(model::Transformer fresh, model::Transformer::Create(whole.config(), 0, dtype));
+      whole = std::move(fresh);
+    }
     if (h[kWeights]) RL_RETURN_IF_ERROR(SendOrReceiveWeights(group, whole));
     model::GenerateOptions go;
     go.max_new_tokens = h[kMaxNew];

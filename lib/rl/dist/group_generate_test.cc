@@ -62,6 +62,33 @@ TEST(GroupGenerateTest, TheGroupGeneratesWhatTheLeadersModelDoesAcrossWeightVers
   }
 }
 
+TEST(GroupGenerateTest, AFollowerTakesTheLeadersDtype) {
+  model::ModelConfig config = model::testing::TinyConfig(model::Architecture::kLlama, true, 2);
+  auto bf16 = Transformer::Create(config, 4, model::DType::kBF16);
+  ASSERT_TRUE(bf16.ok());
+  model::GenerateOptions go;
+  go.sampling.temperature = 0;
+  go.max_new_tokens = 8;
+  const std::vector<std::vector<int64_t>> prompts = {{1, 2}, {3, 4, 5}};
+  auto want = model::Generate(*bf16, prompts, go);
+  ASSERT_TRUE(want.ok());
+  Status follower_status;
+  RunRanks(2, [&](Group& g) {
+    if (g.rank() == 1) {
+      auto f32 = Transformer::Create(config, 99);  // float32, until the leader's weights come
+      ASSERT_TRUE(f32.ok());
+      follower_status = RunGroupFollower(g, *f32, {});
+      return;
+    }
+    GroupLeader leader(&g, {});
+    auto got = leader.Generate(*bf16, 1, prompts, go, nullptr);
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    for (size_t i = 0; i < prompts.size(); ++i) EXPECT_EQ((*got)[i].response_ids, (*want)[i].response_ids);
+    EXPECT_TRUE(leader.Stop().ok());
+  });
+  EXPECT_TRUE(follower_status.ok()) << follower_status.ToString();
+}
+
 TEST(GroupGenerateTest, ALostFollowerFailsTheLeadersBatchWithUnavailable) {
   model::ModelConfig config = model::testing::TinyConfig(model::Architecture::kLlama, true, 2);
   auto m = Transformer::Create(config, 1);
