@@ -38,6 +38,18 @@ man_examples() {
   [ "$output" = "rl-profile: The following argument was not expected: --no-such-option (see rl-profile --help)" ]
 }
 
+@test "adaptive: exits 64 with one line without a rendezvous, with a rank past the ranks, or short >= long" {
+  run rl-profile adaptive --model "$RL_SOURCE_DIR/share/models/addition-tiny"
+  [ "$status" -eq 64 ]
+  [ "$output" = "rl-profile: adaptive: --rendezvous HOST:PORT and a --rank below --ranks are needed" ]
+  run rl-profile adaptive --model "$RL_SOURCE_DIR/share/models/addition-tiny" --ranks 2 --rank 2 --rendezvous 127.0.0.1:1
+  [ "$status" -eq 64 ]
+  run rl-profile adaptive --model "$RL_SOURCE_DIR/share/models/addition-tiny" --rendezvous 127.0.0.1:1 \
+    --short-tokens 64 --max-new-tokens 64
+  [ "$status" -eq 64 ]
+  [[ "$output" == *"--short-tokens must be below --max-new-tokens"* ]]
+}
+
 @test "exits 64 without a subcommand" {
   run rl-profile
   [ "$status" -eq 64 ]

@@ -72,6 +72,28 @@ man_examples() {
   [ "$output" = "rl-rollout: run needs --weights or --checkpoint-dir (see rl-rollout --help)" ]
 }
 
+@test "a rollout group's options: a one-line error and the right exit code for each mistake" {
+  run rl-rollout run --weights "$MODEL" --ranks 2
+  [ "$status" -eq 64 ]
+  [ "$output" = "rl-rollout: --ranks 2 needs --rendezvous HOST:PORT and a --rank below it" ]
+  run rl-rollout run --weights "$MODEL" --ranks 2 --rank 2 --rendezvous 127.0.0.1:1
+  [ "$status" -eq 64 ]
+  run rl-rollout run --weights "$MODEL" --ranks 2 --rendezvous 127.0.0.1:1 --tools tcp://127.0.0.1:1
+  [ "$status" -eq 64 ]
+  [[ "$output" == *"does not run conversations with tools"* ]]
+  run rl-rollout run --weights "$MODEL" --ranks 2 --rendezvous 127.0.0.1:1 --adaptive-profile "$TMP/none.json"
+  [ "$status" -eq 74 ]
+  [ "${#lines[@]}" -eq 1 ]
+  echo 'not json' > "$TMP/bad.json"
+  run rl-rollout run --weights "$MODEL" --ranks 2 --rendezvous 127.0.0.1:1 --adaptive-profile "$TMP/bad.json"
+  [ "$status" -eq 65 ]
+  [[ "$output" == *"not JSON"* ]]
+  echo '{"decode": [[1, 1, 0, -1]], "prefill": [], "switch": {}}' > "$TMP/bad.json"
+  run rl-rollout run --weights "$MODEL" --ranks 2 --rendezvous 127.0.0.1:1 --adaptive-profile "$TMP/bad.json"
+  [ "$status" -eq 65 ]
+  [ "${#lines[@]}" -eq 1 ]
+}
+
 @test "generate answers each prompt line with the response, its ids and log-probabilities" {
   run bash -c "printf '%s\n' '{\"prompt\":\"037+480=\",\"answer\":\"517\"}' '{\"prompt\":\"1+1=\"}' | rl-rollout generate --weights '$MODEL' --max-new-tokens 5 2>/dev/null"
   [ "$status" -eq 0 ]

@@ -51,6 +51,9 @@ Status ParseEndpoint(const std::string& endpoint, std::string* host, uint16_t* p
   return Status::OK();
 }
 
+// A group whose store is on the loopback address lives on one machine: its ranks listen there.
+bool IsLoopback(const std::string& host) { return host == "127.0.0.1" || host == "localhost"; }
+
 Result<c10::intrusive_ptr<c10d::ProcessGroupGloo>> MakeGloo(
     const c10::intrusive_ptr<c10d::Store>& store, const std::string& prefix, int rank, int size,
     const GroupOptions& o) {
@@ -63,8 +66,7 @@ Result<c10::intrusive_ptr<c10d::ProcessGroupGloo>> MakeGloo(
     std::string host;
     uint16_t port = 0;
     (void)ParseEndpoint(o.endpoint, &host, &port);
-    const bool local = host == "127.0.0.1" || host == "localhost";
-    opts->devices.push_back(local ? c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1")
+    opts->devices.push_back(IsLoopback(host) ? c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1")
                                   : c10d::ProcessGroupGloo::createDefaultDevice());
     pg = c10::make_intrusive<c10d::ProcessGroupGloo>(
         c10::make_intrusive<c10d::PrefixStore>(prefix, store), rank, size, opts);
@@ -158,9 +160,12 @@ Result<Group> Group::Subgroup(const std::vector<int>& ranks, const std::string& 
 
 Result<model::TensorParallel> Group::TensorParallel() {
   if (!state_->tp_sum && size() > 1) {
+    std::string host;
+    uint16_t port = 0;
+    RL_RETURN_IF_ERROR(ParseEndpoint(state_->options.endpoint, &host, &port));
     RL_ASSIGN_OR_RETURN(state_->tp_sum,
                         SyncAllReduce::Connect(state_->store.get(), state_->options.name + "/tp", rank(), size(),
-                                               state_->options.timeout_ms));
+                                               state_->options.timeout_ms, IsLoopback(host)));
   }
   model::TensorParallel tp;
   tp.rank = rank();

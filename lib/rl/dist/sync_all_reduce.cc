@@ -8,7 +8,10 @@
 #include <gloo/transport/tcp/device.h>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
+#include <unistd.h>
+
 #include <chrono>
+#include <stdexcept>
 #include <map>
 #include <vector>
 
@@ -54,12 +57,18 @@ SyncAllReduce::SyncAllReduce(std::unique_ptr<State> state) : state_(std::move(st
 SyncAllReduce::~SyncAllReduce() = default;
 
 Result<std::shared_ptr<SyncAllReduce>> SyncAllReduce::Connect(void* c10d_store, const std::string& prefix,
-                                                              int rank, int size, int timeout_ms) {
+                                                              int rank, int size, int timeout_ms, bool loopback) {
   auto state = std::make_unique<State>();
   try {
     StoreAdapter adapter(static_cast<c10d::Store*>(c10d_store));
     gloo::rendezvous::PrefixStore store(prefix, adapter);
-    gloo::transport::tcp::attr attr("127.0.0.1");
+    std::string host = "127.0.0.1";
+    if (!loopback) {
+      char name[256] = {};
+      if (gethostname(name, sizeof name - 1) != 0) throw std::runtime_error("gethostname failed");
+      host = name;
+    }
+    gloo::transport::tcp::attr attr(host.c_str());
     auto device = gloo::transport::tcp::CreateDevice(attr);
     state->context = std::make_shared<gloo::rendezvous::Context>(rank, size);
     state->context->setTimeout(std::chrono::milliseconds(timeout_ms));

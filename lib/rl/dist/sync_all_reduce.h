@@ -31,10 +31,11 @@ namespace rl::dist {
 
 class SyncAllReduce {
  public:
-  // Connects `size` ranks through `store` under the key prefix `prefix`. Unavailable when the
-  // ranks do not all come within timeout_ms.
+  // Connects `size` ranks through `store` under the key prefix `prefix`, listening on 127.0.0.1
+  // when `loopback` (a group on one machine), else on the address this host's name resolves to.
+  // Unavailable when the ranks do not all come within timeout_ms.
   static Result<std::shared_ptr<SyncAllReduce>> Connect(void* c10d_store, const std::string& prefix,
-                                                        int rank, int size, int timeout_ms);
+                                                        int rank, int size, int timeout_ms, bool loopback);
   ~SyncAllReduce();
   // Sums t over the ranks in place (any floating dtype; reduced in float32). Throws
   // std::exception when a peer is lost.
