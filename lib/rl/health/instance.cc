@@ -42,13 +42,28 @@ std::map<std::string, std::string> PipelineEnv(const PipelineSpec& p, const std:
   return {{"RL_HEARTBEAT", heartbeat}, {"RL_HEARTBEAT_INTERVAL", std::to_string(p.interval_s)}, {"RL_RUN_DIR", run_dir}};
 }
 
+SlotGrant InstanceGrant(const PipelineSpec& p, const Instance& inst) {
+  std::vector<Slot> all;
+  for (const std::string& text : p.slots) {
+    auto slot = ParseSlot(text);  // LoadPipeline checked them
+    all.push_back(slot.ok() ? *slot : Slot{});
+  }
+  return Grant(all, inst.slots);
+}
+
 Status SpawnInstance(const PipelineSpec& p, const std::string& heartbeat, const std::string& run_dir,
                      Instance* inst) {
   RL_RETURN_IF_ERROR(MakeDirs(run_dir + "/logs"));
   std::map<std::string, std::string> env = PipelineEnv(p, heartbeat, run_dir);
   env["RL_ID"] = inst->id;
+  std::vector<int> cpus;
+  if (!inst->slots.empty()) {
+    SlotGrant g = InstanceGrant(p, *inst);
+    env.merge(GrantEnv(g));
+    cpus = g.cpus;
+  }
   std::string log = run_dir + "/logs/" + inst->spec->kind + "-" + inst->id + ".log";
-  RL_ASSIGN_OR_RETURN(pid_t pid, SpawnRole(inst->spec->command, env, log));
+  RL_ASSIGN_OR_RETURN(pid_t pid, SpawnRole(inst->spec->command, env, log, -1, cpus));
   return TakeProcess(run_dir, pid, inst);
 }
 

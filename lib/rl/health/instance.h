@@ -8,9 +8,11 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "rl/core/status.h"
 #include "rl/health/pipeline.h"
+#include "rl/health/slots.h"
 
 namespace rl::health {
 
@@ -31,6 +33,8 @@ struct Instance {
   int failed_restarts = 0;     // consecutive
   int restarts = 0;
   bool history_restored = false;  // adopted, with restarts and steps from the previous watchdog's state.json
+  std::vector<int> slots;      // indices into [watchdog] slots it runs in (slots.h); kept across restarts
+  bool parked = false;         // a placement instance that holds no slot now: not started (placement.h)
 };
 
 std::string PidFilePath(const std::string& run_dir, const Instance& inst);
@@ -44,7 +48,10 @@ bool AdoptFromPidFile(const std::string& run_dir, Instance* inst);
 std::map<std::string, std::string> PipelineEnv(const PipelineSpec& p, const std::string& heartbeat,
                                                const std::string& run_dir);
 
-// Starts the instance's command with the pipeline's environment; logs go to
+// What the instance's slots give it: CPUs, GPUs and their environment (slots.h).
+SlotGrant InstanceGrant(const PipelineSpec& p, const Instance& inst);
+
+// Starts the instance's command with the pipeline's environment, in its slots; logs go to
 // <run-dir>/logs/KIND-ID.log.
 Status SpawnInstance(const PipelineSpec& p, const std::string& heartbeat, const std::string& run_dir,
                      Instance* inst);

@@ -2,8 +2,11 @@
 
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
+
+#include "rl/health/slots.h"
 
 namespace rl::health {
 namespace {
@@ -41,7 +44,27 @@ Status WatchdogKey(const CLI::ConfigItem& item, const std::string& where, Pipeli
   if (k == "restart") return Text(item, where, &p->restart);
   if (k == "standby") return Bool(item, where, &p->standby);
   if (k == "grace") return Number(item, where, &p->grace_s);
+  if (k == "slots") {
+    p->slots = item.inputs;
+    return Status::OK();
+  }
   return Status::Config(where + ": unknown key '" + k + "' in [watchdog]");
+}
+
+Status PlacementKey(const CLI::ConfigItem& item, const std::string& where, PlacementSpec* p) {
+  const std::string& k = item.name;
+  if (k == "between") {
+    p->between = item.inputs;
+    if (p->between.size() != 2 || p->between[0] == p->between[1]) {
+      return Status::Config(where + ": [placement] between wants two different role kinds");
+    }
+    return Status::OK();
+  }
+  if (k == "every") return Number(item, where, &p->every);
+  if (k == "settle") return Number(item, where, &p->settle);
+  if (k == "measure") return Number(item, where, &p->measure);
+  if (k == "trainer") return Text(item, where, &p->trainer);
+  return Status::Config(where + ": unknown key '" + k + "' in [placement]");
 }
 
 Status RoleKey(const CLI::ConfigItem& item, const std::string& where, RoleSpec* r, bool* finish_set) {
@@ -52,11 +75,50 @@ Status RoleKey(const CLI::ConfigItem& item, const std::string& where, RoleSpec* 
   if (k == "stall") return Number(item, where, &r->stall_s);
   if (k == "ready_timeout") return Number(item, where, &r->ready_s);
   if (k == "spares") return Number(item, where, &r->spares);
+  if (k == "slots") return Number(item, where, &r->slots);
   if (k == "finish") {
     *finish_set = true;
     return Bool(item, where, &r->finish);
   }
   return Status::Config(where + ": unknown key '" + k + "' in [role." + r->name + "]");
+}
+
+// Slots: each parses, the roles' instances fit in them, and a placement names two roles of one
+// slot per instance.
+Status CheckSlots(const PipelineSpec& p, const std::string& where) {
+  bool gpus = false;
+  for (const std::string& text : p.slots) {
+    auto slot = ParseSlot(text);
+    if (!slot.ok()) return Status::Config(where + ": [watchdog] " + slot.status().message());
+    gpus |= !slot->gpus.empty();
+  }
+  int64_t wanted = 0;
+  for (const RoleSpec& r : p.roles) {
+    if (r.slots < 0 || r.slots > 4096) return Status::Config(where + ": [role." + r.name + "] slots out of range");
+    if (r.slots > 0 && r.spares > 0 && gpus) {
+      return Status::Config(where + ": [role." + r.name + "] has spares and slots with GPUs: a spare's CUDA devices "
+                                    "are fixed when it starts, before it knows its slot");
+    }
+    wanted += static_cast<int64_t>(r.slots) * r.count;
+  }
+  if (wanted > static_cast<int64_t>(p.slots.size())) {
+    return Status::Config(where + ": the roles' instances want " + std::to_string(wanted) + " slots and [watchdog] "
+                          "slots has " + std::to_string(p.slots.size()));
+  }
+  const PlacementSpec& pl = p.placement;
+  if (pl.between.empty()) return Status::OK();
+  if (pl.settle < 0 || pl.measure < 1 || pl.every < 0) {
+    return Status::Config(where + ": [placement] settle >= 0, measure >= 1 and every >= 0 are required");
+  }
+  for (const std::string& kind : pl.between) {
+    auto r = std::find_if(p.roles.begin(), p.roles.end(), [&](const RoleSpec& x) { return x.kind == kind; });
+    if (r == p.roles.end()) return Status::Config(where + ": [placement] between names '" + kind + "', no role's kind");
+    if (r->slots != 1 || r->count < 1 || r->spares > 0) {
+      return Status::Config(where + ": [placement] moves slots one at a time: [role." + r->name +
+                            "] needs slots = 1, count >= 1 and no spares");
+    }
+  }
+  return Status::OK();
 }
 
 Status Check(const PipelineSpec& p, const std::string& where) {
@@ -77,7 +139,7 @@ Status Check(const PipelineSpec& p, const std::string& where) {
     if (r.count < 0 || r.count > 1000) return Status::Config(where + ": [role." + r.name + "] count out of range");
     if (r.spares < 0 || r.spares > 16) return Status::Config(where + ": [role." + r.name + "] spares out of range (0 to 16)");
   }
-  return Status::OK();
+  return CheckSlots(p, where);
 }
 
 }  // namespace
@@ -96,6 +158,10 @@ Result<PipelineSpec> ParsePipeline(const std::string& toml_text, const std::stri
     if (item.name == "++" || item.name == "--") continue;  // CLI11's section markers
     if (item.parents.size() == 1 && item.parents[0] == "watchdog") {
       RL_RETURN_IF_ERROR(WatchdogKey(item, name, &p));
+      continue;
+    }
+    if (item.parents.size() == 1 && item.parents[0] == "placement") {
+      RL_RETURN_IF_ERROR(PlacementKey(item, name, &p.placement));
       continue;
     }
     if (item.parents.size() != 2 || item.parents[0] != "role") {

@@ -10,12 +10,16 @@
 //   count = 1
 //   stall = 30                            # seconds without progress in its active phase
 //   spares = 1                            # started ahead: replaces a failed instance at once
+//   slots = 1                             # slots of [watchdog] slots each instance runs in (slots.h)
+//   [placement]                           # optional: the split of slots between two roles moves
+//   between = ["rollout", "reward"]       # (placement.h)
 //
 // Each instance gets RL_HEARTBEAT, RL_HEARTBEAT_INTERVAL, RL_RUN_DIR and RL_ID (0 .. count-1)
 // in its environment, so commands need not repeat them.
 // Thread safety: values.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
@@ -33,6 +37,17 @@ struct RoleSpec {
   double ready_s = 60;   // a (re)started instance must heartbeat within this long
   bool finish = false;   // its clean exit ends the pipeline (default: true for kind train)
   int spares = 0;        // processes started ahead, held before work, to replace a failed instance (spare.h)
+  int slots = 0;         // slots each instance runs in (0: no slot, any CPU)
+};
+
+// [placement]: the instances of two roles trade slots, one at a time, to make steps shortest
+// (placement.h). Every instance of both roles has one slot.
+struct PlacementSpec {
+  std::vector<std::string> between;  // two role kinds; empty: no placement
+  int64_t every = 0;     // trainer steps between searches (0: one search, at the start)
+  int64_t settle = 2;    // trainer steps ignored after a move
+  int64_t measure = 5;   // trainer steps measured per split
+  std::string trainer = "train/0";  // whose step events time the steps (events/train-0.jsonl)
 };
 
 struct PipelineSpec {
@@ -44,6 +59,8 @@ struct PipelineSpec {
   std::string restart = "role";  // role | job
   bool standby = false;          // a failed trainer takes a drained rollout's place
   double grace_s = 10;           // SIGTERM to SIGKILL when stopping a role on purpose
+  std::vector<std::string> slots;  // [watchdog] slots: "cpus=LIST gpus=LIST" each (slots.h)
+  PlacementSpec placement;
   std::vector<RoleSpec> roles;
 };
 

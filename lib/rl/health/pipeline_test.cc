@@ -68,5 +68,63 @@ TEST(PipelineTest, TwoTablesOfOneKindAreAConfigError) {
                             "p.toml").ok());
 }
 
+TEST(PipelineTest, SlotsAndAPlacementBetweenTwoRoles) {
+  auto p = ParsePipeline(R"(
+[watchdog]
+slots = ["cpus=0", "cpus=0", "cpus=0", "cpus=0"]
+[placement]
+between = ["rollout", "reward"]
+every = 50
+settle = 1
+measure = 3
+[role.rollout]
+command = "r"
+count = 1
+slots = 1
+[role.reward]
+command = "j"
+count = 2
+slots = 1
+[role.train]
+command = "t"
+slots = 1
+)", "p.toml");
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_EQ(p->slots.size(), 4u);
+  EXPECT_EQ(p->placement.between, (std::vector<std::string>{"rollout", "reward"}));
+  EXPECT_EQ(p->placement.every, 50);
+  EXPECT_EQ(p->placement.settle, 1);
+  EXPECT_EQ(p->placement.measure, 3);
+  EXPECT_EQ(p->roles[0].slots, 1);
+}
+
+TEST(PipelineTest, SlotMistakesAreConfigErrorsThatSayWhat) {
+  auto error = [](const std::string& toml) {
+    auto p = ParsePipeline(toml, "p.toml");
+    EXPECT_EQ(p.status().code(), Code::kConfig) << toml;
+    return p.status().message();
+  };
+  const std::string roles = "[role.rollout]\ncommand = \"r\"\nslots = 1\n[role.reward]\ncommand = \"j\"\nslots = 1\n";
+  EXPECT_EQ(error("[watchdog]\nslots = [\"cpus=0\"]\n" + roles),
+            "p.toml: the roles' instances want 2 slots and [watchdog] slots has 1");
+  EXPECT_EQ(error("[watchdog]\nslots = [\"cpu=0\", \"cpus=0\"]\n" + roles),
+            "p.toml: [watchdog] slot 'cpu=0': 'cpu=0' is not cpus=LIST or gpus=LIST");
+  EXPECT_NE(error("[watchdog]\nslots = [\"cpus=0\", \"cpus=9999\"]\n" + roles).find("CPU 9999"), std::string::npos);
+  const std::string slots = "[watchdog]\nslots = [\"cpus=0\", \"cpus=0\", \"cpus=0\"]\n";
+  EXPECT_EQ(error(slots + "[placement]\nbetween = [\"rollout\"]\n" + roles),
+            "p.toml: [placement] between wants two different role kinds");
+  EXPECT_EQ(error(slots + "[placement]\nbetween = [\"rollout\", \"judge\"]\n" + roles),
+            "p.toml: [placement] between names 'judge', no role's kind");
+  EXPECT_EQ(error(slots + "[placement]\nbetween = [\"rollout\", \"reward\"]\nmeasure = 0\n" + roles),
+            "p.toml: [placement] settle >= 0, measure >= 1 and every >= 0 are required");
+  EXPECT_EQ(error(slots + "[placement]\nbetween = [\"rollout\", \"reward\"]\n[role.rollout]\ncommand = \"r\"\n"
+                          "[role.reward]\ncommand = \"j\"\nslots = 1\n"),
+            "p.toml: [placement] moves slots one at a time: [role.rollout] needs slots = 1, count >= 1 and no spares");
+  EXPECT_NE(error("[watchdog]\nslots = [\"gpus=0\"]\n[role.train]\ncommand = \"t\"\nslots = 1\nspares = 1\n")
+                .find("a spare's CUDA devices are fixed"),
+            std::string::npos);
+  EXPECT_NE(error("[placement]\ncolour = 1\n" + roles).find("unknown key 'colour' in [placement]"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace rl::health

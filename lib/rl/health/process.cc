@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -35,7 +36,13 @@ std::vector<std::string> StatFields(pid_t pid) {
 }  // namespace
 
 Result<pid_t> SpawnRole(const std::string& command, const std::map<std::string, std::string>& env,
-                        const std::string& log_path, int inherit_fd) {
+                        const std::string& log_path, int inherit_fd, const std::vector<int>& cpus) {
+  cpu_set_t affinity;
+  CPU_ZERO(&affinity);
+  for (int c : cpus) {
+    if (c < 0 || c >= CPU_SETSIZE) return Status::InvalidArgument("CPU " + std::to_string(c) + " is out of range");
+    CPU_SET(c, &affinity);
+  }
   int log = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (log < 0) return Status::IOError(ErrnoMessage("open", log_path));
   // exec makes the role the session leader, so its pid is the one its heartbeats carry.
@@ -61,6 +68,11 @@ Result<pid_t> SpawnRole(const std::string& command, const std::map<std::string, 
     ::signal(SIGPIPE, SIG_DFL);
     for (const auto& [k, v] : env) ::setenv(k.c_str(), v.c_str(), 1);
     if (inherit_fd >= 0) ::fcntl(inherit_fd, F_SETFD, 0);
+    if (!cpus.empty() && ::sched_setaffinity(0, sizeof affinity, &affinity) != 0) {
+      static const char kWhy[] = "rl-watchdog: the kernel refused the CPU affinity of this role's slots\n";
+      (void)!::write(2, kWhy, sizeof kWhy - 1);
+      ::_exit(126);
+    }
     ::execl("/bin/sh", "sh", "-c", exec.c_str(), static_cast<char*>(nullptr));
     ::_exit(127);
   }

@@ -20,9 +20,10 @@ namespace rl::health {
 // pipeline: `a; b`, `a && b`, `a | b`) in a new session (setsid), stdin from
 // /dev/null, stdout and stderr appended to log_path, with `env` added to the environment.
 // `inherit_fd` (when >= 0) stays open in the child under the same number; every other
-// descriptor of ours should be close-on-exec.
+// descriptor of ours should be close-on-exec. `cpus` (when not empty) is the child's CPU affinity,
+// set before it executes anything, so every thread and process it makes inherits it.
 Result<pid_t> SpawnRole(const std::string& command, const std::map<std::string, std::string>& env,
-                        const std::string& log_path, int inherit_fd = -1);
+                        const std::string& log_path, int inherit_fd = -1, const std::vector<int>& cpus = {});
 
 // The kernel's start time of `pid` (clock ticks since boot, /proc/PID/stat field 22), or -1 when
 // there is no such process. With the pid it names one process for good.

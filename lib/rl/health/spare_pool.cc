@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "rl/core/fs.h"
+#include "rl/core/log.h"
 #include "rl/health/process.h"
 #include "rl/health/spare.h"
 
@@ -52,13 +53,21 @@ std::vector<const RoleSpec*> SparePool::Reap() {
   return gone;
 }
 
-Result<bool> SparePool::Activate(const std::string& run_dir, Instance* inst) {
+Result<bool> SparePool::Activate(const PipelineSpec& p, const std::string& run_dir, Instance* inst) {
   Reap();
   auto it = std::find_if(spares_.begin(), spares_.end(), [&](const Spare& s) { return s.spec == inst->spec; });
   if (it == spares_.end()) return false;
   Spare spare = *it;
   spares_.erase(it);
-  std::string message = EncodeActivation({{"RL_ID", inst->id}});
+  std::map<std::string, std::string> env = {{"RL_ID", inst->id}};
+  SlotGrant grant;
+  if (!inst->slots.empty()) {
+    grant = InstanceGrant(p, *inst);
+    env.merge(GrantEnv(grant));
+    // Before the activation goes out: its work must not start on other CPUs.
+    if (Status s = PinProcess(spare.pid, grant.cpus); !s.ok()) spdlog::warn("spare of {}: {}", inst->key, s.ToString());
+  }
+  std::string message = EncodeActivation(env);
   ssize_t n = ::write(spare.fd, message.data(), message.size());  // a pipe takes 64 KiB without blocking
   ::close(spare.fd);
   if (n != static_cast<ssize_t>(message.size())) {

@@ -30,7 +30,9 @@ class SparePool {
   // Forgets (and reaps) spares that exited before they were used; returns the role of each.
   std::vector<const RoleSpec*> Reap();
   // Makes a live spare of inst->spec the instance's process (TakeProcess): false when it has none.
-  Result<bool> Activate(const std::string& run_dir, Instance* inst);
+  // The spare gets RL_ID and the environment of the instance's slots, and its threads are pinned
+  // to the slots' CPUs.
+  Result<bool> Activate(const PipelineSpec& p, const std::string& run_dir, Instance* inst);
   // Closes every spare's pipe (they exit on their own) and makes sure they are gone.
   void StopAll();
   // Live spares of `spec`.

@@ -13,6 +13,7 @@
 #include "rl/core/fs.h"
 #include "rl/core/log.h"
 #include "rl/health/instance.h"
+#include "rl/health/placement_driver.h"
 #include "rl/health/process.h"
 #include "rl/health/spare_pool.h"
 
@@ -45,6 +46,8 @@ class Supervisor {
   std::optional<int> OnFailure(Instance* inst, const std::string& reason, double fault_ts);
   Status RestartRole(Instance* inst);
   void LendSlotTo(Instance* trainer);
+  Status MoveSlot(Instance* from, Instance* to, const std::string& reason);
+  void AssignSlots();
   void ReturnLentSlots();
   void KeepSpares();
   Instance* Find(const std::string& key);
@@ -71,6 +74,8 @@ class Supervisor {
   nlohmann::json saved_roles_ = nlohmann::json::object();  // state.json's roles, for adoption
   pid_t saved_trainer_pid_ = 0;  // state.json's trainer and its steps when that was written
   uint64_t saved_trainer_steps_ = 0;
+  nlohmann::json saved_placement_;  // state.json's parked instances and slots, for a restarted watchdog
+  std::unique_ptr<PlacementDriver> placement_;  // null without [placement]
 };
 
 // True for the kinds that talk to the queue and to nothing whose start or stop they wait for: they
@@ -108,8 +113,14 @@ void Supervisor::SaveState() {
     roles[inst.key] = {{"pid", inst.pid}, {"start_ticks", inst.start_ticks}, {"restarts", inst.restarts},
                        {"failed_restarts", inst.failed_restarts}, {"steps_since_start", inst.steps_since_start}};
   }
+  nlohmann::json parked = nlohmann::json::array(), slots = nlohmann::json::object();
+  for (const auto& inst : instances_) {
+    if (inst.parked) parked.push_back(inst.key);
+    if (!inst.slots.empty()) slots[inst.key] = inst.slots;
+  }
   nlohmann::json j = policy_.State();
   j["roles"] = std::move(roles);
+  j["placement"] = {{"parked", parked}, {"slots", slots}};
   j["trainer"] = {{"pid", trainer_pid_}, {"steps", trainer_steps_}};
   Status s = WriteFileAtomic(o_.run_dir + "/watchdog/state.json", j.dump() + "\n");
   if (!s.ok()) spdlog::error("state: {}", s.ToString());
@@ -122,6 +133,7 @@ void Supervisor::LoadState() {
   if (!j.is_object()) return;
   policy_.Restore(j);
   if (j.contains("roles") && j["roles"].is_object()) saved_roles_ = j["roles"];
+  if (j.contains("placement") && j["placement"].is_object()) saved_placement_ = j["placement"];
   const nlohmann::json& t = j.contains("trainer") ? j["trainer"] : nlohmann::json::object();
   saved_trainer_pid_ = t.is_object() ? t.value("pid", 0) : 0;
   saved_trainer_steps_ = t.is_object() ? t.value("steps", uint64_t{0}) : 0;
@@ -182,7 +194,7 @@ Status Supervisor::StartSections(size_t first, size_t last, const std::atomic<bo
   auto in = [first, last](const Instance& inst) { return inst.section >= first && inst.section <= last; };
   double ready_s = 0;
   for (auto& inst : instances_) {
-    if (!in(inst) || inst.lent) continue;
+    if (!in(inst) || inst.lent || inst.parked) continue;
     ready_s = std::max(ready_s, inst.spec->ready_s);
     if (inst.pid != 0 && !ProcessGone(inst.pid)) continue;
     if (AdoptFromPidFile(o_.run_dir, &inst)) {
@@ -205,7 +217,7 @@ Status Supervisor::StartSections(size_t first, size_t last, const std::atomic<bo
     Observe(watcher_->Pump(kPumpMs));
     bool all = true, exited = false;
     for (auto& inst : instances_) {
-      if (!in(inst) || inst.lent) continue;
+      if (!in(inst) || inst.lent || inst.parked) continue;
       all = all && inst.ready;
       exited = exited || ProcessGone(inst.pid);
     }
@@ -349,6 +361,9 @@ void Supervisor::LendSlotTo(Instance* trainer) {
     inst.pid = 0;
     inst.lent = true;
     inst.lent_to = trainer->key;
+    // The trainer runs on the rollout's CPUs or GPUs from now on; the rollout comes back on the
+    // trainer's old ones, which its dead process no longer uses.
+    if (!inst.slots.empty()) std::swap(inst.slots, trainer->slots);
     return;
   }
 }
@@ -418,13 +433,70 @@ void Supervisor::KeepSpares() {
   }
 }
 
+// A move of [placement]: `from` is drained like a lent rollout (SIGTERM: it gives its leases back)
+// and parked, and `to` starts in the slot it held.
+Status Supervisor::MoveSlot(Instance* from, Instance* to, const std::string& reason) {
+  nlohmann::json f = {{"from", from->key}, {"to", to->key}, {"slots", from->slots}, {"reason", reason}};
+  events_->Emit("placement-move", f);
+  spdlog::info("placement: {} gives its slot to {} ({})", from->key, to->key, reason);
+  StopProcess(from->pid, static_cast<int64_t>(o_.pipeline.grace_s * 1000));
+  RemovePidFile(o_.run_dir, *from);
+  watcher_->membership().Forget(from->key, from->pid);
+  from->pid = 0;
+  from->ready = false;
+  from->parked = true;
+  to->parked = false;
+  to->slots = std::move(from->slots);
+  from->slots.clear();
+  state_changed_ = true;
+  RL_RETURN_IF_ERROR(SpawnInstance(o_.pipeline, watcher_->endpoint(), o_.run_dir, to));
+  events_->Emit("start-role", Fields(*to));
+  return Status::OK();
+}
+
+// Each instance that is not parked takes its role's `slots` from [watchdog] slots, in file order;
+// a watchdog restarted on a run takes the parked instances and slots its predecessor saved, when
+// they fit the pipeline.
+void Supervisor::AssignSlots() {
+  if (saved_placement_.is_object()) {
+    const nlohmann::json& parked = saved_placement_.value("parked", nlohmann::json::array());
+    const nlohmann::json& slots = saved_placement_.value("slots", nlohmann::json::object());
+    std::vector<int> uses(o_.pipeline.slots.size(), 0);
+    bool fits = parked.is_array() && slots.is_object();
+    std::vector<Instance> next = instances_;
+    for (auto& inst : next) {
+      if (!fits) break;
+      inst.parked = std::find(parked.begin(), parked.end(), inst.key) != parked.end();
+      inst.slots.clear();
+      auto it = slots.find(inst.key);
+      if (it != slots.end() && it->is_array()) {
+        for (const auto& v : *it) {
+          fits = fits && v.is_number_integer() && v.get<int64_t>() >= 0 && v.get<size_t>() < uses.size() &&
+                 uses[v.get<size_t>()]++ == 0;
+          if (fits) inst.slots.push_back(v.get<int>());
+        }
+      }
+      fits = fits && (inst.parked || static_cast<int>(inst.slots.size()) == inst.spec->slots);
+    }
+    if (fits) {
+      instances_ = std::move(next);
+      return;
+    }
+  }
+  int next_slot = 0;
+  for (auto& inst : instances_) {
+    inst.slots.clear();
+    for (int i = 0; !inst.parked && i < inst.spec->slots; ++i) inst.slots.push_back(next_slot++);
+  }
+}
+
 Status Supervisor::RestartRole(Instance* inst) {
   pid_t old = inst->pid;
   if (old != 0) StopProcess(old, 0);  // it failed: no grace
   watcher_->membership().Forget(inst->key, old);
   if (o_.pipeline.standby && inst->spec->kind == "train") LendSlotTo(inst);
   ++inst->restarts;
-  RL_ASSIGN_OR_RETURN(bool from_spare, spares_.Activate(o_.run_dir, inst));
+  RL_ASSIGN_OR_RETURN(bool from_spare, spares_.Activate(o_.pipeline, o_.run_dir, inst));
   if (from_spare) spare_backoff_.erase(inst->spec);  // a spare that served: the next one starts without delay
   if (!from_spare) RL_RETURN_IF_ERROR(SpawnInstance(o_.pipeline, watcher_->endpoint(), o_.run_dir, inst));
   nlohmann::json f = Fields(*inst);
@@ -490,14 +562,21 @@ Result<int> Supervisor::Run(const std::atomic<bool>& stop) {
   LoadState();
   for (size_t s = 0; s < o_.pipeline.roles.size(); ++s) {
     const RoleSpec& r = o_.pipeline.roles[s];
-    for (int i = 0; i < r.count; ++i) {
+    for (int i = 0; i < PlacementDriver::Instances(o_.pipeline, r); ++i) {
       Instance inst;
       inst.spec = &o_.pipeline.roles[s];
       inst.section = s;
       inst.id = std::to_string(i);
       inst.key = r.kind + "/" + inst.id;
+      inst.parked = i >= r.count;  // a placement's room to grow
       instances_.push_back(inst);
     }
+  }
+  AssignSlots();
+  if (!o_.pipeline.placement.between.empty()) {
+    placement_ = std::make_unique<PlacementDriver>(
+        o_.pipeline, o_.run_dir, events_,
+        [this](Instance* from, Instance* to, const std::string& why) { return MoveSlot(from, to, why); });
   }
   events_->Emit("watch", {{"heartbeat", watcher_->endpoint()}, {"roles", instances_.size()},
                           {"restart", o_.pipeline.restart}, {"full_restarts", policy_.full_restarts()}});
@@ -507,6 +586,7 @@ Result<int> Supervisor::Run(const std::atomic<bool>& stop) {
     Observe(ds);
     ReturnLentSlots();
     KeepSpares();
+    if (placement_) placement_->Pump(&instances_);
     for (const Detection& d : ds) {
       Instance* inst = d.event == "failed" ? Find(d.key) : nullptr;
       if (inst == nullptr || !BelongsTo(d.hb.pid, *inst)) continue;

@@ -1,0 +1,86 @@
+#include "rl/health/slots.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <string>
+#include <thread>
+
+#include "rl/health/process.h"
+
+namespace rl::health {
+namespace {
+
+TEST(SlotsTest, ParsesCpuAndGpuListsTheWayTasksetWritesThem) {
+  EXPECT_EQ(*ParseIdList("0"), (std::vector<int>{0}));
+  EXPECT_EQ(*ParseIdList("3,1,2"), (std::vector<int>{1, 2, 3}));
+  EXPECT_EQ(*ParseIdList("0-2,6,5"), (std::vector<int>{0, 1, 2, 5, 6}));
+  EXPECT_EQ(IdListText({0, 1, 2, 5, 6, 8}), "0-2,5-6,8");
+  EXPECT_EQ(IdListText({}), "");
+  for (const char* bad : {"", "a", "1-", "-1", "3-1", "1,,2", "1,", "0-99999999", "1 2", "0x1"}) {
+    EXPECT_FALSE(ParseIdList(bad).ok()) << bad;
+  }
+}
+
+TEST(SlotsTest, ASlotNamesCpusOrGpusOrBoth) {
+  auto s = ParseSlot("gpus=1 cpus=0");
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_EQ(s->cpus, (std::vector<int>{0}));
+  EXPECT_EQ(s->gpus, (std::vector<int>{1}));
+  EXPECT_TRUE(ParseSlot("gpus=0-3").ok());
+  for (const char* bad : {"", "  ", "cpus", "cpus=", "cpu=0", "cpus=0 cpus=0", "mem=1", "cpus=4096"}) {
+    auto r = ParseSlot(bad);
+    EXPECT_FALSE(r.ok()) << bad;
+  }
+  // A CPU outside this process's affinity is refused, naming the ones allowed.
+  auto r = ParseSlot("cpus=1000");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("not one this machine lets us use"), std::string::npos);
+}
+
+TEST(SlotsTest, AGrantIsTheUnionOfItsSlotsAndSaysSoInTheEnvironment) {
+  std::vector<Slot> all = {*ParseSlot("cpus=0"), *ParseSlot("cpus=0 gpus=2"), *ParseSlot("gpus=1")};
+  SlotGrant g = Grant(all, {2, 1});
+  EXPECT_EQ(g.slots, (std::vector<int>{1, 2}));
+  EXPECT_EQ(g.cpus, (std::vector<int>{0}));
+  EXPECT_EQ(g.gpus, (std::vector<int>{1, 2}));
+  auto env = GrantEnv(g);
+  EXPECT_EQ(env["RL_SLOTS"], "1-2");
+  EXPECT_EQ(env["RL_SLOT_CPUS"], "0");
+  EXPECT_EQ(env["RL_SLOT_THREADS"], "1");
+  EXPECT_EQ(env["CUDA_VISIBLE_DEVICES"], "1-2");
+  EXPECT_EQ(GrantEnv(Grant(all, {0})).count("CUDA_VISIBLE_DEVICES"), 0u);
+}
+
+std::string CpusAllowed(pid_t pid, const std::string& task = "") {
+  std::ifstream in("/proc/" + std::to_string(pid) + task + "/status");
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("Cpus_allowed_list:", 0) == 0) return line.substr(line.find_first_not_of(" \t", 18));
+  }
+  return "";
+}
+
+TEST(SlotsTest, ARoleStartsOnItsSlotsCpusAndAPinnedProcessMovesThere) {
+  std::vector<int> allowed = AllowedCpus();
+  ASSERT_FALSE(allowed.empty());
+  std::vector<int> last = {allowed.back()};
+  std::string log = ::testing::TempDir() + "/slots-role.log";
+  // The role reports its own affinity, as the kernel sees it, from inside the command.
+  auto pid = SpawnRole("grep Cpus_allowed_list /proc/self/status; sleep 5", {}, log, -1, last);
+  ASSERT_TRUE(pid.ok()) << pid.status().ToString();
+  for (int i = 0; i < 200 && CpusAllowed(*pid) != IdListText(last); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_EQ(CpusAllowed(*pid), IdListText(last));
+  EXPECT_TRUE(PinProcess(*pid, {allowed.front()}).ok());
+  EXPECT_EQ(CpusAllowed(*pid), std::to_string(allowed.front()));
+  StopProcess(*pid, 0);
+  std::ifstream in(log);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("Cpus_allowed_list:\t" + IdListText(last)), std::string::npos) << text;
+  EXPECT_FALSE(PinProcess(999999999, {0}).ok());
+}
+
+}  // namespace
+}  // namespace rl::health
