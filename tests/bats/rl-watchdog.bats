@@ -489,3 +489,93 @@ PY
   ! grep -qE '"event":"(cleared|recovered)"' "$TMP/mon" || false
   kill -CONT "$BPID"
 }
+
+# cpus_of PID: the CPUs the kernel lets PID run on (Cpus_allowed_list of /proc/PID/status).
+cpus_of() { awk '/^Cpus_allowed_list:/ {print $2}' "/proc/$1/status"; }
+
+@test "slots: each role runs on its slot's CPUs with RL_SLOT_* set, and a standby trainer takes the CPUs of the rollout it drains" {
+  first=$(cpus_of $$ | cut -d, -f1 | cut -d- -f1)
+  last=$(cpus_of $$ | tr ',-' '\n\n' | tail -1)
+  cat > "$TMP/p.toml" <<TOML
+[watchdog]
+heartbeat_interval = 0.2
+grace = 1
+standby = true
+slots = ["cpus=$first", "cpus=$last"]
+[role.rollout]
+command = "echo \$RL_SLOTS \$RL_SLOT_CPUS \$RL_SLOT_THREADS > $TMP/rollout-env; exec rl-watchdog beat --role rollout --phase generate"
+slots = 1
+[role.train]
+command = "rl-watchdog beat --role train --phase train --step-every 0.3"
+slots = 1
+TOML
+  start_watchdog
+  log="$TMP/run/events/watchdog-0.jsonl"
+  wait_for "$log" '"event":"ready".*"member":"train/0"' 20
+  wait_for "$log" '"event":"ready".*"member":"rollout/0"' 20
+  [ "$(cpus_of "$(pid_of rollout-0)")" = "$first" ]
+  [ "$(cpus_of "$(pid_of train-0)")" = "$last" ]
+  [ "$(cat "$TMP/rollout-env")" = "0 $first 1" ]
+  wait_for "$TMP/run/events/train-0.jsonl" '"event":"step"' 20
+  sleep 0.6  # a heartbeat tells the watchdog of the step: a failure in the first step escalates
+  kill -9 "$(pid_of train-0)"
+  wait_for "$log" '"event":"standby".*"member":"rollout/0"' 20
+  wait_for "$log" '"event":"standby-return"' 20
+  wait_for "$log" '"event":"ready".*"member":"rollout/0"' 20
+  [ "$(cpus_of "$(pid_of train-0)")" = "$first" ]
+  [ "$(cpus_of "$(pid_of rollout-0)")" = "$last" ]
+  [ "$(cat "$TMP/rollout-env")" = "1 $last 1" ]
+}
+
+@test "placement: the split moves one slot at a time through a ternary search, ends on the best split measured, and every process runs on its slot" {
+  # Stand-ins step at a constant pace, so every split measures the same: the search measures all
+  # three splits of a pool of four (1, 2 and 3 rollouts) and returns to the first of the equals.
+  first=$(cpus_of $$ | cut -d, -f1 | cut -d- -f1)
+  last=$(cpus_of $$ | tr ',-' '\n\n' | tail -1)
+  cat > "$TMP/p.toml" <<TOML
+[watchdog]
+heartbeat_interval = 0.2
+grace = 1
+slots = ["cpus=$first", "cpus=$last", "cpus=$first", "cpus=$last", "cpus=$first"]
+[placement]
+between = ["rollout", "reward"]
+settle = 0
+measure = 2
+[role.rollout]
+command = "rl-watchdog beat --role rollout --phase generate"
+count = 1
+slots = 1
+[role.reward]
+command = "rl-watchdog beat --role reward --phase score"
+count = 3
+slots = 1
+[role.train]
+command = "rl-watchdog beat --role train --phase train --step-every 0.1"
+slots = 1
+TOML
+  start_watchdog
+  log="$TMP/run/events/watchdog-0.jsonl"
+  wait_for "$log" '"event":"placement-found"' 60
+  [ "$(grep -c '"event":"placement-measure"' "$log")" -eq 3 ]
+  [ "$(grep -c '"event":"placement-move"' "$log")" -eq 4 ]
+  grep -q '"event":"placement-found".*"moves":4.*"split":1' "$log"
+  grep -q '"event":"placement-move".*"from":"reward/2".*"to":"rollout/1"' "$log"
+  # Each process of the final split runs on the CPUs of the slot state.json gives it.
+  sleep 0.5
+  python3 - "$TMP/run" <<'PY'
+import json, sys
+run = sys.argv[1]
+state = json.load(open(f"{run}/watchdog/state.json"))
+slots = state["placement"]["slots"]
+assert sorted(state["placement"]["parked"]) == ["rollout/1", "rollout/2"], state["placement"]
+assert sorted(k for k in slots if k.split("/")[0] in ("rollout", "reward")) == \
+    ["reward/0", "reward/1", "reward/2", "rollout/0"], slots
+toml = open(f"{run}/../p.toml").read()
+cpus = [s.split("=")[1] for s in toml.split("slots = [")[1].split("]")[0].replace('"', "").split(", ")]
+for key, idx in slots.items():
+    pid = open(f"{run}/watchdog/{key.replace('/', '-')}.pid").read().split()[0]
+    allowed = [l.split()[1] for l in open(f"/proc/{pid}/status") if l.startswith("Cpus_allowed_list:")][0]
+    assert allowed == cpus[idx[0]], (key, idx, allowed, cpus)
+print("ok")
+PY
+}
