@@ -503,7 +503,7 @@ grace = 1
 standby = true
 slots = ["cpus=$first", "cpus=$last"]
 [role.rollout]
-command = "echo \$RL_SLOTS \$RL_SLOT_CPUS \$RL_SLOT_THREADS > $TMP/rollout-env; exec rl-watchdog beat --role rollout --phase generate"
+command = "echo \$RL_SLOT_IDS \$RL_SLOT_CPUS \$RL_SLOT_THREADS > $TMP/rollout-env; exec rl-watchdog beat --role rollout --phase generate"
 slots = 1
 [role.train]
 command = "rl-watchdog beat --role train --phase train --step-every 0.3"

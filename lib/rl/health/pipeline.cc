@@ -64,6 +64,11 @@ Status PlacementKey(const CLI::ConfigItem& item, const std::string& where, Place
   if (k == "settle") return Number(item, where, &p->settle);
   if (k == "measure") return Number(item, where, &p->measure);
   if (k == "trainer") return Text(item, where, &p->trainer);
+  if (k == "search") {
+    RL_RETURN_IF_ERROR(Text(item, where, &p->search));
+    if (p->search == "ternary" || p->search == "sweep") return Status::OK();
+    return Status::Config(where + ": [placement] search must be ternary or sweep");
+  }
   return Status::Config(where + ": unknown key '" + k + "' in [placement]");
 }
 

@@ -48,6 +48,7 @@ struct PlacementSpec {
   int64_t settle = 2;    // trainer steps ignored after a move
   int64_t measure = 5;   // trainer steps measured per split
   std::string trainer = "train/0";  // whose step events time the steps (events/train-0.jsonl)
+  std::string search = "ternary";   // ternary | sweep (every split, in order: to check a search against)
 };
 
 struct PipelineSpec {

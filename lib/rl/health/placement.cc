@@ -8,13 +8,14 @@
 
 namespace rl::health {
 
-SplitSearch::SplitSearch(int lo, int hi) : lo_(std::max(1, lo)), hi_(std::max(std::max(1, lo), hi)) {}
+SplitSearch::SplitSearch(int lo, int hi, bool sweep)
+    : lo_(std::max(1, lo)), hi_(std::max(std::max(1, lo), hi)), sweep_(sweep) {}
 
 // The points of the current round: two interior probes while more than three points are left,
 // then every point left.
 std::optional<int> SplitSearch::Pending() const {
   if (finished_) return std::nullopt;
-  if (hi_ - lo_ >= 3) {
+  if (hi_ - lo_ >= 3 && !sweep_) {
     int third = (hi_ - lo_) / 3;
     for (int x : {lo_ + third, hi_ - third}) {
       if (measured_.count(x) == 0) return x;
@@ -35,7 +36,7 @@ std::optional<int> SplitSearch::Next(int at) const {
     if (measured_.count(x) != 0) return;
     if (!best || std::abs(x - at) < std::abs(*best - at)) best = x;
   };
-  if (hi_ - lo_ >= 3) {
+  if (hi_ - lo_ >= 3 && !sweep_) {
     int third = (hi_ - lo_) / 3;
     consider(lo_ + third);
     consider(hi_ - third);
@@ -54,7 +55,7 @@ void SplitSearch::Record(int x, double seconds) {
 // function. f(m1) < f(m2): the minimum is left of m2. f(m1) > f(m2): right of m1. Equal: between
 // them (both sides of a plateau may hold it).
 void SplitSearch::Narrow() {
-  if (hi_ - lo_ < 3) {
+  if (hi_ - lo_ < 3 || sweep_) {
     finished_ = true;
     return;
   }

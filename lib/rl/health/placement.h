@@ -24,8 +24,9 @@ namespace rl::health {
 
 class SplitSearch {
  public:
-  // A search over x in [lo, hi] (lo >= 1, hi >= lo).
-  SplitSearch(int lo, int hi);
+  // A search over x in [lo, hi] (lo >= 1, hi >= lo). sweep: measure every split instead, nearest
+  // first (what a ternary search is checked against).
+  SplitSearch(int lo, int hi, bool sweep = false);
 
   // The split to measure next, given that the pool stands at `at` now; nullopt when done.
   std::optional<int> Next(int at) const;
@@ -42,6 +43,7 @@ class SplitSearch {
   void Narrow();
 
   int lo_, hi_;
+  bool sweep_;
   bool finished_ = false;
   std::map<int, double> measured_;
 };

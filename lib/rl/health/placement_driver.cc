@@ -64,7 +64,7 @@ void PlacementDriver::Pump(std::vector<Instance>* instances) {
   int x = Split(*instances);
   if (!search_) {
     if (searches_ > 0 && (p_.placement.every == 0 || steps_ < next_search_step_)) return;
-    search_ = std::make_unique<SplitSearch>(1, pool_ - 1);
+    search_ = std::make_unique<SplitSearch>(1, pool_ - 1, p_.placement.search == "sweep");
     search_moves_ = 0;
     ++searches_;
     window_.clear();

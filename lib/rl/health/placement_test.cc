@@ -51,6 +51,20 @@ TEST(SplitSearchTest, MeasuresFewerSplitsThanASweep) {
   EXPECT_LT(measured, 39 / 2);
 }
 
+TEST(SplitSearchTest, ASweepMeasuresEverySplitOnceWalkingToTheNearest) {
+  SplitSearch s(1, 9, /*sweep=*/true);
+  int x = 5, moves = 0, measured = 0;
+  while (auto n = s.Next(x)) {
+    moves += std::abs(*n - x);
+    x = *n;
+    s.Record(x, std::abs(x - 7) + 1.0);
+    ++measured;
+  }
+  EXPECT_EQ(measured, 9);
+  EXPECT_EQ(s.best(), 7);
+  EXPECT_LE(moves, 12);  // 5 -> 4 ... 1 (nearest first), then 6 ... 9
+}
+
 TEST(SplitSearchTest, APlateauKeepsItsMinimum) {
   // Flat between 4 and 8: any of those is a right answer; the search must not leave the plateau.
   auto f = [](int x) { return x < 4 ? 20.0 - x : (x > 8 ? 10.0 + x : 16.0); };

@@ -116,7 +116,7 @@ SlotGrant Grant(const std::vector<Slot>& all, const std::vector<int>& slots) {
 
 std::map<std::string, std::string> GrantEnv(const SlotGrant& g) {
   std::map<std::string, std::string> env;
-  env["RL_SLOTS"] = IdListText(g.slots);
+  env["RL_SLOT_IDS"] = IdListText(g.slots);
   env["RL_SLOT_CPUS"] = IdListText(g.cpus);
   size_t threads = g.cpus.empty() ? AllowedCpus().size() : g.cpus.size();
   env["RL_SLOT_THREADS"] = std::to_string(std::max<size_t>(1, threads));

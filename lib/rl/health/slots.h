@@ -7,7 +7,7 @@
 //
 // A process started in slots runs with its CPU affinity set to the union of their CPUs before it
 // executes anything (so every thread it makes inherits it), CUDA_VISIBLE_DEVICES set to their
-// GPUs, and RL_SLOTS, RL_SLOT_CPUS and RL_SLOT_THREADS in its environment, so a command can say
+// GPUs, and RL_SLOT_IDS, RL_SLOT_CPUS and RL_SLOT_THREADS in its environment, so a command can say
 // `--threads $RL_SLOT_THREADS`. Slots may name the same CPU twice: they then share it, which is
 // how a pipeline tries more splits than the machine has cores.
 // Thread safety: values and reentrant functions.
@@ -43,7 +43,7 @@ struct SlotGrant {
   std::vector<int> cpus, gpus;
 };
 SlotGrant Grant(const std::vector<Slot>& all, const std::vector<int>& slots);
-// The environment of a grant: RL_SLOTS ("2,3"), RL_SLOT_CPUS ("0-1", empty: any),
+// The environment of a grant: RL_SLOT_IDS ("2,3"), RL_SLOT_CPUS ("0-1", empty: any),
 // RL_SLOT_THREADS (its CPU count, or this machine's when it names none) and, when it has GPUs,
 // CUDA_VISIBLE_DEVICES.
 std::map<std::string, std::string> GrantEnv(const SlotGrant& g);

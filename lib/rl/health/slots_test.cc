@@ -46,7 +46,7 @@ TEST(SlotsTest, AGrantIsTheUnionOfItsSlotsAndSaysSoInTheEnvironment) {
   EXPECT_EQ(g.cpus, (std::vector<int>{0}));
   EXPECT_EQ(g.gpus, (std::vector<int>{1, 2}));
   auto env = GrantEnv(g);
-  EXPECT_EQ(env["RL_SLOTS"], "1-2");
+  EXPECT_EQ(env["RL_SLOT_IDS"], "1-2");
   EXPECT_EQ(env["RL_SLOT_CPUS"], "0");
   EXPECT_EQ(env["RL_SLOT_THREADS"], "1");
   EXPECT_EQ(env["CUDA_VISIBLE_DEVICES"], "1-2");
