@@ -70,8 +70,14 @@ Result<Message> Decode(std::vector<std::string>&& frames, bool reply) {
 }  // namespace
 
 std::string OpName(uint8_t op) {
-  static const char* names[] = {"", "ping", "put", "get", "ack", "nack", "stat", "meta_get", "meta_set", "declare"};
-  if (op >= 1 && op <= kMaxOp) return names[op];
+  static const char* queue[] = {"", "ping", "put", "get", "ack", "nack", "stat", "meta_get", "meta_set", "declare",
+                                "retire"};
+  static const char* weights[] = {"info", "open", "close", "send"};
+  if (op >= 1 && op <= 10) return queue[op];
+  if (op == 32) return "heartbeat";
+  if (op == 33) return "probe";
+  if (op >= 64 && op <= 67) return weights[op - 64];
+  if (op == 96) return "call";
   return "op" + std::to_string(op);
 }
 

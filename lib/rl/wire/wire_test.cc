@@ -120,3 +120,22 @@ TEST(JsonValueTest, BadJsonValuesAreDataErrors) {
 
 }  // namespace
 }  // namespace rl
+
+namespace rl {
+namespace {
+
+TEST(EnvelopeTest, EveryProtocolsOpsHaveNames) {
+  EXPECT_EQ(OpName(1), "ping");
+  EXPECT_EQ(OpName(10), "retire");
+  EXPECT_EQ(OpName(32), "heartbeat");
+  EXPECT_EQ(OpName(33), "probe");
+  EXPECT_EQ(OpName(64), "info");
+  EXPECT_EQ(OpName(67), "send");
+  EXPECT_EQ(OpName(96), "call");
+  EXPECT_EQ(OpName(0), "op0");
+  EXPECT_EQ(OpName(11), "op11");
+  EXPECT_EQ(OpName(255), "op255");
+}
+
+}  // namespace
+}  // namespace rl
