@@ -6,12 +6,13 @@
 namespace rl {
 void AppendEnvOptions(std::vector<OptionSpec>* table) {
   AddTools(table, "--log-level", {"rl-env"});
-  // --bind's variable is RL_QUEUE_BIND, shared with rl-queue serve (man rl-env: ENVIRONMENT).
-  for (const char* flag : {"--bind", "--run-dir", "--id", "--heartbeat", "--heartbeat-interval"}) {
+  for (const char* flag : {"--run-dir", "--id", "--heartbeat", "--heartbeat-interval"}) {
     AddTools(table, flag, {"rl-env serve"});
   }
   const std::string serve = "rl-env serve", call = "rl-env call";
   table->insert(table->end(), {
+      // An entry of its own: one environment file may configure rl-queue and rl-env together.
+      {"--bind", "RL_ENV_BIND", "endpoint serve listens on, e.g. tcp://127.0.0.1:5570", {serve}},
       {"--cpu-s", "RL_ENV_CPU_S",
        "RLIMIT_CPU of each tool process over its life, a backstop for spinning outside calls (0: none)", {serve}},
       {"--endpoint", "RL_ENV_ENDPOINT", "rl-env endpoint to call, e.g. tcp://127.0.0.1:5570", {call}},

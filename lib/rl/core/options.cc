@@ -8,9 +8,14 @@
 
 namespace rl {
 
-const OptionSpec* FindOption(const std::string& flag) {
+const OptionSpec* FindOption(const std::string& flag, const std::string& who) {
+  const std::string tool = who.substr(0, who.find(' '));
   for (const auto& spec : OptionTable()) {
-    if (spec.flag == flag) return &spec;
+    if (spec.flag != flag) continue;
+    if (who.empty()) return &spec;
+    for (const auto& t : spec.tools) {
+      if (t == who || t == tool) return &spec;
+    }
   }
   return nullptr;
 }
@@ -32,13 +37,9 @@ CLI::App* CommandLine::Sub(const std::string& name, const std::string& descripti
 }
 
 const OptionSpec& CommandLine::Spec(CLI::App* sub, const std::string& flag) const {
-  const OptionSpec* spec = FindOption(flag);
   std::string who = sub ? tool_ + " " + sub->get_name() : tool_;
-  bool listed = false;
-  if (spec) {
-    for (const auto& t : spec->tools) listed = listed || t == who || t == tool_;
-  }
-  if (!listed) {
+  const OptionSpec* spec = FindOption(flag, who);
+  if (spec == nullptr) {
     std::fprintf(stderr, "%s: option %s is not declared for '%s' in option_table.cc\n", tool_.c_str(),
                  flag.c_str(), who.c_str());
     std::abort();

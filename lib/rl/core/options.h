@@ -1,8 +1,10 @@
 // The option registry: every command-line option of every tool is declared once, in
 // option_table.cc (flag, environment variable, help, which tools take it). Tools bind options by
 // flag through CommandLine, which fills the help text (with the env var) from the table, so the
-// same flag means the same thing everywhere. Precedence: command line > RL_* environment >
-// --config file.toml > default. A test checks that no two entries share a flag or a variable.
+// same flag means the same thing everywhere, except that one flag may have separate entries for
+// separate tools when their variables must differ (rl-env's --bind is RL_ENV_BIND, rl-queue's
+// RL_QUEUE_BIND). Precedence: command line > RL_* environment > --config file.toml > default. A
+// test checks that no two entries share a variable or a flag for one tool.
 // Thread safety: use from the main thread before starting others.
 #pragma once
 
@@ -28,8 +30,9 @@ const std::vector<OptionSpec>& OptionTable();
 // already declares with the same meaning. A flag not declared yet is left alone (the options test
 // then finds the tool binding an undeclared flag).
 void AddTools(std::vector<OptionSpec>* table, const std::string& flag, const std::vector<std::string>& tools);
-// nullptr when the flag is not declared.
-const OptionSpec* FindOption(const std::string& flag);
+// The entry of `flag` for `who` ("rl-env serve" or "rl-env"; empty: the first entry of the flag),
+// or nullptr when there is none.
+const OptionSpec* FindOption(const std::string& flag, const std::string& who = "");
 
 class CommandLine {
  public:

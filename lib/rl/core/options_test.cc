@@ -9,16 +9,25 @@
 namespace rl {
 namespace {
 
-TEST(OptionTableTest, NoTwoOptionsShareAFlagOrAnEnvironmentVariable) {
+TEST(OptionTableTest, NoTwoOptionsShareAFlagForOneToolOrAnEnvironmentVariable) {
   std::set<std::string> flags, envs;
   for (const auto& spec : OptionTable()) {
-    EXPECT_TRUE(flags.insert(spec.flag).second) << "duplicate flag " << spec.flag;
+    for (const auto& tool : spec.tools) {
+      EXPECT_TRUE(flags.insert(spec.flag + " " + tool).second) << "duplicate flag " << spec.flag << " for " << tool;
+    }
     if (!spec.env.empty()) EXPECT_TRUE(envs.insert(spec.env).second) << "duplicate env " << spec.env;
     EXPECT_EQ(spec.flag.rfind("--", 0), 0u) << spec.flag;
     EXPECT_FALSE(spec.help.empty()) << spec.flag;
     EXPECT_FALSE(spec.tools.empty()) << spec.flag;
     if (!spec.env.empty()) EXPECT_EQ(spec.env.rfind("RL_", 0), 0u) << spec.env;
   }
+}
+
+TEST(OptionTableTest, AFlagWithEntriesPerToolReadsEachToolsOwnVariable) {
+  EXPECT_EQ(FindOption("--bind", "rl-queue serve")->env, "RL_QUEUE_BIND");
+  EXPECT_EQ(FindOption("--bind", "rl-env serve")->env, "RL_ENV_BIND");
+  EXPECT_EQ(FindOption("--bind", "rl-nothing"), nullptr);
+  EXPECT_NE(FindOption("--bind"), nullptr);
 }
 
 struct Parsed {
