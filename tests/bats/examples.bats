@@ -126,3 +126,11 @@ man_examples() {
   [[ "$output" == *"acknowledged samples lost: 0  duplicates reaching the trainer: 0"* ]]
   [[ "$output" =~ "queue SIGKILL: the trainer's next step after "[0-9.]+" s at p50" ]]
 }
+
+@test "examples/pipelines/yatt-placement.sh in short form: a sweep, a ternary search from the worst split, the placement line" {
+  run bash "$RL_SOURCE_DIR/examples/pipelines/yatt-placement.sh" --short
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"split (rollouts/reward)   sweep s/step"* ]]
+  printf '%s\n' "$output" | tail -n 1 | grep -qE '^placement: found [0-9]+/[0-9]+ within [0-9]+\.[0-9]% of best [0-9]+/[0-9]+ in [0-9]+ moves \(a sweep: [0-9]+\)$'
+}
