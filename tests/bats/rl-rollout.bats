@@ -92,6 +92,11 @@ man_examples() {
   run rl-rollout run --weights "$MODEL" --ranks 2 --rendezvous 127.0.0.1:1 --adaptive-profile "$TMP/bad.json"
   [ "$status" -eq 65 ]
   [ "${#lines[@]}" -eq 1 ]
+  for bad in "--check-every 0" "--switch-margin -0.1" "--switch-margin x"; do
+    run rl-rollout run --weights "$MODEL" --ranks 2 --rendezvous 127.0.0.1:1 $bad
+    [ "$status" -eq 64 ]
+    [ "${#lines[@]}" -eq 1 ]
+  done
 }
 
 @test "generate answers each prompt line with the response, its ids and log-probabilities" {

@@ -6,6 +6,7 @@
 
 #include <ATen/ATen.h>
 
+#include "rl/dist/group_generate.h"
 #include "rl/dist/test_ranks.h"
 #include "rl/model/test_util.h"
 
@@ -145,6 +146,40 @@ TEST(AdaptiveGenerateTest, ThePredictorDecidesWhetherToSwitch) {
   o.predictor = &costly;  // faster, but the switch costs more than it saves
   results = RunStage(f, o);
   EXPECT_TRUE(results[0].switches.empty());
+}
+
+// A rollout group decides with its leader's check interval and margin, whatever its followers
+// were started with: ranks that checked at different rounds would call different collectives.
+TEST(AdaptiveGenerateTest, ARolloutGroupChecksAndSwitchesByItsLeadersSettings) {
+  const Fixture f = MakeFixture(Architecture::kQwen2);
+  const LatencyModel fast = Profile(1.8, 0.001);
+  Status follower = Status::Internal("not run");
+  RunRanks(2, [&](Group& g) {
+    GroupGenerateOptions opts;
+    opts.predictor = &fast;
+    if (g.rank() == 1) {
+      opts.check_every = 5;  // its own would be these
+      opts.margin = 0;
+      auto seed_model = Transformer::Create(f.config, 99);
+      ASSERT_TRUE(seed_model.ok());
+      follower = RunGroupFollower(g, *seed_model, opts);
+      return;
+    }
+    opts.check_every = 2;
+    for (double margin : {100.0, 0.0}) {  // never worth it; then worth it
+      opts.margin = margin;
+      GroupLeader leader(&g, opts);
+      model::GenerateOptions go = f.gen;
+      go.slots = 6;  // three per replica, as in the fixture
+      auto got = leader.Generate(*f.whole, 1, f.work.prompts, go, nullptr);
+      ASSERT_TRUE(got.ok()) << got.status().ToString();
+      for (size_t i = 0; i < f.expected.size(); ++i) {
+        EXPECT_EQ((*got)[i].response_ids, f.expected[i].response_ids) << "margin " << margin << " prompt " << i;
+      }
+    }
+    GroupLeader(&g, opts).Stop();
+  });
+  EXPECT_TRUE(follower.ok()) << follower.ToString();
 }
 
 TEST(AdaptiveGenerateTest, BadOptionsAreRefused) {

@@ -76,6 +76,7 @@ Result<Run> RunStage(Group& group, const model::Transformer& whole, const Worklo
   a.adaptive = adaptive;
   a.start_tp = start_tp;
   a.check_every = o.check_every;
+  a.margin = o.margin;
   a.predictor = &predictor;
   RL_RETURN_IF_ERROR(group.Barrier());
   const auto t = Clock::now();
@@ -261,6 +262,7 @@ profile::Subcommand AddAdaptiveProfile(CommandLine& cl) {
   cl.Bind(app, "--short-tokens", &o->short_tokens)->check(CLI::Range(int64_t{1}, int64_t{1} << 16));
   cl.Bind(app, "--tail", &o->tail)->check(CLI::Range(0.001, 1.0));
   cl.Bind(app, "--check-every", &o->check_every)->check(CLI::Range(1, 1 << 16));
+  cl.Bind(app, "--switch-margin", &o->margin)->check(CLI::Range(0.0, 10.0));
   cl.Bind(app, "--steps", &o->steps)->check(CLI::Range(1, 1000));
   cl.Bind(app, "--threads", &o->threads)->check(CLI::Range(1, 256));
   cl.Bind(app, "--seed", &o->seed);

@@ -30,6 +30,7 @@ struct AdaptiveProfileOptions {
   int64_t short_tokens = 16;     // the typical short response
   double tail = 0.1;             // fraction of long responses in the long-tail workload
   int check_every = 4;
+  double margin = 0.05;  // AdaptiveOptions::margin
   int steps = 4;                 // decode steps timed per profile point
   int threads = 1;               // libtorch threads per rank
   uint64_t seed = 1;

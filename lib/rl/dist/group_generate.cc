@@ -3,6 +3,8 @@
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "rl/dist/adaptive_generate.h"
@@ -27,6 +29,8 @@ enum Field : int64_t {
   kEach,        // 1: per-prompt budgets follow
   kTopK,
   kDType,       // the leader's model dtype (model::DType)
+  kCheckEvery,  // the leader's adaptive check interval and margin (in millionths): every rank
+  kMarginPpm,   // must decide alike
   kFields
 };
 constexpr int64_t kStop = 0, kGenerate = 1;
@@ -79,6 +83,7 @@ Result<std::vector<model::Generation>> RunOnGroup(Group& group, const model::Tra
   a.start_tp = a.adaptive ? 1 : group.size();
   a.predictor = options.predictor;
   a.check_every = options.check_every;
+  a.margin = options.margin;
   // The leader's slots are the group's: each of the N replicas (or the N ranks' one) takes a share.
   a.generate.slots = std::max<int64_t>(1, go.slots / group.size());
   RL_ASSIGN_OR_RETURN(AdaptiveResult r, AdaptiveGenerate(group, model, prompts, a));
@@ -113,6 +118,8 @@ Result<std::vector<model::Generation>> GroupLeader::Generate(const model::Transf
     h[kEach] = go.max_new_tokens_each.empty() ? 0 : 1;
     h[kTopK] = go.sampling.top_k;
     h[kDType] = static_cast<int64_t>(model.dtype());
+    h[kCheckEvery] = options_.check_every;
+    h[kMarginPpm] = std::llround(options_.margin * 1e6);
     r.sampling[0] = go.sampling.temperature;
     r.sampling[1] = go.sampling.top_p;
     r.lengths = at::tensor(lengths, at::kLong);
@@ -149,7 +156,8 @@ Status RunGroupFollower(Group& group, model::Transformer whole, const GroupGener
     const int64_t* h = r.header.data_ptr<int64_t>();
     if (h[kKind] == kStop) return Status::OK();
     if (h[kKind] != kGenerate || h[kPrompts] < 0 || h[kTokens] < 0 || h[kStops] < 0 ||
-        h[kDType] < static_cast<int64_t>(model::DType::kF32) || h[kDType] > static_cast<int64_t>(model::DType::kF16)) {
+        h[kDType] < static_cast<int64_t>(model::DType::kF32) || h[kDType] > static_cast<int64_t>(model::DType::kF16) ||
+        h[kCheckEvery] < 1 || h[kMarginPpm] < 0) {
       return Status::Protocol("rollout group: a request the follower cannot read");
     }
     RL_RETURN_IF_ERROR(ExchangeBody(group, &r));
@@ -183,7 +191,10 @@ Status RunGroupFollower(Group& group, model::Transformer whole, const GroupGener
       prompts.emplace_back(tok + at, tok + at + len[i]);
       at += len[i];
     }
-    RL_ASSIGN_OR_RETURN(auto out, RunOnGroup(group, whole, prompts, go, options));
+    GroupGenerateOptions leaders = options;
+    leaders.check_every = static_cast<int>(std::min<int64_t>(h[kCheckEvery], 1 << 16));
+    leaders.margin = static_cast<double>(h[kMarginPpm]) / 1e6;
+    RL_ASSIGN_OR_RETURN(auto out, RunOnGroup(group, whole, prompts, go, leaders));
     (void)out;  // the leader writes the responses
   }
 }

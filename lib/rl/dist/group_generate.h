@@ -27,7 +27,9 @@ namespace rl::dist {
 
 struct GroupGenerateOptions {
   const LatencyModel* predictor = nullptr;  // adaptive when set, else static degree N
-  int check_every = 8;
+  // The leader's are the group's: they travel in each request, so followers need not be given them.
+  int check_every = 8;     // rounds between the coordinator's switch checks
+  double margin = 0.05;    // switch only when it is predicted this fraction faster
   int64_t idle_timeout_ms = 24LL * 3600 * 1000;  // a follower waiting for the next request
 };
 

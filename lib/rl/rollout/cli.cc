@@ -96,6 +96,8 @@ struct GroupFlags {
     cl.Bind(sub, "--rank", &rank)->check(CLI::Range(0, 63));
     cl.Bind(sub, "--rendezvous", &rendezvous);
     cl.Bind(sub, "--adaptive-profile", &profile_path);
+    cl.Bind(sub, "--check-every", &options.check_every)->check(CLI::Range(1, 1 << 16));
+    cl.Bind(sub, "--switch-margin", &options.margin)->check(CLI::Range(0.0, 10.0));
   }
   bool enabled() const { return size > 1; }
   Status Check(bool tools) {
