@@ -52,6 +52,7 @@ Status RoleKey(const CLI::ConfigItem& item, const std::string& where, RoleSpec* 
   if (k == "stall") return Number(item, where, &r->stall_s);
   if (k == "ready_timeout") return Number(item, where, &r->ready_s);
   if (k == "spares") return Number(item, where, &r->spares);
+  if (k == "group") return Bool(item, where, &r->group);
   if (k == "finish") {
     *finish_set = true;
     return Bool(item, where, &r->finish);
@@ -76,6 +77,9 @@ Status Check(const PipelineSpec& p, const std::string& where) {
     if (r.command.empty()) return Status::Config(where + ": [role." + r.name + "] has no command");
     if (r.count < 0 || r.count > 1000) return Status::Config(where + ": [role." + r.name + "] count out of range");
     if (r.spares < 0 || r.spares > 16) return Status::Config(where + ": [role." + r.name + "] spares out of range (0 to 16)");
+    if (r.group && r.spares > 0) {
+      return Status::Config(where + ": [role." + r.name + "] is a group: spares cannot stand in for one of its ranks");
+    }
   }
   return Status::OK();
 }

@@ -68,5 +68,17 @@ TEST(PipelineTest, TwoTablesOfOneKindAreAConfigError) {
                             "p.toml").ok());
 }
 
+TEST(PipelineTest, AGroupRoleIsReadAndTakesNoSpares) {
+  auto p = ParsePipeline("[role.train]\ncommand = \"t\"\ncount = 2\ngroup = true\n", "p.toml");
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_TRUE(p->roles[0].group);
+  EXPECT_EQ(p->roles[0].count, 2);
+  EXPECT_FALSE(ParsePipeline("[role.train]\ncommand = \"t\"\n", "p.toml")->roles[0].group);
+  EXPECT_EQ(ParsePipeline("[role.train]\ncommand = \"t\"\ngroup = yes\n", "p.toml").status().message(),
+            "p.toml: group wants true or false");
+  EXPECT_EQ(ParsePipeline("[role.train]\ncommand = \"t\"\ngroup = true\nspares = 1\n", "p.toml").status().message(),
+            "p.toml: [role.train] is a group: spares cannot stand in for one of its ranks");
+}
+
 }  // namespace
 }  // namespace rl::health

@@ -44,6 +44,7 @@ class Supervisor {
   std::optional<int> CheckProcesses();
   std::optional<int> OnFailure(Instance* inst, const std::string& reason, double fault_ts);
   Status RestartRole(Instance* inst);
+  Status RestartGroup(Instance* failed);
   void LendSlotTo(Instance* trainer);
   void ReturnLentSlots();
   void KeepSpares();
@@ -419,6 +420,7 @@ void Supervisor::KeepSpares() {
 }
 
 Status Supervisor::RestartRole(Instance* inst) {
+  if (inst->spec->group) return RestartGroup(inst);
   pid_t old = inst->pid;
   if (old != 0) StopProcess(old, 0);  // it failed: no grace
   watcher_->membership().Forget(inst->key, old);
@@ -432,6 +434,32 @@ Status Supervisor::RestartRole(Instance* inst) {
   f["spare"] = from_spare;
   events_->Emit("restart", f);
   spdlog::info("restarted {} (pid {} -> {})", inst->key, old, inst->pid);
+  state_changed_ = true;
+  return Status::OK();
+}
+
+// A rank of a group role failed: the others would wait on it (or fail their next collective), so
+// every instance of the role stops at once and starts again under the next RL_GROUP_EPOCH.
+Status Supervisor::RestartGroup(Instance* failed) {
+  std::vector<StopOrder> orders;
+  for (auto& i : instances_) {
+    if (i.spec == failed->spec && i.pid != 0) orders.push_back({i.pid, 0});
+  }
+  StopProcesses(orders);
+  for (auto& i : instances_) {
+    if (i.spec != failed->spec) continue;
+    pid_t old = i.pid;
+    watcher_->membership().Forget(i.key, old);
+    if (old != 0 && i.child) (void)ReapChild(old);
+    ++i.restarts;
+    RL_RETURN_IF_ERROR(SpawnInstance(o_.pipeline, watcher_->endpoint(), o_.run_dir, &i));
+    nlohmann::json f = Fields(i);
+    f["old_pid"] = old;
+    f["group"] = true;
+    f["failed"] = i.key == failed->key;
+    events_->Emit("restart", f);
+    spdlog::info("restarted {} with its group (pid {} -> {}, epoch {})", i.key, old, i.pid, i.restarts);
+  }
   state_changed_ = true;
   return Status::OK();
 }

@@ -1,5 +1,6 @@
 #include "rl/train/grpo_loop.h"
 
+#include <ATen/ATen.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -12,10 +13,12 @@
 
 #include "rl/core/event_log.h"
 #include "rl/core/fs.h"
+#include "rl/dist/group.h"
 #include "rl/health/progress.h"
 #include "rl/model/hf_dir.h"
 #include "rl/model/model_file.h"
 #include "rl/train/checkpoint.h"
+#include "rl/train/data_parallel.h"
 #include "rl/train/evaluate.h"
 #include "rl/train/feeder.h"
 #include "rl/train/weight_publisher.h"
@@ -53,6 +56,14 @@ class GrpoLoop {
 
  private:
   Status Start();
+  Status JoinGroup();
+  Status AgreeOnStart(const std::optional<Checkpoint>& ckpt);
+  Result<bool> AnyRankStopped();
+  Status CollectRanks(std::vector<uint64_t>* consumed, int64_t* samples);
+  Status GiveBack(const std::vector<Group>& groups, const char* why);
+  void TrainPending(std::vector<Group>* pending);
+  bool lead() const { return o_.rank == 0; }
+  std::string Holder() const { return "train/" + o_.id; }
   Status StartFrom(Checkpoint c);
   Status StartFresh();
   Status SkipServedVersions();
@@ -95,6 +106,9 @@ class GrpoLoop {
   int64_t accuracy_step_ = -1;  // the step last_accuracy_ was measured at
   bool warned_gap_ = false;     // the logprob-gap warning is given once per process
   std::chrono::steady_clock::time_point started_;
+  std::optional<dist::Group> group_;  // data-parallel ranks (world > 1)
+  bool group_stopped_ = false;        // a rank was asked to stop: every rank stops after the round
+  Status train_status_;               // of the last TrainPending
 };
 
 Status GrpoLoop::Start() {
@@ -108,11 +122,18 @@ Status GrpoLoop::Start() {
   }
   RL_RETURN_IF_ERROR(MakeDirs(o_.checkpoint_dir));
   if (!o_.run_dir.empty()) RL_RETURN_IF_ERROR(events_.Open(o_.run_dir, "train", o_.id));
+  if (o_.world > 1) RL_RETURN_IF_ERROR(JoinGroup());
   RL_ASSIGN_OR_RETURN(model::PromptEncoder encoder, model::OpenPromptEncoder(o_.prompt));
   encoder_ = std::make_shared<const model::PromptEncoder>(std::move(encoder));
   o_.grpo.pad_id = encoder_->dir().pad_id;
-  RL_ASSIGN_OR_RETURN(std::unique_ptr<PromptSource> source, PromptSource::Open(o_.prompts, o_.prompt.dataset, encoder_));
-  feeder_ = std::make_unique<Feeder>(ClientFor(o_, "rl-train-feeder:" + o_.id), std::move(source), o_.group_size);
+  if (lead()) {  // the other ranks of a group neither feed, evaluate nor publish
+    RL_ASSIGN_OR_RETURN(std::unique_ptr<PromptSource> source,
+                        PromptSource::Open(o_.prompts, o_.prompt.dataset, encoder_));
+    feeder_ = std::make_unique<Feeder>(ClientFor(o_, "rl-train-feeder:" + o_.id), std::move(source), o_.group_size);
+  } else {
+    o_.eval_data.clear();
+    o_.publish.bind.clear();
+  }
   if (!o_.eval_data.empty()) {
     RL_ASSIGN_OR_RETURN(verifier_, reward::MakeVerifier(o_.verifier, 1e-6));
     RL_ASSIGN_OR_RETURN(held_out_, LoadEvalSet(o_.eval_data, o_.prompt.dataset, *encoder_, static_cast<size_t>(o_.eval_size)));
@@ -128,19 +149,33 @@ Status GrpoLoop::Start() {
     };
     RL_ASSIGN_OR_RETURN(publisher_, WeightPublisher::Start(po, &events_));
   }
+  if (group_) RL_RETURN_IF_ERROR(AgreeOnStart(ckpt));
   RL_RETURN_IF_ERROR(ckpt ? StartFrom(std::move(*ckpt)) : StartFresh());
   // Rows a dead trainer had leased and not trained on (its checkpoint's rows are acked by now).
-  RL_RETURN_IF_ERROR(queue::ReleaseEarlierLeases(client_, kTrainTask, "train/" + o_.id, &events_));
-  RL_RETURN_IF_ERROR(SkipServedVersions());
+  RL_RETURN_IF_ERROR(queue::ReleaseEarlierLeases(client_, kTrainTask, Holder(), &events_));
+  if (lead()) RL_RETURN_IF_ERROR(SkipServedVersions());
+  if (group_) {
+    RL_RETURN_IF_ERROR(trainer_->SetGroup(&*group_));
+    // Every rank takes rank 0's version (SkipServedVersions may have moved it) and its weights.
+    at::Tensor v = at::full({1}, static_cast<int64_t>(version_), at::kLong);
+    RL_RETURN_IF_ERROR(group_->Broadcast(v, 0));
+    version_ = static_cast<uint64_t>(v.item<int64_t>());
+    for (auto& [name, p] : trainer_->policy().NamedParameters()) {
+      at::Tensor t = p.detach();
+      RL_RETURN_IF_ERROR(group_->Broadcast(t, 0));
+    }
+  }
   if (publisher_) {
     RL_ASSIGN_OR_RETURN(model::Transformer first, trainer_->policy().Clone());
     publisher_->Offer(version_, std::move(first));
   }
-  writer_client_ = std::make_unique<queue::QueueClient>(ClientFor(o_, ""));
-  writer_ = std::make_unique<CheckpointWriter>(o_.checkpoint_dir, o_.keep,
-                                               [this](const Checkpoint& c, const Status& s) { OnWritten(c, s); });
-  RL_RETURN_IF_ERROR(client_.MetaSet({kStepKey, std::to_string(step_), std::nullopt}));
-  RL_RETURN_IF_ERROR(client_.MetaSet({kVersionKey, std::to_string(version_), std::nullopt}));
+  if (lead()) {
+    writer_client_ = std::make_unique<queue::QueueClient>(ClientFor(o_, ""));
+    writer_ = std::make_unique<CheckpointWriter>(o_.checkpoint_dir, o_.keep,
+                                                 [this](const Checkpoint& c, const Status& s) { OnWritten(c, s); });
+    RL_RETURN_IF_ERROR(client_.MetaSet({kStepKey, std::to_string(step_), std::nullopt}));
+    RL_RETURN_IF_ERROR(client_.MetaSet({kVersionKey, std::to_string(version_), std::nullopt}));
+  }
   // A resumed trainer takes the accuracy its checkpoint holds (measured at accuracy_step_, on a
   // held-out set of the same size): evaluating again would hold up the restart (about 0.1 s of
   // the ~0.3 s a spare trainer needs to resume). It says which step measured it.
@@ -189,9 +224,10 @@ Status GrpoLoop::StartFrom(Checkpoint c) {
   RL_RETURN_IF_ERROR(trainer_->optimizer().LoadState(c.adam, c.adam_steps));
   if (critic_resumed) RL_RETURN_IF_ERROR(trainer_->critic_optimizer()->LoadState(c.critic_adam, c.critic_adam_steps));
   // The checkpoint holds the update these rows made: consume them if the last run could not.
-  if (!c.consumed.empty()) RL_RETURN_IF_ERROR(client_.Ack(kTrainTask, 0, c.consumed).status());
+  if (!c.consumed.empty() && lead()) RL_RETURN_IF_ERROR(client_.Ack(kTrainTask, 0, c.consumed).status());
   events_.SetStep(step_);
-  events_.Emit("resume", {{"version", version_}, {"acked", c.consumed.size()}});
+  events_.Emit("resume", {{"version", version_}, {"acked", lead() ? c.consumed.size() : 0}});
+  if (!lead()) return Status::OK();
   std::string weights = WeightsPath(o_.checkpoint_dir, version_);
   return model::SaveModelFile(weights, trainer_->policy(), version_);
 }
@@ -215,7 +251,9 @@ Status GrpoLoop::StartFresh() {
   RL_RETURN_IF_ERROR(model::CheckVocabulary(loaded->model, encoder_->dir(), "the starting weights " + path));
   step_ = 0;
   version_ = 0;
-  if (!o_.weights.empty()) RL_RETURN_IF_ERROR(model::SaveModelFile(WeightsPath(o_.checkpoint_dir, 0), loaded->model, 0));
+  if (!o_.weights.empty() && lead()) {
+    RL_RETURN_IF_ERROR(model::SaveModelFile(WeightsPath(o_.checkpoint_dir, 0), loaded->model, 0));
+  }
   std::optional<model::Transformer> ref;
   if (o_.grpo.kl_coef > 0) {
     RL_ASSIGN_OR_RETURN(ref, loaded->model.Clone());
@@ -284,7 +322,7 @@ Status GrpoLoop::CollectAndTrain(std::vector<uint64_t>* consumed, int64_t* sampl
     req.min = static_cast<uint32_t>(o_.group_size);
     req.lease_ms = static_cast<int64_t>(o_.lease_s * 1000);
     req.wait_ms = kGetWaitMs;
-    req.holder = "train/" + o_.id;
+    req.holder = Holder();
     req.groups = true;
     req.also = {"loss_mask"};  // multi-turn rows: tool tokens are not trained on
     req.has_min_version = true;
@@ -310,26 +348,174 @@ Status GrpoLoop::CollectAndTrain(std::vector<uint64_t>* consumed, int64_t* sampl
     int64_t pending_rows = 0;
     for (const Group& g : pending) pending_rows += static_cast<int64_t>(g.samples.size());
     if (started && !pending.empty() && (pending_rows >= o_.grpo.micro_batch || got >= need || out_of_redraws)) {
-      Phase("train");
-      auto t0 = std::chrono::steady_clock::now();
-      // In an order that does not depend on arrival: in sync mode (f = 1, one piece) a step's
-      // result is then a function of its rows alone, so a resumed step repeats it bit for bit.
-      for (Group& g : pending) {
-        std::sort(g.samples.begin(), g.samples.end(), [](const Sample& a, const Sample& b) { return a.index < b.index; });
-      }
-      std::sort(pending.begin(), pending.end(), [](const Group& a, const Group& b) {
-        return a.samples.front().index < b.samples.front().index;
-      });
-      RL_RETURN_IF_ERROR(trainer_->Accumulate(pending));
-      train_s_ += Seconds(t0);
-      for (const Group& g : pending) step_groups_.push_back(g.key);
-      ++health::Progress().micro_batches;  // the watchdog's stall detection watches this
-      pending.clear();
+      TrainPending(&pending);
+      RL_RETURN_IF_ERROR(train_status_);
     }
     if (out_of_redraws) break;
   }
   *samples = got;
   return Status::OK();
+}
+
+Status GrpoLoop::JoinGroup() {
+  dist::GroupOptions g;
+  g.endpoint = o_.rendezvous;
+  g.rank = o_.rank;
+  g.size = o_.world;
+  g.name = "rl-train/" + o_.group_epoch;
+  g.timeout_ms = static_cast<int>(o_.group_timeout_s * 1000);
+  spdlog::info("rank {} of {}: joining the trainer group '{}' at {}", o_.rank, o_.world, g.name, g.endpoint);
+  auto joined = dist::Group::Join(g);
+  if (!joined.ok()) {
+    return joined.status().WithContext("the trainer group at " + o_.rendezvous + " did not form");
+  }
+  group_.emplace(std::move(*joined));
+  events_.Emit("group", {{"rank", o_.rank}, {"world", o_.world}, {"name", g.name}});
+  return Status::OK();
+}
+
+// Every rank resumes from the checkpoint rank 0 found (they share the checkpoint directory).
+Status GrpoLoop::AgreeOnStart(const std::optional<Checkpoint>& ckpt) {
+  at::Tensor step = at::full({1}, ckpt ? ckpt->step : int64_t{-1}, at::kLong);
+  RL_RETURN_IF_ERROR(group_->Broadcast(step, 0));
+  const int64_t want = step.item<int64_t>(), mine = ckpt ? ckpt->step : -1;
+  if (want != mine) {
+    return Status::Config("rank 0 resumes from checkpoint step " + std::to_string(want) + " but rank " +
+                          std::to_string(o_.rank) + " finds step " + std::to_string(mine) + " in " + o_.checkpoint_dir +
+                          ": the ranks need one shared --checkpoint-dir");
+  }
+  return Status::OK();
+}
+
+Result<bool> GrpoLoop::AnyRankStopped() {
+  RL_ASSIGN_OR_RETURN(std::vector<double> any, SumOverRanks(*group_, {stop_ ? 1.0 : 0.0}));
+  group_stopped_ = any[0] > 0;
+  return group_stopped_;
+}
+
+// Rows go back to the queue, ready for the next get (nack).
+Status GrpoLoop::GiveBack(const std::vector<Group>& groups, const char* why) {
+  std::vector<uint64_t> rows;
+  for (const Group& g : groups) {
+    for (const Sample& s : g.samples) rows.push_back(s.index);
+  }
+  if (rows.empty()) return Status::OK();
+  spdlog::debug("rank {}: giving back {} rows ({})", o_.rank, rows.size(), why);
+  events_.Emit("give-back", {{"rows", rows.size()}, {"why", why}});
+  return client_.Nack(kTrainTask, 0, rows).status();
+}
+
+// Data-parallel: round after round, every rank takes its part of a token-balanced round of groups
+// (the queue deals a round to `world` parts; each rank's get plans one or claims a part another
+// rank's get reserved) and the ranks agree how many groups the step has. Groups past the step's
+// size, and stale rows of a part reserved in an earlier round, go back to the queue.
+Status GrpoLoop::CollectRanks(std::vector<uint64_t>* consumed, int64_t* samples) {
+  const int64_t need = o_.prompts_per_step, world = o_.world;
+  const int64_t start_groups = std::max<int64_t>(1, static_cast<int64_t>(std::ceil(o_.start_fraction * need)));
+  const int64_t min_version = static_cast<int64_t>(version_) - o_.staleness;
+  std::vector<Group> pending;
+  int64_t have = 0, dropped_rows = 0, mine = 0;
+  bool out_of_redraws = false;
+  step_groups_.clear();
+  train_s_ = 0;
+  uniform_rows_ = 0;
+  uniform_sum_ = 0;
+  Phase("waiting-for-data");
+  while (have < need) {
+    if (feeder_) {
+      feeder_->set_min_version(std::max<int64_t>(0, min_version));
+      RL_RETURN_IF_ERROR(feeder_->FeedTo(o_.prompts_per_step * (1 + o_.staleness), o_.prompts_per_step).status());
+    }
+    queue::GetRequest req;
+    req.task = kTrainTask;
+    req.count = static_cast<uint32_t>((need - have + world - 1) / world * o_.group_size);  // per part
+    req.min = static_cast<uint32_t>(o_.group_size);
+    req.balance = "response_ids";
+    req.parts = static_cast<uint32_t>(world);
+    req.lease_ms = static_cast<int64_t>(o_.lease_s * 1000);
+    req.wait_ms = kGetWaitMs;
+    req.holder = Holder();
+    req.groups = true;
+    req.also = {"loss_mask"};
+    req.has_min_version = true;
+    req.min_version = min_version;
+    req.regenerate_stale = o_.regenerate_stale;
+    if (o_.dynamic_sampling) req.drop_uniform = "reward";
+    RL_ASSIGN_OR_RETURN(queue::GetReply reply, client_.Get(req));
+    std::vector<Group> fresh, stale;
+    auto groups = GroupsOf(reply.rows);
+    if (!groups.ok()) {
+      std::vector<uint64_t> bad;
+      for (const auto& r : reply.rows) bad.push_back(r.index);
+      spdlog::error("dropping {} rows of task train: {}", bad.size(), groups.status().message());
+      events_.Emit("bad-rows", {{"rows", bad.size()}, {"error", groups.status().message()}});
+      RL_RETURN_IF_ERROR(client_.Ack(kTrainTask, reply.lease, bad).status());
+    } else {
+      // A part reserved in an earlier round is handed out as it was: its rows may have gone stale.
+      for (Group& g : *groups) {
+        bool old = std::any_of(g.samples.begin(), g.samples.end(), [&](const Sample& x) { return x.version < min_version; });
+        (old ? stale : fresh).push_back(std::move(g));
+      }
+    }
+    RL_RETURN_IF_ERROR(GiveBack(stale, "stale"));
+    RL_ASSIGN_OR_RETURN(std::vector<int64_t> got, GatherCounts(*group_, static_cast<int64_t>(fresh.size())));
+    int64_t total = 0;
+    for (int64_t n : got) total += n;
+    const int64_t excess = std::max<int64_t>(0, have + total - need);
+    const int64_t give = GroupsToGiveBack(got, excess, o_.rank);
+    std::vector<Group> extra(fresh.end() - give, fresh.end());
+    fresh.resize(fresh.size() - static_cast<size_t>(give));
+    RL_RETURN_IF_ERROR(GiveBack(extra, "past the step's batch"));
+    RL_ASSIGN_OR_RETURN(std::vector<double> sums,
+                        SumOverRanks(*group_, {static_cast<double>(reply.dropped), static_cast<double>(reply.uniform),
+                                               reply.uniform_sum, stop_ ? 1.0 : 0.0}));
+    have += total - excess;
+    dropped_rows += static_cast<int64_t>(sums[0]);
+    uniform_rows_ += static_cast<uint64_t>(sums[1]);
+    uniform_sum_ += sums[2];
+    for (const Group& g : fresh) {
+      for (const Sample& x : g.samples) consumed->push_back(x.index);
+      mine += static_cast<int64_t>(g.samples.size());
+    }
+    pending.insert(pending.end(), std::make_move_iterator(fresh.begin()), std::make_move_iterator(fresh.end()));
+    if (sums[3] > 0) {  // a rank was asked to stop: all leave now, the rows go back
+      group_stopped_ = true;
+      if (!consumed->empty()) (void)client_.Nack(kTrainTask, 0, *consumed);
+      return Status::Timeout("stopped");
+    }
+    if (dropped_rows > o_.max_redraws * o_.group_size && !out_of_redraws) {
+      out_of_redraws = true;  // every rank sees the same sums, so every rank comes here
+      RL_RETURN_IF_ERROR(RedrawLimit(dropped_rows / o_.group_size, have * o_.group_size, *consumed));
+    }
+    int64_t pending_rows = 0;
+    for (const Group& g : pending) pending_rows += static_cast<int64_t>(g.samples.size());
+    const bool started = have >= start_groups || out_of_redraws;
+    if (started && !pending.empty() && (pending_rows >= o_.grpo.micro_batch || have >= need || out_of_redraws)) {
+      TrainPending(&pending);
+      RL_RETURN_IF_ERROR(train_status_);
+    }
+    if (out_of_redraws) break;
+  }
+  *samples = mine;
+  return Status::OK();
+}
+
+void GrpoLoop::TrainPending(std::vector<Group>* pending) {
+  Phase("train");
+  auto t0 = std::chrono::steady_clock::now();
+  // In an order that does not depend on arrival: in sync mode (f = 1, one piece) a step's
+  // result is then a function of its rows alone, so a resumed step repeats it bit for bit.
+  for (Group& g : *pending) {
+    std::sort(g.samples.begin(), g.samples.end(), [](const Sample& a, const Sample& b) { return a.index < b.index; });
+  }
+  std::sort(pending->begin(), pending->end(), [](const Group& a, const Group& b) {
+    return a.samples.front().index < b.samples.front().index;
+  });
+  train_status_ = trainer_->Accumulate(*pending);
+  train_s_ += Seconds(t0);
+  for (const Group& g : *pending) step_groups_.push_back(g.key);
+  ++health::Progress().micro_batches;  // the watchdog's stall detection watches this
+  pending->clear();
 }
 
 // More than --max-redraws groups dropped while this step's batch filled: train on what came, or
@@ -435,9 +621,11 @@ Status GrpoLoop::AfterStep(const StepStats& s0, std::vector<uint64_t> consumed, 
   if (uniform_rows_ > 0) {
     kept = fmt::format(" (trained groups {:.3f}, {} rows dropped as uniform)", s.mean_reward, uniform_rows_);
   }
-  spdlog::info("step {} reward {:.3f}{} held-out {:.3f} (best {:.3f}) samples/s {:.0f} s/step {:.2f} versions {}..{}{}",
-               step_, population_reward, kept, last_accuracy_, best_accuracy_, s.samples / seconds, seconds,
-               s.min_version, s.max_version, eta);
+  spdlog::log(lead() ? spdlog::level::info : spdlog::level::debug,
+              "step {} reward {:.3f}{} held-out {:.3f} (best {:.3f}) samples/s {:.0f} s/step {:.2f} versions {}..{}{}",
+              step_, population_reward, kept, last_accuracy_, best_accuracy_, s.samples / seconds, seconds,
+              s.min_version, s.max_version, eta);
+  if (!lead()) return Status::OK();  // rank 0 checkpoints (and acks) every rank's rows
   Phase("checkpoint");
   Checkpoint c;
   c.step = step_;
@@ -483,13 +671,20 @@ Status GrpoLoop::Run() {
   started_ = std::chrono::steady_clock::now();
   start_step_ = step_;
   Status status;
-  while (!stop_ && (o_.max_steps == 0 || step_ < o_.max_steps)) {
-    if (o_.staleness == 0) RL_RETURN_IF_ERROR(writer_->Wait());  // on-policy: wait for v+1 to be out
+  while (!stop_ && !group_stopped_ && (o_.max_steps == 0 || step_ < o_.max_steps)) {
+    if (group_) {  // the ranks leave together
+      auto stopped = AnyRankStopped();
+      if (!stopped.ok() || *stopped) {
+        status = stopped.status();
+        break;
+      }
+    }
+    if (o_.staleness == 0 && writer_) RL_RETURN_IF_ERROR(writer_->Wait());  // on-policy: wait for v+1 to be out
     auto t0 = std::chrono::steady_clock::now();
     std::vector<uint64_t> consumed;
     int64_t samples = 0;
-    status = CollectAndTrain(&consumed, &samples);
-    if (stop_) break;
+    status = group_ ? CollectRanks(&consumed, &samples) : CollectAndTrain(&consumed, &samples);
+    if (stop_ || group_stopped_) break;
     if (!status.ok()) break;
     auto t1 = std::chrono::steady_clock::now();
     auto stats = trainer_->FinishStep();
@@ -498,13 +693,21 @@ Status GrpoLoop::Run() {
       status = stats.status();
       break;
     }
+    if (group_) {  // rank 0's checkpoint lists every rank's rows
+      auto all = GatherIndices(*group_, consumed);
+      if (!all.ok()) {
+        status = all.status();
+        break;
+      }
+      consumed = std::move(*all);
+    }
     status = AfterStep(*stats, std::move(consumed), Seconds(t0));
     if (!status.ok()) break;
   }
-  Status written = writer_->Wait();
+  Status written = writer_ ? writer_->Wait() : Status::OK();
   Phase("stopped");
   events_.Emit("stop", {{"version", version_}, {"accuracy", last_accuracy_}});
-  if (stop_) return written;
+  if (stop_ || group_stopped_) return written;
   return status.ok() ? written : status;
 }
 
