@@ -21,95 +21,11 @@
 #include "rl/train/data_parallel.h"
 #include "rl/train/evaluate.h"
 #include "rl/train/feeder.h"
+#include "rl/train/grpo_loop_state.h"
 #include "rl/train/weight_publisher.h"
 
 namespace rl::train {
-namespace {
-
-constexpr char kTrainTask[] = "train";
-constexpr int64_t kGetWaitMs = 200;  // longest a get waits for rows before the feeder runs again
-
-double Seconds(std::chrono::steady_clock::time_point since) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
-}
-
-std::string Duration(double s) {
-  char buf[32];
-  int64_t t = static_cast<int64_t>(s);
-  std::snprintf(buf, sizeof buf, "%lldm%02llds", static_cast<long long>(t / 60), static_cast<long long>(t % 60));
-  return buf;
-}
-
-ClientOptions ClientFor(const GrpoLoopOptions& o, const std::string& sender) {
-  ClientOptions c;
-  c.endpoint = o.connect;
-  c.give_up_s = o.timeout_s;
-  c.sender = sender.empty() ? NewSenderId("rl-train") : sender;
-  return c;
-}
-
-class GrpoLoop {
- public:
-  GrpoLoop(const GrpoLoopOptions& o, const std::atomic<bool>& stop)
-      : o_(o), stop_(stop), client_(ClientFor(o, "")) {}
-  Status Run();
-
- private:
-  Status Start();
-  Status JoinGroup();
-  Status AgreeOnStart(const std::optional<Checkpoint>& ckpt);
-  Result<bool> AnyRankStopped();
-  Status CollectRanks(std::vector<uint64_t>* consumed, int64_t* samples);
-  Status GiveBack(const std::vector<Group>& groups, const char* why);
-  void TrainPending(std::vector<Group>* pending);
-  bool lead() const { return o_.rank == 0; }
-  std::string Holder() const { return "train/" + o_.id; }
-  Status StartFrom(Checkpoint c);
-  Status StartFresh();
-  Status SkipServedVersions();
-  Status CollectAndTrain(std::vector<uint64_t>* consumed, int64_t* samples);
-  Status TrainOrDrop(const queue::GetReply& reply, std::vector<Group>* pending, std::vector<uint64_t>* consumed);
-  Status RedrawLimit(int64_t dropped_groups, int64_t kept_rows, const std::vector<uint64_t>& consumed);
-  Status AfterStep(const StepStats& s, std::vector<uint64_t> consumed, double seconds);
-  void Evaluate(StepStats* s, nlohmann::json* fields);
-  void Phase(const char* phase);
-  Result<double> HeldOutAccuracy() {
-    return GreedyAccuracy(trainer_->policy(), *encoder_, *held_out_, verifier_.get(), o_.eval_max_new_tokens);
-  }
-  void OnWritten(const Checkpoint& c, const Status& s);
-
-  GrpoLoopOptions o_;
-  const std::atomic<bool>& stop_;
-  queue::QueueClient client_;
-  EventLog events_;
-  std::unique_ptr<Feeder> feeder_;
-  std::unique_ptr<GrpoTrainer> trainer_;
-  std::unique_ptr<queue::QueueClient> writer_client_;  // used on the writer thread only
-  std::unique_ptr<CheckpointWriter> writer_;           // declared after what its thread uses
-  std::unique_ptr<queue::QueueClient> served_client_;  // used on the publisher's thread only
-  std::unique_ptr<WeightPublisher> publisher_;         // null without --weights-bind
-  std::string phase_;
-  std::vector<std::string> step_groups_;  // the groups this step trained on, for the step event
-  double train_s_ = 0;                    // this step's seconds in forward, backward and update
-  // Rows of uniform-reward groups dynamic sampling dropped this step and their reward sum (the
-  // queue's get replies say): with the trained rows, the mean reward of all the step was sent.
-  uint64_t uniform_rows_ = 0;
-  double uniform_sum_ = 0;
-  std::shared_ptr<const model::PromptEncoder> encoder_;
-  std::optional<EvalSet> held_out_;                // none without --eval-data
-  std::unique_ptr<reward::Verifier> verifier_;
-  std::mt19937_64 rng_;
-  int64_t step_ = 0;
-  uint64_t version_ = 0;
-  double best_accuracy_ = 0, last_accuracy_ = -1, reward_ema_ = -1, best_reward_ema_ = 0;
-  int64_t start_step_ = 0;
-  int64_t accuracy_step_ = -1;  // the step last_accuracy_ was measured at
-  bool warned_gap_ = false;     // the logprob-gap warning is given once per process
-  std::chrono::steady_clock::time_point started_;
-  std::optional<dist::Group> group_;  // data-parallel ranks (world > 1)
-  bool group_stopped_ = false;        // a rank was asked to stop: every rank stops after the round
-  Status train_status_;               // of the last TrainPending
-};
+namespace loop {
 
 Status GrpoLoop::Start() {
   if (o_.checkpoint_dir.empty()) return Status::InvalidArgument("grpo needs --checkpoint-dir");
@@ -160,9 +76,11 @@ Status GrpoLoop::Start() {
     at::Tensor v = at::full({1}, static_cast<int64_t>(version_), at::kLong);
     RL_RETURN_IF_ERROR(group_->Broadcast(v, 0));
     version_ = static_cast<uint64_t>(v.item<int64_t>());
+    // As float32: c10d's Gloo refuses bfloat16, and the round trip is exact.
     for (auto& [name, p] : trainer_->policy().NamedParameters()) {
-      at::Tensor t = p.detach();
+      at::Tensor t = p.detach().to(at::kFloat).contiguous();
       RL_RETURN_IF_ERROR(group_->Broadcast(t, 0));
+      p.detach().copy_(t);
     }
   }
   if (publisher_) {
@@ -354,149 +272,6 @@ Status GrpoLoop::CollectAndTrain(std::vector<uint64_t>* consumed, int64_t* sampl
     if (out_of_redraws) break;
   }
   *samples = got;
-  return Status::OK();
-}
-
-Status GrpoLoop::JoinGroup() {
-  dist::GroupOptions g;
-  g.endpoint = o_.rendezvous;
-  g.rank = o_.rank;
-  g.size = o_.world;
-  g.name = "rl-train/" + o_.group_epoch;
-  g.timeout_ms = static_cast<int>(o_.group_timeout_s * 1000);
-  spdlog::info("rank {} of {}: joining the trainer group '{}' at {}", o_.rank, o_.world, g.name, g.endpoint);
-  auto joined = dist::Group::Join(g);
-  if (!joined.ok()) {
-    return joined.status().WithContext("the trainer group at " + o_.rendezvous + " did not form");
-  }
-  group_.emplace(std::move(*joined));
-  events_.Emit("group", {{"rank", o_.rank}, {"world", o_.world}, {"name", g.name}});
-  return Status::OK();
-}
-
-// Every rank resumes from the checkpoint rank 0 found (they share the checkpoint directory).
-Status GrpoLoop::AgreeOnStart(const std::optional<Checkpoint>& ckpt) {
-  at::Tensor step = at::full({1}, ckpt ? ckpt->step : int64_t{-1}, at::kLong);
-  RL_RETURN_IF_ERROR(group_->Broadcast(step, 0));
-  const int64_t want = step.item<int64_t>(), mine = ckpt ? ckpt->step : -1;
-  if (want != mine) {
-    return Status::Config("rank 0 resumes from checkpoint step " + std::to_string(want) + " but rank " +
-                          std::to_string(o_.rank) + " finds step " + std::to_string(mine) + " in " + o_.checkpoint_dir +
-                          ": the ranks need one shared --checkpoint-dir");
-  }
-  return Status::OK();
-}
-
-Result<bool> GrpoLoop::AnyRankStopped() {
-  RL_ASSIGN_OR_RETURN(std::vector<double> any, SumOverRanks(*group_, {stop_ ? 1.0 : 0.0}));
-  group_stopped_ = any[0] > 0;
-  return group_stopped_;
-}
-
-// Rows go back to the queue, ready for the next get (nack).
-Status GrpoLoop::GiveBack(const std::vector<Group>& groups, const char* why) {
-  std::vector<uint64_t> rows;
-  for (const Group& g : groups) {
-    for (const Sample& s : g.samples) rows.push_back(s.index);
-  }
-  if (rows.empty()) return Status::OK();
-  spdlog::debug("rank {}: giving back {} rows ({})", o_.rank, rows.size(), why);
-  events_.Emit("give-back", {{"rows", rows.size()}, {"why", why}});
-  return client_.Nack(kTrainTask, 0, rows).status();
-}
-
-// Data-parallel: round after round, every rank takes its part of a token-balanced round of groups
-// (the queue deals a round to `world` parts; each rank's get plans one or claims a part another
-// rank's get reserved) and the ranks agree how many groups the step has. Groups past the step's
-// size, and stale rows of a part reserved in an earlier round, go back to the queue.
-Status GrpoLoop::CollectRanks(std::vector<uint64_t>* consumed, int64_t* samples) {
-  const int64_t need = o_.prompts_per_step, world = o_.world;
-  const int64_t start_groups = std::max<int64_t>(1, static_cast<int64_t>(std::ceil(o_.start_fraction * need)));
-  const int64_t min_version = static_cast<int64_t>(version_) - o_.staleness;
-  std::vector<Group> pending;
-  int64_t have = 0, dropped_rows = 0, mine = 0;
-  bool out_of_redraws = false;
-  step_groups_.clear();
-  train_s_ = 0;
-  uniform_rows_ = 0;
-  uniform_sum_ = 0;
-  Phase("waiting-for-data");
-  while (have < need) {
-    if (feeder_) {
-      feeder_->set_min_version(std::max<int64_t>(0, min_version));
-      RL_RETURN_IF_ERROR(feeder_->FeedTo(o_.prompts_per_step * (1 + o_.staleness), o_.prompts_per_step).status());
-    }
-    queue::GetRequest req;
-    req.task = kTrainTask;
-    req.count = static_cast<uint32_t>((need - have + world - 1) / world * o_.group_size);  // per part
-    req.min = static_cast<uint32_t>(o_.group_size);
-    req.balance = "response_ids";
-    req.parts = static_cast<uint32_t>(world);
-    req.lease_ms = static_cast<int64_t>(o_.lease_s * 1000);
-    req.wait_ms = kGetWaitMs;
-    req.holder = Holder();
-    req.groups = true;
-    req.also = {"loss_mask"};
-    req.has_min_version = true;
-    req.min_version = min_version;
-    req.regenerate_stale = o_.regenerate_stale;
-    if (o_.dynamic_sampling) req.drop_uniform = "reward";
-    RL_ASSIGN_OR_RETURN(queue::GetReply reply, client_.Get(req));
-    std::vector<Group> fresh, stale;
-    auto groups = GroupsOf(reply.rows);
-    if (!groups.ok()) {
-      std::vector<uint64_t> bad;
-      for (const auto& r : reply.rows) bad.push_back(r.index);
-      spdlog::error("dropping {} rows of task train: {}", bad.size(), groups.status().message());
-      events_.Emit("bad-rows", {{"rows", bad.size()}, {"error", groups.status().message()}});
-      RL_RETURN_IF_ERROR(client_.Ack(kTrainTask, reply.lease, bad).status());
-    } else {
-      // A part reserved in an earlier round is handed out as it was: its rows may have gone stale.
-      for (Group& g : *groups) {
-        bool old = std::any_of(g.samples.begin(), g.samples.end(), [&](const Sample& x) { return x.version < min_version; });
-        (old ? stale : fresh).push_back(std::move(g));
-      }
-    }
-    RL_RETURN_IF_ERROR(GiveBack(stale, "stale"));
-    RL_ASSIGN_OR_RETURN(std::vector<int64_t> got, GatherCounts(*group_, static_cast<int64_t>(fresh.size())));
-    int64_t total = 0;
-    for (int64_t n : got) total += n;
-    const int64_t excess = std::max<int64_t>(0, have + total - need);
-    const int64_t give = GroupsToGiveBack(got, excess, o_.rank);
-    std::vector<Group> extra(fresh.end() - give, fresh.end());
-    fresh.resize(fresh.size() - static_cast<size_t>(give));
-    RL_RETURN_IF_ERROR(GiveBack(extra, "past the step's batch"));
-    RL_ASSIGN_OR_RETURN(std::vector<double> sums,
-                        SumOverRanks(*group_, {static_cast<double>(reply.dropped), static_cast<double>(reply.uniform),
-                                               reply.uniform_sum, stop_ ? 1.0 : 0.0}));
-    have += total - excess;
-    dropped_rows += static_cast<int64_t>(sums[0]);
-    uniform_rows_ += static_cast<uint64_t>(sums[1]);
-    uniform_sum_ += sums[2];
-    for (const Group& g : fresh) {
-      for (const Sample& x : g.samples) consumed->push_back(x.index);
-      mine += static_cast<int64_t>(g.samples.size());
-    }
-    pending.insert(pending.end(), std::make_move_iterator(fresh.begin()), std::make_move_iterator(fresh.end()));
-    if (sums[3] > 0) {  // a rank was asked to stop: all leave now, the rows go back
-      group_stopped_ = true;
-      if (!consumed->empty()) (void)client_.Nack(kTrainTask, 0, *consumed);
-      return Status::Timeout("stopped");
-    }
-    if (dropped_rows > o_.max_redraws * o_.group_size && !out_of_redraws) {
-      out_of_redraws = true;  // every rank sees the same sums, so every rank comes here
-      RL_RETURN_IF_ERROR(RedrawLimit(dropped_rows / o_.group_size, have * o_.group_size, *consumed));
-    }
-    int64_t pending_rows = 0;
-    for (const Group& g : pending) pending_rows += static_cast<int64_t>(g.samples.size());
-    const bool started = have >= start_groups || out_of_redraws;
-    if (started && !pending.empty() && (pending_rows >= o_.grpo.micro_batch || have >= need || out_of_redraws)) {
-      TrainPending(&pending);
-      RL_RETURN_IF_ERROR(train_status_);
-    }
-    if (out_of_redraws) break;
-  }
-  *samples = mine;
   return Status::OK();
 }
 
@@ -711,7 +486,8 @@ Status GrpoLoop::Run() {
   return status.ok() ? written : status;
 }
 
-}  // namespace
+}  // namespace loop
+
 
 Status ApplyMode(const std::string& mode, GrpoLoopOptions* o) {
   if (mode == "sync") {
@@ -730,8 +506,8 @@ Status ApplyMode(const std::string& mode, GrpoLoopOptions* o) {
 }
 
 Status RunGrpo(const GrpoLoopOptions& options, const std::atomic<bool>& stop) {
-  GrpoLoop loop(options, stop);
-  return loop.Run();
+  loop::GrpoLoop l(options, stop);
+  return l.Run();
 }
 
 }  // namespace rl::train
