@@ -7,8 +7,6 @@ void AppendTrainOptions(std::vector<OptionSpec>* table) {
   const std::string sft = "rl-train sft", grpo = "rl-train grpo", data = "rl-train make-data",
                     eval = "rl-train eval", xport = "rl-train export";
   AddTools(table, "--task", {data});  // option_table.cc
-  AddTools(table, "--rank", {grpo});        // option_table_rollout.cc
-  AddTools(table, "--rendezvous", {grpo});
   table->insert(table->end(), {
       {"--batch-size", "RL_TRAIN_BATCH_SIZE", "SFT sequences per step", {sft}},
       {"--clip", "RL_TRAIN_CLIP", "PPO clip range of the importance ratio", {grpo}},

@@ -102,8 +102,10 @@ Status GrpoLoop::Start() {
     accuracy_step_ = step_;
   }
   best_accuracy_ = std::max(best_accuracy_, last_accuracy_);
-  spdlog::info("step {} version {}: held-out greedy accuracy {:.3f} (measured at step {})", step_, version_,
-               last_accuracy_, accuracy_step_);
+  if (lead()) {  // the other ranks of a group do not evaluate
+    spdlog::info("step {} version {}: held-out greedy accuracy {:.3f} (measured at step {})", step_, version_,
+                 last_accuracy_, accuracy_step_);
+  }
   events_.SetStep(step_);
   events_.Emit("start", {{"version", version_}, {"accuracy", last_accuracy_}, {"accuracy_step", accuracy_step_},
                          {"staleness", o_.staleness},
