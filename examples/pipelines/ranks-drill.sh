@@ -67,6 +67,7 @@ wait_steps() {  # wait_steps N: until rank 0 has completed N more steps
     [ "$(date +%s)" -lt "$deadline" ] || { echo "ranks-drill: no trainer step within $bound s" >&2; exit 70; }
     sleep 0.2
   done
+  sleep 1.2  # and a heartbeat has told the watchdog (its escalation rule counts steps since a restart)
 }
 
 wait_steps 3

@@ -293,8 +293,13 @@ void Supervisor::Observe(const std::vector<Detection>& ds) {
     f["seconds"] = (MonoMillis() - inst.started_ms) / 1000.0;
     events_->Emit("ready", f);
   }
+  // The ranks of a group trainer step together: rank 0 (train/0) speaks for them, since the step
+  // count below follows one trainer process.
+  const bool group_trainer = std::any_of(o_.pipeline.roles.begin(), o_.pipeline.roles.end(),
+                                         [](const RoleSpec& r) { return r.kind == "train" && r.group; });
   for (const auto& [key, m] : watcher_->membership().members()) {
     if (m.last.role != "train" || m.state == MemberState::kLeft) continue;
+    if (group_trainer && key != "train/0") continue;
     auto it = m.last.counters.find("steps");
     CountTrainerSteps(static_cast<pid_t>(m.last.pid), it == m.last.counters.end() ? 0 : it->second);
     pipeline_step_ = m.last.step;
