@@ -78,7 +78,9 @@ void ExpectRanksMatchOneRank(const std::vector<std::vector<Group>>& parts, LossN
     ASSERT_TRUE(t->SetGroup(&g).ok());
     for (int step = 0; step < 2; ++step) {
       t->BeginStep();
-      if (!parts[g.rank()].empty()) ASSERT_TRUE(t->Accumulate(parts[g.rank()]).ok());
+      if (!parts[g.rank()].empty()) {
+        ASSERT_TRUE(t->Accumulate(parts[g.rank()]).ok());
+      }
       auto s = t->FinishStep();
       ASSERT_TRUE(s.ok()) << s.status().ToString();
       got[g.rank()] = {t->policy().NamedParameters(), *s};
