@@ -160,6 +160,28 @@ PY
   [ ! -e "$TMP/c" ]
 }
 
+@test "grpo --world 2: when one rank is killed, the other does not hang: it exits 69 with one line" {
+  small_sft
+  start_queue "$TMP/q" "${TASKS[@]}"
+  port=$(free_port)
+  for r in 1 0; do
+    rl-train grpo --checkpoint-dir "$TMP/ckpt" --prompts "$TMP/problems.jsonl" --group-size 4 --prompts-per-step 4 \
+      --eval-size 8 --run-dir "$TMP/run" --world 2 --rank "$r" --rendezvous "127.0.0.1:$port" --group-timeout 20 \
+      2> "$TMP/rank$r.log" &
+    PIDS+=($!)
+  done
+  r1=${PIDS[-2]} r0=${PIDS[-1]}
+  # No rollout runs: both ranks go round after round of balanced gets, agreeing after each.
+  wait_for "$TMP/run/events/train-0.jsonl" '"phase":"waiting-for-data"' 60
+  wait_for "$TMP/run/events/train-1.jsonl" '"phase":"waiting-for-data"' 60
+  kill -9 "$r1"
+  for _ in $(seq 1 100); do kill -0 "$r0" 2> /dev/null || break; sleep 0.1; done
+  code=0
+  wait "$r0" || code=$?
+  [ "$code" -eq 69 ]
+  [ "$(grep -c '^rl-train: process group: ' "$TMP/rank0.log")" -eq 1 ]
+}
+
 @test "make-data --task words --response-format writes SFT responses the math verifier scores 1" {
   command -v rl-reward >/dev/null || skip "rl-reward is not built"
   for f in gsm8k boxed; do
