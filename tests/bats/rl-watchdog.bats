@@ -164,7 +164,8 @@ TOML
   r=$(pid_of rollout-0) t0=$(pid_of train-0) t1=$(pid_of train-1)
   kill -9 "$t1"
   wait_for "$TMP/run/events/watchdog-0.jsonl" '"event":"restart".*"member":"train/1"' 10
-  grep -q '"action":"restart-role".*"reason":"restart train/1 only"' "$TMP/run/events/watchdog-0.jsonl"
+  grep -q '"action":"restart-role".*"reason":"restart train/1 with every instance of role train (a group)"' \
+    "$TMP/run/events/watchdog-0.jsonl"
   grep -q '"event":"restart".*"group":true.*"member":"train/0"' "$TMP/run/events/watchdog-0.jsonl"
   [ "$(pid_of train-0)" != "$t0" ] && [ "$(pid_of train-1)" != "$t1" ]
   gone "$t0"

@@ -480,6 +480,9 @@ std::optional<int> Supervisor::OnFailure(Instance* inst, const std::string& reas
   events_->Emit("failure", fields);
   spdlog::warn("{} failed at step {}: {}", inst->key, pipeline_step_, reason);
   Decision d = policy_.Decide(f);
+  if (d.action == Action::kRestartRole && inst->spec->group) {
+    d.reason = "restart " + inst->key + " with every instance of role " + inst->spec->name + " (a group)";
+  }
   events_->Emit("decision", {{"member", inst->key}, {"action", ActionName(d.action)}, {"reason", d.reason}});
   spdlog::warn("decision: {} ({})", ActionName(d.action), d.reason);
   SaveState();
