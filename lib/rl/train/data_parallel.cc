@@ -102,7 +102,8 @@ Result<RankPlace> ResolveRankPlace(const RankPlace& flags, bool world_given, boo
       return Status::InvalidArgument("--world " + std::to_string(p.world) +
                                      " needs --rendezvous HOST:PORT (or MASTER_ADDR and MASTER_PORT)");
     }
-    if (colon == std::string::npos || colon == 0 || !Integer("the rendezvous port", p.rendezvous.substr(colon + 1)).ok()) {
+    const bool port = colon != std::string::npos && Integer("the port", p.rendezvous.substr(colon + 1)).ok();
+    if (colon == 0 || !port) {
       return Status::InvalidArgument("--rendezvous must be HOST:PORT, not '" + p.rendezvous + "'");
     }
   }

@@ -108,7 +108,8 @@ Status GrpoLoop::CollectRanks(std::vector<uint64_t>* consumed, int64_t* samples)
     } else {
       // A part reserved in an earlier round is handed out as it was: its rows may have gone stale.
       for (Group& g : *groups) {
-        bool old = std::any_of(g.samples.begin(), g.samples.end(), [&](const Sample& x) { return x.version < min_version; });
+        const bool old = std::any_of(g.samples.begin(), g.samples.end(),
+                                     [&](const Sample& x) { return x.version < min_version; });
         (old ? stale : fresh).push_back(std::move(g));
       }
     }
