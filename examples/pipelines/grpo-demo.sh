@@ -9,11 +9,13 @@
 # as its snapshot is in memory); the checkpoint files are the rollout's fallback.
 #
 # Usage: grpo-demo.sh [--short] [--seed N] [--steps N] [--mode sync|semi-sync|async] [--weights ucx|file]
-#                     [--rollout-group N] [--sft-from RUN] [-- rl-train grpo options...]
+#                     [--rollout-group N] [--train-ranks N] [--sft-from RUN] [-- rl-train grpo options...]
 #   --short     a smoke run for CI (a few steps; it shows the pipeline works, not that it learns)
 #   --weights   how the rollout gets new versions: ucx (default) or checkpoint files only
 #   --rollout-group N  the rollout is a group of N processes generating with tensor parallelism
 #               (rl-rollout run --ranks N: rank 0 leases and writes, the others follow)
+#   --train-ranks N  N data-parallel rl-train ranks (rl-train grpo --world N), one thread each: each
+#               leases its token-balanced part of every step's groups; rank 0 checkpoints
 #   --sft-from  take the SFT warm start of an earlier run directory of the same seed
 #   -- ...      more options for rl-train grpo, e.g. -- --advantage gae --critic-lr 1e-3
 # Environment: RL_BUILD_DIR (default ./build), RL_RUN_DIR (default a new /tmp directory).
@@ -21,7 +23,7 @@ set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 rl_tools
 
-seed=1 steps=600 mode=async sft_steps=2000 target=0.3 extra=() more=() via=ucx final_eval=2000 group=1
+seed=1 steps=600 mode=async sft_steps=2000 target=0.3 extra=() more=() via=ucx final_eval=2000 group=1 ranks=1
 while [ $# -gt 0 ]; do
   case "$1" in
     --short)  # the untrained model gets uniform (all-zero) groups: no dynamic sampling, small steps
@@ -31,6 +33,7 @@ while [ $# -gt 0 ]; do
     --mode) mode="$2"; shift ;;
     --weights) via="$2"; shift ;;
     --rollout-group) group="$2"; shift ;;
+    --train-ranks) ranks="$2"; shift ;;
     --sft-from) export RL_SFT_FROM="$2"; shift ;;
     --) shift; more=("$@"); break ;;
     *) echo "grpo-demo: unknown argument $1" >&2; exit 64 ;;
@@ -71,8 +74,21 @@ for ((rank = group - 1; rank >= 0; rank--)); do  # rank 0, the one that leases, 
 done
 rl-reward run --verifier addition --id 0 --log-level warn &
 pids+=($!)
-rl-train grpo --checkpoint-dir "$run/ckpt" --prompts "$run/prompts.jsonl" --threads 1 --seed "$seed" \
-  --mode "$mode" --max-steps "$steps" --eval-every 5 $(demo_eval "$run") --id 0 "${serve[@]}" "${extra[@]}" "${more[@]}"
+train_rendezvous="127.0.0.1:$(free_port)"
+train=(rl-train grpo --checkpoint-dir "$run/ckpt" --prompts "$run/prompts.jsonl" --threads 1 --seed "$seed"
+  --mode "$mode" --max-steps "$steps" --eval-every 5 $(demo_eval "$run") "${serve[@]}" "${extra[@]}" "${more[@]}")
+ranks_pids=()
+for ((rank = ranks - 1; rank >= 1; rank--)); do  # the data-parallel ranks besides rank 0
+  "${train[@]}" --id "$rank" --world "$ranks" --rank "$rank" --rendezvous "$train_rendezvous" &
+  ranks_pids+=($!)
+  pids+=($!)
+done
+if [ "$ranks" -gt 1 ]; then
+  "${train[@]}" --id 0 --world "$ranks" --rank 0 --rendezvous "$train_rendezvous"
+  for p in "${ranks_pids[@]}"; do wait "$p"; done
+else
+  "${train[@]}" --id 0
+fi
 
 # The per-step evaluations use 256 problems (+-3 points of noise); the verdict uses 2000 (+-1).
 echo "== held-out greedy accuracy of the SFT start and the final weights on $final_eval problems" >&2

@@ -75,6 +75,20 @@ man_examples() {
   grep -q '"ranks":2' "$run_dir"/rollout-*.jsonl
 }
 
+@test "examples/pipelines/yatt-ranks.sh runs 1 and 2 data-parallel trainer ranks in its short form and prints the comparison" {
+  run bash "$RL_SOURCE_DIR/examples/pipelines/yatt-ranks.sh" --short
+  echo "$output"
+  [ "$status" -eq 0 ]
+  printf '%s\n' "$output" | tail -n 1 | grep -Eq '^ranks 2/1: accuracy [0-9.]+/[0-9.]+, s/step [0-9.]+/[0-9.]+$'
+}
+
+@test "examples/pipelines/ranks-drill.sh in short form: a trainer rank killed under the watchdog, the group re-forms, no row lost or trained twice" {
+  run bash "$RL_SOURCE_DIR/examples/pipelines/ranks-drill.sh" --short
+  echo "$output"
+  [ "$status" -eq 0 ]
+  printf '%s\n' "$output" | tail -n 1 | grep -Eq '^ranks killed 1: group back in [0-9.]+ s \(max\), rows lost 0, duplicated 0$'
+}
+
 @test "examples/pipelines/hf-grpo.sh runs in its short form: Qwen3 layout and tokenizer, SFT, GRPO, export, verdict" {
   run bash "$RL_SOURCE_DIR/examples/pipelines/hf-grpo.sh" --short
   echo "$output"

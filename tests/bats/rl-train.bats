@@ -127,6 +127,61 @@ PY
   [ ! -e "$TMP/c" ]
 }
 
+@test "grpo --world: bad ranks, a missing rendezvous and update options it cannot split exit 64 with one line" {
+  g=(grpo --checkpoint-dir "$TMP/c" --prompts "$TMP/none.jsonl")
+  run rl-train "${g[@]}" --world 2 --rank 2 --rendezvous 127.0.0.1:1
+  [ "$status" -eq 64 ]
+  [ "$output" = "rl-train: --rank 2 is outside the world of 2 (ranks 0..1)" ]
+  run rl-train "${g[@]}" --world 2 --rank 1
+  [ "$status" -eq 64 ]
+  [ "$output" = "rl-train: --world 2 needs --rendezvous HOST:PORT (or MASTER_ADDR and MASTER_PORT)" ]
+  run rl-train "${g[@]}" --world 2 --rendezvous nowhere
+  [ "$status" -eq 64 ]
+  [ "$output" = "rl-train: --rendezvous must be HOST:PORT, not 'nowhere'" ]
+  run rl-train "${g[@]}" --world 0
+  [ "$status" -eq 64 ]
+  [ "$output" = "rl-train: --world must be 1 to 1024, not 0" ]
+  run rl-train "${g[@]}" --world 2 --rendezvous 127.0.0.1:1 --minibatches 2
+  [ "$status" -eq 64 ]
+  [ "$output" = "rl-train: --world above 1 takes one minibatch, one epoch and --advantage grpo or rloo" ]
+  # torchrun's and srun's variables when the flags are absent; flags win.
+  WORLD_SIZE=two run rl-train "${g[@]}"
+  [ "$status" -eq 64 ]
+  [ "$output" = "rl-train: WORLD_SIZE must be an integer, not 'two'" ]
+  WORLD_SIZE=2 RANK=3 MASTER_ADDR=127.0.0.1 MASTER_PORT=1 run rl-train "${g[@]}"
+  [ "$status" -eq 64 ]
+  [ "$output" = "rl-train: --rank 3 is outside the world of 2 (ranks 0..1)" ]
+  SLURM_NTASKS=4 SLURM_PROCID=5 run rl-train "${g[@]}" --rendezvous 127.0.0.1:1
+  [ "$status" -eq 64 ]
+  [ "$output" = "rl-train: --rank 5 is outside the world of 4 (ranks 0..3)" ]
+  WORLD_SIZE=2 RANK=1 run rl-train "${g[@]}" --world 4 --rank 6 --rendezvous 127.0.0.1:1
+  [ "$status" -eq 64 ]
+  [ "$output" = "rl-train: --rank 6 is outside the world of 4 (ranks 0..3)" ]
+  [ ! -e "$TMP/c" ]
+}
+
+@test "grpo --world 2: when one rank is killed, the other does not hang: it exits 69 with one line" {
+  small_sft
+  start_queue "$TMP/q" "${TASKS[@]}"
+  port=$(free_port)
+  for r in 1 0; do
+    rl-train grpo --checkpoint-dir "$TMP/ckpt" --prompts "$TMP/problems.jsonl" --group-size 4 --prompts-per-step 4 \
+      --eval-size 8 --run-dir "$TMP/run" --world 2 --rank "$r" --rendezvous "127.0.0.1:$port" --group-timeout 20 \
+      2> "$TMP/rank$r.log" &
+    PIDS+=($!)
+  done
+  r1=${PIDS[-2]} r0=${PIDS[-1]}
+  # No rollout runs: both ranks go round after round of balanced gets, agreeing after each.
+  wait_for "$TMP/run/events/train-0.jsonl" '"phase":"waiting-for-data"' 60
+  wait_for "$TMP/run/events/train-1.jsonl" '"phase":"waiting-for-data"' 60
+  kill -9 "$r1"
+  for _ in $(seq 1 100); do kill -0 "$r0" 2> /dev/null || break; sleep 0.1; done
+  code=0
+  wait "$r0" || code=$?
+  [ "$code" -eq 69 ]
+  [ "$(grep -c '^rl-train: process group: ' "$TMP/rank0.log")" -eq 1 ]
+}
+
 @test "make-data --task words --response-format writes SFT responses the math verifier scores 1" {
   command -v rl-reward >/dev/null || skip "rl-reward is not built"
   for f in gsm8k boxed; do

@@ -144,6 +144,36 @@ start_watchdog() {
   kill -0 "$r1" && kill -0 "$t"
 }
 
+@test "run: a group role's instances restart together under the next RL_GROUP_EPOCH; the other roles keep their pids" {
+  cat > "$TMP/p.toml" <<'TOML'
+[watchdog]
+heartbeat_interval = 0.2
+max_full_restarts = 2
+grace = 1
+[role.rollout]
+command = "rl-watchdog beat --role rollout --phase generate"
+[role.train]
+command = "echo $RANK/$WORLD_SIZE/$RL_GROUP_EPOCH >> $RL_RUN_DIR/ranks; exec rl-watchdog beat --role train --phase train --step-every 0.3"
+count = 2
+group = true
+TOML
+  start_watchdog
+  wait_for "$TMP/run/events/watchdog-0.jsonl" '"event":"ready".*"member":"train/1"' 20
+  wait_for "$TMP/run/events/watchdog-0.jsonl" '"event":"ready".*"member":"train/0"' 20
+  sleep 1  # a step or two, so this is not the first step after a start
+  r=$(pid_of rollout-0) t0=$(pid_of train-0) t1=$(pid_of train-1)
+  kill -9 "$t1"
+  wait_for "$TMP/run/events/watchdog-0.jsonl" '"event":"restart".*"member":"train/1"' 10
+  grep -q '"action":"restart-role".*"reason":"restart train/1 with every instance of role train (a group)"' \
+    "$TMP/run/events/watchdog-0.jsonl"
+  grep -q '"event":"restart".*"group":true.*"member":"train/0"' "$TMP/run/events/watchdog-0.jsonl"
+  [ "$(pid_of train-0)" != "$t0" ] && [ "$(pid_of train-1)" != "$t1" ]
+  gone "$t0"
+  [ "$(pid_of rollout-0)" = "$r" ]
+  wait_for "$TMP/run/ranks" '1/2/1' 10
+  [ "$(sort "$TMP/run/ranks" | tr '\n' ' ')" = "0/2/0 0/2/1 1/2/0 1/2/1 " ]
+}
+
 @test "run with spares: a killed trainer is replaced by its spare, which was started ahead and held; a new spare follows; spares die with the watchdog" {
   stand_in_pipeline
   printf 'spares = 1\n' >> "$TMP/p.toml"

@@ -77,7 +77,9 @@ void AppendRolloutOptions(std::vector<OptionSpec>* table) {
        "processes in the group: rl-rollout's rollout group (tensor parallelism over them; 1: none), or the "
        "group rl-profile adaptive measures",
        {"rl-profile adaptive", "rl-rollout run"}},
-      {"--rank", "", "this process's rank in the group (rl-rollout: 0 is the leader, which talks to the queue)",
+      {"--rank", "",
+       "this process's rank in the group (rl-rollout: 0 is the leader, which talks to the queue; rl-train: 0 "
+       "checkpoints, default RANK or SLURM_PROCID)",
        {"rl-profile adaptive", "rl-rollout run"}},
       {"--rendezvous", "", "HOST:PORT of the group's c10d store (rank 0 listens there)", adaptive},
       {"--requests", "", "prompts in each workload", adaptive},
@@ -98,6 +100,9 @@ void AppendRolloutOptions(std::vector<OptionSpec>* table) {
        {"rl-rollout run"}},
   });
   AddTools(table, "--rendezvous", {"rl-rollout run"});
+  // rl-train's data-parallel ranks (--world is in option_table_train.cc).
+  AddTools(table, "--rank", {"rl-train grpo"});
+  AddTools(table, "--rendezvous", {"rl-train grpo"});
 }
 
 }  // namespace rl

@@ -10,6 +10,15 @@ void AppendTrainOptions(std::vector<OptionSpec>* table) {
   table->insert(table->end(), {
       {"--batch-size", "RL_TRAIN_BATCH_SIZE", "SFT sequences per step", {sft}},
       {"--clip", "RL_TRAIN_CLIP", "PPO clip range of the importance ratio", {grpo}},
+      {"--group-epoch", "RL_GROUP_EPOCH",
+       "names this forming of the data-parallel group (a fresh one after a rank died; rl-watchdog sets it)",
+       {grpo}},
+      {"--group-timeout", "RL_TRAIN_GROUP_TIMEOUT",
+       "seconds a data-parallel rank waits for the group to form and for each collective", {grpo}},
+      {"--world", "",
+       "data-parallel trainer ranks (default: WORLD_SIZE, else SLURM_NTASKS, else 1); --rank and "
+       "--rendezvous (or RANK, MASTER_ADDR, MASTER_PORT) place this one",
+       {grpo}},
       {"--collapse-drop", "RL_TRAIN_COLLAPSE_DROP",
        "warn of a collapse when held-out accuracy (or mean reward) falls this far below its best", {grpo}},
       {"--answer-key", "RL_TRAIN_ANSWER_KEY", "JSON key of the reference answer in each record", {sft, grpo, eval}},

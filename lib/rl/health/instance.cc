@@ -56,6 +56,11 @@ Status SpawnInstance(const PipelineSpec& p, const std::string& heartbeat, const 
   RL_RETURN_IF_ERROR(MakeDirs(run_dir + "/logs"));
   std::map<std::string, std::string> env = PipelineEnv(p, heartbeat, run_dir);
   env["RL_ID"] = inst->id;
+  if (inst->spec->group) {  // every instance of a group restarts together, so restarts agree
+    env["WORLD_SIZE"] = std::to_string(inst->spec->count);
+    env["RANK"] = inst->id;
+    env["RL_GROUP_EPOCH"] = std::to_string(inst->restarts);
+  }
   std::vector<int> cpus;
   if (!inst->slots.empty()) {
     SlotGrant g = InstanceGrant(p, *inst);

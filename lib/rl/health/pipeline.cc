@@ -80,6 +80,7 @@ Status RoleKey(const CLI::ConfigItem& item, const std::string& where, RoleSpec* 
   if (k == "stall") return Number(item, where, &r->stall_s);
   if (k == "ready_timeout") return Number(item, where, &r->ready_s);
   if (k == "spares") return Number(item, where, &r->spares);
+  if (k == "group") return Bool(item, where, &r->group);
   if (k == "slots") return Number(item, where, &r->slots);
   if (k == "finish") {
     *finish_set = true;
@@ -118,9 +119,9 @@ Status CheckSlots(const PipelineSpec& p, const std::string& where) {
   for (const std::string& kind : pl.between) {
     auto r = std::find_if(p.roles.begin(), p.roles.end(), [&](const RoleSpec& x) { return x.kind == kind; });
     if (r == p.roles.end()) return Status::Config(where + ": [placement] between names '" + kind + "', no role's kind");
-    if (r->slots != 1 || r->count < 1 || r->spares > 0) {
+    if (r->slots != 1 || r->count < 1 || r->spares > 0 || r->group) {
       return Status::Config(where + ": [placement] moves slots one at a time: [role." + r->name +
-                            "] needs slots = 1, count >= 1 and no spares");
+                            "] needs slots = 1, count >= 1, no spares and no group");
     }
   }
   return Status::OK();
@@ -143,6 +144,9 @@ Status Check(const PipelineSpec& p, const std::string& where) {
     if (r.command.empty()) return Status::Config(where + ": [role." + r.name + "] has no command");
     if (r.count < 0 || r.count > 1000) return Status::Config(where + ": [role." + r.name + "] count out of range");
     if (r.spares < 0 || r.spares > 16) return Status::Config(where + ": [role." + r.name + "] spares out of range (0 to 16)");
+    if (r.group && r.spares > 0) {
+      return Status::Config(where + ": [role." + r.name + "] is a group: spares cannot stand in for one of its ranks");
+    }
   }
   return CheckSlots(p, where);
 }

@@ -10,12 +10,15 @@
 //   count = 1
 //   stall = 30                            # seconds without progress in its active phase
 //   spares = 1                            # started ahead: replaces a failed instance at once
+//   group = false                         # true: the instances form one group (data-parallel ranks)
 //   slots = 1                             # slots of [watchdog] slots each instance runs in (slots.h)
 //   [placement]                           # optional: the split of slots between two roles moves
 //   between = ["rollout", "reward"]       # (placement.h)
 //
 // Each instance gets RL_HEARTBEAT, RL_HEARTBEAT_INTERVAL, RL_RUN_DIR and RL_ID (0 .. count-1)
-// in its environment, so commands need not repeat them.
+// in its environment, so commands need not repeat them. The instances of a group role also get
+// WORLD_SIZE (count), RANK (RL_ID) and RL_GROUP_EPOCH (their restarts, the same for all: a fresh
+// name for each forming), and when one fails all of them restart.
 // Thread safety: values.
 #pragma once
 
@@ -37,6 +40,7 @@ struct RoleSpec {
   double ready_s = 60;   // a (re)started instance must heartbeat within this long
   bool finish = false;   // its clean exit ends the pipeline (default: true for kind train)
   int spares = 0;        // processes started ahead, held before work, to replace a failed instance (spare.h)
+  bool group = false;    // the instances form one process group: one fails, all restart
   int slots = 0;         // slots each instance runs in (0: no slot, any CPU)
 };
 

@@ -119,11 +119,23 @@ TEST(PipelineTest, SlotMistakesAreConfigErrorsThatSayWhat) {
             "p.toml: [placement] settle >= 0, measure >= 1 and every >= 0 are required");
   EXPECT_EQ(error(slots + "[placement]\nbetween = [\"rollout\", \"reward\"]\n[role.rollout]\ncommand = \"r\"\n"
                           "[role.reward]\ncommand = \"j\"\nslots = 1\n"),
-            "p.toml: [placement] moves slots one at a time: [role.rollout] needs slots = 1, count >= 1 and no spares");
+            "p.toml: [placement] moves slots one at a time: [role.rollout] needs slots = 1, count >= 1, no spares and no group");
   EXPECT_NE(error("[watchdog]\nslots = [\"gpus=0\"]\n[role.train]\ncommand = \"t\"\nslots = 1\nspares = 1\n")
                 .find("a spare's CUDA devices are fixed"),
             std::string::npos);
   EXPECT_NE(error("[placement]\ncolour = 1\n" + roles).find("unknown key 'colour' in [placement]"), std::string::npos);
+}
+
+TEST(PipelineTest, AGroupRoleIsReadAndTakesNoSpares) {
+  auto p = ParsePipeline("[role.train]\ncommand = \"t\"\ncount = 2\ngroup = true\n", "p.toml");
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_TRUE(p->roles[0].group);
+  EXPECT_EQ(p->roles[0].count, 2);
+  EXPECT_FALSE(ParsePipeline("[role.train]\ncommand = \"t\"\n", "p.toml")->roles[0].group);
+  EXPECT_EQ(ParsePipeline("[role.train]\ncommand = \"t\"\ngroup = yes\n", "p.toml").status().message(),
+            "p.toml: group wants true or false");
+  EXPECT_EQ(ParsePipeline("[role.train]\ncommand = \"t\"\ngroup = true\nspares = 1\n", "p.toml").status().message(),
+            "p.toml: [role.train] is a group: spares cannot stand in for one of its ranks");
 }
 
 }  // namespace

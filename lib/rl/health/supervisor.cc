@@ -45,6 +45,7 @@ class Supervisor {
   std::optional<int> CheckProcesses();
   std::optional<int> OnFailure(Instance* inst, const std::string& reason, double fault_ts);
   Status RestartRole(Instance* inst);
+  Status RestartGroup(Instance* failed);
   void LendSlotTo(Instance* trainer);
   Status MoveSlot(Instance* from, Instance* to, const std::string& reason);
   void AssignSlots();
@@ -304,8 +305,13 @@ void Supervisor::Observe(const std::vector<Detection>& ds) {
     f["seconds"] = (MonoMillis() - inst.started_ms) / 1000.0;
     events_->Emit("ready", f);
   }
+  // The ranks of a group trainer step together: rank 0 (train/0) speaks for them, since the step
+  // count below follows one trainer process.
+  const bool group_trainer = std::any_of(o_.pipeline.roles.begin(), o_.pipeline.roles.end(),
+                                         [](const RoleSpec& r) { return r.kind == "train" && r.group; });
   for (const auto& [key, m] : watcher_->membership().members()) {
     if (m.last.role != "train" || m.state == MemberState::kLeft) continue;
+    if (group_trainer && key != "train/0") continue;
     auto it = m.last.counters.find("steps");
     CountTrainerSteps(static_cast<pid_t>(m.last.pid), it == m.last.counters.end() ? 0 : it->second);
     pipeline_step_ = m.last.step;
@@ -491,6 +497,7 @@ void Supervisor::AssignSlots() {
 }
 
 Status Supervisor::RestartRole(Instance* inst) {
+  if (inst->spec->group) return RestartGroup(inst);
   pid_t old = inst->pid;
   if (old != 0) StopProcess(old, 0);  // it failed: no grace
   watcher_->membership().Forget(inst->key, old);
@@ -508,6 +515,32 @@ Status Supervisor::RestartRole(Instance* inst) {
   return Status::OK();
 }
 
+// A rank of a group role failed: the others would wait on it (or fail their next collective), so
+// every instance of the role stops at once and starts again under the next RL_GROUP_EPOCH.
+Status Supervisor::RestartGroup(Instance* failed) {
+  std::vector<StopOrder> orders;
+  for (auto& i : instances_) {
+    if (i.spec == failed->spec && i.pid != 0) orders.push_back({i.pid, 0});
+  }
+  StopProcesses(orders);
+  for (auto& i : instances_) {
+    if (i.spec != failed->spec) continue;
+    pid_t old = i.pid;
+    watcher_->membership().Forget(i.key, old);
+    if (old != 0 && i.child) (void)ReapChild(old);
+    ++i.restarts;
+    RL_RETURN_IF_ERROR(SpawnInstance(o_.pipeline, watcher_->endpoint(), o_.run_dir, &i));
+    nlohmann::json f = Fields(i);
+    f["old_pid"] = old;
+    f["group"] = true;
+    f["failed"] = i.key == failed->key;
+    events_->Emit("restart", f);
+    spdlog::info("restarted {} with its group (pid {} -> {}, epoch {})", i.key, old, i.pid, i.restarts);
+  }
+  state_changed_ = true;
+  return Status::OK();
+}
+
 std::optional<int> Supervisor::OnFailure(Instance* inst, const std::string& reason, double fault_ts) {
   // A restart of ours that failed before it was heard from (an adopted role was heard from by the
   // watchdog that started it).
@@ -519,6 +552,9 @@ std::optional<int> Supervisor::OnFailure(Instance* inst, const std::string& reas
   events_->Emit("failure", fields);
   spdlog::warn("{} failed at step {}: {}", inst->key, pipeline_step_, reason);
   Decision d = policy_.Decide(f);
+  if (d.action == Action::kRestartRole && inst->spec->group) {
+    d.reason = "restart " + inst->key + " with every instance of role " + inst->spec->name + " (a group)";
+  }
   events_->Emit("decision", {{"member", inst->key}, {"action", ActionName(d.action)}, {"reason", d.reason}});
   spdlog::warn("decision: {} ({})", ActionName(d.action), d.reason);
   SaveState();

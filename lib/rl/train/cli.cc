@@ -73,6 +73,11 @@ void BindGrpo(CommandLine& cl, CLI::App* g, GrpoFlags* f) {
   cl.Bind(g, "--collapse-drop", &o.collapse_drop)->check(CLI::Range(0.0, 1.0));
   cl.Bind(g, "--weights-bind", &o.publish.bind);
   cl.Bind(g, "--max-pulls", &o.publish.max_pulls)->check(CLI::Range(1, 1024));
+  f->world = cl.Bind(g, "--world", &o.world);
+  f->rank = cl.Bind(g, "--rank", &o.rank);
+  cl.Bind(g, "--rendezvous", &o.rendezvous);
+  cl.Bind(g, "--group-epoch", &o.group_epoch);
+  cl.Bind(g, "--group-timeout", &o.group_timeout_s)->check(CLI::Range(1.0, 86400.0));
   cl.Bind(g, "--chunk-size", &o.publish.chunk_size)->check(CLI::Range(weights::kMinChunkBytes, weights::kMaxChunkBytes));
 }
 

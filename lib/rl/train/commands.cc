@@ -4,7 +4,9 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
+#include <cstdlib>
 #include <iostream>
+#include <map>
 #include <optional>
 
 #include "rl/core/event_log.h"
@@ -13,6 +15,7 @@
 #include "rl/model/model_file.h"
 #include "rl/task/make_data.h"
 #include "rl/train/checkpoint.h"
+#include "rl/train/data_parallel.h"
 #include "rl/train/evaluate.h"
 #include "rl/train/export.h"
 #include "rl/train/feeder.h"
@@ -163,6 +166,29 @@ Status ExportFinalVersion(const GrpoLoopOptions& o, const ExportOptions& x) {
   return Status::OK();
 }
 
+// --world, --rank, --rendezvous or the environment torchrun and srun set (data_parallel.h).
+Status PlaceRank(const GrpoFlags& f, GrpoLoopOptions* o) {
+  std::map<std::string, std::string> env;
+  for (const char* k : {"WORLD_SIZE", "RANK", "MASTER_ADDR", "MASTER_PORT", "SLURM_NTASKS", "SLURM_PROCID"}) {
+    if (const char* v = std::getenv(k)) env[k] = v;
+  }
+  RankPlace flags{o->world, o->rank, o->rendezvous};
+  RL_ASSIGN_OR_RETURN(RankPlace p, ResolveRankPlace(flags, f.world && f.world->count() > 0,
+                                                    f.rank && f.rank->count() > 0, env));
+  o->world = p.world;
+  o->rank = p.rank;
+  o->rendezvous = p.rendezvous;
+  if (o->world > 1) {
+    // Each rank leases under its own holder name: ranks started with one --id take their rank.
+    if (o->rank != 0 && o->id == "0") o->id = std::to_string(o->rank);
+    // Only the streaming update is data-parallel (grpo_trainer.h).
+    if (o->grpo.minibatches * o->grpo.epochs > 1 || !PerGroup(o->grpo.advantage)) {
+      return Status::InvalidArgument("--world above 1 takes one minibatch, one epoch and --advantage grpo or rloo");
+    }
+  }
+  return Status::OK();
+}
+
 }  // namespace
 
 int RunGrpoCommand(GrpoFlags f, const std::atomic<bool>& stop) {
@@ -184,6 +210,7 @@ int RunGrpoCommand(GrpoFlags f, const std::atomic<bool>& stop) {
   if (Status s = ValidateGrpoOptions(o.grpo); !s.ok()) return Fail(kTool, s);
   if (Status s = ApplyLrDecay(f.lr_decay, o.max_steps, &o.grpo.schedule); !s.ok()) return Fail(kTool, s);
   o.regenerate_stale = f.stale_rows == "regenerate";
+  if (Status s = PlaceRank(f, &o); !s.ok()) return Fail(kTool, s);
   ExportOptions x;
   x.out = f.export_dir;
   x.tokenizer_from = f.tokenizer_from;

@@ -39,6 +39,8 @@ struct GrpoFlags {
   std::string correction = "none", advantage = "grpo";
   CLI::Option* staleness = nullptr;  // set when given: they override --mode
   CLI::Option* fraction = nullptr;
+  CLI::Option* world = nullptr;  // given: they win over WORLD_SIZE, RANK (torchrun) and srun's
+  CLI::Option* rank = nullptr;
   int64_t staleness_value = 0;
   double fraction_value = 1.0;
   std::string export_dir, tokenizer_from;  // export_dir: the final version as an HF directory

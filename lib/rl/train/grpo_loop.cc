@@ -1,5 +1,6 @@
 #include "rl/train/grpo_loop.h"
 
+#include <ATen/ATen.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -12,90 +13,19 @@
 
 #include "rl/core/event_log.h"
 #include "rl/core/fs.h"
+#include "rl/dist/group.h"
 #include "rl/health/progress.h"
 #include "rl/model/hf_dir.h"
 #include "rl/model/model_file.h"
 #include "rl/train/checkpoint.h"
+#include "rl/train/data_parallel.h"
 #include "rl/train/evaluate.h"
 #include "rl/train/feeder.h"
+#include "rl/train/grpo_loop_state.h"
 #include "rl/train/weight_publisher.h"
 
 namespace rl::train {
-namespace {
-
-constexpr char kTrainTask[] = "train";
-constexpr int64_t kGetWaitMs = 200;  // longest a get waits for rows before the feeder runs again
-
-double Seconds(std::chrono::steady_clock::time_point since) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
-}
-
-std::string Duration(double s) {
-  char buf[32];
-  int64_t t = static_cast<int64_t>(s);
-  std::snprintf(buf, sizeof buf, "%lldm%02llds", static_cast<long long>(t / 60), static_cast<long long>(t % 60));
-  return buf;
-}
-
-ClientOptions ClientFor(const GrpoLoopOptions& o, const std::string& sender) {
-  ClientOptions c;
-  c.endpoint = o.connect;
-  c.give_up_s = o.timeout_s;
-  c.sender = sender.empty() ? NewSenderId("rl-train") : sender;
-  return c;
-}
-
-class GrpoLoop {
- public:
-  GrpoLoop(const GrpoLoopOptions& o, const std::atomic<bool>& stop)
-      : o_(o), stop_(stop), client_(ClientFor(o, "")) {}
-  Status Run();
-
- private:
-  Status Start();
-  Status StartFrom(Checkpoint c);
-  Status StartFresh();
-  Status SkipServedVersions();
-  Status CollectAndTrain(std::vector<uint64_t>* consumed, int64_t* samples);
-  Status TrainOrDrop(const queue::GetReply& reply, std::vector<Group>* pending, std::vector<uint64_t>* consumed);
-  Status RedrawLimit(int64_t dropped_groups, int64_t kept_rows, const std::vector<uint64_t>& consumed);
-  Status AfterStep(const StepStats& s, std::vector<uint64_t> consumed, double seconds);
-  void Evaluate(StepStats* s, nlohmann::json* fields);
-  void Phase(const char* phase);
-  Result<double> HeldOutAccuracy() {
-    return GreedyAccuracy(trainer_->policy(), *encoder_, *held_out_, verifier_.get(), o_.eval_max_new_tokens);
-  }
-  void OnWritten(const Checkpoint& c, const Status& s);
-
-  GrpoLoopOptions o_;
-  const std::atomic<bool>& stop_;
-  queue::QueueClient client_;
-  EventLog events_;
-  std::unique_ptr<Feeder> feeder_;
-  std::unique_ptr<GrpoTrainer> trainer_;
-  std::unique_ptr<queue::QueueClient> writer_client_;  // used on the writer thread only
-  std::unique_ptr<CheckpointWriter> writer_;           // declared after what its thread uses
-  std::unique_ptr<queue::QueueClient> served_client_;  // used on the publisher's thread only
-  std::unique_ptr<WeightPublisher> publisher_;         // null without --weights-bind
-  std::string phase_;
-  std::vector<std::string> step_groups_;  // the groups this step trained on, for the step event
-  double train_s_ = 0;                    // this step's seconds in forward, backward and update
-  // Rows of uniform-reward groups dynamic sampling dropped this step and their reward sum (the
-  // queue's get replies say): with the trained rows, the mean reward of all the step was sent.
-  uint64_t uniform_rows_ = 0;
-  double uniform_sum_ = 0;
-  std::shared_ptr<const model::PromptEncoder> encoder_;
-  std::optional<EvalSet> held_out_;                // none without --eval-data
-  std::unique_ptr<reward::Verifier> verifier_;
-  std::mt19937_64 rng_;
-  int64_t step_ = 0;
-  uint64_t version_ = 0;
-  double best_accuracy_ = 0, last_accuracy_ = -1, reward_ema_ = -1, best_reward_ema_ = 0;
-  int64_t start_step_ = 0;
-  int64_t accuracy_step_ = -1;  // the step last_accuracy_ was measured at
-  bool warned_gap_ = false;     // the logprob-gap warning is given once per process
-  std::chrono::steady_clock::time_point started_;
-};
+namespace loop {
 
 Status GrpoLoop::Start() {
   if (o_.checkpoint_dir.empty()) return Status::InvalidArgument("grpo needs --checkpoint-dir");
@@ -108,11 +38,18 @@ Status GrpoLoop::Start() {
   }
   RL_RETURN_IF_ERROR(MakeDirs(o_.checkpoint_dir));
   if (!o_.run_dir.empty()) RL_RETURN_IF_ERROR(events_.Open(o_.run_dir, "train", o_.id));
+  if (o_.world > 1) RL_RETURN_IF_ERROR(JoinGroup());
   RL_ASSIGN_OR_RETURN(model::PromptEncoder encoder, model::OpenPromptEncoder(o_.prompt));
   encoder_ = std::make_shared<const model::PromptEncoder>(std::move(encoder));
   o_.grpo.pad_id = encoder_->dir().pad_id;
-  RL_ASSIGN_OR_RETURN(std::unique_ptr<PromptSource> source, PromptSource::Open(o_.prompts, o_.prompt.dataset, encoder_));
-  feeder_ = std::make_unique<Feeder>(ClientFor(o_, "rl-train-feeder:" + o_.id), std::move(source), o_.group_size);
+  if (lead()) {  // the other ranks of a group neither feed, evaluate nor publish
+    RL_ASSIGN_OR_RETURN(std::unique_ptr<PromptSource> source,
+                        PromptSource::Open(o_.prompts, o_.prompt.dataset, encoder_));
+    feeder_ = std::make_unique<Feeder>(ClientFor(o_, "rl-train-feeder:" + o_.id), std::move(source), o_.group_size);
+  } else {
+    o_.eval_data.clear();
+    o_.publish.bind.clear();
+  }
   if (!o_.eval_data.empty()) {
     RL_ASSIGN_OR_RETURN(verifier_, reward::MakeVerifier(o_.verifier, 1e-6));
     RL_ASSIGN_OR_RETURN(held_out_, LoadEvalSet(o_.eval_data, o_.prompt.dataset, *encoder_, static_cast<size_t>(o_.eval_size)));
@@ -128,19 +65,35 @@ Status GrpoLoop::Start() {
     };
     RL_ASSIGN_OR_RETURN(publisher_, WeightPublisher::Start(po, &events_));
   }
+  if (group_) RL_RETURN_IF_ERROR(AgreeOnStart(ckpt));
   RL_RETURN_IF_ERROR(ckpt ? StartFrom(std::move(*ckpt)) : StartFresh());
   // Rows a dead trainer had leased and not trained on (its checkpoint's rows are acked by now).
-  RL_RETURN_IF_ERROR(queue::ReleaseEarlierLeases(client_, kTrainTask, "train/" + o_.id, &events_));
-  RL_RETURN_IF_ERROR(SkipServedVersions());
+  RL_RETURN_IF_ERROR(queue::ReleaseEarlierLeases(client_, kTrainTask, Holder(), &events_));
+  if (lead()) RL_RETURN_IF_ERROR(SkipServedVersions());
+  if (group_) {
+    RL_RETURN_IF_ERROR(trainer_->SetGroup(&*group_));
+    // Every rank takes rank 0's version (SkipServedVersions may have moved it) and its weights.
+    at::Tensor v = at::full({1}, static_cast<int64_t>(version_), at::kLong);
+    RL_RETURN_IF_ERROR(group_->Broadcast(v, 0));
+    version_ = static_cast<uint64_t>(v.item<int64_t>());
+    // As float32: c10d's Gloo refuses bfloat16, and the round trip is exact.
+    for (auto& [name, p] : trainer_->policy().NamedParameters()) {
+      at::Tensor t = p.detach().to(at::kFloat).contiguous();
+      RL_RETURN_IF_ERROR(group_->Broadcast(t, 0));
+      p.detach().copy_(t);
+    }
+  }
   if (publisher_) {
     RL_ASSIGN_OR_RETURN(model::Transformer first, trainer_->policy().Clone());
     publisher_->Offer(version_, std::move(first));
   }
-  writer_client_ = std::make_unique<queue::QueueClient>(ClientFor(o_, ""));
-  writer_ = std::make_unique<CheckpointWriter>(o_.checkpoint_dir, o_.keep,
-                                               [this](const Checkpoint& c, const Status& s) { OnWritten(c, s); });
-  RL_RETURN_IF_ERROR(client_.MetaSet({kStepKey, std::to_string(step_), std::nullopt}));
-  RL_RETURN_IF_ERROR(client_.MetaSet({kVersionKey, std::to_string(version_), std::nullopt}));
+  if (lead()) {
+    writer_client_ = std::make_unique<queue::QueueClient>(ClientFor(o_, ""));
+    writer_ = std::make_unique<CheckpointWriter>(o_.checkpoint_dir, o_.keep,
+                                                 [this](const Checkpoint& c, const Status& s) { OnWritten(c, s); });
+    RL_RETURN_IF_ERROR(client_.MetaSet({kStepKey, std::to_string(step_), std::nullopt}));
+    RL_RETURN_IF_ERROR(client_.MetaSet({kVersionKey, std::to_string(version_), std::nullopt}));
+  }
   // A resumed trainer takes the accuracy its checkpoint holds (measured at accuracy_step_, on a
   // held-out set of the same size): evaluating again would hold up the restart (about 0.1 s of
   // the ~0.3 s a spare trainer needs to resume). It says which step measured it.
@@ -149,8 +102,10 @@ Status GrpoLoop::Start() {
     accuracy_step_ = step_;
   }
   best_accuracy_ = std::max(best_accuracy_, last_accuracy_);
-  spdlog::info("step {} version {}: held-out greedy accuracy {:.3f} (measured at step {})", step_, version_,
-               last_accuracy_, accuracy_step_);
+  if (lead()) {  // the other ranks of a group do not evaluate
+    spdlog::info("step {} version {}: held-out greedy accuracy {:.3f} (measured at step {})", step_, version_,
+                 last_accuracy_, accuracy_step_);
+  }
   events_.SetStep(step_);
   events_.Emit("start", {{"version", version_}, {"accuracy", last_accuracy_}, {"accuracy_step", accuracy_step_},
                          {"staleness", o_.staleness},
@@ -189,9 +144,10 @@ Status GrpoLoop::StartFrom(Checkpoint c) {
   RL_RETURN_IF_ERROR(trainer_->optimizer().LoadState(c.adam, c.adam_steps));
   if (critic_resumed) RL_RETURN_IF_ERROR(trainer_->critic_optimizer()->LoadState(c.critic_adam, c.critic_adam_steps));
   // The checkpoint holds the update these rows made: consume them if the last run could not.
-  if (!c.consumed.empty()) RL_RETURN_IF_ERROR(client_.Ack(kTrainTask, 0, c.consumed).status());
+  if (!c.consumed.empty() && lead()) RL_RETURN_IF_ERROR(client_.Ack(kTrainTask, 0, c.consumed).status());
   events_.SetStep(step_);
-  events_.Emit("resume", {{"version", version_}, {"acked", c.consumed.size()}});
+  events_.Emit("resume", {{"version", version_}, {"acked", lead() ? c.consumed.size() : 0}});
+  if (!lead()) return Status::OK();
   std::string weights = WeightsPath(o_.checkpoint_dir, version_);
   return model::SaveModelFile(weights, trainer_->policy(), version_);
 }
@@ -215,7 +171,9 @@ Status GrpoLoop::StartFresh() {
   RL_RETURN_IF_ERROR(model::CheckVocabulary(loaded->model, encoder_->dir(), "the starting weights " + path));
   step_ = 0;
   version_ = 0;
-  if (!o_.weights.empty()) RL_RETURN_IF_ERROR(model::SaveModelFile(WeightsPath(o_.checkpoint_dir, 0), loaded->model, 0));
+  if (!o_.weights.empty() && lead()) {
+    RL_RETURN_IF_ERROR(model::SaveModelFile(WeightsPath(o_.checkpoint_dir, 0), loaded->model, 0));
+  }
   std::optional<model::Transformer> ref;
   if (o_.grpo.kl_coef > 0) {
     RL_ASSIGN_OR_RETURN(ref, loaded->model.Clone());
@@ -284,7 +242,7 @@ Status GrpoLoop::CollectAndTrain(std::vector<uint64_t>* consumed, int64_t* sampl
     req.min = static_cast<uint32_t>(o_.group_size);
     req.lease_ms = static_cast<int64_t>(o_.lease_s * 1000);
     req.wait_ms = kGetWaitMs;
-    req.holder = "train/" + o_.id;
+    req.holder = Holder();
     req.groups = true;
     req.also = {"loss_mask"};  // multi-turn rows: tool tokens are not trained on
     req.has_min_version = true;
@@ -310,26 +268,31 @@ Status GrpoLoop::CollectAndTrain(std::vector<uint64_t>* consumed, int64_t* sampl
     int64_t pending_rows = 0;
     for (const Group& g : pending) pending_rows += static_cast<int64_t>(g.samples.size());
     if (started && !pending.empty() && (pending_rows >= o_.grpo.micro_batch || got >= need || out_of_redraws)) {
-      Phase("train");
-      auto t0 = std::chrono::steady_clock::now();
-      // In an order that does not depend on arrival: in sync mode (f = 1, one piece) a step's
-      // result is then a function of its rows alone, so a resumed step repeats it bit for bit.
-      for (Group& g : pending) {
-        std::sort(g.samples.begin(), g.samples.end(), [](const Sample& a, const Sample& b) { return a.index < b.index; });
-      }
-      std::sort(pending.begin(), pending.end(), [](const Group& a, const Group& b) {
-        return a.samples.front().index < b.samples.front().index;
-      });
-      RL_RETURN_IF_ERROR(trainer_->Accumulate(pending));
-      train_s_ += Seconds(t0);
-      for (const Group& g : pending) step_groups_.push_back(g.key);
-      ++health::Progress().micro_batches;  // the watchdog's stall detection watches this
-      pending.clear();
+      TrainPending(&pending);
+      RL_RETURN_IF_ERROR(train_status_);
     }
     if (out_of_redraws) break;
   }
   *samples = got;
   return Status::OK();
+}
+
+void GrpoLoop::TrainPending(std::vector<Group>* pending) {
+  Phase("train");
+  auto t0 = std::chrono::steady_clock::now();
+  // In an order that does not depend on arrival: in sync mode (f = 1, one piece) a step's
+  // result is then a function of its rows alone, so a resumed step repeats it bit for bit.
+  for (Group& g : *pending) {
+    std::sort(g.samples.begin(), g.samples.end(), [](const Sample& a, const Sample& b) { return a.index < b.index; });
+  }
+  std::sort(pending->begin(), pending->end(), [](const Group& a, const Group& b) {
+    return a.samples.front().index < b.samples.front().index;
+  });
+  train_status_ = trainer_->Accumulate(*pending);
+  train_s_ += Seconds(t0);
+  for (const Group& g : *pending) step_groups_.push_back(g.key);
+  ++health::Progress().micro_batches;  // the watchdog's stall detection watches this
+  pending->clear();
 }
 
 // More than --max-redraws groups dropped while this step's batch filled: train on what came, or
@@ -435,9 +398,11 @@ Status GrpoLoop::AfterStep(const StepStats& s0, std::vector<uint64_t> consumed, 
   if (uniform_rows_ > 0) {
     kept = fmt::format(" (trained groups {:.3f}, {} rows dropped as uniform)", s.mean_reward, uniform_rows_);
   }
-  spdlog::info("step {} reward {:.3f}{} held-out {:.3f} (best {:.3f}) samples/s {:.0f} s/step {:.2f} versions {}..{}{}",
-               step_, population_reward, kept, last_accuracy_, best_accuracy_, s.samples / seconds, seconds,
-               s.min_version, s.max_version, eta);
+  spdlog::log(lead() ? spdlog::level::info : spdlog::level::debug,
+              "step {} reward {:.3f}{} held-out {:.3f} (best {:.3f}) samples/s {:.0f} s/step {:.2f} versions {}..{}{}",
+              step_, population_reward, kept, last_accuracy_, best_accuracy_, s.samples / seconds, seconds,
+              s.min_version, s.max_version, eta);
+  if (!lead()) return Status::OK();  // rank 0 checkpoints (and acks) every rank's rows
   Phase("checkpoint");
   Checkpoint c;
   c.step = step_;
@@ -483,13 +448,20 @@ Status GrpoLoop::Run() {
   started_ = std::chrono::steady_clock::now();
   start_step_ = step_;
   Status status;
-  while (!stop_ && (o_.max_steps == 0 || step_ < o_.max_steps)) {
-    if (o_.staleness == 0) RL_RETURN_IF_ERROR(writer_->Wait());  // on-policy: wait for v+1 to be out
+  while (!stop_ && !group_stopped_ && (o_.max_steps == 0 || step_ < o_.max_steps)) {
+    if (group_) {  // the ranks leave together
+      auto stopped = AnyRankStopped();
+      if (!stopped.ok() || *stopped) {
+        status = stopped.status();
+        break;
+      }
+    }
+    if (o_.staleness == 0 && writer_) RL_RETURN_IF_ERROR(writer_->Wait());  // on-policy: wait for v+1 to be out
     auto t0 = std::chrono::steady_clock::now();
     std::vector<uint64_t> consumed;
     int64_t samples = 0;
-    status = CollectAndTrain(&consumed, &samples);
-    if (stop_) break;
+    status = group_ ? CollectRanks(&consumed, &samples) : CollectAndTrain(&consumed, &samples);
+    if (stop_ || group_stopped_) break;
     if (!status.ok()) break;
     auto t1 = std::chrono::steady_clock::now();
     auto stats = trainer_->FinishStep();
@@ -498,17 +470,26 @@ Status GrpoLoop::Run() {
       status = stats.status();
       break;
     }
+    if (group_) {  // rank 0's checkpoint lists every rank's rows
+      auto all = GatherIndices(*group_, consumed);
+      if (!all.ok()) {
+        status = all.status();
+        break;
+      }
+      consumed = std::move(*all);
+    }
     status = AfterStep(*stats, std::move(consumed), Seconds(t0));
     if (!status.ok()) break;
   }
-  Status written = writer_->Wait();
+  Status written = writer_ ? writer_->Wait() : Status::OK();
   Phase("stopped");
   events_.Emit("stop", {{"version", version_}, {"accuracy", last_accuracy_}});
-  if (stop_) return written;
+  if (stop_ || group_stopped_) return written;
   return status.ok() ? written : status;
 }
 
-}  // namespace
+}  // namespace loop
+
 
 Status ApplyMode(const std::string& mode, GrpoLoopOptions* o) {
   if (mode == "sync") {
@@ -527,8 +508,8 @@ Status ApplyMode(const std::string& mode, GrpoLoopOptions* o) {
 }
 
 Status RunGrpo(const GrpoLoopOptions& options, const std::atomic<bool>& stop) {
-  GrpoLoop loop(options, stop);
-  return loop.Run();
+  loop::GrpoLoop l(options, stop);
+  return l.Run();
 }
 
 }  // namespace rl::train

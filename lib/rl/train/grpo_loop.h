@@ -14,6 +14,13 @@
 // Prompts come from a dataset file (--prompts) through --model's tokenizer and chat template
 // (feeder.h); held-out evaluations take the first eval_size examples of --eval-data, scored by
 // --verifier.
+// Data-parallel (world > 1, docs/design.md "Data-parallel training"): every rank runs this loop in
+// lockstep over a c10d group. Each takes its token-balanced part of the step's groups from the
+// queue (balanced gets, parts = world) and trains on it alone; the gradients are all-reduced
+// (grpo_trainer.h). Rank 0 alone feeds prompts, evaluates, publishes weights and writes the
+// checkpoint, which lists every rank's rows, and acks them all once it is durable. A dead rank
+// makes the others' next collective fail (Unavailable) and they exit; the group re-forms under a
+// fresh name (group_epoch) from the newest checkpoint.
 // Thread safety: RunGrpo runs on the calling thread plus one checkpoint writer thread (and the
 // weight publisher's thread and source thread when it serves weights).
 #pragma once
@@ -56,6 +63,10 @@ struct GrpoLoopOptions {
   double collapse_drop = 0.25;
   uint64_t seed = 0;
   GrpoOptions grpo;
+  int world = 1, rank = 0;        // data-parallel ranks
+  std::string rendezvous;         // HOST:PORT of the group's c10d store (rank 0 hosts it)
+  std::string group_epoch = "0";  // names this forming of the group (the watchdog's RL_GROUP_EPOCH)
+  double group_timeout_s = 120;   // for the rendezvous and each collective
 };
 
 // Sets staleness and start_fraction from "sync", "semi-sync" or "async"; InvalidArgument otherwise.

@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "rl/dist/test_ranks.h"
 #include "rl/model/generate.h"
 #include "rl/model/model_file.h"
 #include "rl/model/test_util.h"
@@ -216,6 +217,53 @@ TEST_F(GrpoLoopTest, TrainsPublishesVersionsAndResumesFromItsCheckpoint) {
   for (const auto& t : stat["tasks"]) {
     if (t["name"] == "train") {
       EXPECT_EQ(t["consumed"].get<uint64_t>(), 24u) << "3 steps of 2 groups of 4, once each";
+    }
+  }
+}
+
+// Two data-parallel ranks (threads, each its own RunGrpo over a Gloo group): each leases its
+// balanced part of every step, and rank 0's checkpoints list and ack every rank's rows, once.
+TEST_F(GrpoLoopTest, TwoRanksShareEveryStepAndEachRowIsConsumedOnce) {
+  const std::string rendezvous = "127.0.0.1:" + std::to_string(dist::testing::FreePort());
+  Status status[2];
+  std::vector<std::thread> ranks;
+  std::atomic<bool> stop{false};
+  for (int r = 0; r < 2; ++r) {
+    ranks.emplace_back([&, r] {
+      GrpoLoopOptions o = Loop(3);
+      o.prompts_per_step = 4;
+      o.world = 2;
+      o.rank = r;
+      o.id = std::to_string(r);
+      o.rendezvous = rendezvous;
+      o.group_timeout_s = 30;
+      status[r] = RunGrpo(o, stop);
+    });
+  }
+  for (auto& t : ranks) t.join();
+  ASSERT_TRUE(status[0].ok()) << status[0].ToString();
+  ASSERT_TRUE(status[1].ok()) << status[1].ToString();
+  auto ckpt = LoadNewestCheckpoint(dir_ + "/ckpt");
+  ASSERT_TRUE(ckpt.ok() && ckpt->has_value());
+  EXPECT_EQ((*ckpt)->step, 3);
+  EXPECT_EQ((*ckpt)->consumed.size(), 16u) << "4 groups of 4, from both ranks";
+  // Both ranks trained: rank 1's step events name the groups it took.
+  size_t rank1_groups = 0;
+  std::ifstream events(dir_ + "/run/events/train-1.jsonl");
+  for (std::string line; std::getline(events, line);) {
+    auto e = nlohmann::json::parse(line);
+    if (e["event"] != "step") continue;
+    rank1_groups += e["trained_groups"].size();
+    EXPECT_EQ(e["samples"], 16) << "the step's samples over both ranks";
+  }
+  EXPECT_GT(rank1_groups, 0u);
+  EXPECT_LT(rank1_groups, 12u);
+  for (const auto& e : StepEvents()) EXPECT_LT(e["logprob_gap"].get<double>(), 1e-4) << e;
+  queue::QueueClient c(Options());
+  for (const auto& t : c.Stat().value()["tasks"]) {
+    if (t["name"] == "train") {
+      EXPECT_EQ(t["consumed"].get<uint64_t>(), 48u) << "3 steps of 4 groups of 4, once each";
+      EXPECT_EQ(t["leased"].get<uint64_t>(), 0u);
     }
   }
 }

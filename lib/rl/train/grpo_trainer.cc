@@ -339,6 +339,12 @@ Status GrpoTrainer::DumpBatch() {
 }
 
 Result<StepStats> GrpoTrainer::FinishStep() {
+  if (group_) {
+    if (Status s = ReduceAcrossRanks(); !s.ok()) {
+      BeginStep();
+      return s;
+    }
+  }
   if (acc_.samples == 0) return Status::InvalidArgument("no samples in this step");
   StepStats out = acc_;
   out.mean_reward = reward_sum_ / static_cast<double>(out.samples);

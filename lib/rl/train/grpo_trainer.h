@@ -20,6 +20,9 @@
 // critic as it is (V_old), then GAE advantages and returns, whitens the advantages over the batch,
 // and on every minibatch takes one AdamW step of the policy and one of the critic (its own AdamW,
 // learning rate critic_lr, the clipped value loss of grpo_loss.h, the same gradient clip).
+// Data-parallel (SetGroup): each rank accumulates its own groups; FinishStep sums the ranks'
+// gradients and loss totals (tokens, sequences, rewards) before dividing by the denominator, so
+// every rank takes the step one trainer would take on the whole batch (to float summation order).
 // Thread safety: none. The policy model must not be used elsewhere during Accumulate/FinishStep.
 #pragma once
 
@@ -30,6 +33,7 @@
 #include <vector>
 
 #include "rl/core/status.h"
+#include "rl/dist/group.h"
 #include "rl/model/transformer.h"
 #include "rl/train/adamw.h"
 #include "rl/train/advantage.h"
@@ -99,6 +103,12 @@ class GrpoTrainer {
                                                      GrpoOptions options,
                                                      std::optional<ValueModel> critic = std::nullopt);
 
+  // Makes this trainer one rank of `group` (*group must outlive the trainer; nullptr: alone).
+  // Every rank must then call FinishStep once per step, also with nothing accumulated. Only the
+  // streaming form is data-parallel: InvalidArgument for several minibatches or epochs and for the
+  // estimators that need the whole batch (reinforce++, reinforce++-baseline, gae).
+  Status SetGroup(dist::Group* group);
+
   void BeginStep();
   Status Accumulate(const std::vector<Group>& groups);
   // InvalidArgument when nothing was accumulated since BeginStep.
@@ -135,6 +145,8 @@ class GrpoTrainer {
   // policy's gradient norm.
   Result<double> Update(const Totals& t, double lr);
   Result<StepStats> FinishBuffered(StepStats out, double lr);
+  // Data-parallel: sums the ranks' gradients, step_ and acc_ (min/max of versions and weights).
+  Status ReduceAcrossRanks();
   // The held batch's advantages (and, with gae, old values and returns) in adv_, values_, returns_.
   Status HeldAdvantages();
   // Copies what DumpBatch writes of these samples (group number `group`).
@@ -170,6 +182,7 @@ class GrpoTrainer {
   std::vector<float> dump_rewards_, dump_groups_;
   std::vector<std::vector<float>> dump_adv_, dump_values_, dump_returns_;
   int64_t dump_piece_ = 0;
+  dist::Group* group_ = nullptr;  // data-parallel ranks; null alone
 };
 
 }  // namespace rl::train
