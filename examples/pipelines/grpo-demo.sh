@@ -9,12 +9,15 @@
 # as its snapshot is in memory); the checkpoint files are the rollout's fallback.
 #
 # Usage: grpo-demo.sh [--short] [--seed N] [--steps N] [--mode sync|semi-sync|async] [--weights ucx|file]
-#                     [--rollout-group N] [--sft-from RUN] [-- rl-train grpo options...]
+#                     [--rollout-group N] [--sft-from RUN] [--judge DIR] [-- rl-train grpo options...]
 #   --short     a smoke run for CI (a few steps; it shows the pipeline works, not that it learns)
 #   --weights   how the rollout gets new versions: ucx (default) or checkpoint files only
 #   --rollout-group N  the rollout is a group of N processes generating with tensor parallelism
 #               (rl-rollout run --ranks N: rank 0 leases and writes, the others follow)
 #   --sft-from  take the SFT warm start of an earlier run directory of the same seed
+#   --judge DIR the reward comes from this judge model (rl-reward run --judge, as yatt-judge.sh trains
+#               it: judging prompt '{prompt}{response}=', verdict token '1') instead of the rule
+#               verifier; held-out accuracy is still measured by the rule
 #   -- ...      more options for rl-train grpo, e.g. -- --advantage gae --critic-lr 1e-3
 # Environment: RL_BUILD_DIR (default ./build), RL_RUN_DIR (default a new /tmp directory).
 set -euo pipefail
@@ -22,6 +25,7 @@ source "$(dirname "$0")/lib.sh"
 rl_tools
 
 seed=1 steps=600 mode=async sft_steps=2000 target=0.3 extra=() more=() via=ucx final_eval=2000 group=1
+scorer=(--verifier addition)
 while [ $# -gt 0 ]; do
   case "$1" in
     --short)  # the untrained model gets uniform (all-zero) groups: no dynamic sampling, small steps
@@ -32,6 +36,7 @@ while [ $# -gt 0 ]; do
     --weights) via="$2"; shift ;;
     --rollout-group) group="$2"; shift ;;
     --sft-from) export RL_SFT_FROM="$2"; shift ;;
+    --judge) scorer=(--judge "$2" --judge-template '{prompt}{response}=' --judge-verdict 1); shift ;;
     --) shift; more=("$@"); break ;;
     *) echo "grpo-demo: unknown argument $1" >&2; exit 64 ;;
   esac
@@ -69,7 +74,7 @@ for ((rank = group - 1; rank >= 0; rank--)); do  # rank 0, the one that leases, 
     --max-new-tokens 8 --log-level warn "${grouping[@]}" &
   pids+=($!)
 done
-rl-reward run --verifier addition --id 0 --log-level warn &
+rl-reward run "${scorer[@]}" --id 0 --log-level warn &
 pids+=($!)
 rl-train grpo --checkpoint-dir "$run/ckpt" --prompts "$run/prompts.jsonl" --threads 1 --seed "$seed" \
   --mode "$mode" --max-steps "$steps" --eval-every 5 $(demo_eval "$run") --id 0 "${serve[@]}" "${extra[@]}" "${more[@]}"

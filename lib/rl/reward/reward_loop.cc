@@ -69,18 +69,33 @@ class Loop {
     std::vector<uint64_t> failed;
     double sum = 0;
     Status fatal;
+    // Every row of the get goes to the verifier in one call (a judge scores them in one pass).
+    std::vector<RewardRequest> reqs;
+    std::vector<const GotRow*> asked;
+    auto fail = [&](const GotRow& row, const Status& s) {
+      spdlog::error("row {}: {}", row.index, s.message());
+      if (o_.events) o_.events->Emit("row_failed", {{"index", row.index}, {"error", s.ToString()}});
+      failed.push_back(row.index);
+      if (verifier_->broken()) fatal = s;
+    };
     for (const GotRow& row : got.rows) {
       Result<RewardRequest> req = RequestOf(row);
-      Result<double> r = req.ok() ? verifier_->Score(*req) : Result<double>(req.status());
+      if (!req.ok()) {
+        fail(row, req.status());
+        continue;
+      }
+      reqs.push_back(std::move(*req));
+      asked.push_back(&row);
+    }
+    std::vector<Result<double>> scored = verifier_->ScoreBatch(reqs);
+    for (size_t i = 0; i < asked.size(); ++i) {
+      Result<double>& r = scored[i];
       if (!r.ok()) {
-        spdlog::error("row {}: {}", row.index, r.status().message());
-        if (o_.events) o_.events->Emit("row_failed", {{"index", row.index}, {"error", r.status().ToString()}});
-        failed.push_back(row.index);
-        if (verifier_->broken()) fatal = r.status();
+        fail(*asked[i], r.status());
         continue;
       }
       sum += *r;
-      put.rows.push_back({row.index, {{"reward", *r}}});
+      put.rows.push_back({asked[i]->index, {{"reward", *r}}});
     }
     if (!failed.empty()) {
       auto nacked = queue_.Nack(kRewardTask, got.lease, failed);
