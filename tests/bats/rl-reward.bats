@@ -243,7 +243,7 @@ queue = {json.loads(l)["response"]: json.loads(l)["reward"] for l in sys.argv[1]
 score = {json.loads(l)["response"]: json.loads(l)["reward"] for l in sys.argv[2].splitlines()}
 assert queue.keys() == score.keys() and all(abs(queue[k] - score[k]) < 1e-6 for k in queue), (queue, score)
 PY
-  grep -q '"event":"batch","rows":3' "$TMP/run/events/reward-0.jsonl"
+  grep -qE '"event":"batch".*"rows":3' "$TMP/run/events/reward-0.jsonl"
 }
 
 @test "score --judge-mode generate gives 0 when the pattern finds no verdict in the judge's output" {

@@ -144,6 +144,7 @@ Result<ColocationStep> Bench::Full(int64_t step) {
     s.groups += static_cast<int64_t>(groups.size());
     s.rejected += rejected;
     accepted += static_cast<int64_t>(groups.size()) - rejected;
+    spdlog::debug("colocation: full round of {} groups, {} rejected", groups.size(), rejected);
   }
   s.seconds = Seconds(start);
   return s;

@@ -120,7 +120,7 @@ TEST(JudgeTest, GenerateModeRewardsTheFirstMatchEqualToTheVerdict) {
   JudgeOptions o = DemoJudge();
   o.mode = "generate";
   o.max_new_tokens = 3;
-  o.pattern = "[0-9]";
+  o.pattern = "[0-9+=]";
   // What the judge says greedily, found independently of the judge's own code path.
   model::ModelDir dir = model::OpenModelDir(o.dir).value();
   model::PromptEncoder enc = model::PromptEncoder::Create(dir, "auto").value();
@@ -133,17 +133,17 @@ TEST(JudgeTest, GenerateModeRewardsTheFirstMatchEqualToTheVerdict) {
   g.eos_id = dir.eos_id;
   auto gen = model::Generate(m, {enc.Prompt(e).value()}, g).value();
   std::string text = enc.Decode(gen[0].response_ids).value();
-  std::string first_digit;
+  std::string first_match;
   for (char c : text) {
-    if (c >= '0' && c <= '9') {
-      first_digit = c;
+    if ((c >= '0' && c <= '9') || c == '+' || c == '=') {
+      first_match = c;
       break;
     }
   }
-  if (first_digit.empty()) GTEST_SKIP() << "the random judge wrote no digit: '" << text << "'";
-  o.verdict = first_digit;
+  if (first_match.empty()) GTEST_SKIP() << "the random judge wrote nothing the pattern matches: '" << text << "'";
+  o.verdict = first_match;
   EXPECT_EQ(*JudgeVerifier::Open(o).value()->Score(Rows()[0]), 1.0);
-  o.verdict = first_digit == "1" ? "2" : "1";
+  o.verdict = first_match == "1" ? "2" : "1";
   EXPECT_EQ(*JudgeVerifier::Open(o).value()->Score(Rows()[0]), 0.0);
   o.pattern = "x";  // never matches: reward 0, counted
   auto judge = JudgeVerifier::Open(o).value();
