@@ -78,15 +78,17 @@ for line in open(sys.argv[1]):
     print(json.dumps({"prompt": r["prompt"], "response": r["response"], "answer": r["answer"], "rule": r["reward"]}))
 ' "$run/judge-heldout-scored.jsonl" |
   rl-reward score "${judge_flags[@]}" --threads 2 --log-level warn > "$run/judge-heldout-judged.jsonl"
-python3 "$here/judge_data.py" agreement "$run/judge-heldout-judged.jsonl" | tee "$run/agreement.txt"
+python3 "$here/judge_data.py" agreement "$run/judge-heldout-judged.jsonl" > "$run/agreement.txt"
 
 echo "== rollout time: judge beside the sampler (partial) vs generate-then-judge (full), dynamic sampling" >&2
 rl-profile colocation --model "$RL_MODEL" --weights "$policy" --prompts "$run/prompts.jsonl" "${judge_flags[@]}" \
-  --temperature 1 --max-new-tokens 6 --seed "$seed" "${coloc[@]}" | tee "$run/colocation.txt" | sed '$d'
+  --temperature 1 --max-new-tokens 6 --seed "$seed" "${coloc[@]}" > "$run/colocation.txt"
+sed '$d' "$run/colocation.txt" >&2  # the table and the rejection rate; the ratio is the last line
 
 if [ "$grpo" -gt 0 ]; then
   echo "== GRPO against the judge ($grpo steps): grpo-demo.sh --judge" >&2
   RL_RUN_DIR="$run/grpo" "$here/grpo-demo.sh" --seed "$seed" --sft-from "$run" --steps "$grpo" --judge "$run/judge"
 fi
+# The final lines: the figures of the issue.
 cat "$run/agreement.txt"
 tail -n 1 "$run/colocation.txt"
