@@ -18,7 +18,8 @@
 #
 # Usage: yatt-judge.sh [--short] [--seed N] [--grpo STEPS]
 #   --short  a smoke run for CI: tiny data and step counts (it shows the pipeline works, not that
-#            the judge is good)
+#            the judge is good); with --grpo, grpo-demo.sh runs in its short form too
+#   --grpo STEPS  then train the policy STEPS GRPO steps against the judge (grpo-demo.sh --judge)
 # Environment: RL_BUILD_DIR (default ./build), RL_RUN_DIR (default a new /tmp directory).
 # Timings are wall time on this machine's cores: other load on them makes them noisy, and both
 # placements alternate step by step so that it falls on both alike.
@@ -28,10 +29,10 @@ source "$here/lib.sh"
 rl_tools
 
 seed=1 sft_steps=2000 target=0.3 train_problems=3000 heldout_problems=500 samples=4 judge_steps=1500
-judge_target=0.97 coloc=(--steps 6 --prompts-per-step 16 --group-size 8 --micro-groups 4) grpo=0
+judge_target=0.97 coloc=(--steps 6 --prompts-per-step 16 --group-size 8 --micro-groups 4) grpo=0 short=()
 while [ $# -gt 0 ]; do
   case "$1" in
-    --short) sft_steps=40 target=0.99 train_problems=64 heldout_problems=32 samples=2 judge_steps=10
+    --short) short=(--short) sft_steps=40 target=0.99 train_problems=64 heldout_problems=32 samples=2 judge_steps=10
              coloc=(--steps 1 --prompts-per-step 4 --group-size 4 --micro-groups 2) ;;
     --seed) seed="$2"; shift ;;
     --grpo) grpo="$2"; shift ;;
@@ -87,7 +88,8 @@ sed '$d' "$run/colocation.txt" >&2  # the table and the rejection rate; the rati
 
 if [ "$grpo" -gt 0 ]; then
   echo "== GRPO against the judge ($grpo steps): grpo-demo.sh --judge" >&2
-  RL_RUN_DIR="$run/grpo" "$here/grpo-demo.sh" --seed "$seed" --sft-from "$run" --steps "$grpo" --judge "$run/judge"
+  RL_RUN_DIR="$run/grpo" "$here/grpo-demo.sh" "${short[@]}" --seed "$seed" --sft-from "$run" --steps "$grpo" \
+    --judge "$run/judge" >&2
 fi
 # The final lines: the figures of the issue.
 cat "$run/agreement.txt"
