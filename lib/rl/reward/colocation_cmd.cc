@@ -21,7 +21,7 @@ profile::Subcommand AddColocationProfile(CommandLine& cl) {
   cl.Bind(app, "--group-size", &o->group_size)->check(CLI::Range(2, 4096));
   cl.Bind(app, "--prompts-per-step", &o->prompts_per_step)
       ->check(CLI::Range(1, 100000))
-      ->description("accepted groups (prompts) a step needs");
+      ->description("accepted groups (prompts) a step needs [env RL_TRAIN_PROMPTS_PER_STEP]");
   cl.Bind(app, "--micro-groups", &o->micro_groups)->check(CLI::Range(1, 100000));
   cl.Bind(app, "--steps", &o->steps)->check(CLI::Range(1, 100000))->description("measured steps of each placement");
   cl.Bind(app, "--max-new-tokens", &o->max_new_tokens)->check(CLI::Range(1, 4096));
