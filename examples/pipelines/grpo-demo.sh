@@ -16,8 +16,8 @@
 #               (rl-rollout run --ranks N: rank 0 leases and writes, the others follow)
 #   --sft-from  take the SFT warm start of an earlier run directory of the same seed
 #   --judge DIR the reward comes from this judge model (rl-reward run --judge, as yatt-judge.sh trains
-#               it: judging prompt '{prompt}{response}=', verdict token '1') instead of the rule
-#               verifier; held-out accuracy is still measured by the rule
+#               it: judging prompt lib.sh's demo_judge_template, verdict token '1') instead of the
+#               rule verifier; held-out accuracy is still measured by the rule
 #   -- ...      more options for rl-train grpo, e.g. -- --advantage gae --critic-lr 1e-3
 # Environment: RL_BUILD_DIR (default ./build), RL_RUN_DIR (default a new /tmp directory).
 set -euo pipefail
@@ -36,7 +36,7 @@ while [ $# -gt 0 ]; do
     --weights) via="$2"; shift ;;
     --rollout-group) group="$2"; shift ;;
     --sft-from) export RL_SFT_FROM="$2"; shift ;;
-    --judge) scorer=(--judge "$2" --judge-template '{prompt}{response}=' --judge-verdict 1); shift ;;
+    --judge) scorer=(--judge "$2" --judge-template "$demo_judge_template" --judge-verdict 1); shift ;;
     --) shift; more=("$@"); break ;;
     *) echo "grpo-demo: unknown argument $1" >&2; exit 64 ;;
   esac

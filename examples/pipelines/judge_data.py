@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
 """Judged examples for yatt-judge.sh, and the judge's agreement with the rule verifier.
 
-  judge_data.py examples SCORED OUT [--near-miss]
+  judge_data.py examples TEMPLATE SCORED OUT [--near-miss]
       SCORED: JSON lines from `rl-rollout generate | rl-reward score --verifier addition`
       (prompt, answer, response, reward). Writes OUT: one judged example per line,
-      {"prompt": "<prompt><response>=", "response": "1"|"0", "answer": "1"|"0"}: the judging prompt
-      the judge is trained on (rl-reward --judge-template '{prompt}{response}=') and the rule's
-      verdict. With --near-miss, each problem also gets its right answer (verdict 1) and the right
+      {"prompt": <TEMPLATE rendered>, "response": "1"|"0", "answer": "1"|"0"}: the judging prompt
+      the judge is trained on, rendered as rl-reward --judge-template TEMPLATE renders it
+      ({prompt}, {response}, {answer}; no other braces), and the rule's verdict. With --near-miss, each problem also gets its right answer (verdict 1) and the right
       answer with one digit changed (verdict 0), so the judge sees both kinds even when the
       policy's samples are mostly wrong.
   judge_data.py agreement JUDGED
@@ -19,25 +19,26 @@ import random
 import sys
 
 
-def judged(prompt, response, verdict):
+def judged(template, prompt, response, answer, verdict):
     v = "1" if verdict else "0"
-    return {"prompt": prompt + response + "=", "response": v, "answer": v}
+    text = template.replace("{prompt}", prompt).replace("{response}", response).replace("{answer}", answer)
+    return {"prompt": text, "response": v, "answer": v}
 
 
-def examples(scored, out, near_miss):
+def examples(template, scored, out, near_miss):
     rng = random.Random(0)
     seen = set()
     rows = []
     for line in open(scored):
         r = json.loads(line)
-        rows.append(judged(r["prompt"], r["response"], r["reward"] >= 0.5))
+        rows.append(judged(template, r["prompt"], r["response"], r["answer"], r["reward"] >= 0.5))
         if near_miss and r["prompt"] not in seen:
             seen.add(r["prompt"])
             answer = r["answer"]
             i = rng.randrange(len(answer))
             wrong = answer[:i] + str((int(answer[i]) + rng.randrange(1, 10)) % 10) + answer[i + 1:]
-            rows.append(judged(r["prompt"], answer, True))
-            rows.append(judged(r["prompt"], wrong, False))
+            rows.append(judged(template, r["prompt"], answer, answer, True))
+            rows.append(judged(template, r["prompt"], wrong, answer, False))
     rng.shuffle(rows)
     with open(out, "w") as f:
         for row in rows:
@@ -66,8 +67,8 @@ def agreement(path):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) >= 4 and sys.argv[1] == "examples":
-        examples(sys.argv[2], sys.argv[3], "--near-miss" in sys.argv[4:])
+    if len(sys.argv) >= 5 and sys.argv[1] == "examples":
+        examples(sys.argv[2], sys.argv[3], sys.argv[4], "--near-miss" in sys.argv[5:])
     elif len(sys.argv) == 3 and sys.argv[1] == "agreement":
         agreement(sys.argv[2])
     else:

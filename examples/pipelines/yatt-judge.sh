@@ -10,7 +10,10 @@
 #      the rule verifier's verdict, plus the right answer and a near miss per problem
 #      (judge_data.py); held-out pairs: the policy's samples of the held-out problems (disjoint)
 #   3. rl-train sft trains the judge from the policy's weights (its own copy: the judge's weights
-#      are separate) to say 1 or 0 after '<prompt><response>='; it becomes an HF directory
+#      are separate) to say 1 or 0 after '<prompt><response>=<answer>=' (lib.sh's
+#      demo_judge_template: reference-guided; without the answer, a judge of this size must add
+#      in one forward pass, and in 440 steps it learned no more than to say 0, the majority
+#      verdict); it becomes an HF directory
 #   4. rl-reward score --judge scores the held-out pairs: `judge agreement X.XXX`
 #   5. rl-profile colocation: `partial/full colocation rollout time X.XX`
 #   6. with --grpo N: grpo-demo.sh --judge trains the policy N steps against the judge's reward;
@@ -41,7 +44,7 @@ while [ $# -gt 0 ]; do
   shift
 done
 run="$(fresh_run_dir yatt-judge)"
-judge_flags=(--judge "$run/judge" --judge-template '{prompt}{response}=' --judge-verdict 1)
+judge_flags=(--judge "$run/judge" --judge-template "$demo_judge_template" --judge-verdict 1)
 
 demo_start "$run" "$seed" "$target" "$sft_steps"
 policy="$run/ckpt/weights-0.safetensors"
@@ -58,8 +61,9 @@ sample() {
 }
 sample "$run/prompts.jsonl" "$train_problems" > "$run/judge-train-scored.jsonl"
 sample "$run/heldout.jsonl" "$heldout_problems" > "$run/judge-heldout-scored.jsonl"
-python3 "$here/judge_data.py" examples "$run/judge-train-scored.jsonl" "$run/judge-train.jsonl" --near-miss
-python3 "$here/judge_data.py" examples "$run/judge-heldout-scored.jsonl" "$run/judge-heldout.jsonl"
+python3 "$here/judge_data.py" examples "$demo_judge_template" "$run/judge-train-scored.jsonl" "$run/judge-train.jsonl" \
+  --near-miss
+python3 "$here/judge_data.py" examples "$demo_judge_template" "$run/judge-heldout-scored.jsonl" "$run/judge-heldout.jsonl"
 
 echo "== the judge: rl-train sft from the policy's weights, until it agrees on >= $judge_target of the" \
      "held-out pairs (greedy; at most $judge_steps steps)" >&2
