@@ -65,3 +65,11 @@ PY
   [ "$status" -eq 78 ]
   [ "${lines[-1]}" = "rl-profile: --judge $TMP/judge: no model.safetensors: a judge needs trained weights" ]
 }
+
+@test "colocation --reject-by addition rejects by the rule: a random policy's groups are all wrong" {
+  [ "$(nproc)" -ge 2 ] || skip "needs two cores"
+  run rl-profile "${COLOC[@]}" --steps 1 --reject-by addition --json
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"steps ended at the cap of 40 groups drawn"* ]]
+  [ "$(printf '%s\n' "$output" | grep -c '"groups":40,"rejected":40')" -eq 2 ]
+}

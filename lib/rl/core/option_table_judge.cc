@@ -29,6 +29,9 @@ void AppendJudgeOptions(std::vector<OptionSpec>* table) {
       {"--judge-max-new-tokens", "RL_JUDGE_MAX_NEW_TOKENS", "generate: most tokens of the judge's output", judged},
       {"--cores", "", "two CPU cores, SAMPLER,JUDGE: partial colocation pins one role to each, full uses both",
        {coloc}},
+      {"--reject-by", "",
+       "reject groups by this rule verifier's rewards; the judge still scores every response (default: the judge's)",
+       {coloc}},
       {"--micro-groups", "", "groups per micro-batch the sampler hands to the judge (partial colocation)", {coloc}},
   });
 }

@@ -61,8 +61,9 @@ Result<std::vector<int>> ChooseCores(const std::vector<int>& asked) {
 class Bench {
  public:
   Bench(const ColocationOptions& o, model::PromptEncoder enc, model::Transformer policy,
-        std::unique_ptr<JudgeVerifier> judge, std::vector<task::Example> problems, std::vector<int> cores)
-      : o_(o), enc_(std::move(enc)), policy_(std::move(policy)), judge_(std::move(judge)),
+        std::unique_ptr<JudgeVerifier> judge, std::unique_ptr<Verifier> rule, std::vector<task::Example> problems,
+        std::vector<int> cores)
+      : o_(o), enc_(std::move(enc)), policy_(std::move(policy)), judge_(std::move(judge)), rule_(std::move(rule)),
         problems_(std::move(problems)), cores_(std::move(cores)) {}
 
   // Rewards of n groups drawn next, generated in one batch (a micro-batch, or a full round).
@@ -91,6 +92,7 @@ class Bench {
   // Judges the groups of `reqs`; returns how many were rejected (uniform rewards).
   Result<int64_t> Judge(const std::vector<RewardRequest>& reqs) {
     std::vector<Result<double>> scored = judge_->ScoreBatch(reqs);
+    if (rule_) scored = rule_->ScoreBatch(reqs);  // the judge's work is done; the rule decides
     int64_t rejected = 0;
     for (size_t g = 0; g < scored.size(); g += o_.group_size) {
       bool uniform = true;
@@ -121,6 +123,7 @@ class Bench {
   model::PromptEncoder enc_;
   model::Transformer policy_;
   std::unique_ptr<JudgeVerifier> judge_;
+  std::unique_ptr<Verifier> rule_;  // null: the judge's rewards decide rejection
   std::vector<task::Example> problems_;
   std::vector<int> cores_;
   uint64_t cursor_ = 0;
@@ -292,7 +295,11 @@ Result<ColocationResult> RunColocation(const ColocationOptions& o, std::ostream&
   RL_RETURN_IF_ERROR(policy.status());
   RL_ASSIGN_OR_RETURN(std::unique_ptr<JudgeVerifier> judge, JudgeVerifier::Open(o.judge));
   RL_ASSIGN_OR_RETURN(std::vector<task::Example> problems, ReadProblems(o.prompts));
-  Bench bench(o, std::move(enc), std::move(*policy), std::move(judge), std::move(problems), cores);
+  std::unique_ptr<Verifier> rule;
+  if (!o.reject_by.empty()) {
+    RL_ASSIGN_OR_RETURN(rule, MakeVerifier(o.reject_by, 1e-6));
+  }
+  Bench bench(o, std::move(enc), std::move(*policy), std::move(judge), std::move(rule), std::move(problems), cores);
   spdlog::info("colocation: cores {} (sampler) and {} (judge), {} steps of {} groups of {}, micro-batches of {} groups",
                cores[0], cores[1], o.steps, o.prompts_per_step, o.group_size, o.micro_groups);
   RL_RETURN_IF_ERROR(bench.Full(-1).status());  // warm-up, not measured

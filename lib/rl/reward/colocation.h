@@ -39,6 +39,10 @@ struct ColocationOptions {
   double temperature = 1.0;
   uint64_t seed = 0;
   std::vector<int> cores;  // {sampler, judge}; empty: the first two cores this process may use
+  // Non-empty: groups are rejected by this rule verifier's rewards (addition, exact, numeric,
+  // math) instead of the judge's, which still scores every response (its cost is what is
+  // placed): the rejection rate is then the policy's, whatever the judge learned.
+  std::string reject_by;
   bool json = false;
 };
 
