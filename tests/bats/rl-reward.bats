@@ -15,6 +15,10 @@ random_judge() {
   rl-rollout random-model --out "$1/model.safetensors" --seed 3 2>/dev/null
 }
 JUDGE_FLAGS=(--judge-template '{prompt}{response}=' --judge-verdict 1 --judge-threshold 0)
+# score_judge BATCH: the lines of JUDGE_LINES scored by the random judge of $TMP/judge, BATCH at a time.
+score_judge() {
+  printf '%s\n' "$JUDGE_LINES" | rl-reward score --judge "$TMP/judge" "${JUDGE_FLAGS[@]}" --count "$1" 2>/dev/null
+}
 JUDGE_LINES='{"prompt":"123+456=","response":"0579","answer":"0579"}
 {"prompt":"001+002=","response":"3","answer":"0003"}
 {"prompt":"999+999=","response":"1998","answer":"1998"}'
@@ -202,14 +206,14 @@ SH
 
 @test "score --judge gives each line the verdict's probability, the same batched as one at a time" {
   random_judge "$TMP/judge"
-  run bash -c "printf '%s\n' '$JUDGE_LINES' | rl-reward score --judge '$TMP/judge' ${JUDGE_FLAGS[*]@Q} --count 64 2>/dev/null"
+  run score_judge 64
   [ "$status" -eq 0 ]
   [ "${#lines[@]}" -eq 3 ]
   batched="$output"
   python3 -c 'import json,sys; [print(json.loads(l)["reward"]) for l in sys.stdin]' <<< "$output" | while read -r p; do
     python3 -c 'import sys; p=float(sys.argv[1]); sys.exit(0 if 0 < p < 1 else 1)' "$p"
   done
-  run bash -c "printf '%s\n' '$JUDGE_LINES' | rl-reward score --judge '$TMP/judge' ${JUDGE_FLAGS[*]@Q} --count 1 2>/dev/null"
+  run score_judge 1
   python3 - "$batched" "$output" <<'PY'
 import json, sys
 a = [json.loads(l)["reward"] for l in sys.argv[1].splitlines()]
@@ -236,7 +240,7 @@ PY
   run rl-queue get --task train --count 3
   [ "${#lines[@]}" -eq 3 ]
   from_queue="$output"
-  run bash -c "printf '%s\n' '$JUDGE_LINES' | rl-reward score --judge '$TMP/judge' ${JUDGE_FLAGS[*]@Q} 2>/dev/null"
+  run score_judge 64
   python3 - "$from_queue" "$output" <<'PY'
 import json, sys
 queue = {json.loads(l)["response"]: json.loads(l)["reward"] for l in sys.argv[1].splitlines()}

@@ -134,7 +134,8 @@ int RunScore(Verifier* verifier, std::istream& in, std::ostream& out, size_t bat
     ++n;
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     nlohmann::ordered_json j = nlohmann::ordered_json::parse(line, nullptr, false);
-    Result<RewardRequest> req = j.is_discarded() ? Result<RewardRequest>(Status::DataError("not valid JSON")) : RequestOfLine(j);
+    Result<RewardRequest> req =
+        j.is_discarded() ? Result<RewardRequest>(Status::DataError("not valid JSON")) : RequestOfLine(j);
     if (!req.ok()) {
       report(n, req.status());
       continue;
@@ -152,7 +153,9 @@ int RunScore(Verifier* verifier, std::istream& in, std::ostream& out, size_t bat
 }
 
 int RewardMain(int argc, char** argv) {
-  CommandLine cl(kTool, "rl-reward: scores responses with a rule-based verifier, an external command or a judge model (see man rl-reward)");
+  CommandLine cl(kTool,
+                 "rl-reward: scores responses with a rule-based verifier, an external command or a judge model "
+                 "(see man rl-reward)");
   std::string log_level = "info";
   cl.Bind(nullptr, "--log-level", &log_level);
 

@@ -33,7 +33,8 @@ Status Pin(const std::vector<int>& cores) {
   CPU_ZERO(&set);
   for (int c : cores) CPU_SET(c, &set);
   int rc = pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
-  return rc == 0 ? Status::OK() : Status::InvalidArgument("--cores: cannot pin a thread (error " + std::to_string(rc) + ")");
+  if (rc == 0) return Status::OK();
+  return Status::InvalidArgument("--cores: cannot pin a thread (error " + std::to_string(rc) + ")");
 }
 
 Result<std::vector<int>> ChooseCores(const std::vector<int>& asked) {
@@ -48,7 +49,9 @@ Result<std::vector<int>> ChooseCores(const std::vector<int>& asked) {
     if (allowed.size() < 2) return Status::InvalidArgument("colocation needs two cores; this process may use one");
     return std::vector<int>{allowed[0], allowed[1]};
   }
-  if (asked.size() != 2 || asked[0] == asked[1]) return Status::InvalidArgument("--cores wants two cores, SAMPLER,JUDGE");
+  if (asked.size() != 2 || asked[0] == asked[1]) {
+    return Status::InvalidArgument("--cores wants two cores, SAMPLER,JUDGE");
+  }
   for (int c : asked) {
     if (c < 0 || c >= CPU_SETSIZE || !CPU_ISSET(c, &set)) {
       return Status::InvalidArgument("--cores: this process may not use core " + std::to_string(c));
@@ -191,7 +194,9 @@ class PartialStep {
       uint64_t seed;
       {
         std::unique_lock<std::mutex> lock(mu_);
-        cv_.wait(lock, [&] { return done_ || (accepted_ + in_flight_ < o_.prompts_per_step && drawn_ < b_->DrawCap()); });
+        cv_.wait(lock, [&] {
+          return done_ || (accepted_ + in_flight_ < o_.prompts_per_step && drawn_ < b_->DrawCap());
+        });
         if (done_) return Status::OK();
         int64_t n = std::min({o_.micro_groups, o_.prompts_per_step - accepted_ - in_flight_, b_->DrawCap() - drawn_});
         in_flight_ += n;

@@ -31,7 +31,9 @@ profile::Subcommand AddColocationProfile(CommandLine& cl) {
   cl.Bind(app, "--cores", &o->cores)->delimiter(',')->expected(0, 2);
   cl.BindFlag(app, "--json", &o->json);
   return {app, [o] {
-            if (o->judge.dir.empty()) return Fail("rl-profile", Status::InvalidArgument("colocation needs --judge DIR"));
+            if (o->judge.dir.empty()) {
+              return Fail("rl-profile", Status::InvalidArgument("colocation needs --judge DIR"));
+            }
             auto r = RunColocation(*o, std::cout);
             return r.ok() ? kExitOk : Fail("rl-profile", r.status());
           }};

@@ -109,8 +109,8 @@ class Judge final : public JudgeVerifier {
       e.prompt = prompt_.Render(reqs[i]);
       Result<std::vector<int64_t>> ids = encoder_.Prompt(e);
       if (ids.ok() && (ids->empty() || static_cast<int64_t>(ids->size()) + room > context)) {
-        ids = Status::DataError("judging prompt of " + std::to_string(ids->size()) + " tokens leaves no room in the judge's " +
-                                std::to_string(context) + "-token context");
+        ids = Status::DataError("judging prompt of " + std::to_string(ids->size()) +
+                                " tokens leaves no room in the judge's " + std::to_string(context) + "-token context");
       }
       if (!ids.ok()) {
         (*out)[i] = ids.status();

@@ -22,14 +22,17 @@ Result<JudgePrompt> JudgePrompt::Parse(const std::string& text) {
       continue;
     }
     size_t end = text.find('}', i);
-    if (end == std::string::npos) return Status::InvalidArgument("judge template: unclosed '{' at byte " + std::to_string(i));
+    if (end == std::string::npos) {
+      return Status::InvalidArgument("judge template: unclosed '{' at byte " + std::to_string(i));
+    }
     std::string name = text.substr(i + 1, end - i - 1);
     Part part;
     if (name == "prompt") part = Part::kPrompt;
     else if (name == "response") part = Part::kResponse;
     else if (name == "answer") part = Part::kAnswer;
-    else return Status::InvalidArgument("judge template: unknown placeholder {" + name + "} at byte " + std::to_string(i) +
-                                        " (known: {prompt}, {response}, {answer})");
+    else
+      return Status::InvalidArgument("judge template: unknown placeholder {" + name + "} at byte " +
+                                     std::to_string(i) + " (known: {prompt}, {response}, {answer})");
     flush();
     p.pieces_.push_back({part, ""});
     i = end;
