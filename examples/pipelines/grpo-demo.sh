@@ -9,7 +9,8 @@
 # as its snapshot is in memory); the checkpoint files are the rollout's fallback.
 #
 # Usage: grpo-demo.sh [--short] [--seed N] [--steps N] [--mode sync|semi-sync|async] [--weights ucx|file]
-#                     [--rollout-group N] [--train-ranks N] [--sft-from RUN] [-- rl-train grpo options...]
+#                     [--rollout-group N] [--train-ranks N] [--sft-from RUN] [--judge DIR]
+#                     [-- rl-train grpo options...]
 #   --short     a smoke run for CI (a few steps; it shows the pipeline works, not that it learns)
 #   --weights   how the rollout gets new versions: ucx (default) or checkpoint files only
 #   --rollout-group N  the rollout is a group of N processes generating with tensor parallelism
@@ -17,6 +18,9 @@
 #   --train-ranks N  N data-parallel rl-train ranks (rl-train grpo --world N), one thread each: each
 #               leases its token-balanced part of every step's groups; rank 0 checkpoints
 #   --sft-from  take the SFT warm start of an earlier run directory of the same seed
+#   --judge DIR the reward comes from this judge model (rl-reward run --judge, as yatt-judge.sh trains
+#               it: judging prompt lib.sh's demo_judge_template, verdict token '1') instead of the
+#               rule verifier; held-out accuracy is still measured by the rule
 #   -- ...      more options for rl-train grpo, e.g. -- --advantage gae --critic-lr 1e-3
 # Environment: RL_BUILD_DIR (default ./build), RL_RUN_DIR (default a new /tmp directory).
 set -euo pipefail
@@ -24,6 +28,7 @@ source "$(dirname "$0")/lib.sh"
 rl_tools
 
 seed=1 steps=600 mode=async sft_steps=2000 target=0.3 extra=() more=() via=ucx final_eval=2000 group=1 ranks=1
+scorer=(--verifier addition)
 while [ $# -gt 0 ]; do
   case "$1" in
     --short)  # the untrained model gets uniform (all-zero) groups: no dynamic sampling, small steps
@@ -35,6 +40,7 @@ while [ $# -gt 0 ]; do
     --rollout-group) group="$2"; shift ;;
     --train-ranks) ranks="$2"; shift ;;
     --sft-from) export RL_SFT_FROM="$2"; shift ;;
+    --judge) scorer=(--judge "$2" --judge-template "$demo_judge_template" --judge-verdict 1); shift ;;
     --) shift; more=("$@"); break ;;
     *) echo "grpo-demo: unknown argument $1" >&2; exit 64 ;;
   esac
@@ -72,7 +78,7 @@ for ((rank = group - 1; rank >= 0; rank--)); do  # rank 0, the one that leases, 
     --max-new-tokens 8 --log-level warn "${grouping[@]}" &
   pids+=($!)
 done
-rl-reward run --verifier addition --id 0 --log-level warn &
+rl-reward run "${scorer[@]}" --id 0 --log-level warn &
 pids+=($!)
 train_rendezvous="127.0.0.1:$(free_port)"
 train=(rl-train grpo --checkpoint-dir "$run/ckpt" --prompts "$run/prompts.jsonl" --threads 1 --seed "$seed"

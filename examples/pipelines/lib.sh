@@ -41,6 +41,9 @@ fresh_run_dir() {
 # of them reaches TARGET: DIR/ckpt/weights-0.safetensors, and DIR/sft.json (its result).
 # demo_eval DIR: the flags that evaluate on DIR/heldout.jsonl as the demo does (exact match, an
 # answer is at most 4 digits and <eos>).
+# demo_judge_template: the judging prompt of the demo's judge (yatt-judge.sh trains it, grpo-demo.sh
+# --judge uses it): reference-guided, "<prompt><response>=<answer>=", verdict token "1" or "0".
+demo_judge_template='{prompt}{response}={answer}='
 demo_eval() { echo "--eval-data $1/heldout.jsonl --verifier addition --max-new-tokens 6"; }
 demo_start() {
   local dir="$1" seed="$2" target="$3" max="$4" every="${5:-5}"

@@ -37,6 +37,15 @@ man_examples() {
   [ "$(printf '%s\n' "$output" | grep -cE '^ +[123] ')" -eq 3 ]
 }
 
+@test "examples/pipelines/yatt-judge.sh in short form: a judge trained, GRPO against it, the two final figures" {
+  run bash "$RL_SOURCE_DIR/examples/pipelines/yatt-judge.sh" --short --grpo 3
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"step  reward  heldout"* ]]
+  [[ "${lines[-2]}" =~ ^judge\ agreement\ [01]\.[0-9]{3}$ ]]
+  [[ "${lines[-1]}" =~ ^partial/full\ colocation\ rollout\ time\ [0-9]+\.[0-9]{2}$ ]]
+}
+
 @test "examples/pipelines/agent-demo.sh runs in its short form: SFT, multi-turn GRPO with rl-env, the accuracy line" {
   run bash "$RL_SOURCE_DIR/examples/pipelines/agent-demo.sh" --short
   echo "$output"

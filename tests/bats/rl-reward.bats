@@ -7,6 +7,22 @@ load helper
 setup() { setup_sealed; }
 teardown() { teardown_sealed; }
 
+# random_judge DIR: the demo's model directory with random weights: a judge that loads, if not a
+# wise one (the judging prompt '{prompt}{response}=' and the verdict token '1' fit its tokenizer).
+random_judge() {
+  mkdir -p "$1"
+  cp "$RL_MODEL"/config.json "$RL_MODEL"/tokenizer.json "$RL_MODEL"/tokenizer_config.json "$1/"
+  rl-rollout random-model --out "$1/model.safetensors" --seed 3 2>/dev/null
+}
+JUDGE_FLAGS=(--judge-template '{prompt}{response}=' --judge-verdict 1 --judge-threshold 0)
+# score_judge BATCH: the lines of JUDGE_LINES scored by the random judge of $TMP/judge, BATCH at a time.
+score_judge() {
+  printf '%s\n' "$JUDGE_LINES" | rl-reward score --judge "$TMP/judge" "${JUDGE_FLAGS[@]}" --count "$1" 2>/dev/null
+}
+JUDGE_LINES='{"prompt":"123+456=","response":"0579","answer":"0579"}
+{"prompt":"001+002=","response":"3","answer":"0003"}
+{"prompt":"999+999=","response":"1998","answer":"1998"}'
+
 # task_stat TASK FIELD: one number of `rl-queue stat --json`.
 task_stat() {
   rl-queue stat --json | python3 -c 'import json,sys; t={x["name"]:x for x in json.load(sys.stdin)["tasks"]}; print(t[sys.argv[1]][sys.argv[2]])' "$1" "$2"
@@ -39,10 +55,12 @@ man_examples() {
   [ "$status" -eq 64 ]
 }
 
-@test "exits 64 unless exactly one of --verifier and --exec is given" {
+@test "exits 64 unless exactly one of --verifier, --exec and --judge is given" {
   run rl-reward score < /dev/null
   [ "$status" -eq 64 ]
-  [ "$output" = "rl-reward: give one of --verifier and --exec" ]
+  [ "$output" = "rl-reward: give one of --verifier, --exec and --judge" ]
+  run rl-reward score --verifier exact --judge "$TMP" < /dev/null
+  [ "$status" -eq 64 ]
   run rl-reward score --verifier exact --exec cat < /dev/null
   [ "$status" -eq 64 ]
 }
@@ -184,4 +202,82 @@ SH
   [ "$status" -eq 75 ]
   [ $((SECONDS - start)) -le 8 ]
   grep -q "rl-reward: stopping: the queue does not answer" "$TMP/reward.log"
+}
+
+@test "score --judge gives each line the verdict's probability, the same batched as one at a time" {
+  random_judge "$TMP/judge"
+  run score_judge 64
+  [ "$status" -eq 0 ]
+  [ "${#lines[@]}" -eq 3 ]
+  batched="$output"
+  python3 -c 'import json,sys; [print(json.loads(l)["reward"]) for l in sys.stdin]' <<< "$output" | while read -r p; do
+    python3 -c 'import sys; p=float(sys.argv[1]); sys.exit(0 if 0 < p < 1 else 1)' "$p"
+  done
+  run score_judge 1
+  python3 - "$batched" "$output" <<'PY'
+import json, sys
+a = [json.loads(l)["reward"] for l in sys.argv[1].splitlines()]
+b = [json.loads(l)["reward"] for l in sys.argv[2].splitlines()]
+assert len(a) == len(b) == 3 and all(abs(x - y) < 1e-6 for x, y in zip(a, b)), (a, b)
+PY
+}
+
+@test "run --judge scores rows through a real rl-queue as score does, and drains on SIGTERM" {
+  random_judge "$TMP/judge"
+  start_queue "$TMP/q" --declare reward=prompt,response,answer --declare train=prompt,response,reward
+  printf '%s\n' "$JUDGE_LINES" | rl-queue put >/dev/null
+  rl-reward run --judge "$TMP/judge" "${JUDGE_FLAGS[@]}" --threads 1 --wait 0.5 --run-dir "$TMP/run" \
+    --progress-interval 0 2>"$TMP/reward.log" &
+  pid=$!
+  PIDS+=("$pid")
+  for _ in $(seq 1 200); do
+    [ "$(task_stat reward consumed)" -eq 3 ] && break
+    sleep 0.1
+  done
+  kill -TERM "$pid"
+  wait "$pid"
+  grep -q "judge $TMP/judge loaded (prob mode, 1 threads)" "$TMP/reward.log"
+  run rl-queue get --task train --count 3
+  [ "${#lines[@]}" -eq 3 ]
+  from_queue="$output"
+  run score_judge 64
+  python3 - "$from_queue" "$output" <<'PY'
+import json, sys
+queue = {json.loads(l)["response"]: json.loads(l)["reward"] for l in sys.argv[1].splitlines()}
+score = {json.loads(l)["response"]: json.loads(l)["reward"] for l in sys.argv[2].splitlines()}
+assert queue.keys() == score.keys() and all(abs(queue[k] - score[k]) < 1e-6 for k in queue), (queue, score)
+PY
+  grep -qE '"event":"batch".*"rows":3' "$TMP/run/events/reward-0.jsonl"
+}
+
+@test "score --judge-mode generate gives 0 when the pattern finds no verdict in the judge's output" {
+  random_judge "$TMP/judge"
+  run bash -c "printf '%s\n' '$JUDGE_LINES' | rl-reward score --judge '$TMP/judge' --judge-mode generate \
+    --judge-template '{prompt}{response}=' --judge-pattern 'x' --judge-max-new-tokens 2 2>/dev/null"
+  [ "$status" -eq 0 ]
+  [ "$(count_lines '"reward":0.0')" -eq 3 ]
+}
+
+@test "a bad judge is one line and exit 78; a bad template or pattern option exits 64 or 78" {
+  run rl-reward score --judge "$TMP/none" < /dev/null
+  [ "$status" -eq 78 ]
+  [ "$output" = "rl-reward: --judge $TMP/none: no such model directory" ]
+  run rl-reward score --judge "$RL_MODEL" < /dev/null
+  [ "$status" -eq 78 ]
+  [ "$output" = "rl-reward: --judge $RL_MODEL: no model.safetensors: a judge needs trained weights" ]
+  random_judge "$TMP/judge"
+  run rl-reward score --judge "$TMP/judge" --judge-verdict 12 < /dev/null
+  [ "$status" -eq 78 ]
+  [[ "$output" == *"--judge-verdict '12' is 2 tokens of the judge's tokenizer; prob mode needs exactly one"* ]]
+  run rl-reward score --judge "$TMP/judge" --judge-template '{respnse}' < /dev/null
+  [ "$status" -eq 64 ]
+  [[ "$output" == *"unknown placeholder {respnse}"* ]]
+  run rl-reward score --judge "$TMP/judge" --judge-mode vote < /dev/null
+  [ "$status" -eq 64 ]
+  run rl-reward score --judge "$TMP/judge" --judge-mode generate --judge-pattern '(' < /dev/null
+  [ "$status" -eq 78 ]
+  printf 'garbage' > "$TMP/judge/model.safetensors"
+  run rl-reward score --judge "$TMP/judge" < /dev/null
+  [ "$status" -ne 0 ]
+  [ "${#lines[@]}" -eq 1 ]
 }

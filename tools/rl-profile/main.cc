@@ -4,6 +4,7 @@
 #include "rl/profile/redis/redis_driver.h"
 #ifdef RL_PROFILE_WITH_MODEL
 #include "rl/dist/adaptive_profile.h"
+#include "rl/reward/colocation_cmd.h"
 #include "rl/train/decode_profile.h"
 #endif
 
@@ -15,6 +16,7 @@ int main(int argc, char** argv) {
 #ifdef RL_PROFILE_WITH_MODEL
   extra.push_back(rl::train::AddDecodeProfile);
   extra.push_back(rl::dist::AddAdaptiveProfile);
+  extra.push_back(rl::reward::AddColocationProfile);  // partial vs full colocation of a judge
 #endif
   return rl::profile::ProfileMain(argc, argv, hooks, extra);
 }

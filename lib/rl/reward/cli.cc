@@ -1,5 +1,6 @@
 #include "rl/reward/cli.h"
 
+#include <ATen/Parallel.h>
 #include <nlohmann/json.hpp>
 
 #include <iostream>
@@ -13,6 +14,7 @@
 #include "rl/task/addition.h"
 #include "rl/task/dataset.h"
 #include "rl/reward/exec_verifier.h"
+#include "rl/reward/judge_flags.h"
 #include "rl/reward/reward_loop.h"
 
 namespace rl::reward {
@@ -23,15 +25,27 @@ constexpr char kTool[] = "rl-reward";
 struct VerifierFlags {
   std::string verifier, exec;
   double tolerance = 1e-6, exec_timeout_s = 10;
+  JudgeOptions judge;
+  int threads = 1;
 
   void Bind(CommandLine& cl, CLI::App* sub) {
     cl.Bind(sub, "--verifier", &verifier)->check(CLI::IsMember({"addition", "exact", "numeric", "math"}));
     cl.Bind(sub, "--tolerance", &tolerance)->check(CLI::NonNegativeNumber);
     cl.Bind(sub, "--exec", &exec);
     cl.Bind(sub, "--exec-timeout", &exec_timeout_s)->check(CLI::Range(0.001, 3600.0));
+    BindJudgeFlags(cl, sub, &judge);
+    cl.Bind(sub, "--threads", &threads)->check(CLI::Range(1, 1024));
   }
   Result<std::unique_ptr<Verifier>> Make() const {
-    if (verifier.empty() == exec.empty()) return Status::InvalidArgument("give one of --verifier and --exec");
+    if (verifier.empty() + exec.empty() + judge.dir.empty() != 2) {
+      return Status::InvalidArgument("give one of --verifier, --exec and --judge");
+    }
+    if (!judge.dir.empty()) {
+      at::set_num_threads(threads);
+      RL_ASSIGN_OR_RETURN(std::unique_ptr<JudgeVerifier> j, JudgeVerifier::Open(judge));
+      spdlog::info("judge {} loaded ({} mode, {} threads)", judge.dir, judge.mode, threads);
+      return std::unique_ptr<Verifier>(std::move(j));
+    }
     if (!exec.empty()) {
       return std::unique_ptr<Verifier>(new ExecVerifier(exec, static_cast<int>(exec_timeout_s * 1000)));
     }
@@ -47,13 +61,13 @@ Result<std::string> Field(const nlohmann::ordered_json& j, const char* name) {
   return Status::DataError(std::string("\"") + name + "\" is not a string");
 }
 
-Result<double> ScoreLine(Verifier* verifier, const nlohmann::ordered_json& j) {
+Result<RewardRequest> RequestOfLine(const nlohmann::ordered_json& j) {
   if (!j.is_object()) return Status::DataError("not a JSON object");
   RewardRequest req;
   RL_ASSIGN_OR_RETURN(req.prompt, Field(j, "prompt"));
   RL_ASSIGN_OR_RETURN(req.response, Field(j, "response"));
   RL_ASSIGN_OR_RETURN(req.answer, Field(j, "answer"));
-  return verifier->Score(req);
+  return req;
 }
 
 int RunMakeData(const std::string& task, uint64_t count, uint64_t seed, bool heldout) {
@@ -87,26 +101,51 @@ int RunLoop(RewardLoopOptions o, Verifier* verifier, const std::string& run_dir,
 
 }  // namespace
 
-int RunScore(Verifier* verifier, std::istream& in, std::ostream& out) {
+int RunScore(Verifier* verifier, std::istream& in, std::ostream& out, size_t batch) {
   std::string line;
   uint64_t n = 0, rows = 0, failed = 0;
   double sum = 0;
+  std::vector<nlohmann::ordered_json> lines;  // a batch of parsed lines, scored in one call
+  std::vector<uint64_t> numbers;
+  std::vector<RewardRequest> reqs;
+  auto report = [&](uint64_t line_no, const Status& s) {
+    std::cerr << "rl-reward: stdin line " << line_no << ": " << s.message() << "\n";
+    ++failed;
+  };
+  auto flush = [&]() -> bool {  // false: the verifier is broken
+    std::vector<Result<double>> scored = verifier->ScoreBatch(reqs);
+    for (size_t i = 0; i < scored.size(); ++i) {
+      if (!scored[i].ok()) {
+        report(numbers[i], scored[i].status());
+        if (verifier->broken()) return false;
+        continue;
+      }
+      lines[i]["reward"] = *scored[i];
+      out << lines[i].dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) << "\n";
+      ++rows;
+      sum += *scored[i];
+    }
+    lines.clear();
+    numbers.clear();
+    reqs.clear();
+    return true;
+  };
   while (std::getline(in, line)) {
     ++n;
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     nlohmann::ordered_json j = nlohmann::ordered_json::parse(line, nullptr, false);
-    Result<double> r = j.is_discarded() ? Result<double>(Status::DataError("not valid JSON")) : ScoreLine(verifier, j);
-    if (!r.ok()) {
-      std::cerr << "rl-reward: stdin line " << n << ": " << r.status().message() << "\n";
-      ++failed;
-      if (verifier->broken()) return ExitCodeFor(r.status());
+    Result<RewardRequest> req =
+        j.is_discarded() ? Result<RewardRequest>(Status::DataError("not valid JSON")) : RequestOfLine(j);
+    if (!req.ok()) {
+      report(n, req.status());
       continue;
     }
-    j["reward"] = *r;
-    out << j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) << "\n";
-    ++rows;
-    sum += *r;
+    lines.push_back(std::move(j));
+    numbers.push_back(n);
+    reqs.push_back(std::move(*req));
+    if (reqs.size() >= batch && !flush()) return kExitUnavailable;
   }
+  if (!reqs.empty() && !flush()) return kExitUnavailable;
   out.flush();
   spdlog::info("{} rows scored, mean reward {:.4f}{}", rows, rows ? sum / rows : 0.0,
                failed ? ", " + std::to_string(failed) + " failed" : "");
@@ -114,7 +153,9 @@ int RunScore(Verifier* verifier, std::istream& in, std::ostream& out) {
 }
 
 int RewardMain(int argc, char** argv) {
-  CommandLine cl(kTool, "rl-reward: scores responses with a rule-based verifier or an external command (see man rl-reward)");
+  CommandLine cl(kTool,
+                 "rl-reward: scores responses with a rule-based verifier, an external command or a judge model "
+                 "(see man rl-reward)");
   std::string log_level = "info";
   cl.Bind(nullptr, "--log-level", &log_level);
 
@@ -122,7 +163,6 @@ int RewardMain(int argc, char** argv) {
   RewardLoopOptions lo;
   std::string connect = "tcp://127.0.0.1:5555", run_dir, id = "0";
   double timeout_s = 60, lease_s = 60, wait_s = 5, progress_s = 10;
-  int threads = 1;
   CLI::App* run = cl.Sub("run", "score rows of task 'reward' from rl-queue until stopped");
   run_v.Bind(cl, run);
   cl.Bind(run, "--connect", &connect);
@@ -133,12 +173,13 @@ int RewardMain(int argc, char** argv) {
   cl.Bind(run, "--progress-interval", &progress_s)->check(CLI::NonNegativeNumber);
   cl.Bind(run, "--run-dir", &run_dir);
   cl.Bind(run, "--id", &id);
-  cl.Bind(run, "--threads", &threads)->check(CLI::Range(1, 1024));
   health::HeartbeatFlags heartbeat;
   heartbeat.Bind(cl, run);
 
   CLI::App* score = cl.Sub("score", "score JSON lines {prompt, response, answer} from stdin; no queue");
   score_v.Bind(cl, score);
+  size_t score_batch = 64;
+  cl.Bind(score, "--count", &score_batch)->check(CLI::Range(1, 100000))->description("lines per verifier call");
 
   std::string task = "addition";
   uint64_t count = 1000, seed = 0;
@@ -156,7 +197,7 @@ int RewardMain(int argc, char** argv) {
   VerifierFlags& vf = run->parsed() ? run_v : score_v;
   auto verifier = vf.Make();
   if (!verifier.ok()) return Fail(kTool, verifier.status());
-  if (score->parsed()) return RunScore(verifier->get(), std::cin, std::cout);
+  if (score->parsed()) return RunScore(verifier->get(), std::cin, std::cout, score_batch);
   lo.client.endpoint = connect;
   lo.client.give_up_s = timeout_s;
   lo.client.sender = NewSenderId("rl-reward");

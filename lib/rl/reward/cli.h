@@ -3,6 +3,7 @@
 // See man/rl-reward.1.
 #pragma once
 
+#include <cstddef>
 #include <istream>
 #include <ostream>
 
@@ -13,8 +14,9 @@ namespace rl::reward {
 int RewardMain(int argc, char** argv);
 
 // `score`: each line {"prompt", "response", "answer", ...} is written back with "reward" added.
+// Lines go to the verifier `batch` at a time (a judge scores them in one pass), in order.
 // A line that is not such an object, or that the verifier cannot score, is reported on stderr
 // with its line number and skipped; the result is then 65 (or 69 for a broken verifier).
-int RunScore(Verifier* verifier, std::istream& in, std::ostream& out);
+int RunScore(Verifier* verifier, std::istream& in, std::ostream& out, size_t batch = 64);
 
 }  // namespace rl::reward

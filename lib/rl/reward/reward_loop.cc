@@ -60,41 +60,66 @@ class Loop {
   }
 
  private:
-  Status Batch(const queue::GetReply& got) {
-    Phase("score");
-    int64_t start = MonoMillis();
+  // What scoring one get gave: the rows to write, the rows to give back, and the error that
+  // makes the verifier unusable (OK while it is not).
+  struct Scored {
     queue::PutRequest put;
-    put.ack_task = kRewardTask;
-    put.ack_lease = got.lease;
     std::vector<uint64_t> failed;
     double sum = 0;
     Status fatal;
+  };
+
+  // Every row of the get goes to the verifier in one call (a judge scores them in one pass).
+  Scored Score(const queue::GetReply& got) {
+    Scored out;
+    out.put.ack_task = kRewardTask;
+    out.put.ack_lease = got.lease;
+    auto fail = [&](const GotRow& row, const Status& s) {
+      spdlog::error("row {}: {}", row.index, s.message());
+      if (o_.events) o_.events->Emit("row_failed", {{"index", row.index}, {"error", s.ToString()}});
+      out.failed.push_back(row.index);
+      if (verifier_->broken()) out.fatal = s;
+    };
+    std::vector<RewardRequest> reqs;
+    std::vector<const GotRow*> asked;
     for (const GotRow& row : got.rows) {
       Result<RewardRequest> req = RequestOf(row);
-      Result<double> r = req.ok() ? verifier_->Score(*req) : Result<double>(req.status());
-      if (!r.ok()) {
-        spdlog::error("row {}: {}", row.index, r.status().message());
-        if (o_.events) o_.events->Emit("row_failed", {{"index", row.index}, {"error", r.status().ToString()}});
-        failed.push_back(row.index);
-        if (verifier_->broken()) fatal = r.status();
+      if (!req.ok()) {
+        fail(row, req.status());
         continue;
       }
-      sum += *r;
-      put.rows.push_back({row.index, {{"reward", *r}}});
+      reqs.push_back(std::move(*req));
+      asked.push_back(&row);
     }
-    if (!failed.empty()) {
-      auto nacked = queue_.Nack(kRewardTask, got.lease, failed);
-      if (!nacked.ok()) spdlog::warn("nack of {} rows: {}", failed.size(), nacked.status().message());
-      stats_->failed += failed.size();
+    std::vector<Result<double>> scored = verifier_->ScoreBatch(reqs);
+    for (size_t i = 0; i < asked.size(); ++i) {
+      if (!scored[i].ok()) {
+        fail(*asked[i], scored[i].status());
+        continue;
+      }
+      out.sum += *scored[i];
+      out.put.rows.push_back({asked[i]->index, {{"reward", *scored[i]}}});
     }
-    if (!put.rows.empty()) RL_RETURN_IF_ERROR(Commit(put, sum));
+    return out;
+  }
+
+  Status Batch(const queue::GetReply& got) {
+    Phase("score");
+    int64_t start = MonoMillis();
+    Scored s = Score(got);
+    if (!s.failed.empty()) {
+      auto nacked = queue_.Nack(kRewardTask, got.lease, s.failed);
+      if (!nacked.ok()) spdlog::warn("nack of {} rows: {}", s.failed.size(), nacked.status().message());
+      stats_->failed += s.failed.size();
+    }
+    if (!s.put.rows.empty()) RL_RETURN_IF_ERROR(Commit(s.put, s.sum));
     if (o_.events) {
-      o_.events->Emit("batch", {{"rows", put.rows.size()}, {"failed", failed.size()},
-                                {"reward_mean", put.rows.empty() ? 0.0 : sum / put.rows.size()},
+      o_.events->Emit("batch", {{"rows", s.put.rows.size()}, {"failed", s.failed.size()},
+                                {"reward_mean", s.put.rows.empty() ? 0.0 : s.sum / s.put.rows.size()},
                                 {"seconds", (MonoMillis() - start) / 1000.0}});
     }
     Phase("waiting-for-data");
-    return fatal;
+    return s.fatal;
   }
 
   Status Commit(const queue::PutRequest& put, double sum) {

@@ -1,6 +1,7 @@
 // RunRewardLoop: rl-reward's work loop. It leases rows of task `reward` (columns prompt,
-// response, answer), scores each with a Verifier, and writes the `reward` column with the same
-// put that acks the rows for `reward`, so a row is scored once and a crash in between loses
+// response, answer), scores the rows of each get with one Verifier::ScoreBatch call (a judge
+// runs them as one batch), and writes the `reward` column with the same put that acks the rows
+// for `reward`, so a row is scored once and a crash in between loses
 // nothing (the lease expires and the rows come back). Rows the verifier cannot score are nacked
 // (given back at once) and logged. An idle loop waits inside a blocking get, not by polling.
 // Thread safety: runs on the calling thread; *verifier and *events are used from it only.

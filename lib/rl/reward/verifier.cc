@@ -17,6 +17,17 @@ std::string_view Trim(std::string_view s) {
   return s;
 }
 
+}  // namespace
+
+std::vector<Result<double>> Verifier::ScoreBatch(const std::vector<RewardRequest>& reqs) {
+  std::vector<Result<double>> out;
+  out.reserve(reqs.size());
+  for (const RewardRequest& req : reqs) out.push_back(Score(req));
+  return out;
+}
+
+namespace {
+
 class AdditionVerifier final : public Verifier {
  public:
   Result<double> Score(const RewardRequest& req) override { return req.response == req.answer ? 1.0 : 0.0; }

@@ -17,6 +17,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "rl/core/status.h"
 
@@ -30,6 +31,9 @@ class Verifier {
  public:
   virtual ~Verifier() = default;
   virtual Result<double> Score(const RewardRequest& req) = 0;
+  // One result per request, in order. The default calls Score on each; a verifier that gains
+  // from batching (a judge model: one forward pass for all) overrides it.
+  virtual std::vector<Result<double>> ScoreBatch(const std::vector<RewardRequest>& reqs);
   // True when the verifier cannot score anything any more (an external command that keeps
   // failing), as opposed to one row that cannot be scored.
   virtual bool broken() const { return false; }
