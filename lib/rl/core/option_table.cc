@@ -13,6 +13,7 @@ void AppendRolloutOptions(std::vector<OptionSpec>* table);  // option_table_roll
 void AppendWeightsOptions(std::vector<OptionSpec>* table);  // option_table_weights.cc (rl-relay, weight sync)
 void AppendHealthOptions(std::vector<OptionSpec>* table);   // option_table_health.cc (heartbeats, rl-watchdog)
 void AppendEnvOptions(std::vector<OptionSpec>* table);      // option_table_env.cc (rl-env); after health
+void AppendPlanOptions(std::vector<OptionSpec>* table);     // option_table_plan.cc (rl-profile plan)
 
 void AddTools(std::vector<OptionSpec>* table, const std::string& flag, const std::vector<std::string>& tools) {
   auto it = std::find_if(table->begin(), table->end(), [&](const OptionSpec& s) { return s.flag == flag; });
@@ -28,6 +29,7 @@ const std::vector<OptionSpec>& OptionTable() {
     AppendWeightsOptions(&t);
     AppendHealthOptions(&t);
     AppendEnvOptions(&t);
+    AppendPlanOptions(&t);
     return t;
   }();
   return table;
