@@ -9,11 +9,14 @@
 # as its snapshot is in memory); the checkpoint files are the rollout's fallback.
 #
 # Usage: grpo-demo.sh [--short] [--seed N] [--steps N] [--mode sync|semi-sync|async] [--weights ucx|file]
-#                     [--rollout-group N] [--sft-from RUN] [-- rl-train grpo options...]
+#                     [--rollout-group N] [--rollouts N] [--final-eval N] [--sft-from RUN]
+#                     [-- rl-train grpo options...]
 #   --short     a smoke run for CI (a few steps; it shows the pipeline works, not that it learns)
 #   --weights   how the rollout gets new versions: ucx (default) or checkpoint files only
 #   --rollout-group N  the rollout is a group of N processes generating with tensor parallelism
 #               (rl-rollout run --ranks N: rank 0 leases and writes, the others follow)
+#   --rollouts N  N rl-rollout processes (ids 0..N-1) sharing the generate task (default 1)
+#   --final-eval N  problems of the final held-out evaluation (default 2000; 0: none)
 #   --sft-from  take the SFT warm start of an earlier run directory of the same seed
 #   -- ...      more options for rl-train grpo, e.g. -- --advantage gae --critic-lr 1e-3
 # Environment: RL_BUILD_DIR (default ./build), RL_RUN_DIR (default a new /tmp directory).
@@ -21,7 +24,7 @@ set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 rl_tools
 
-seed=1 steps=600 mode=async sft_steps=2000 target=0.3 extra=() more=() via=ucx final_eval=2000 group=1
+seed=1 steps=600 mode=async sft_steps=2000 target=0.3 extra=() more=() via=ucx final_eval=2000 group=1 rollouts=1
 while [ $# -gt 0 ]; do
   case "$1" in
     --short)  # the untrained model gets uniform (all-zero) groups: no dynamic sampling, small steps
@@ -31,6 +34,8 @@ while [ $# -gt 0 ]; do
     --mode) mode="$2"; shift ;;
     --weights) via="$2"; shift ;;
     --rollout-group) group="$2"; shift ;;
+    --rollouts) rollouts="$2"; shift ;;
+    --final-eval) final_eval="$2"; shift ;;
     --sft-from) export RL_SFT_FROM="$2"; shift ;;
     --) shift; more=("$@"); break ;;
     *) echo "grpo-demo: unknown argument $1" >&2; exit 64 ;;
@@ -61,19 +66,22 @@ pids+=($!)
 until rl-queue stat --timeout 0.2 >/dev/null 2>&1; do sleep 0.1; done
 # An answer is at most 4 digits and <eos>: a response that has not stopped by 8 tokens is wrong
 # anyway, and would otherwise run to the end of the context and pad the trainer's micro-batches.
-rendezvous="127.0.0.1:$(free_port)"
-for ((rank = group - 1; rank >= 0; rank--)); do  # rank 0, the one that leases, last
-  grouping=()
-  [ "$group" -gt 1 ] && grouping=(--ranks "$group" --rank "$rank" --rendezvous "$rendezvous")
-  rl-rollout run --checkpoint-dir "$run/ckpt" "${pull[@]}" --threads 1 --seed "$seed" --temperature 1 --id 0 \
-    --max-new-tokens 8 --log-level warn "${grouping[@]}" &
-  pids+=($!)
+for ((r = 0; r < rollouts; r++)); do
+  rendezvous="127.0.0.1:$(free_port)"
+  for ((rank = group - 1; rank >= 0; rank--)); do  # rank 0, the one that leases, last
+    grouping=()
+    [ "$group" -gt 1 ] && grouping=(--ranks "$group" --rank "$rank" --rendezvous "$rendezvous")
+    rl-rollout run --checkpoint-dir "$run/ckpt" "${pull[@]}" --threads 1 --seed "$seed" --temperature 1 --id "$r" \
+      --max-new-tokens 8 --log-level warn "${grouping[@]}" &
+    pids+=($!)
+  done
 done
 rl-reward run --verifier addition --id 0 --log-level warn &
 pids+=($!)
 rl-train grpo --checkpoint-dir "$run/ckpt" --prompts "$run/prompts.jsonl" --threads 1 --seed "$seed" \
   --mode "$mode" --max-steps "$steps" --eval-every 5 $(demo_eval "$run") --id 0 "${serve[@]}" "${extra[@]}" "${more[@]}"
 
+[ "$final_eval" -gt 0 ] || exit 0  # no verdict asked for: the run directory is the result
 # The per-step evaluations use 256 problems (+-3 points of noise); the verdict uses 2000 (+-1).
 echo "== held-out greedy accuracy of the SFT start and the final weights on $final_eval problems" >&2
 last=$(ls "$run/ckpt"/weights-*.safetensors | sort -V | tail -n 1)

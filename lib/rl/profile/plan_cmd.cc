@@ -83,7 +83,7 @@ nlohmann::json RowJson(const char* type, const PlanConfig& c, const SimResult& r
 
 PlanShape ShapeOf(const PlanOptions& o, const PlanFit* fit) {
   PlanShape s = fit ? fit->run.shape : PlanShape{};
-  s.micro_batch = o.micro_batch;
+  if (o.micro_batch > 0) s.micro_batch = o.micro_batch;
   return s;
 }
 
@@ -91,11 +91,16 @@ PlanShape ShapeOf(const PlanOptions& o, const PlanFit* fit) {
 Status Check(const PlanOptions& o, const PlanCosts& costs, const PlanShape& shape, int cores, std::ostream& out) {
   std::vector<double> errors;
   std::string line = "plan error:";
+  if (o.checks.empty()) return Status::OK();
   if (!o.json) out << "\ncheck: predicted against measured\nrun                                        slots       mode        predicted  measured   error\n";
   for (const std::string& dir : o.checks) {
     RL_ASSIGN_OR_RETURN(RunEvents run, LoadRun(dir));
     RL_ASSIGN_OR_RETURN(RunMeasure m, MeasureRun(run, o.warmup));
-    RL_ASSIGN_OR_RETURN(SimResult r, Simulate(costs, shape, m.config, o.steps, o.warmup, cores, o.seed));
+    PlanShape s = shape;  // the fitted run's workload, in the checked run's batch shape
+    s.prompts_per_step = m.shape.prompts_per_step;
+    s.group_size = m.shape.group_size;
+    s.micro_batch = m.shape.micro_batch;
+    RL_ASSIGN_OR_RETURN(SimResult r, Simulate(costs, s, m.config, o.steps, o.warmup, cores, o.seed));
     const double err = std::fabs(r.step_s - m.step_s) / m.step_s;
     line += Format(" %.1f%%", 100 * err);
     if (o.json) {

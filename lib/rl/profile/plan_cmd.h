@@ -23,7 +23,7 @@ struct PlanOptions {
   std::vector<int> trainer_ranks = {1};
   std::vector<std::string> checks;
   int pool = 0;  // 0: the fitted run's rollouts + rewards + 1
-  int64_t steps = 60, warmup = 2, micro_batch = 128;
+  int64_t steps = 60, warmup = 2, micro_batch = 0;  // micro_batch 0: the run's (else 128)
   int cores = 0;  // 0: this machine's
   uint64_t seed = 1;
   bool json = false;

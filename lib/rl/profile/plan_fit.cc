@@ -66,11 +66,16 @@ bool Solve(const std::vector<std::vector<double>>& x, const std::vector<double>&
 // Seconds between step events after the warm-up, and the configuration the trainer ran.
 Status MeasureTrainer(const std::vector<RunEvent>& lane, int64_t warmup, RunMeasure* m) {
   std::vector<double> ends;
+  bool has_shape = false;
   for (const RunEvent& e : lane) {
     if (e.event == "step") ends.push_back(e.ts);
     if (e.event == "start" && e.fields.contains("staleness")) {
       m->config.staleness = e.fields.value("staleness", int64_t{0});
       m->config.start_fraction = e.fields.value("start_fraction", 1.0);
+      m->shape.prompts_per_step = e.fields.value("prompts_per_step", m->shape.prompts_per_step);
+      m->shape.group_size = e.fields.value("group_size", m->shape.group_size);
+      m->shape.micro_batch = e.fields.value("micro_batch", m->shape.micro_batch);
+      has_shape = e.fields.contains("prompts_per_step");
     }
   }
   m->steps = static_cast<int64_t>(ends.size());
@@ -81,6 +86,7 @@ Status MeasureTrainer(const std::vector<RunEvent>& lane, int64_t warmup, RunMeas
   }
   m->step_s = (ends.back() - ends[static_cast<size_t>(w - 1)]) / static_cast<double>(m->steps - w);
   m->config.mode = ModeName(m->config.staleness, m->config.start_fraction);
+  if (!has_shape) return Status::DataError("plan: the trainer's start event has no prompts_per_step (a run from an older roleflow?)");
   return Status::OK();
 }
 
@@ -150,13 +156,12 @@ Status FitTrainer(const std::string& name, const std::vector<RunEvent>& lane, Pl
   std::vector<std::vector<double>> x;
   std::vector<double> y, eval, snapshot, write, per_row;
   std::map<int64_t, double> snapshot_ts;
-  double samples = 0, uniform = 0, groups = 0;
+  double samples = 0, uniform = 0;
   for (const RunEvent& e : lane) {
     if (e.event == "step") {
       RL_ASSIGN_OR_RETURN(double tokens, Number(name, e, "tokens"));
       RL_ASSIGN_OR_RETURN(double train, Number(name, e, "train_seconds"));
       RL_ASSIGN_OR_RETURN(double n, Number(name, e, "samples"));
-      RL_ASSIGN_OR_RETURN(double g, Number(name, e, "groups"));
       RL_ASSIGN_OR_RETURN(double ev, Number(name, e, "eval_seconds"));
       x.push_back({1, tokens});
       y.push_back(train);
@@ -164,8 +169,6 @@ Status FitTrainer(const std::string& name, const std::vector<RunEvent>& lane, Pl
       samples += n;
       uniform += e.fields.value("uniform_rows", 0.0);
       if (n > 0) per_row.push_back(tokens / n);
-      if (g > 0) fit->run.shape.group_size = static_cast<int64_t>(std::llround(n / g));
-      groups = std::max(groups, g);
     } else if (e.event == "snapshot") {
       RL_ASSIGN_OR_RETURN(double s, Number(name, e, "seconds"));
       snapshot.push_back(s);
@@ -182,7 +185,6 @@ Status FitTrainer(const std::string& name, const std::vector<RunEvent>& lane, Pl
   fit->costs.train_tokens_per_row = Mean(per_row);
   fit->costs.post_s = Mean(eval) + Mean(snapshot);
   fit->costs.write_s = Median(write);
-  fit->run.shape.prompts_per_step = static_cast<int64_t>(groups);
   fit->run.shape.keep = samples + uniform > 0 ? samples / (samples + uniform) : 1;
   return Status::OK();
 }

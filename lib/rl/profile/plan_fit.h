@@ -25,7 +25,7 @@ namespace rl::profile {
 
 struct RunMeasure {
   PlanConfig config;     // mode from the trainer's start event, slots from the lanes that worked
-  PlanShape shape;
+  PlanShape shape;      // prompts per step, group size and micro-batch from that start event
   int64_t steps = 0;     // step events
   double step_s = 0;     // mean seconds between step events after `warmup` steps
 };

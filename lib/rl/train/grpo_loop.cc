@@ -154,7 +154,9 @@ Status GrpoLoop::Start() {
   events_.SetStep(step_);
   events_.Emit("start", {{"version", version_}, {"accuracy", last_accuracy_}, {"accuracy_step", accuracy_step_},
                          {"staleness", o_.staleness},
-                         {"start_fraction", o_.start_fraction}, {"lr", o_.grpo.schedule.lr}});
+                         {"start_fraction", o_.start_fraction}, {"lr", o_.grpo.schedule.lr},
+                         {"prompts_per_step", o_.prompts_per_step}, {"group_size", o_.group_size},
+                         {"micro_batch", o_.grpo.micro_batch}, {"dynamic_sampling", o_.dynamic_sampling}});
   return Status::OK();
 }
 
