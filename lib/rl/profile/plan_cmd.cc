@@ -133,8 +133,6 @@ int RunPlan(const PlanOptions& o) {
     auto fitted = FitRun(*run, o.warmup);
     if (!fitted.ok()) return fail(fitted.status());
     fit = std::move(*fitted);
-  } else {
-    spdlog::warn("plan: no --from run: rewards, training and weight sync cost nothing in this plan");
   }
   if (!o.decode_profile.empty()) {
     auto table = LoadDecodeTable(o.decode_profile);
@@ -142,6 +140,7 @@ int RunPlan(const PlanOptions& o) {
     fit.costs.decode = std::move(*table);
     fit.costs.gen_row_s = 0;  // the profile's prefill stands for the per-row cost
   }
+  if (o.from.empty()) spdlog::warn("plan: no --from run: rewards, training and weight sync cost nothing in this plan");
   fit.run.shape = ShapeOf(o, o.from.empty() ? nullptr : &fit);
   if (!o.from.empty()) {
     auto hop = CalibrateHop(fit, o, cores);

@@ -48,7 +48,7 @@ class Sim {
     const double t0 = warmup > 0 ? ends_[warmup - 1] : 0.0, span = ends_.back() - t0;
     r.step_s = span / static_cast<double>(steps - warmup);
     r.samples_per_s = static_cast<double>(s_.prompts_per_step * s_.group_size) / r.step_s;
-    r.trainer_idle = span > 0 ? 1 - (train_busy_ - busy_at_warmup_) / span : 0;
+    r.trainer_idle = span > 0 ? std::max(0.0, 1 - (train_busy_ - busy_at_warmup_) / span) : 0;
     r.rollout_busy = span > 0 ? (gen_busy_ - gen_at_warmup_) / span / cfg_.rollouts : 0;
     r.regenerated = regenerated_;
     r.step_ends = ends_;
