@@ -126,3 +126,11 @@ man_examples() {
   [[ "$output" == *"acknowledged samples lost: 0  duplicates reaching the trainer: 0"* ]]
   [[ "$output" =~ "queue SIGKILL: the trainer's next step after "[0-9.]+" s at p50" ]]
 }
+
+@test "examples/pipelines/yatt-plan.sh runs in its short form and ends with the plan error line" {
+  run bash "$RL_SOURCE_DIR/examples/pipelines/yatt-plan.sh" --short
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"ranking: "*"configurations of 4 slots"* ]]
+  [[ "${lines[-1]}" =~ ^plan\ error:\ [0-9]+\.[0-9]%\ [0-9]+\.[0-9]%$ ]]
+}
