@@ -15,7 +15,9 @@ void AppendPlanOptions(std::vector<OptionSpec>* table) {
       {"--trainer-ranks", "", "trainer ranks to try, each taking a slot of the pool", plan},
       {"--sim-steps", "", "trainer steps simulated per configuration", plan},
       {"--warmup", "", "steps left out of the step time, at the start of a run or a simulation", plan},
-      {"--cores", "", "cores the computing jobs share (default: this machine's)", plan},
+      {"--cores", "",
+       "jobs that run at full speed at once; n jobs on more run at cores/n each (default: this machine's cores)",
+       plan},
       {"--check", "", "run directory of another configuration: its measured step time beside the prediction",
        plan},
   });

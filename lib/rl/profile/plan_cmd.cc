@@ -63,8 +63,8 @@ void PrintCosts(const PlanCosts& c, const PlanShape& s, std::ostream& out) {
                 static_cast<long long>(s.micro_batch));
 }
 
-void PrintRanking(const std::vector<PlanRow>& rows, int pool, int cores, std::ostream& out) {
-  out << Format("\nranking: %zu configurations of %d slots on %d cores\n", rows.size(), pool, cores);
+void PrintRanking(const std::vector<PlanRow>& rows, int pool, double cores, std::ostream& out) {
+  out << Format("\nranking: %zu configurations of %d slots on %g cores\n", rows.size(), pool, cores);
   out << "rank  slots       mode        s/step  samples/s  trainer-idle  rollout-busy  regenerated\n";
   int n = 0;
   for (const PlanRow& r : rows) {
@@ -88,7 +88,7 @@ PlanShape ShapeOf(const PlanOptions& o, const PlanFit* fit) {
 }
 
 // Predicts each --check run's configuration with the fitted costs and compares.
-Status Check(const PlanOptions& o, const PlanCosts& costs, const PlanShape& shape, int cores, std::ostream& out) {
+Status Check(const PlanOptions& o, const PlanCosts& costs, const PlanShape& shape, double cores, std::ostream& out) {
   std::vector<double> errors;
   std::string line = "plan error:";
   if (o.checks.empty()) return Status::OK();
@@ -125,7 +125,7 @@ int RunPlan(const PlanOptions& o) {
     return fail(Status::InvalidArgument("plan needs --from RUN_DIR, --decode-profile FILE or both"));
   }
   if (o.from.empty() && !o.checks.empty()) return fail(Status::InvalidArgument("plan: --check needs --from"));
-  const int cores = o.cores > 0 ? o.cores : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const double cores = o.cores > 0 ? o.cores : static_cast<double>(std::max(1u, std::thread::hardware_concurrency()));
   PlanFit fit;
   if (!o.from.empty()) {
     auto run = LoadRun(o.from);
@@ -174,7 +174,7 @@ int RunPlan(const PlanOptions& o) {
 
 }  // namespace
 
-Result<double> CalibrateHop(const PlanFit& fit, const PlanOptions& o, int cores) {
+Result<double> CalibrateHop(const PlanFit& fit, const PlanOptions& o, double cores) {
   auto at = [&](double hop) -> Result<double> {
     PlanCosts c = fit.costs;
     c.hop_s = hop;
@@ -200,7 +200,7 @@ Result<double> CalibrateHop(const PlanFit& fit, const PlanOptions& o, int cores)
 }
 
 Result<std::vector<PlanRow>> SearchPlans(const PlanCosts& costs, const PlanShape& shape, const PlanOptions& o,
-                                         int pool, int cores) {
+                                         int pool, double cores) {
   std::vector<PlanRow> rows;
   for (int ranks : o.trainer_ranks) {
     for (int rollouts = 1; rollouts + 1 + ranks <= pool; ++rollouts) {
@@ -238,7 +238,7 @@ Subcommand AddPlanCommand(CommandLine& cl) {
   cl.Bind(app, "--trainer-ranks", &o->trainer_ranks)->delimiter(',')->check(CLI::Range(1, 1024));
   cl.Bind(app, "--sim-steps", &o->steps)->check(CLI::Range(int64_t{2}, int64_t{100000}));
   cl.Bind(app, "--warmup", &o->warmup)->check(CLI::Range(int64_t{0}, int64_t{10000}));
-  cl.Bind(app, "--cores", &o->cores)->check(CLI::Range(0, 4096));
+  cl.Bind(app, "--cores", &o->cores)->check(CLI::Range(0.0, 4096.0));
   cl.Bind(app, "--micro-batch", &o->micro_batch)->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
   cl.Bind(app, "--check", &o->checks);
   cl.Bind(app, "--seed", &o->seed);
@@ -247,6 +247,9 @@ Subcommand AddPlanCommand(CommandLine& cl) {
             for (const std::string& m : o->modes) {
               PlanConfig c;
               if (Status s = ParseMode(m, &c); !s.ok()) return Fail(kTool, s);
+            }
+            if (o->cores > 0 && o->cores < 1) {
+              return Fail(kTool, Status::InvalidArgument("plan: --cores must be at least 1 (0: this machine's)"));
             }
             if (o->warmup >= o->steps) {
               return Fail(kTool, Status::InvalidArgument("plan: --warmup must be below --sim-steps"));

@@ -24,7 +24,7 @@ struct PlanOptions {
   std::vector<std::string> checks;
   int pool = 0;  // 0: the fitted run's rollouts + rewards + 1
   int64_t steps = 60, warmup = 2, micro_batch = 0;  // micro_batch 0: the run's (else 128)
-  int cores = 0;  // 0: this machine's
+  double cores = 0;  // 0: this machine's; fractional: a measured parallel speed-up
   uint64_t seed = 1;
   bool json = false;
 };
@@ -36,11 +36,11 @@ struct PlanRow {
 
 // The simulator's step time for the fitted run's configuration equals the measured one when the
 // hand-over latency is this (bisection; 0 when the role costs alone already reach it).
-Result<double> CalibrateHop(const PlanFit& fit, const PlanOptions& o, int cores);
+Result<double> CalibrateHop(const PlanFit& fit, const PlanOptions& o, double cores);
 
 // Every split of the pool under every mode and rank count, fastest first.
 Result<std::vector<PlanRow>> SearchPlans(const PlanCosts& costs, const PlanShape& shape, const PlanOptions& o,
-                                         int pool, int cores);
+                                         int pool, double cores);
 
 Subcommand AddPlanCommand(CommandLine& cl);
 

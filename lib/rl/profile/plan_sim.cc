@@ -32,7 +32,7 @@ struct Group {
 
 class Sim {
  public:
-  Sim(const PlanCosts& c, const PlanShape& s, const PlanConfig& cfg, int cores, uint64_t seed)
+  Sim(const PlanCosts& c, const PlanShape& s, const PlanConfig& cfg, double cores, uint64_t seed)
       : c_(c), s_(s), cfg_(cfg), cores_(cores), rng_(seed), rollouts_(cfg.rollouts), rewards_(cfg.rewards) {}
 
   Result<SimResult> Run(int64_t steps, int64_t warmup) {
@@ -78,7 +78,7 @@ class Sim {
   void At(double t, bool poll, std::function<void()> fn) { timers_.push({t, seq_++, poll, std::move(fn)}); }
   void Compute(double work, std::function<void()> done) { jobs_.push_back({std::max(0.0, work), seq_++, std::move(done)}); }
   double Rate() const {
-    return jobs_.size() <= static_cast<size_t>(cores_) ? 1.0 : static_cast<double>(cores_) / jobs_.size();
+    return static_cast<double>(jobs_.size()) <= cores_ ? 1.0 : cores_ / static_cast<double>(jobs_.size());
   }
 
   // Moves the clock to the next timer or job end and runs what happens then. False when nothing
@@ -324,7 +324,7 @@ class Sim {
   const PlanCosts& c_;
   const PlanShape& s_;
   const PlanConfig& cfg_;
-  const int cores_;
+  const double cores_;
   std::mt19937_64 rng_;
   double now_ = 0;
   uint64_t seq_ = 0;
@@ -364,7 +364,7 @@ double DecodeTable::Round(int64_t active, int64_t context_tokens) const {
 }
 
 Result<SimResult> Simulate(const PlanCosts& costs, const PlanShape& shape, const PlanConfig& config,
-                           int64_t steps, int64_t warmup, int cores, uint64_t seed) {
+                           int64_t steps, int64_t warmup, double cores, uint64_t seed) {
   if (config.rollouts < 1 || config.rewards < 1 || config.ranks < 1) {
     return Status::DataError("plan: a configuration needs a rollout slot, a reward slot and a trainer rank");
   }
@@ -372,7 +372,7 @@ Result<SimResult> Simulate(const PlanCosts& costs, const PlanShape& shape, const
     return Status::DataError("plan: the start fraction must be in [0, 1] and the staleness bound >= 0");
   }
   if (steps < 1 || warmup < 0 || warmup >= steps) return Status::DataError("plan: warm-up steps must be fewer than steps");
-  if (cores < 1 || shape.prompts_per_step < 1 || shape.group_size < 1 || costs.lengths.size() != 5) {
+  if (!(cores >= 1) || shape.prompts_per_step < 1 || shape.group_size < 1 || costs.lengths.size() != 5) {
     return Status::DataError("plan: cores, prompts per step and group size must be positive, lengths five numbers");
   }
   Sim sim(costs, shape, config, cores, seed);

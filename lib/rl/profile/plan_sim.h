@@ -21,8 +21,9 @@
 //             step waits for that write.
 //   handoffs  every hand-over through the queue (fed, generated, scored) takes hop_s.
 //   cores     every computing job (a rollout batch, a reward batch, a trainer piece or rank,
-//             the serial work, the checkpoint write) takes one core; with more jobs than cores
-//             they share them equally (processor sharing).
+//             the serial work, the checkpoint write) takes one core; with n jobs on more than
+//             `cores` each runs at cores / n (processor sharing). Costs are those of a job alone,
+//             so a fractional `cores` (at least 1) stands for a measured parallel speed-up.
 // Deterministic for a seed. Thread safety: plain values and reentrant functions.
 #pragma once
 
@@ -88,6 +89,6 @@ struct SimResult {
 // DataError on a configuration that cannot run (no rollout or reward slot, f outside [0, 1],
 // warmup >= steps); Internal when the simulation stops making progress.
 Result<SimResult> Simulate(const PlanCosts& costs, const PlanShape& shape, const PlanConfig& config,
-                           int64_t steps, int64_t warmup, int cores, uint64_t seed);
+                           int64_t steps, int64_t warmup, double cores, uint64_t seed);
 
 }  // namespace rl::profile
