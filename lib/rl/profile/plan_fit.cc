@@ -139,15 +139,15 @@ Status FitRewards(const RunEvents& run, PlanFit* fit) {
       if (e.event != "batch") continue;
       RL_ASSIGN_OR_RETURN(double rows, Number(name, e, "rows"));
       RL_ASSIGN_OR_RETURN(double seconds, Number(name, e, "seconds"));
-      x.push_back({1, rows});
+      x.push_back({rows, 1});
       y.push_back(seconds);
       most = std::max(most, rows);
     }
   }
   if (x.empty()) return Status::DataError("plan: the run has no reward batch events");
   std::vector<double> b = NonNegativeFit(x, y);
-  fit->costs.reward_batch_s = b[0];
-  fit->costs.reward_row_s = b[1];
+  fit->costs.reward_row_s = b[0];
+  fit->costs.reward_batch_s = b[1];
   fit->run.shape.reward_rows = static_cast<int64_t>(most);
   return Status::OK();
 }
@@ -163,7 +163,7 @@ Status FitTrainer(const std::string& name, const std::vector<RunEvent>& lane, Pl
       RL_ASSIGN_OR_RETURN(double train, Number(name, e, "train_seconds"));
       RL_ASSIGN_OR_RETURN(double n, Number(name, e, "samples"));
       RL_ASSIGN_OR_RETURN(double ev, Number(name, e, "eval_seconds"));
-      x.push_back({1, tokens});
+      x.push_back({tokens, 1});
       y.push_back(train);
       eval.push_back(ev);
       samples += n;
@@ -180,8 +180,8 @@ Status FitTrainer(const std::string& name, const std::vector<RunEvent>& lane, Pl
   }
   if (snapshot.empty()) return Status::DataError("plan: " + name + " has no snapshot events (a run from an older roleflow?)");
   std::vector<double> b = NonNegativeFit(x, y);
-  fit->costs.train_step_s = b[0];
-  fit->costs.train_token_s = b[1];
+  fit->costs.train_token_s = b[0];
+  fit->costs.train_step_s = b[1];
   fit->costs.train_tokens_per_row = Mean(per_row);
   fit->costs.post_s = Mean(eval) + Mean(snapshot);
   fit->costs.write_s = Median(write);
@@ -263,8 +263,17 @@ std::vector<double> NonNegativeFit(const std::vector<std::vector<double>>& x, co
   const size_t n = x.empty() ? 0 : x[0].size();
   std::vector<double> best(n, 0);
   double best_err = 0;
+  size_t best_cols = 0;
   for (size_t r = 0; r < y.size(); ++r) best_err += y[r] * y[r];
-  for (uint32_t mask = 1; mask < (1u << n); ++mask) {
+  // Fewer columns first, earlier columns first; a later subset must cut the squared error by
+  // 10% to be taken, so that noise does not hand the whole cost to a column the data cannot tell
+  // apart (a constant step cost when every step trains about as many tokens).
+  constexpr double kParsimony = 0.9;
+  std::vector<uint32_t> masks;
+  for (uint32_t mask = 1; mask < (1u << n); ++mask) masks.push_back(mask);
+  std::stable_sort(masks.begin(), masks.end(),
+                   [](uint32_t a, uint32_t b) { return __builtin_popcount(a) < __builtin_popcount(b); });
+  for (uint32_t mask : masks) {
     std::vector<size_t> cols;
     for (size_t i = 0; i < n; ++i) {
       if (mask & (1u << i)) cols.push_back(i);
@@ -277,7 +286,7 @@ std::vector<double> NonNegativeFit(const std::vector<std::vector<double>>& x, co
       for (size_t i = 0; i < n; ++i) p += b[i] * x[r][i];
       err += (y[r] - p) * (y[r] - p);
     }
-    if (err < best_err * (1 - 1e-9)) best = b, best_err = err;  // ties: the fewer columns, found first
+    if (err < best_err * (best_cols > 0 ? kParsimony : 1.0)) best = b, best_err = err, best_cols = cols.size();
   }
   return best;
 }

@@ -6,7 +6,7 @@
 //             least squares with non-negative coefficients; length quartiles and prompt tokens
 //             averaged over the batches.
 //   reward    each batch event: seconds = batch_s + row_s * rows (non-negative least squares).
-//   trainer   each step event: train_seconds = step_s + token_s * tokens; post_s = the mean of
+//   trainer   each step event: train_seconds = token_s * tokens + step_s; post_s = the mean of
 //             eval_seconds plus that of the snapshot events; write_s = the median time from a
 //             version's snapshot event to its checkpoint event; keep = samples over samples plus
 //             uniform_rows.
@@ -49,8 +49,10 @@ Result<PlanFit> FitRun(const RunEvents& run, int64_t warmup);
 // IOError when unreadable, DataError when malformed.
 Result<DecodeTable> LoadDecodeTable(const std::string& path);
 
-// Least squares y = X b with b >= 0 (every subset of the columns; few columns only). Rows of X
-// must all have the same size; an empty X gives an empty b.
+// Least squares y = X b with b >= 0 (every subset of the columns; few columns only), preferring
+// fewer and earlier columns: subsets are tried by size, then column order, and a later one is
+// taken only when it cuts the squared error by 10%. Rows of X must all have the same size; an
+// empty X gives an empty b.
 std::vector<double> NonNegativeFit(const std::vector<std::vector<double>>& x, const std::vector<double>& y);
 
 }  // namespace rl::profile
