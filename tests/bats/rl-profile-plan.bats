@@ -79,7 +79,8 @@ fixture() { python3 "$RL_SOURCE_DIR/tests/bats/plan_fixture.py" "$@"; }
 @test "plan --json prints the costs, the fitted run, one line per configuration and the checks" {
   fixture "$TMP/sync" sync 12
   fixture "$TMP/semi" semi-sync 12
-  run --separate-stderr rl-profile plan --from "$TMP/sync" --json --modes sync,async-k2 --trainer-ranks 1,2 --pool 5 --check "$TMP/semi"
+  run --separate-stderr rl-profile plan --from "$TMP/sync" --json --modes sync,async-k2 --trainer-ranks 1,2 \
+    --pool 5 --check "$TMP/semi"
   [ "$status" -eq 0 ]
   printf '%s\n' "${lines[@]:0:${#lines[@]}-1}" | python3 -c '
 import json, sys
@@ -99,7 +100,8 @@ assert abs(rows[0]["train_token_s"] - 0.3 / 2560) < 1e-9, rows[0]
 }
 
 @test "plan with only a decode profile costs the rounds from it" {
-  echo '{"decode": [[1, 1, 10, 0.001], [1, 256, 4000, 0.05]], "prefill": [[1, 100, 0.01]], "switch": {}}' > "$TMP/p.json"
+  echo '{"decode": [[1, 1, 10, 0.001], [1, 256, 4000, 0.05]], "prefill": [[1, 100, 0.01]], "switch": {}}' \
+    > "$TMP/p.json"
   run rl-profile plan --decode-profile "$TMP/p.json" --modes sync --pool 3
   echo "$output"
   [ "$status" -eq 0 ]

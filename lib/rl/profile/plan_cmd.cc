@@ -92,7 +92,10 @@ Status Check(const PlanOptions& o, const PlanCosts& costs, const PlanShape& shap
   std::vector<double> errors;
   std::string line = "plan error:";
   if (o.checks.empty()) return Status::OK();
-  if (!o.json) out << "\ncheck: predicted against measured\nrun                                        slots       mode        predicted  measured   error\n";
+  if (!o.json) {
+    out << "\ncheck: predicted against measured\n"
+        << "run                                        slots       mode        predicted  measured   error\n";
+  }
   for (const std::string& dir : o.checks) {
     RL_ASSIGN_OR_RETURN(RunEvents run, LoadRun(dir));
     RL_ASSIGN_OR_RETURN(RunMeasure m, MeasureRun(run, o.warmup));

@@ -86,7 +86,9 @@ Status MeasureTrainer(const std::vector<RunEvent>& lane, int64_t warmup, RunMeas
   }
   m->step_s = (ends.back() - ends[static_cast<size_t>(w - 1)]) / static_cast<double>(m->steps - w);
   m->config.mode = ModeName(m->config.staleness, m->config.start_fraction);
-  if (!has_shape) return Status::DataError("plan: the trainer's start event has no prompts_per_step (a run from an older roleflow?)");
+  if (!has_shape) {
+    return Status::DataError("plan: the trainer's start event has no prompts_per_step (a run from an older roleflow?)");
+  }
   return Status::OK();
 }
 
@@ -178,7 +180,9 @@ Status FitTrainer(const std::string& name, const std::vector<RunEvent>& lane, Pl
       if (it != snapshot_ts.end()) write.push_back(e.ts - it->second);
     }
   }
-  if (snapshot.empty()) return Status::DataError("plan: " + name + " has no snapshot events (a run from an older roleflow?)");
+  if (snapshot.empty()) {
+    return Status::DataError("plan: " + name + " has no snapshot events (a run from an older roleflow?)");
+  }
   std::vector<double> b = NonNegativeFit(x, y);
   fit->costs.train_token_s = b[0];
   fit->costs.train_step_s = b[1];
@@ -322,7 +326,8 @@ Result<DecodeTable> LoadDecodeTable(const std::string& path) {
   if (!j.contains("decode") || !j["decode"].is_array()) return bad("no decode array");
   std::map<int64_t, std::vector<std::pair<double, double>>> by_batch;
   for (const Json& p : j["decode"]) {
-    if (!p.is_array() || p.size() != 4 || !std::all_of(p.begin(), p.end(), [](const Json& v) { return v.is_number(); })) {
+    auto number = [](const Json& v) { return v.is_number(); };
+    if (!p.is_array() || p.size() != 4 || !std::all_of(p.begin(), p.end(), number)) {
       return bad("a decode point is not [tp, batch, context, seconds]");
     }
     if (p[0].get<double>() != 1) continue;

@@ -76,7 +76,9 @@ class Sim {
 
   void At(double t, std::function<void()> fn) { timers_.push({t, seq_++, false, std::move(fn)}); }
   void At(double t, bool poll, std::function<void()> fn) { timers_.push({t, seq_++, poll, std::move(fn)}); }
-  void Compute(double work, std::function<void()> done) { jobs_.push_back({std::max(0.0, work), seq_++, std::move(done)}); }
+  void Compute(double work, std::function<void()> done) {
+    jobs_.push_back({std::max(0.0, work), seq_++, std::move(done)});
+  }
   double Rate() const {
     return static_cast<double>(jobs_.size()) <= cores_ ? 1.0 : cores_ / static_cast<double>(jobs_.size());
   }
@@ -371,7 +373,9 @@ Result<SimResult> Simulate(const PlanCosts& costs, const PlanShape& shape, const
   if (!(config.start_fraction >= 0 && config.start_fraction <= 1) || config.staleness < 0) {
     return Status::DataError("plan: the start fraction must be in [0, 1] and the staleness bound >= 0");
   }
-  if (steps < 1 || warmup < 0 || warmup >= steps) return Status::DataError("plan: warm-up steps must be fewer than steps");
+  if (steps < 1 || warmup < 0 || warmup >= steps) {
+    return Status::DataError("plan: warm-up steps must be fewer than steps");
+  }
   if (!(cores >= 1) || shape.prompts_per_step < 1 || shape.group_size < 1 || costs.lengths.size() != 5) {
     return Status::DataError("plan: cores, prompts per step and group size must be positive, lengths five numbers");
   }
