@@ -21,7 +21,7 @@ here="$(cd "$(dirname "$0")" && pwd)"
 source "$here/lib.sh"
 rl_tools
 
-steps=24 seed=1 sft_steps=40 configs="semi-sync async async-k2 sync-2" warmup=3 short=0 extra=()
+steps=40 seed=1 sft_steps=40 configs="semi-sync async async-k2 sync-2" warmup=3 short=0 extra=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --short) steps=5 short=1 warmup=1 configs="async sync-2" extra=(--prompts-per-step 8) ;;
