@@ -9,14 +9,16 @@
 # as its snapshot is in memory); the checkpoint files are the rollout's fallback.
 #
 # Usage: grpo-demo.sh [--short] [--seed N] [--steps N] [--mode sync|semi-sync|async] [--weights ucx|file]
-#                     [--rollout-group N] [--train-ranks N] [--sft-from RUN] [--judge DIR]
-#                     [-- rl-train grpo options...]
+#                     [--rollout-group N] [--rollouts N] [--train-ranks N] [--final-eval N] [--sft-from RUN]
+#                     [--judge DIR] [-- rl-train grpo options...]
 #   --short     a smoke run for CI (a few steps; it shows the pipeline works, not that it learns)
 #   --weights   how the rollout gets new versions: ucx (default) or checkpoint files only
 #   --rollout-group N  the rollout is a group of N processes generating with tensor parallelism
 #               (rl-rollout run --ranks N: rank 0 leases and writes, the others follow)
 #   --train-ranks N  N data-parallel rl-train ranks (rl-train grpo --world N), one thread each: each
 #               leases its token-balanced part of every step's groups; rank 0 checkpoints
+#   --rollouts N  N rl-rollout processes (ids 0..N-1) sharing the generate task (default 1)
+#   --final-eval N  problems of the final held-out evaluation (default 2000; 0: none)
 #   --sft-from  take the SFT warm start of an earlier run directory of the same seed
 #   --judge DIR the reward comes from this judge model (rl-reward run --judge, as yatt-judge.sh trains
 #               it: judging prompt lib.sh's demo_judge_template, verdict token '1') instead of the
@@ -28,7 +30,7 @@ source "$(dirname "$0")/lib.sh"
 rl_tools
 
 seed=1 steps=600 mode=async sft_steps=2000 target=0.3 extra=() more=() via=ucx final_eval=2000 group=1 ranks=1
-scorer=(--verifier addition)
+rollouts=1 scorer=(--verifier addition)
 while [ $# -gt 0 ]; do
   case "$1" in
     --short)  # the untrained model gets uniform (all-zero) groups: no dynamic sampling, small steps
@@ -39,6 +41,8 @@ while [ $# -gt 0 ]; do
     --weights) via="$2"; shift ;;
     --rollout-group) group="$2"; shift ;;
     --train-ranks) ranks="$2"; shift ;;
+    --rollouts) rollouts="$2"; shift ;;
+    --final-eval) final_eval="$2"; shift ;;
     --sft-from) export RL_SFT_FROM="$2"; shift ;;
     --judge) scorer=(--judge "$2" --judge-template "$demo_judge_template" --judge-verdict 1); shift ;;
     --) shift; more=("$@"); break ;;
@@ -70,13 +74,15 @@ pids+=($!)
 until rl-queue stat --timeout 0.2 >/dev/null 2>&1; do sleep 0.1; done
 # An answer is at most 4 digits and <eos>: a response that has not stopped by 8 tokens is wrong
 # anyway, and would otherwise run to the end of the context and pad the trainer's micro-batches.
-rendezvous="127.0.0.1:$(free_port)"
-for ((rank = group - 1; rank >= 0; rank--)); do  # rank 0, the one that leases, last
-  grouping=()
-  [ "$group" -gt 1 ] && grouping=(--ranks "$group" --rank "$rank" --rendezvous "$rendezvous")
-  rl-rollout run --checkpoint-dir "$run/ckpt" "${pull[@]}" --threads 1 --seed "$seed" --temperature 1 --id 0 \
-    --max-new-tokens 8 --log-level warn "${grouping[@]}" &
-  pids+=($!)
+for ((r = 0; r < rollouts; r++)); do
+  rendezvous="127.0.0.1:$(free_port)"
+  for ((rank = group - 1; rank >= 0; rank--)); do  # rank 0, the one that leases, last
+    grouping=()
+    [ "$group" -gt 1 ] && grouping=(--ranks "$group" --rank "$rank" --rendezvous "$rendezvous")
+    rl-rollout run --checkpoint-dir "$run/ckpt" "${pull[@]}" --threads 1 --seed "$seed" --temperature 1 --id "$r" \
+      --max-new-tokens 8 --log-level warn "${grouping[@]}" &
+    pids+=($!)
+  done
 done
 rl-reward run "${scorer[@]}" --id 0 --log-level warn &
 pids+=($!)
@@ -96,6 +102,7 @@ else
   "${train[@]}" --id 0
 fi
 
+[ "$final_eval" -gt 0 ] || exit 0  # no verdict asked for: the run directory is the result
 # The per-step evaluations use 256 problems (+-3 points of noise); the verdict uses 2000 (+-1).
 echo "== held-out greedy accuracy of the SFT start and the final weights on $final_eval problems" >&2
 last=$(ls "$run/ckpt"/weights-*.safetensors | sort -V | tail -n 1)

@@ -157,3 +157,11 @@ man_examples() {
   [[ "$output" == *"split (rollouts/reward)   sweep s/step"* ]]
   printf '%s\n' "$output" | tail -n 1 | grep -qE '^placement: found [0-9]+/[0-9]+ within [0-9]+\.[0-9]% of best [0-9]+/[0-9]+ in [0-9]+ moves \(a sweep: [0-9]+\)$'
 }
+
+@test "examples/pipelines/yatt-plan.sh runs in its short form and ends with the plan error line" {
+  run bash "$RL_SOURCE_DIR/examples/pipelines/yatt-plan.sh" --short
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"ranking: "*"configurations of 4 slots"* ]]
+  [[ "${lines[-1]}" =~ ^plan\ error:\ [0-9]+\.[0-9]%\ [0-9]+\.[0-9]%$ ]]
+}

@@ -14,6 +14,7 @@ void AppendWeightsOptions(std::vector<OptionSpec>* table);  // option_table_weig
 void AppendHealthOptions(std::vector<OptionSpec>* table);   // option_table_health.cc (heartbeats, rl-watchdog)
 void AppendEnvOptions(std::vector<OptionSpec>* table);      // option_table_env.cc (rl-env); after health
 void AppendJudgeOptions(std::vector<OptionSpec>* table);    // option_table_judge.cc (rl-reward --judge); after train
+void AppendPlanOptions(std::vector<OptionSpec>* table);     // option_table_plan.cc (rl-profile plan)
 
 void AddTools(std::vector<OptionSpec>* table, const std::string& flag, const std::vector<std::string>& tools) {
   auto it = std::find_if(table->begin(), table->end(), [&](const OptionSpec& s) { return s.flag == flag; });
@@ -30,6 +31,7 @@ const std::vector<OptionSpec>& OptionTable() {
     AppendHealthOptions(&t);
     AppendEnvOptions(&t);
     AppendJudgeOptions(&t);
+    AppendPlanOptions(&t);
     return t;
   }();
   return table;

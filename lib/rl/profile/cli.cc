@@ -6,6 +6,7 @@
 #include "rl/core/log.h"
 #include "rl/core/options.h"
 #include "rl/core/signals.h"
+#include "rl/profile/plan_cmd.h"
 #include "rl/profile/report_cmd.h"
 #include "rl/profile/weights_profile.h"
 
@@ -45,6 +46,7 @@ int ProfileMain(int argc, char** argv, const ProfileHooks& hooks, const std::vec
   WeightsProfileOptions weights_options;
   std::vector<Subcommand> more = {AddWeightsProfile(cl, &weights_options)};
   more.push_back(AddReportCommand(cl));
+  more.push_back(AddPlanCommand(cl));
   for (const SubcommandFactory& add : extra) more.push_back(add(cl));
 
   if (auto code = cl.Parse(argc, argv)) return *code;

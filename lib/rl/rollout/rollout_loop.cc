@@ -42,6 +42,24 @@ std::string GroupOf(const GotRow& row) {
   return key.empty() ? "row " + std::to_string(row.index) : key;
 }
 
+size_t PromptTokens(const std::vector<std::vector<int64_t>>& ids) {
+  size_t n = 0;
+  for (const auto& p : ids) n += p.size();
+  return n;
+}
+
+// Response lengths of a batch as [min, 25%, median, 75%, max] (nearest rank): what rl-profile plan
+// draws the lengths of simulated batches from.
+std::vector<size_t> LengthQuartiles(const std::vector<model::Generation>& gens) {
+  std::vector<size_t> len;
+  for (const model::Generation& g : gens) len.push_back(g.response_ids.size());
+  if (len.empty()) return {};
+  std::sort(len.begin(), len.end());
+  std::vector<size_t> q;
+  for (int i = 0; i <= 4; ++i) q.push_back(len[(len.size() - 1) * static_cast<size_t>(i) / 4]);
+  return q;
+}
+
 class Loop {
  public:
   Loop(const RolloutOptions& o, Policy* policy, RolloutStats* stats)
@@ -227,7 +245,8 @@ class Loop {
     if (o_.events) {
       o_.events->Emit("batch", {{"rows", got.rows.size()}, {"groups", prompts.groups}, {"tokens", gs.new_tokens},
                                 {"seconds", seconds}, {"tokens_per_s", seconds > 0 ? gs.new_tokens / seconds : 0.0},
-                                {"version", policy_->version()}, {"lease", got.lease}});
+                                {"version", policy_->version()}, {"lease", got.lease}, {"rounds", gs.steps},
+                                {"prompt_tokens", PromptTokens(prompts.ids)}, {"lengths", LengthQuartiles(*gens)}});
     }
     return Status::OK();
   }

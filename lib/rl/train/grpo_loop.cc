@@ -109,7 +109,9 @@ Status GrpoLoop::Start() {
   events_.SetStep(step_);
   events_.Emit("start", {{"version", version_}, {"accuracy", last_accuracy_}, {"accuracy_step", accuracy_step_},
                          {"staleness", o_.staleness},
-                         {"start_fraction", o_.start_fraction}, {"lr", o_.grpo.schedule.lr}});
+                         {"start_fraction", o_.start_fraction}, {"lr", o_.grpo.schedule.lr},
+                         {"prompts_per_step", o_.prompts_per_step}, {"group_size", o_.group_size},
+                         {"micro_batch", o_.grpo.micro_batch}, {"dynamic_sampling", o_.dynamic_sampling}});
   return Status::OK();
 }
 
@@ -387,7 +389,9 @@ Status GrpoLoop::AfterStep(const StepStats& s0, std::vector<uint64_t> consumed, 
                       {"min_version", s.min_version}, {"max_version", s.max_version},
                       {"trained_groups", step_groups_}, {"train_seconds", train_s_},
                       {"train_tokens_per_s", train_s_ > 0 ? static_cast<double>(s.tokens) / train_s_ : 0.0}};
+  auto eval_t0 = std::chrono::steady_clock::now();
   Evaluate(&s, &f);
+  f["eval_seconds"] = Seconds(eval_t0);  // rl-profile plan counts it as trainer work per step
   events_.Emit("step", f);
   std::string eta;
   if (o_.max_steps > 0) {
@@ -404,6 +408,7 @@ Status GrpoLoop::AfterStep(const StepStats& s0, std::vector<uint64_t> consumed, 
               s.min_version, s.max_version, eta);
   if (!lead()) return Status::OK();  // rank 0 checkpoints (and acks) every rank's rows
   Phase("checkpoint");
+  auto snapshot_t0 = std::chrono::steady_clock::now();
   Checkpoint c;
   c.step = step_;
   c.version = version_;
@@ -426,6 +431,8 @@ Status GrpoLoop::AfterStep(const StepStats& s0, std::vector<uint64_t> consumed, 
   }
   if (publisher_) publisher_->Offer(c.version, *c.model);  // pullable before it is on disk
   writer_->Submit(std::move(c));
+  // The blocking part of a checkpoint; the checkpoint event of this version marks the write's end.
+  events_.Emit("snapshot", {{"version", version_}, {"seconds", Seconds(snapshot_t0)}});
   return Status::OK();
 }
 
