@@ -118,6 +118,7 @@ void Server::Commit(Record r, const std::string& routing, const Header& h) {
   r.rid = h.rid;
   ds_->Commit(r);
   changed_ = true;
+  ++commits_;
   Reply(routing, h, Status::OK(), ReplyFor(r, ds_->store()));
 }
 
@@ -287,16 +288,24 @@ bool Server::TryServe(Waiter& w, bool final_attempt) {
   return true;
 }
 
-// Parked gets in arrival order: serve those that can be, answer those whose wait is over.
+// Parked gets in arrival order: serve those that can be, answer those whose wait is over. A get
+// served in a pass may make rows ready for a get earlier in the list (a trainer's get that sends
+// stale rows back to `generate`, where the rollouts' gets wait): a pass that committed anything is
+// followed by another, or those gets would sit out their wait with rows ready for them.
 void Server::ServeWaiters(bool expire_only) {
-  int64_t now = MonoMillis();
-  for (auto it = waiters_.begin(); it != waiters_.end();) {
-    bool final_attempt = it->deadline_ms <= now;
-    if ((expire_only && !final_attempt) || !TryServe(*it, final_attempt)) {
-      ++it;
-    } else {
-      it = waiters_.erase(it);
+  for (bool again = true; again && !waiters_.empty();) {
+    const uint64_t commits = commits_;
+    int64_t now = MonoMillis();
+    for (auto it = waiters_.begin(); it != waiters_.end();) {
+      bool final_attempt = it->deadline_ms <= now;
+      if ((expire_only && !final_attempt) || !TryServe(*it, final_attempt)) {
+        ++it;
+      } else {
+        it = waiters_.erase(it);
+      }
     }
+    again = commits_ != commits;  // each pass that commits serves a get: at most one pass per get
+    expire_only = false;
   }
 }
 

@@ -90,6 +90,7 @@ class Server {
   ReplyGate gate_;
   bool changed_ = false;          // records committed this turn
   uint64_t served_ = 0;
+  uint64_t commits_ = 0;          // records committed in all (ServeWaiters' passes compare it)
 };
 
 }  // namespace rl::queue

@@ -219,6 +219,48 @@ TEST_F(ServerTest, WaitingGetIsAnsweredWhenRowsArrive) {
   EXPECT_LT(MonoMillis() - start, 4000) << "answered when the rows came, not at the deadline";
 }
 
+// A trainer's get that sends a stale row back for regeneration makes it ready for a rollout's get
+// parked before it: the rollout is answered at once, not when its wait runs out.
+TEST_F(ServerTest, ARowSentBackForRegenerationReachesAGetParkedBeforeTheOneThatSentIt) {
+  PutRequest first;
+  first.rows.push_back({std::nullopt, {{"prompt", std::string("p")}, {"version", int64_t{0}}}});
+  ASSERT_TRUE(Client().Put(first).ok());
+  GetRequest gen;
+  gen.task = "gen";
+  gen.count = 1;
+  auto leased = Client().Get(gen);
+  ASSERT_TRUE(leased.ok() && leased->rows.size() == 1u);
+  ASSERT_TRUE(Client().Ack("gen", leased->lease, {0}).ok());
+  gen.wait_ms = 8000;
+  int64_t start = MonoMillis(), answered = 0;
+  std::thread rollout([&] {  // parked first
+    auto again = Client().Get(gen);
+    answered = MonoMillis();
+    ASSERT_TRUE(again.ok()) << again.status().ToString();
+    EXPECT_EQ(again->rows.size(), 1u);
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  std::thread trainer([&] {  // parked second; wants version 1 or newer and regenerates older rows
+    GetRequest train;
+    train.task = "train";
+    train.count = 1;
+    train.wait_ms = 1000;
+    train.has_min_version = true;
+    train.min_version = 1;
+    train.regenerate_stale = true;
+    auto got = Client().Get(train);
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    EXPECT_EQ(got->regenerated, 1u);
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  PutRequest response;  // the response of version 0 completes the row for train
+  response.rows.push_back({uint64_t{0}, {{"response", std::string("r")}}});
+  ASSERT_TRUE(Client().Put(response).ok());
+  trainer.join();
+  rollout.join();
+  EXPECT_LT(answered - start, 3000) << "answered when the row came back, not at the deadline";
+}
+
 // The get is parked on the server when it stops; the client hears of the lost connection and of
 // ZeroMQ's reconnection to the new server from the socket monitor and sends the get again at
 // once, instead of waiting out the attempt (3 s) and the server-side wait (5 s).
