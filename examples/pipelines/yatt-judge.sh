@@ -102,6 +102,6 @@ if [ "$grpo" -gt 0 ]; then
   RL_RUN_DIR="$run/grpo" "$here/grpo-demo.sh" "${short[@]}" --seed "$seed" --sft-from "$run" --steps "$grpo" \
     --judge "$run/judge" >&2
 fi
-# The final lines: the figures of the issue.
+# The last two lines: agreement, then the colocation ratio.
 cat "$run/agreement.txt"
 tail -n 1 "$run/colocation.txt"

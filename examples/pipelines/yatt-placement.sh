@@ -49,7 +49,8 @@ cpus=$(awk '/^Cpus_allowed_list:/ {print $2}' /proc/self/status)
 first=$(echo "$cpus" | tr ',-' '\n\n' | head -1)
 last=$(echo "$cpus" | tr ',-' '\n\n' | tail -1)
 score="--verifier addition"
-[ -z "$judge" ] || score="--judge $judge"
+# The demo's judge, as yatt-judge.sh trains it (lib.sh: demo_judge_template, verdict token 1).
+[ -z "$judge" ] || score="--judge $judge --judge-template '$demo_judge_template' --judge-verdict 1"
 
 # pipeline RUN SEARCH ROLLOUTS: the pipeline file of one run.
 pipeline() {

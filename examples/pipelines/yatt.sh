@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# WeChat-YATT's and AsyncFlow's ideas in roleflow, measured in one table:
+#   1. parallel controllers: the demo with two data-parallel rl-train ranks against one
+#      (yatt-ranks.sh);
+#   2. a generative reward model: a judge trained with rl-train sft, its agreement with the rule
+#      verifier on held-out pairs, and rollout time with the judge beside the sampler (partial
+#      colocation) against generate-then-judge (full) (yatt-judge.sh);
+#   3. dynamic placement: rl-watchdog's ternary search over the split of slots between rollouts and
+#      that judge, from the worst split, against a sweep of every split (yatt-placement.sh --judge);
+#   4. resource planning: rl-profile plan's predicted seconds per step against real runs
+#      (yatt-plan.sh).
+# One SFT warm start serves every part (RL_SFT_FROM), so the whole takes about an hour on 2 cores
+# (the judge's SFT is the longest part); --short runs each part in its smoke form (a few minutes;
+# it shows the parts work, not the figures). The last five lines are the parts' own:
+#   ranks 2/1: accuracy X.XXX/X.XXX, s/step X.XX/X.XX
+#   judge agreement X.XXX
+#   partial/full colocation rollout time X.XX
+#   placement: found X/Y within X.X% of best X/Y in N moves (a sweep: M)
+#   plan error: X.X% X.X% X.X% ...
+# Each part's tables and progress go to stderr; the run directories stay under the top one.
+#
+# Usage: yatt.sh [--short] [--seed N]
+# Environment: RL_BUILD_DIR (default ./build), RL_RUN_DIR (default a new /tmp directory).
+set -euo pipefail
+here="$(dirname "$0")"
+source "$here/lib.sh"
+rl_tools
+
+seed=1 short=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --short) short=(--short) ;;
+    --seed) seed="$2"; shift ;;
+    *) echo "yatt: unknown argument $1" >&2; exit 64 ;;
+  esac
+  shift
+done
+top="$(fresh_run_dir yatt)"
+if [ ${#short[@]} -eq 0 ] && [ -z "${RL_SFT_FROM:-}" ]; then
+  demo_start "$top/sft" "$seed" 0.3 2000
+  export RL_SFT_FROM="$top/sft"
+fi
+
+# part NAME SCRIPT ARGS...: runs one part in $top/NAME; its output goes to stderr and $top/NAME.out.
+part() {
+  local name="$1" script="$2"; shift 2
+  echo "== yatt: $name ($script $*)" >&2
+  RL_RUN_DIR="$top/$name" bash "$here/$script" "$@" | tee "$top/$name.out" >&2
+}
+part ranks yatt-ranks.sh "${short[@]}" --seed "$seed"
+part judge yatt-judge.sh "${short[@]}" --seed "$seed"
+part placement yatt-placement.sh "${short[@]}" --seed "$seed" --judge "$top/judge/judge"
+part plan yatt-plan.sh "${short[@]}" --seed "$seed"
+
+grep -h '^ranks 2/1: ' "$top/ranks.out" | tail -n 1
+grep -h '^judge agreement ' "$top/judge.out" | tail -n 1
+grep -h '^partial/full colocation rollout time ' "$top/judge.out" | tail -n 1
+grep -h '^placement: ' "$top/placement.out" | tail -n 1
+grep -h '^plan error: ' "$top/plan.out" | tail -n 1
