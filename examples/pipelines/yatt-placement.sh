@@ -11,9 +11,10 @@
 # where the found split's time and the best are both the sweep's measurements (one run, one
 # condition of the machine), and N counts the slots the search moved.
 #
-# Usage: yatt-placement.sh [--short] [--pool P] [--seed N] [--judge DIR] [--keep]
+# Usage: yatt-placement.sh [--short] [--pool P] [--measure N] [--seed N] [--judge DIR] [--keep]
 #   --pool    slots in the pool (default 6; slots alternate between the first and last CPU, so a
 #             2-core machine shares each core among P/2 processes)
+#   --measure trainer steps whose median times a split (default 12, after 3 that let a move settle)
 #   --judge   score with rl-reward --judge DIR instead of the addition rule
 #   --short   a smoke run for CI: a pool of 3, small steps from an untrained model
 # Environment: RL_BUILD_DIR (default ./build), RL_RUN_DIR (default a new /tmp directory).
@@ -21,12 +22,13 @@ set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 rl_tools
 
-seed=1 pool=6 keep=0 target=0.3 sft_steps=2000 judge="" settle=3 measure=6 extra=()
+seed=1 pool=6 keep=0 target=0.3 sft_steps=2000 judge="" settle=3 measure=12 extra=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --short) pool=3; target=0.99; sft_steps=20; settle=1; measure=2
              extra=(--dynamic-sampling false --prompts-per-step 8) ;;
     --pool) pool="$2"; shift ;;
+    --measure) measure="$2"; shift ;;
     --seed) seed="$2"; shift ;;
     --judge) judge="$2"; shift ;;
     --keep) keep=1 ;;
