@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdarg>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
@@ -11,24 +10,15 @@
 
 #include "rl/core/fail.h"
 #include "rl/core/log.h"
+#include "rl/core/printf.h"
 
 namespace rl::profile {
 namespace {
 
 constexpr char kTool[] = "rl-profile";
 
-std::string Format(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
-std::string Format(const char* fmt, ...) {
-  char buf[512];
-  va_list ap;
-  va_start(ap, fmt);
-  std::vsnprintf(buf, sizeof buf, fmt, ap);
-  va_end(ap);
-  return buf;
-}
-
 std::string Slots(const PlanConfig& c) {
-  return Format("%dR+%dW+%dT", c.rollouts, c.rewards, c.ranks);
+  return Printf("%dR+%dW+%dT", c.rollouts, c.rewards, c.ranks);
 }
 
 Result<RunEvents> LoadRun(const std::string& dir) {
@@ -49,14 +39,14 @@ nlohmann::json CostsJson(const PlanCosts& c, const PlanShape& s) {
 }
 
 void PrintCosts(const PlanCosts& c, const PlanShape& s, std::ostream& out) {
-  out << Format("costs: rollout batch = %.4f s/round + %.6f s/token + %.6f s/row%s; lengths %g..%g (median %g)\n",
+  out << Printf("costs: rollout batch = %.4f s/round + %.6f s/token + %.6f s/row%s; lengths %g..%g (median %g)\n",
                 c.gen_round_s, c.gen_token_s, c.gen_row_s, c.decode.empty() ? "" : " (rounds: decode profile)",
                 c.lengths[0], c.lengths[4], c.lengths[2]);
-  out << Format("       reward batch = %.4f s + %.6f s/row; train = %.4f s/step + %.3g s/token (%.1f tokens/row)\n",
+  out << Printf("       reward batch = %.4f s + %.6f s/row; train = %.4f s/step + %.3g s/token (%.1f tokens/row)\n",
                 c.reward_batch_s, c.reward_row_s, c.train_step_s, c.train_token_s, c.train_tokens_per_row);
-  out << Format("       trainer serial %.4f s/step, checkpoint write %.4f s, weight sync %.4f s, hand-over %.4f s\n",
+  out << Printf("       trainer serial %.4f s/step, checkpoint write %.4f s, weight sync %.4f s, hand-over %.4f s\n",
                 c.post_s, c.write_s, c.sync_s, c.hop_s);
-  out << Format("shape: %lld prompts x %lld per step, keep %.3f (dynamic sampling), rollout %lld rows, reward %lld "
+  out << Printf("shape: %lld prompts x %lld per step, keep %.3f (dynamic sampling), rollout %lld rows, reward %lld "
                 "rows, micro-batch %lld\n",
                 static_cast<long long>(s.prompts_per_step), static_cast<long long>(s.group_size), s.keep,
                 static_cast<long long>(s.rollout_rows), static_cast<long long>(s.reward_rows),
@@ -64,11 +54,11 @@ void PrintCosts(const PlanCosts& c, const PlanShape& s, std::ostream& out) {
 }
 
 void PrintRanking(const std::vector<PlanRow>& rows, int pool, double cores, std::ostream& out) {
-  out << Format("\nranking: %zu configurations of %d slots on %g cores\n", rows.size(), pool, cores);
+  out << Printf("\nranking: %zu configurations of %d slots on %g cores\n", rows.size(), pool, cores);
   out << "rank  slots       mode        s/step  samples/s  trainer-idle  rollout-busy  regenerated\n";
   int n = 0;
   for (const PlanRow& r : rows) {
-    out << Format("%4d  %-10s  %-10s %7.3f %10.1f %13.2f %13.2f %12lld\n", ++n, Slots(r.config).c_str(),
+    out << Printf("%4d  %-10s  %-10s %7.3f %10.1f %13.2f %13.2f %12lld\n", ++n, Slots(r.config).c_str(),
                   r.config.mode.c_str(), r.result.step_s, r.result.samples_per_s, r.result.trainer_idle,
                   r.result.rollout_busy, static_cast<long long>(r.result.regenerated));
   }
@@ -105,7 +95,7 @@ Status Check(const PlanOptions& o, const PlanCosts& costs, const PlanShape& shap
     s.micro_batch = m.shape.micro_batch;
     RL_ASSIGN_OR_RETURN(SimResult r, Simulate(costs, s, m.config, o.steps, o.warmup, cores, o.seed));
     const double err = std::fabs(r.step_s - m.step_s) / m.step_s;
-    line += Format(" %.1f%%", 100 * err);
+    line += Printf(" %.1f%%", 100 * err);
     if (o.json) {
       nlohmann::json j = RowJson("check", m.config, r);
       j["run"] = dir;
@@ -114,7 +104,7 @@ Status Check(const PlanOptions& o, const PlanCosts& costs, const PlanShape& shap
       out << j.dump() << "\n";
     } else {
       std::string name = dir.size() > 42 ? "..." + dir.substr(dir.size() - 39) : dir;
-      out << Format("%-42s %-10s  %-10s %9.3f %9.3f %6.1f%%\n", name.c_str(), Slots(m.config).c_str(),
+      out << Printf("%-42s %-10s  %-10s %9.3f %9.3f %6.1f%%\n", name.c_str(), Slots(m.config).c_str(),
                     m.config.mode.c_str(), r.step_s, m.step_s, 100 * err);
     }
   }
@@ -164,7 +154,7 @@ int RunPlan(const PlanOptions& o) {
     for (const PlanRow& r : *rows) std::cout << RowJson("plan", r.config, r.result).dump() << "\n";
   } else {
     if (!o.from.empty()) {
-      std::cout << Format("fitted to %s: %s, %s, %lld steps, %.3f s/step measured\n", o.from.c_str(),
+      std::cout << Printf("fitted to %s: %s, %s, %lld steps, %.3f s/step measured\n", o.from.c_str(),
                           Slots(fit.run.config).c_str(), fit.run.config.mode.c_str(),
                           static_cast<long long>(fit.run.steps), fit.run.step_s);
     }

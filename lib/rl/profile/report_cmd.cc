@@ -1,12 +1,12 @@
 #include "rl/profile/report_cmd.h"
 
-#include <cstdarg>
 #include <cstdio>
 #include <iostream>
 #include <memory>
 
 #include "rl/core/fail.h"
 #include "rl/core/fs.h"
+#include "rl/core/printf.h"
 #include "rl/profile/timeline_svg.h"
 
 namespace rl::profile {
@@ -16,16 +16,6 @@ struct ReportFlags {
   std::string run_dir, svg;
   bool json = false;
 };
-
-std::string Format(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
-std::string Format(const char* fmt, ...) {
-  char buf[512];
-  va_list ap;
-  va_start(ap, fmt);
-  std::vsnprintf(buf, sizeof buf, fmt, ap);
-  va_end(ap);
-  return buf;
-}
 
 double Phase(const StepTime& s, const char* name) {
   auto it = s.phases.find(name);
@@ -60,17 +50,17 @@ void PrintReport(const EttrReport& r, const std::string& run_dir, bool json, std
   if (json) return PrintJson(r, out);
   double det = 0, res = 0, cat = 0;
   for (const FaultTime& f : r.faults) det += f.detection, res += f.restart, cat += f.catch_up;
-  out << Format("run %s: trainer %s, %zu steps kept (%lld redone), %zu faults\n", run_dir.c_str(), r.trainer.c_str(),
+  out << Printf("run %s: trainer %s, %zu steps kept (%lld redone), %zu faults\n", run_dir.c_str(), r.trainer.c_str(),
                 r.steps.size(), static_cast<long long>(r.redone), r.faults.size());
-  out << Format("ETTR %.3f = productive %.1f s / wall %.1f s (first trainer start to last step); run %.1f s\n",
+  out << Printf("ETTR %.3f = productive %.1f s / wall %.1f s (first trainer start to last step); run %.1f s\n",
                 r.ettr(), r.productive, r.wall(), r.run_s);
-  out << Format("lost to faults: detection %.2f s, restart %.2f s, catch-up %.2f s (%.2f s)\n", det, res, cat,
+  out << Printf("lost to faults: detection %.2f s, restart %.2f s, catch-up %.2f s (%.2f s)\n", det, res, cat,
                 det + res + cat);
   if (!r.faults.empty()) {
     out << "\nfault member       step action        detect  restart catch-up     lost  reason\n";
     int n = 0;
     for (const FaultTime& f : r.faults) {
-      out << Format("%5d %-12s %4lld %-12s %7.2f %8.2f %8.2f %8.2f  %s%s\n", ++n, f.member.c_str(),
+      out << Printf("%5d %-12s %4lld %-12s %7.2f %8.2f %8.2f %8.2f  %s%s\n", ++n, f.member.c_str(),
                     static_cast<long long>(f.step), f.action.c_str(), f.detection, f.restart, f.catch_up, f.lost(),
                     f.reason.c_str(), f.ready_ts ? "" : " (never ready)");
     }
@@ -85,11 +75,11 @@ void PrintReport(const EttrReport& r, const std::string& run_dir, bool json, std
       << (weights ? "  clipped  w-mean   w-max   capped" : "") << "\n";
   for (const StepTime& s : r.steps) {
     double wait = Phase(s, "waiting-for-data"), train = Phase(s, "train"), ckpt = Phase(s, "checkpoint");
-    out << Format("%5lld %8.2f %8.2f %8.2f %11.2f %8.2f", static_cast<long long>(s.step), s.seconds(), wait, train,
+    out << Printf("%5lld %8.2f %8.2f %8.2f %11.2f %8.2f", static_cast<long long>(s.step), s.seconds(), wait, train,
                   ckpt, s.seconds() - wait - train - ckpt);
     if (weights) {
       auto get = [&](const char* k) { return s.update.count(k) ? s.update.at(k) : 0.0; };
-      out << Format("  %7.3f %7.3f %7.3f  %7.3f", get("clip_fraction"), get("is_weight_mean"), get("is_weight_max"),
+      out << Printf("  %7.3f %7.3f %7.3f  %7.3f", get("clip_fraction"), get("is_weight_mean"), get("is_weight_max"),
                     get("is_capped_fraction"));
     }
     out << "\n";
