@@ -37,9 +37,10 @@ start_bg() {
   eval "PID_$name=$!"
 }
 
-# wait_version ENDPOINT V: until the source at ENDPOINT holds version V (10 s at most).
+# wait_version ENDPOINT V: until the source at ENDPOINT holds version V (30 s at most: CI runs the
+# examples beside this file, and a relay's first pull on two loaded cores once took over 10 s).
 wait_version() {
-  for _ in $(seq 1 200); do
+  for _ in $(seq 1 600); do
     rl-relay info --weights-from "$1" --timeout 0.2 2>/dev/null | grep -q "\"version\":$2[,}]" && return 0
     sleep 0.05
   done
