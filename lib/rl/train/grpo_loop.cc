@@ -220,38 +220,19 @@ Status GrpoLoop::CollectAndTrain(std::vector<uint64_t>* consumed, int64_t* sampl
   std::vector<Group> pending;
   int64_t got = 0, dropped_rows = 0;
   bool started = false, out_of_redraws = false;
-  step_groups_.clear();
-  train_s_ = 0;
-  uniform_rows_ = 0;
-  uniform_sum_ = 0;
-  Phase("waiting-for-data");
+  ResetStep();
   while (got < need) {
     if (stop_) {
       if (!consumed->empty()) (void)client_.Nack(kTrainTask, 0, *consumed);
       return Status::Timeout("stopped");
     }
-    // Rows fed now are good for training from a version of current - k on (older ones are
-    // regenerated): the rollout waits for that version rather than generate them twice.
-    feeder_->set_min_version(std::max<int64_t>(0, static_cast<int64_t>(version_) - o_.staleness));
-    RL_RETURN_IF_ERROR(feeder_->FeedTo(o_.prompts_per_step * (1 + o_.staleness), o_.prompts_per_step).status());
+    const int64_t min_version = static_cast<int64_t>(version_) - o_.staleness;
+    RL_RETURN_IF_ERROR(Feed(min_version));
     // The get returns as soon as one whole group is ready, and waits briefly: the feeder runs
     // between gets, and the groups dynamic sampling drops must be replaced at once. (Asking for
     // every missing row with a long wait left sync mode idle for that wait on each refill.) The
     // start fraction is enforced below, not by the get.
-    queue::GetRequest req;
-    req.task = kTrainTask;
-    req.count = static_cast<uint32_t>(need - got);
-    req.min = static_cast<uint32_t>(o_.group_size);
-    req.lease_ms = static_cast<int64_t>(o_.lease_s * 1000);
-    req.wait_ms = kGetWaitMs;
-    req.holder = Holder();
-    req.groups = true;
-    req.also = {"loss_mask"};  // multi-turn rows: tool tokens are not trained on
-    req.has_min_version = true;
-    req.min_version = static_cast<int64_t>(version_) - o_.staleness;
-    req.regenerate_stale = o_.regenerate_stale;
-    if (o_.dynamic_sampling) req.drop_uniform = "reward";
-    RL_ASSIGN_OR_RETURN(queue::GetReply reply, client_.Get(req));
+    RL_ASSIGN_OR_RETURN(queue::GetReply reply, client_.Get(TrainGet(need - got, min_version)));
     dropped_rows += static_cast<int64_t>(reply.dropped);
     uniform_rows_ += reply.uniform;
     uniform_sum_ += reply.uniform_sum;
@@ -265,18 +246,65 @@ Status GrpoLoop::CollectAndTrain(std::vector<uint64_t>* consumed, int64_t* sampl
     RL_RETURN_IF_ERROR(TrainOrDrop(reply, &pending, consumed));
     if (!started && static_cast<int64_t>(consumed->size()) >= start_groups * o_.group_size) started = true;
     if (out_of_redraws) started = true;
-    // Small pieces waste the cores (a forward pass over 8 rows costs nearly what one over 64
-    // does): train once a micro-batch has gathered, or the batch is complete.
-    int64_t pending_rows = 0;
-    for (const Group& g : pending) pending_rows += static_cast<int64_t>(g.samples.size());
-    if (started && !pending.empty() && (pending_rows >= o_.grpo.micro_batch || got >= need || out_of_redraws)) {
-      TrainPending(&pending);
-      RL_RETURN_IF_ERROR(train_status_);
-    }
+    if (started) RL_RETURN_IF_ERROR(TrainIfEnough(&pending, got >= need || out_of_redraws));
     if (out_of_redraws) break;
   }
   *samples = got;
   return Status::OK();
+}
+
+// What every step starts from, one trainer or many ranks.
+void GrpoLoop::ResetStep() {
+  step_groups_.clear();
+  train_s_ = 0;
+  uniform_rows_ = 0;
+  uniform_sum_ = 0;
+  Phase("waiting-for-data");
+}
+
+// Rows fed now are good for training from min_version on (older ones are regenerated): the
+// rollout waits for that version rather than generate them twice. Ranks other than 0 feed nothing.
+Status GrpoLoop::Feed(int64_t min_version) {
+  if (!feeder_) return Status::OK();
+  feeder_->set_min_version(std::max<int64_t>(0, min_version));
+  return feeder_->FeedTo(o_.prompts_per_step * (1 + o_.staleness), o_.prompts_per_step).status();
+}
+
+// A get of up to `count` rows of task train, in whole groups, none older than min_version.
+queue::GetRequest GrpoLoop::TrainGet(int64_t count, int64_t min_version) const {
+  queue::GetRequest req;
+  req.task = kTrainTask;
+  req.count = static_cast<uint32_t>(count);
+  req.min = static_cast<uint32_t>(o_.group_size);
+  req.lease_ms = static_cast<int64_t>(o_.lease_s * 1000);
+  req.wait_ms = kGetWaitMs;
+  req.holder = Holder();
+  req.groups = true;
+  req.also = {"loss_mask"};  // multi-turn rows: tool tokens are not trained on
+  req.has_min_version = true;
+  req.min_version = min_version;
+  req.regenerate_stale = o_.regenerate_stale;
+  if (o_.dynamic_sampling) req.drop_uniform = "reward";
+  return req;
+}
+
+// Rows that do not make groups (GroupsOf's error): reported, acked, never trained on.
+Status GrpoLoop::DropBadRows(const queue::GetReply& reply, const Status& why) {
+  std::vector<uint64_t> indices;
+  for (const auto& r : reply.rows) indices.push_back(r.index);
+  spdlog::error("dropping {} rows of task train: {}", indices.size(), why.message());
+  events_.Emit("bad-rows", {{"rows", indices.size()}, {"error", why.message()}});
+  return client_.Ack(kTrainTask, reply.lease, indices).status();
+}
+
+// Small pieces waste the cores (a forward pass over 8 rows costs nearly what one over 64 does):
+// trains the pending groups once a micro-batch has gathered, or when `last` says no more come.
+Status GrpoLoop::TrainIfEnough(std::vector<Group>* pending, bool last) {
+  int64_t rows = 0;
+  for (const Group& g : *pending) rows += static_cast<int64_t>(g.samples.size());
+  if (pending->empty() || (rows < o_.grpo.micro_batch && !last)) return Status::OK();
+  TrainPending(pending);
+  return train_status_;
 }
 
 void GrpoLoop::TrainPending(std::vector<Group>* pending) {
@@ -318,11 +346,7 @@ Status GrpoLoop::TrainOrDrop(const queue::GetReply& reply, std::vector<Group>* p
   std::vector<uint64_t> indices;
   for (const auto& r : reply.rows) indices.push_back(r.index);
   auto groups = GroupsOf(reply.rows);
-  if (!groups.ok()) {
-    spdlog::error("dropping {} rows of task train: {}", indices.size(), groups.status().message());
-    events_.Emit("bad-rows", {{"rows", indices.size()}, {"error", groups.status().message()}});
-    return client_.Ack(kTrainTask, reply.lease, indices).status();
-  }
+  if (!groups.ok()) return DropBadRows(reply, groups.status());
   consumed->insert(consumed->end(), indices.begin(), indices.end());
   pending->insert(pending->end(), groups->begin(), groups->end());
   return Status::OK();

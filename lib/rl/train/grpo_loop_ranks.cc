@@ -71,40 +71,17 @@ Status GrpoLoop::CollectRanks(std::vector<uint64_t>* consumed, int64_t* samples)
   std::vector<Group> pending;
   int64_t have = 0, dropped_rows = 0, mine = 0;
   bool out_of_redraws = false;
-  step_groups_.clear();
-  train_s_ = 0;
-  uniform_rows_ = 0;
-  uniform_sum_ = 0;
-  Phase("waiting-for-data");
+  ResetStep();
   while (have < need) {
-    if (feeder_) {
-      feeder_->set_min_version(std::max<int64_t>(0, min_version));
-      RL_RETURN_IF_ERROR(feeder_->FeedTo(o_.prompts_per_step * (1 + o_.staleness), o_.prompts_per_step).status());
-    }
-    queue::GetRequest req;
-    req.task = kTrainTask;
-    req.count = static_cast<uint32_t>((need - have + world - 1) / world * o_.group_size);  // per part
-    req.min = static_cast<uint32_t>(o_.group_size);
+    RL_RETURN_IF_ERROR(Feed(min_version));
+    queue::GetRequest req = TrainGet((need - have + world - 1) / world * o_.group_size, min_version);  // per part
     req.balance = "response_ids";
     req.parts = static_cast<uint32_t>(world);
-    req.lease_ms = static_cast<int64_t>(o_.lease_s * 1000);
-    req.wait_ms = kGetWaitMs;
-    req.holder = Holder();
-    req.groups = true;
-    req.also = {"loss_mask"};
-    req.has_min_version = true;
-    req.min_version = min_version;
-    req.regenerate_stale = o_.regenerate_stale;
-    if (o_.dynamic_sampling) req.drop_uniform = "reward";
     RL_ASSIGN_OR_RETURN(queue::GetReply reply, client_.Get(req));
     std::vector<Group> fresh, stale;
     auto groups = GroupsOf(reply.rows);
     if (!groups.ok()) {
-      std::vector<uint64_t> bad;
-      for (const auto& r : reply.rows) bad.push_back(r.index);
-      spdlog::error("dropping {} rows of task train: {}", bad.size(), groups.status().message());
-      events_.Emit("bad-rows", {{"rows", bad.size()}, {"error", groups.status().message()}});
-      RL_RETURN_IF_ERROR(client_.Ack(kTrainTask, reply.lease, bad).status());
+      RL_RETURN_IF_ERROR(DropBadRows(reply, groups.status()));
     } else {
       // A part reserved in an earlier round is handed out as it was: its rows may have gone stale.
       for (Group& g : *groups) {
@@ -143,13 +120,8 @@ Status GrpoLoop::CollectRanks(std::vector<uint64_t>* consumed, int64_t* samples)
       out_of_redraws = true;  // every rank sees the same sums, so every rank comes here
       RL_RETURN_IF_ERROR(RedrawLimit(dropped_rows / o_.group_size, have * o_.group_size, *consumed));
     }
-    int64_t pending_rows = 0;
-    for (const Group& g : pending) pending_rows += static_cast<int64_t>(g.samples.size());
     const bool started = have >= start_groups || out_of_redraws;
-    if (started && !pending.empty() && (pending_rows >= o_.grpo.micro_batch || have >= need || out_of_redraws)) {
-      TrainPending(&pending);
-      RL_RETURN_IF_ERROR(train_status_);
-    }
+    if (started) RL_RETURN_IF_ERROR(TrainIfEnough(&pending, have >= need || out_of_redraws));
     if (out_of_redraws) break;
   }
   *samples = mine;

@@ -61,6 +61,11 @@ class GrpoLoop {
   Result<bool> AnyRankStopped();
   Status CollectRanks(std::vector<uint64_t>* consumed, int64_t* samples);
   Status GiveBack(const std::vector<Group>& groups, const char* why);
+  void ResetStep();
+  Status Feed(int64_t min_version);
+  queue::GetRequest TrainGet(int64_t count, int64_t min_version) const;
+  Status DropBadRows(const queue::GetReply& reply, const Status& why);
+  Status TrainIfEnough(std::vector<Group>* pending, bool last);
   void TrainPending(std::vector<Group>* pending);
   bool lead() const { return o_.rank == 0; }
   std::string Holder() const { return "train/" + o_.id; }
