@@ -182,6 +182,26 @@ PY
   [ "$(grep -c '^rl-train: process group: ' "$TMP/rank0.log")" -eq 1 ]
 }
 
+@test "grpo --world 2: ranks given another --lr exit 78, both, naming the flag, before training" {
+  small_sft
+  start_queue "$TMP/q" "${TASKS[@]}"
+  port=$(free_port)
+  for r in 1 0; do
+    rl-train grpo --checkpoint-dir "$TMP/ckpt" --prompts "$TMP/problems.jsonl" --group-size 4 --prompts-per-step 4 \
+      --eval-size 8 --world 2 --rank "$r" --rendezvous "127.0.0.1:$port" --group-timeout 20 --lr "1e-$((4 + r))" \
+      2> "$TMP/rank$r.log" &
+    PIDS+=($!)
+  done
+  for p in "${PIDS[-2]}" "${PIDS[-1]}"; do
+    code=0
+    wait "$p" || code=$?
+    [ "$code" -eq 78 ]
+  done
+  grep -q "^rl-train: rank 1 was given another --lr than rank 0 (this rank's: 0.000100): the ranks" "$TMP/rank0.log"
+  grep -q "^rl-train: rank 1 was given another --lr than rank 0 (this rank's: 0.000010): the ranks" "$TMP/rank1.log"
+  [ ! -e "$TMP/ckpt/weights-1.safetensors" ]
+}
+
 @test "make-data --task words --response-format writes SFT responses the math verifier scores 1" {
   command -v rl-reward >/dev/null || skip "rl-reward is not built"
   for f in gsm8k boxed; do

@@ -1,4 +1,6 @@
-#include "rl/health/supervisor.h"
+// Supervisor (supervisor.h): starting and stopping the roles, failures and restarts, the main loop;
+// RunSupervisor and StopPipeline.
+#include "rl/health/supervisor_internal.h"
 
 #include <signal.h>
 #include <unistd.h>
@@ -12,86 +14,11 @@
 #include "rl/core/clock.h"
 #include "rl/core/fs.h"
 #include "rl/core/log.h"
-#include "rl/health/instance.h"
-#include "rl/health/placement_driver.h"
-#include "rl/health/process.h"
-#include "rl/health/spare_pool.h"
 
 namespace rl::health {
-namespace {
+namespace supervisor_internal {
 
 constexpr int64_t kPumpMs = 50;  // how often processes are looked at: exits are seen within this
-// A spare starts once every instance of its role has been ready this long: its start-up (a second
-// of CPU for libtorch) must not compete with a role that is still loading its state.
-constexpr int64_t kSpareAfterReadyMs = 3000;
-// A spare that exits unused is replaced after a delay that doubles, 1 s to 32 s: a command that
-// cannot start must not be forked every pump.
-constexpr int64_t kSpareBackoffMinMs = 1000, kSpareBackoffMaxMs = 32000;
-
-class Supervisor {
- public:
-  Supervisor(SupervisorOptions o, EventLog* events)
-      : o_(std::move(o)), events_(events), policy_(o_.pipeline.restart == "job", o_.pipeline.max_full_restarts) {}
-
-  Result<int> Run(const std::atomic<bool>& stop);
-
- private:
-  Status StartSections(size_t first, size_t last, const std::atomic<bool>& stop);
-  Status StartAll(const std::atomic<bool>& stop);
-  // Stops every role; `failed` (may be null) is the role whose failure made the stop.
-  void StopAll(bool graceful, const Instance* failed = nullptr);
-  void Observe(const std::vector<Detection>& ds);
-  // Looks at every process; returns an exit code when the pipeline is over.
-  std::optional<int> CheckProcesses();
-  std::optional<int> OnFailure(Instance* inst, const std::string& reason, double fault_ts);
-  Status RestartRole(Instance* inst);
-  Status RestartGroup(Instance* failed);
-  void LendSlotTo(Instance* trainer);
-  Status MoveSlot(Instance* from, Instance* to, const std::string& reason);
-  void AssignSlots();
-  void ReturnLentSlots();
-  void KeepSpares();
-  Instance* Find(const std::string& key);
-  nlohmann::json Fields(const Instance& inst) const;
-  void SaveState();
-  void LoadState();
-  void RestoreHistory(Instance* inst);
-  void CountTrainerSteps(pid_t pid, uint64_t steps);
-
-  SupervisorOptions o_;
-  EventLog* events_;
-  RestartPolicy policy_;
-  std::unique_ptr<Watcher> watcher_;
-  std::vector<Instance> instances_;
-  SparePool spares_;
-  struct SpareBackoff {
-    int64_t delay_ms = 0, not_before_ms = 0;
-  };
-  std::map<const RoleSpec*, SpareBackoff> spare_backoff_;
-  int64_t pipeline_step_ = -1;   // the trainer's step, as its heartbeats last said
-  pid_t trainer_pid_ = 0;
-  uint64_t trainer_steps_ = 0;   // its "steps" counter: steps that process completed
-  bool state_changed_ = false;   // state.json is behind: saved at the end of the next Observe
-  nlohmann::json saved_roles_ = nlohmann::json::object();  // state.json's roles, for adoption
-  pid_t saved_trainer_pid_ = 0;  // state.json's trainer and its steps when that was written
-  uint64_t saved_trainer_steps_ = 0;
-  nlohmann::json saved_placement_;  // state.json's parked instances and slots, for a restarted watchdog
-  std::unique_ptr<PlacementDriver> placement_;  // null without [placement]
-};
-
-// True for the kinds that talk to the queue and to nothing whose start or stop they wait for: they
-// start together once the queue runs. With the queue running they stop cleanly in parallel (each
-// gives its leases back); without it they have nothing left to save (their leases come back to
-// their successors at once, by holder, and the trainer goes on from its last checkpoint) and
-// nothing to wait for.
-bool QueueClient(const std::string& kind) { return kind == "rollout" || kind == "reward" || kind == "train"; }
-
-// True when a heartbeat's pid is the instance's process or runs in its session (a command that
-// is a shell list runs the role as a child of the shell).
-bool BelongsTo(uint64_t hb_pid, const Instance& inst) {
-  if (inst.pid == 0) return false;
-  return hb_pid == static_cast<uint64_t>(inst.pid) || ProcessSession(static_cast<pid_t>(hb_pid)) == inst.pid;
-}
 
 nlohmann::json Supervisor::Fields(const Instance& inst) const {
   return {{"member", inst.key}, {"kind", inst.spec->kind}, {"instance", inst.id}, {"pid", inst.pid}};
@@ -102,91 +29,6 @@ Instance* Supervisor::Find(const std::string& key) {
     if (inst.key == key) return &inst;
   }
   return nullptr;
-}
-
-// state.json: the policy's memory, and for each running role its process and history, so that a
-// watchdog restarted on the same run directory goes on where this one was (an adopted role is not
-// freshly started). Written whole (a watchdog killed mid-write leaves the previous one).
-void Supervisor::SaveState() {
-  nlohmann::json roles = nlohmann::json::object();
-  for (const auto& inst : instances_) {
-    if (inst.pid == 0) continue;
-    roles[inst.key] = {{"pid", inst.pid}, {"start_ticks", inst.start_ticks}, {"restarts", inst.restarts},
-                       {"failed_restarts", inst.failed_restarts}, {"steps_since_start", inst.steps_since_start}};
-  }
-  nlohmann::json parked = nlohmann::json::array(), slots = nlohmann::json::object();
-  for (const auto& inst : instances_) {
-    if (inst.parked) parked.push_back(inst.key);
-    if (!inst.slots.empty()) slots[inst.key] = inst.slots;
-  }
-  nlohmann::json j = policy_.State();
-  j["roles"] = std::move(roles);
-  j["placement"] = {{"parked", parked}, {"slots", slots}};
-  j["trainer"] = {{"pid", trainer_pid_}, {"steps", trainer_steps_}};
-  Status s = WriteFileAtomic(o_.run_dir + "/watchdog/state.json", j.dump() + "\n");
-  if (!s.ok()) spdlog::error("state: {}", s.ToString());
-  state_changed_ = false;
-}
-
-void Supervisor::LoadState() {
-  std::ifstream in(o_.run_dir + "/watchdog/state.json");
-  nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
-  if (!j.is_object()) return;
-  policy_.Restore(j);
-  if (j.contains("roles") && j["roles"].is_object()) saved_roles_ = j["roles"];
-  if (j.contains("placement") && j["placement"].is_object()) saved_placement_ = j["placement"];
-  const nlohmann::json& t = j.contains("trainer") ? j["trainer"] : nlohmann::json::object();
-  saved_trainer_pid_ = t.is_object() ? t.value("pid", 0) : 0;
-  saved_trainer_steps_ = t.is_object() ? t.value("steps", uint64_t{0}) : 0;
-}
-
-// An adopted role takes its history from state.json when that names the same process (pid and
-// kernel start time). Without it (a state.json from before histories were kept) the role counts
-// the adopted trainer's steps so far as its own (CountTrainerSteps), as it ran beside them.
-void Supervisor::RestoreHistory(Instance* inst) {
-  auto it = saved_roles_.find(inst->key);
-  if (it == saved_roles_.end() || !it->is_object() || it->value("pid", 0) != inst->pid ||
-      it->value("start_ticks", int64_t{-2}) != inst->start_ticks) {
-    return;
-  }
-  inst->restarts = it->value("restarts", 0);
-  inst->failed_restarts = it->value("failed_restarts", 0);
-  inst->steps_since_start = it->value("steps_since_start", int64_t{0});
-  inst->history_restored = true;
-}
-
-// Trainer steps, from its heartbeats' "steps" counter (steps that process completed; its step
-// number also jumps when it loads a checkpoint, which is no progress), counted for every running
-// role as steps since its (re)start.
-void Supervisor::CountTrainerSteps(pid_t pid, uint64_t steps) {
-  if (pid != trainer_pid_) {
-    // A trainer process heard from the first time. One this watchdog started counts from 0. One it
-    // adopted completed steps before this watchdog listened: those since state.json was written
-    // count for the roles that ran then (the adopted ones), all of them when state.json did not
-    // say; a role this watchdog started did not see any of them.
-    const Instance* trainer = nullptr;
-    for (const auto& inst : instances_) {
-      if (BelongsTo(pid, inst)) trainer = &inst;
-    }
-    trainer_pid_ = pid;
-    trainer_steps_ = 0;
-    if (trainer != nullptr && !trainer->child) {
-      uint64_t base = pid == saved_trainer_pid_ ? std::min(saved_trainer_steps_, steps) : 0;
-      for (auto& inst : instances_) {
-        if (inst.pid == 0 || inst.child) continue;
-        inst.steps_since_start += static_cast<int64_t>(steps - base);
-      }
-      trainer_steps_ = steps;
-      state_changed_ = true;
-    }
-  }
-  if (steps <= trainer_steps_) return;
-  for (auto& inst : instances_) {
-    // What the policy needs to know is whether a role saw a step since its (re)start.
-    state_changed_ |= inst.pid != 0 && inst.steps_since_start == 0;
-    inst.steps_since_start += static_cast<int64_t>(steps - trainer_steps_);
-  }
-  trainer_steps_ = steps;
 }
 
 // Starts (or adopts) the instances of sections first..last and waits until each heartbeats, one
@@ -354,148 +196,6 @@ std::optional<int> Supervisor::CheckProcesses() {
   return std::nullopt;
 }
 
-void Supervisor::LendSlotTo(Instance* trainer) {
-  for (auto& inst : instances_) {
-    if (inst.spec->kind != "rollout" || inst.pid == 0 || inst.lent) continue;
-    nlohmann::json f = Fields(inst);
-    f["reason"] = trainer->key + " takes the slot of " + inst.key + " (warm standby)";
-    events_->Emit("standby", f);
-    spdlog::warn("{}", f["reason"].get<std::string>());
-    StopProcess(inst.pid, static_cast<int64_t>(o_.pipeline.grace_s * 1000));  // SIGTERM: it gives its lease back
-    RemovePidFile(o_.run_dir, inst);
-    watcher_->membership().Forget(inst.key, inst.pid);
-    inst.pid = 0;
-    inst.lent = true;
-    inst.lent_to = trainer->key;
-    // The trainer runs on the rollout's CPUs or GPUs from now on; the rollout comes back on the
-    // trainer's old ones, which its dead process no longer uses.
-    if (!inst.slots.empty()) std::swap(inst.slots, trainer->slots);
-    return;
-  }
-}
-
-// A drained rollout comes back once the trainer that took its slot has completed a step since
-// its restart: the trainer's own slot (here, its dead process) is free again by then, and a
-// trainer that fails in its first step escalates to a full restart, which starts every role
-// anyway, so the rollout never competes with a restart that is still in doubt. When it was the
-// only rollout, the trainer cannot complete a step without it: it comes back as soon as the
-// trainer heartbeats.
-void Supervisor::ReturnLentSlots() {
-  bool rollout_running = false;
-  for (const auto& inst : instances_) rollout_running |= inst.spec->kind == "rollout" && inst.pid != 0 && !inst.lent;
-  for (auto& inst : instances_) {
-    if (!inst.lent) continue;
-    Instance* trainer = Find(inst.lent_to);
-    bool stepped = trainer == nullptr || (trainer->ready && trainer->steps_since_start >= 1);
-    bool alone = trainer != nullptr && trainer->ready && !rollout_running;
-    if (!stepped && !alone) continue;
-    std::string reason = inst.key + " is back: " + inst.lent_to +
-                         (stepped ? " completed a step since it took its slot" : " heartbeats and has no other rollout");
-    Status s = SpawnInstance(o_.pipeline, watcher_->endpoint(), o_.run_dir, &inst);
-    if (!s.ok()) {
-      spdlog::error("return of {}: {}", inst.key, s.ToString());
-      continue;
-    }
-    nlohmann::json f = Fields(inst);
-    f["reason"] = reason;
-    events_->Emit("standby-return", f);
-    spdlog::info("{}", reason);
-  }
-}
-
-// Spares are started once every instance of their role has been ready for a while (never
-// competing with a start or a restart for the cores), and replaced the same way after one is used.
-void Supervisor::KeepSpares() {
-  auto back_off = [this](const RoleSpec* r) -> const SpareBackoff& {
-    SpareBackoff& b = spare_backoff_[r];
-    b.delay_ms = std::clamp(b.delay_ms * 2, kSpareBackoffMinMs, kSpareBackoffMaxMs);
-    b.not_before_ms = MonoMillis() + b.delay_ms;
-    return b;
-  };
-  for (const RoleSpec* r : spares_.Reap()) {
-    const SpareBackoff& b = back_off(r);
-    spdlog::warn("a spare of {} exited before it was needed (see its log in {}/logs); another in {} s", r->name,
-                 o_.run_dir, b.delay_ms / 1000);
-    events_->Emit("spare-exit", {{"kind", r->kind}, {"retry_s", b.delay_ms / 1000.0}});
-  }
-  for (const RoleSpec& r : o_.pipeline.roles) {
-    if (r.spares == 0 || spares_.Count(&r) >= r.spares) continue;
-    if (MonoMillis() < spare_backoff_[&r].not_before_ms) continue;
-    bool settled = true;
-    for (const auto& inst : instances_) {
-      settled &= inst.spec != &r || (inst.ready && !inst.lent && MonoMillis() - inst.ready_ms >= kSpareAfterReadyMs);
-    }
-    if (!settled) continue;
-    auto started = spares_.Fill(o_.pipeline, &r, watcher_->endpoint(), o_.run_dir);
-    if (!started.ok()) {
-      spdlog::error("spare of {}: {}; trying again in {} s", r.name, started.status().ToString(),
-                    back_off(&r).delay_ms / 1000);
-      continue;
-    }
-    for (pid_t pid : *started) {
-      events_->Emit("spare", {{"kind", r.kind}, {"pid", pid}});
-      spdlog::info("started a spare of {} (pid {})", r.name, pid);
-    }
-  }
-}
-
-// A move of [placement]: `from` is drained like a lent rollout (SIGTERM: it gives its leases back)
-// and parked, and `to` starts in the slot it held.
-Status Supervisor::MoveSlot(Instance* from, Instance* to, const std::string& reason) {
-  nlohmann::json f = {{"from", from->key}, {"to", to->key}, {"slots", from->slots}, {"reason", reason}};
-  events_->Emit("placement-move", f);
-  spdlog::info("placement: {} gives its slot to {} ({})", from->key, to->key, reason);
-  StopProcess(from->pid, static_cast<int64_t>(o_.pipeline.grace_s * 1000));
-  RemovePidFile(o_.run_dir, *from);
-  watcher_->membership().Forget(from->key, from->pid);
-  from->pid = 0;
-  from->ready = false;
-  from->parked = true;
-  to->parked = false;
-  to->slots = std::move(from->slots);
-  from->slots.clear();
-  state_changed_ = true;
-  RL_RETURN_IF_ERROR(SpawnInstance(o_.pipeline, watcher_->endpoint(), o_.run_dir, to));
-  events_->Emit("start-role", Fields(*to));
-  return Status::OK();
-}
-
-// Each instance that is not parked takes its role's `slots` from [watchdog] slots, in file order;
-// a watchdog restarted on a run takes the parked instances and slots its predecessor saved, when
-// they fit the pipeline.
-void Supervisor::AssignSlots() {
-  if (saved_placement_.is_object()) {
-    const nlohmann::json& parked = saved_placement_.value("parked", nlohmann::json::array());
-    const nlohmann::json& slots = saved_placement_.value("slots", nlohmann::json::object());
-    std::vector<int> uses(o_.pipeline.slots.size(), 0);
-    bool fits = parked.is_array() && slots.is_object();
-    std::vector<Instance> next = instances_;
-    for (auto& inst : next) {
-      if (!fits) break;
-      inst.parked = std::find(parked.begin(), parked.end(), inst.key) != parked.end();
-      inst.slots.clear();
-      auto it = slots.find(inst.key);
-      if (it != slots.end() && it->is_array()) {
-        for (const auto& v : *it) {
-          fits = fits && v.is_number_integer() && v.get<int64_t>() >= 0 && v.get<size_t>() < uses.size() &&
-                 uses[v.get<size_t>()]++ == 0;
-          if (fits) inst.slots.push_back(v.get<int>());
-        }
-      }
-      fits = fits && (inst.parked || static_cast<int>(inst.slots.size()) == inst.spec->slots);
-    }
-    if (fits) {
-      instances_ = std::move(next);
-      return;
-    }
-  }
-  int next_slot = 0;
-  for (auto& inst : instances_) {
-    inst.slots.clear();
-    for (int i = 0; !inst.parked && i < inst.spec->slots; ++i) inst.slots.push_back(next_slot++);
-  }
-}
-
 Status Supervisor::RestartRole(Instance* inst) {
   if (inst->spec->group) return RestartGroup(inst);
   pid_t old = inst->pid;
@@ -638,7 +338,11 @@ Result<int> Supervisor::Run(const std::atomic<bool>& stop) {
   return kExitOk;
 }
 
-}  // namespace
+}  // namespace supervisor_internal
+
+using supervisor_internal::QueueClient;
+using supervisor_internal::Supervisor;
+
 
 Result<int> RunSupervisor(SupervisorOptions options, EventLog* events, const std::atomic<bool>& stop) {
   Supervisor s(std::move(options), events);

@@ -38,7 +38,10 @@ Status GrpoLoop::Start() {
   }
   RL_RETURN_IF_ERROR(MakeDirs(o_.checkpoint_dir));
   if (!o_.run_dir.empty()) RL_RETURN_IF_ERROR(events_.Open(o_.run_dir, "train", o_.id));
-  if (o_.world > 1) RL_RETURN_IF_ERROR(JoinGroup());
+  if (o_.world > 1) {
+    RL_RETURN_IF_ERROR(JoinGroup());
+    RL_RETURN_IF_ERROR(AgreeOnFlags());
+  }
   RL_ASSIGN_OR_RETURN(model::PromptEncoder encoder, model::OpenPromptEncoder(o_.prompt));
   encoder_ = std::make_shared<const model::PromptEncoder>(std::move(encoder));
   o_.grpo.pad_id = encoder_->dir().pad_id;

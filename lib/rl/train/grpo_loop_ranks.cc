@@ -42,6 +42,68 @@ Status GrpoLoop::AgreeOnStart(const std::optional<Checkpoint>& ckpt) {
   return Status::OK();
 }
 
+namespace {
+
+// The flags every rank must share, by name: one rank training with another --lr or batch size
+// would still all-reduce, silently, into a step nobody asked for.
+std::vector<std::pair<const char*, std::string>> FlagsToAgreeOn(const GrpoLoopOptions& o) {
+  const GrpoOptions& g = o.grpo;
+  auto num = [](double v) { return std::to_string(v); };
+  // Addresses (--connect, --checkpoint-dir) may be spelled differently on each machine: the
+  // checkpoint is compared by AgreeOnStart instead.
+  return {{"--group-size", num(o.group_size)},
+          {"--prompts-per-step", num(o.prompts_per_step)},
+          {"--max-steps", num(o.max_steps)},
+          {"--max-staleness", num(o.staleness)},
+          {"--start-fraction", num(o.start_fraction)},
+          {"--dynamic-sampling", num(o.dynamic_sampling)},
+          {"--max-redraws", num(o.max_redraws)},
+          {"--stale-rows", num(o.regenerate_stale)},
+          {"--seed", num(static_cast<double>(o.seed))},
+          {"--lr", num(g.schedule.lr)},
+          {"--warmup-steps", num(g.schedule.warmup_steps)},
+          {"--lr-decay", num(static_cast<int>(g.schedule.decay))},
+          {"--min-lr-ratio", num(g.schedule.min_ratio)},
+          {"--clip", num(g.clip)},
+          {"--kl-coef", num(g.kl_coef)},
+          {"--grad-clip", num(g.grad_clip)},
+          {"--loss-norm", num(static_cast<int>(g.norm))},
+          {"--loss-norm-constant", num(g.norm_constant)},
+          {"--temperature", num(g.temperature)},
+          {"--correction", num(static_cast<int>(g.off.kind))},
+          {"--correction-cap", num(g.off.cap)},
+          {"--advantage", num(static_cast<int>(g.advantage))}};
+}
+
+// FNV-1a, 63 bits (the gather carries int64).
+int64_t Fingerprint(const std::string& text) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : text) h = (h ^ c) * 1099511628211ull;
+  return static_cast<int64_t>(h >> 1);
+}
+
+}  // namespace
+
+// One gather of a fingerprint of all the flags; only when they differ, one per flag to name it.
+Status GrpoLoop::AgreeOnFlags() {
+  const auto flags = FlagsToAgreeOn(o_);
+  std::string all;
+  for (const auto& [name, value] : flags) all += std::string(name) + "=" + value + "\n";
+  RL_ASSIGN_OR_RETURN(std::vector<int64_t> prints, GatherCounts(*group_, Fingerprint(all)));
+  if (std::all_of(prints.begin(), prints.end(), [&](int64_t p) { return p == prints[0]; })) return Status::OK();
+  for (const auto& [name, value] : flags) {
+    RL_ASSIGN_OR_RETURN(std::vector<int64_t> got, GatherCounts(*group_, Fingerprint(value)));
+    for (size_t r = 1; r < got.size(); ++r) {
+      if (got[r] != got[0]) {
+        return Status::Config("rank " + std::to_string(r) + " was given another " + name + " than rank 0" +
+                              (o_.rank == 0 || static_cast<int>(r) == o_.rank ? " (this rank's: " + value + ")" : "") +
+                              ": the ranks of a trainer group need the same training flags");
+      }
+    }
+  }
+  return Status::Config("the ranks of the trainer group were given different training flags");
+}
+
 Result<bool> GrpoLoop::AnyRankStopped() {
   RL_ASSIGN_OR_RETURN(std::vector<double> any, SumOverRanks(*group_, {stop_ ? 1.0 : 0.0}));
   group_stopped_ = any[0] > 0;

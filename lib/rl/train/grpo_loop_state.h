@@ -57,6 +57,7 @@ class GrpoLoop {
  private:
   Status Start();
   Status JoinGroup();
+  Status AgreeOnFlags();
   Status AgreeOnStart(const std::optional<Checkpoint>& ckpt);
   Result<bool> AnyRankStopped();
   Status CollectRanks(std::vector<uint64_t>* consumed, int64_t* samples);
