@@ -224,3 +224,19 @@ assert calls > 0, "the random model never called: the test shows nothing"
   [ "$status" -eq 78 ]
   [[ "$output" == *"'<call>' is not a token of"* ]]
 }
+
+@test "--tool-format: template needs a chat template (78), a bad mode is usage (64), auto falls back to the tags" {
+  run bash -c "echo '{\"prompt\": \"1+1=\"}' | rl-rollout generate --weights '$MODEL' --tools tcp://127.0.0.1:9 --tool-format template"
+  [ "$status" -eq 78 ]
+  [ "${#lines[@]}" -eq 1 ]
+  [ "$output" = "rl-rollout: --tool-format template: the model has no chat template" ]
+  run timeout 20 rl-rollout run --weights "$MODEL" --tools tcp://127.0.0.1:9 --tool-format template --connect tcp://127.0.0.1:9
+  [ "$status" -eq 78 ]
+  [[ "$output" == *"the model has no chat template" ]]
+  run rl-rollout generate --weights "$MODEL" --tools tcp://127.0.0.1:9 --tool-format jinja
+  [ "$status" -eq 64 ]
+  # auto: the demo's directory has no template, so its tags are the flags' (and not tokens of it)
+  run bash -c "echo '{\"prompt\": \"1+1=\"}' | rl-rollout generate --weights '$MODEL' --tools tcp://127.0.0.1:9"
+  [ "$status" -eq 78 ]
+  [[ "$output" == *"'<call>' is not a token of"* ]]
+}

@@ -52,12 +52,17 @@ Result<std::string> PromptEncoder::PromptText(const task::Example& e) const {
     }
     return e.prompt;
   }
+  return Render(Conversation(e), true);
+}
+
+Result<std::string> PromptEncoder::Render(const nlohmann::ordered_json& messages, bool add_generation_prompt) const {
+  if (!tpl_) return Status::Config("the model has no chat template");
   const tokenizer::TokenizerConfig& tc = dir_->tokenizer_config;
   chat::ChatOptions o;
-  o.add_generation_prompt = true;
+  o.add_generation_prompt = add_generation_prompt;
   o.variables = {{"bos_token", tc.bos_token}, {"eos_token", tc.eos_token}, {"pad_token", tc.pad_token}};
   for (const auto& [k, v] : variables_.items()) o.variables[k] = v;
-  return tpl_->Render(Conversation(e), o);
+  return tpl_->Render(messages, o);
 }
 
 Result<std::vector<int64_t>> PromptEncoder::Prompt(const task::Example& e) const {

@@ -44,6 +44,10 @@ class PromptEncoder {
   Result<std::vector<int64_t>> Prompt(const task::Example& e) const;
   // The prompt as text: the rendered conversation with a template, else the prompt itself.
   Result<std::string> PromptText(const task::Example& e) const;
+  // Messages rendered by the template with the role's variables (what PromptText does for a
+  // record): for the pieces of a conversation a record does not hold, such as a tool's turn.
+  // Config without a template.
+  Result<std::string> Render(const nlohmann::ordered_json& messages, bool add_generation_prompt) const;
   // The ids of a response the model should produce, <eos> last.
   Result<std::vector<int64_t>> Response(const std::string& text) const;
   // Response ids back to text, special tokens left out.

@@ -14,14 +14,17 @@ void BindPromptFlags(CommandLine& cl, CLI::App* sub, PromptFlags* f, bool answer
   if (answers) cl.Bind(sub, "--answer-key", &f->dataset.answer_key);
 }
 
-Result<PromptEncoder> OpenPromptEncoder(const PromptFlags& f) {
-  nlohmann::ordered_json vars;
-  if (!f.chat_template_vars.empty()) {
-    vars = nlohmann::ordered_json::parse(f.chat_template_vars, nullptr, false);
-    if (!vars.is_object()) {
-      return Status::InvalidArgument("--chat-template-vars: want a JSON object, e.g. '{\"enable_thinking\": false}'");
-    }
+Result<nlohmann::ordered_json> ParseChatTemplateVars(const std::string& text) {
+  if (text.empty()) return nlohmann::ordered_json();
+  nlohmann::ordered_json vars = nlohmann::ordered_json::parse(text, nullptr, false);
+  if (!vars.is_object()) {
+    return Status::InvalidArgument("--chat-template-vars: want a JSON object, e.g. '{\"enable_thinking\": false}'");
   }
+  return vars;
+}
+
+Result<PromptEncoder> OpenPromptEncoder(const PromptFlags& f) {
+  RL_ASSIGN_OR_RETURN(nlohmann::ordered_json vars, ParseChatTemplateVars(f.chat_template_vars));
   RL_ASSIGN_OR_RETURN(ModelDir dir, OpenModelDir(f.model));
   return PromptEncoder::Create(dir, f.chat_template, vars);
 }

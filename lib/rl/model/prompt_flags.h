@@ -23,6 +23,9 @@ struct PromptFlags {
 // Binds the flags above on `sub`; --answer-key only when `answers`. --model is required.
 void BindPromptFlags(CommandLine& cl, CLI::App* sub, PromptFlags* flags, bool answers);
 
+// --chat-template-vars' text as a JSON object (empty: null); InvalidArgument otherwise.
+Result<nlohmann::ordered_json> ParseChatTemplateVars(const std::string& text);
+
 // Opens flags.model and makes its PromptEncoder. Errors name the flag or file at fault
 // (--chat-template-vars that is not a JSON object is InvalidArgument).
 Result<PromptEncoder> OpenPromptEncoder(const PromptFlags& flags);

@@ -19,6 +19,7 @@
 #include "rl/model/prompt_flags.h"
 #include "rl/rollout/generate_jsonl.h"
 #include "rl/rollout/rollout_loop.h"
+#include "rl/rollout/tool_format.h"
 #include "rl/rollout/weight_sync.h"
 #include "rl/weights/cli.h"
 
@@ -53,7 +54,8 @@ struct SamplingFlags {
 // Multi-turn conversations with tools (--tools ENDPOINT and the format flags); --max-new-tokens
 // is then the whole conversation's budget after the prompt, tool tokens included.
 struct ToolFlags {
-  std::string endpoint;
+  std::string endpoint, format_mode = "auto";
+  std::string chat_template = "auto", chat_template_vars;  // rl-rollout run's (generate has PromptFlags)
   ConversationOptions conversation;
   double timeout_s = 30, give_up_s = 60;
 
@@ -61,6 +63,7 @@ struct ToolFlags {
     ToolFormat& f = conversation.format;
     cl.Bind(sub, "--tools", &endpoint);
     cl.Bind(sub, "--max-turns", &conversation.max_turns)->check(CLI::Range(int64_t{1}, int64_t{1000}));
+    cl.Bind(sub, "--tool-format", &format_mode)->check(CLI::IsMember({"auto", "template", "tags"}));
     cl.Bind(sub, "--call-open", &f.call_open);
     cl.Bind(sub, "--call-close", &f.call_close);
     cl.Bind(sub, "--result-open", &f.result_open);
@@ -70,6 +73,18 @@ struct ToolFlags {
     cl.Bind(sub, "--tool-timeout", &timeout_s)->check(CLI::Range(0.001, 86400.0));
   }
   bool enabled() const { return !endpoint.empty(); }
+  // The tags (--tool-format, from encoder's chat template when it has one; encoder may be null),
+  // checked against the vocabulary: a model that cannot call is a config error before any input
+  // is read or row leased.
+  Status ResolveFormat(const model::PromptEncoder* encoder, const model::ModelDir& dir) {
+    RL_ASSIGN_OR_RETURN(conversation.format, ResolveToolFormat(format_mode, encoder, conversation.format));
+    const ToolFormat& f = conversation.format;
+    if (format_mode != "tags" && encoder != nullptr && encoder->has_template() && f.call_close != "</call>") {
+      spdlog::info("tool calls in the chat template's format: {} ... {}, results {} ... {}", f.call_open, f.call_close,
+                   nlohmann::json(f.result_open).dump(), nlohmann::json(f.result_close).dump());
+    }
+    return ResolveToolTokens(dir, f).status();
+  }
   // The client of rl-env; the sender id is fresh (tool calls are not writes to be made once).
   std::unique_ptr<env::EnvClient> Client(const model::GenerateOptions& g) {
     conversation.generate = g;
@@ -165,10 +180,7 @@ int RunGenerate(const SamplingFlags& f, const std::string& weights, const model:
   o.generate = f.Options();
   std::unique_ptr<env::EnvClient> env;
   if (tools.enabled()) {
-    // The tags first: a model that cannot call is a config error before any line is read.
-    if (auto tags = ResolveToolTokens(encoder->dir(), tools.conversation.format); !tags.ok()) {
-      return Fail(kTool, tags.status());
-    }
+    if (Status s = tools.ResolveFormat(&*encoder, encoder->dir()); !s.ok()) return Fail(kTool, s);
     env = tools.Client(o.generate);
     o.conversation = &tools.conversation;
     o.tools = [&env](const std::vector<env::ToolCall>& calls) { return env->Call(calls); };
@@ -195,10 +207,12 @@ int RunLoop(RolloutOptions o, const std::string& weights, WeightSyncOptions sync
   o.model = &*dir;
   std::unique_ptr<env::EnvClient> env;
   if (tools.enabled()) {
-    // The tags first: a model that cannot call is a config error before any row is leased.
-    if (auto tags = ResolveToolTokens(*dir, tools.conversation.format); !tags.ok()) {
-      return Fail(kTool, tags.status());
-    }
+    // The rollout's prompts come encoded from the queue; the template is read for the tool format.
+    auto vars = model::ParseChatTemplateVars(tools.chat_template_vars);
+    if (!vars.ok()) return Fail(kTool, vars.status());
+    auto encoder = model::PromptEncoder::Create(*dir, tools.chat_template, *vars);
+    if (!encoder.ok()) return Fail(kTool, encoder.status());
+    if (Status s = tools.ResolveFormat(&*encoder, *dir); !s.ok()) return Fail(kTool, s);
     env = tools.Client(o.generate);
     o.tools = env.get();
     o.conversation = &tools.conversation;
@@ -278,6 +292,8 @@ int RolloutMain(int argc, char** argv) {
   CLI::App* run = cl.Sub("run", "generate for rows of task 'generate' from rl-queue until stopped");
   run_f.Bind(cl, run);
   run_tools.Bind(cl, run);
+  cl.Bind(run, "--chat-template", &run_tools.chat_template);
+  cl.Bind(run, "--chat-template-vars", &run_tools.chat_template_vars);
   cl.Bind(run, "--connect", &connect);
   cl.Bind(run, "--timeout", &timeout_s);
   cl.Bind(run, "--checkpoint-dir", &o.checkpoint_dir);

@@ -122,8 +122,13 @@ env::ToolCall ConversationRunner::ParseCall(const std::string& body) const {
 
 Result<std::vector<int64_t>> ConversationRunner::ResultTokens(const env::ToolResult& r) const {
   std::string text = r.ok ? r.output : "error: " + r.error;
-  RL_ASSIGN_OR_RETURN(std::vector<int64_t> open, dir_.tokenizer->Encode(o_.format.result_open));
-  Result<std::vector<int64_t>> encoded = dir_.tokenizer->Encode(text);
+  // The format's text is the configuration's (a template's <|im_start|> is that token); a tool's
+  // output is not trusted: the text of a special token in it stays text, so that a tool cannot
+  // end the tool's turn and write the model's.
+  model::EncodeOptions trusted, untrusted;
+  untrusted.parse_special_tokens = false;
+  RL_ASSIGN_OR_RETURN(std::vector<int64_t> open, dir_.tokenizer->EncodeWith(o_.format.result_open, trusted));
+  Result<std::vector<int64_t>> encoded = dir_.tokenizer->EncodeWith(text, untrusted);
   std::vector<int64_t> body;
   if (encoded.ok()) {
     body = std::move(*encoded);
@@ -133,7 +138,7 @@ Result<std::vector<int64_t>> ConversationRunner::ResultTokens(const env::ToolRes
     for (size_t i = 0; i < text.size();) {
       size_t n = 1;
       while (i + n < text.size() && (static_cast<unsigned char>(text[i + n]) & 0xC0) == 0x80) ++n;
-      Result<std::vector<int64_t>> one = dir_.tokenizer->Encode(text.substr(i, n));
+      Result<std::vector<int64_t>> one = dir_.tokenizer->EncodeWith(text.substr(i, n), untrusted);
       if (one.ok()) {
         for (int64_t id : *one) {
           if (id != dir_.bos_id) body.push_back(id);
@@ -142,7 +147,7 @@ Result<std::vector<int64_t>> ConversationRunner::ResultTokens(const env::ToolRes
       i += n;
     }
   }
-  RL_ASSIGN_OR_RETURN(std::vector<int64_t> close, dir_.tokenizer->Encode(o_.format.result_close));
+  RL_ASSIGN_OR_RETURN(std::vector<int64_t> close, dir_.tokenizer->EncodeWith(o_.format.result_close, trusted));
   // The post-processor may add <bos> to every encoding: inside a conversation it does not belong.
   for (auto* v : {&open, &close}) {
     if (!v->empty() && dir_.bos_id >= 0 && v->front() == dir_.bos_id) v->erase(v->begin());

@@ -114,8 +114,11 @@ TEST(ConversationTest, ToolResultsAreMaskedAndCallsCarryTheirText) {
     EXPECT_LE(c.prompt.size() + c.ids.size(), 96u);
     for (size_t i = 0; i < c.ids.size(); ++i) {
       EXPECT_EQ(c.versions[i], c.mask[i] ? 7 : -1);
-      if (c.mask[i]) EXPECT_LE(c.logprobs[i], 0.0f);
-      if (!c.mask[i]) EXPECT_EQ(c.logprobs[i], 0.0f);
+      if (c.mask[i]) {
+        EXPECT_LE(c.logprobs[i], 0.0f);
+      } else {
+        EXPECT_EQ(c.logprobs[i], 0.0f);
+      }
       const bool model_closed = c.mask[i] && c.ids[i] == 18;
       if (model_closed && i + 1 < c.ids.size()) {
         EXPECT_EQ(c.mask[i + 1], 0);
