@@ -211,11 +211,11 @@ PY
 }
 
 # Lines come 20 at a time, so a writer with --batch 5 has 4 puts in flight at once.
-@test "kill -9 of the server during 4 concurrent pipelined put streams loses nothing and adds nothing twice (fsync always)" {
+@test "kill -9 of the server during 4 pipelined put streams loses nothing and adds nothing twice (fsync always)" {
   crash_during_puts always --batch 5 --window 8
 }
 
-@test "kill -9 of the server during 4 concurrent pipelined put streams loses nothing and adds nothing twice (fsync batch)" {
+@test "kill -9 of the server during 4 pipelined put streams loses nothing and adds nothing twice (fsync batch)" {
   crash_during_puts batch --batch 5 --window 8
 }
 

@@ -108,7 +108,8 @@ void PrintTableHeader(std::ostream& out) {
 void PrintTableRow(const Figure& f, std::ostream& out) {
   char buf[320];
   const char* once = !f.exactly_once ? "-" : (*f.exactly_once ? "yes" : "NO");
-  std::snprintf(buf, sizeof(buf), "%-9s %-13s %9zu %5zu %-8s %3d %3d %4d %8llu %11.0f %10.1f %10.1f %6s %7s %7s %7s %7s %7s\n",
+  std::snprintf(buf, sizeof(buf),
+                "%-9s %-13s %9zu %5zu %-8s %3d %3d %4d %8llu %11.0f %10.1f %10.1f %6s %7s %7s %7s %7s %7s\n",
                 f.system.c_str(), f.op.c_str(), f.row_bytes, f.batch, f.fsync.c_str(), f.producers, f.consumers, f.runs,
                 static_cast<unsigned long long>(f.rows), f.rows_per_s, f.p50_us, f.p99_us, once,
                 Cell(f.redis_rows_per_s).c_str(), Cell(f.redis_p50).c_str(), Cell(f.redis_p99).c_str(),

@@ -88,7 +88,8 @@ class RedisDriver : public QueueDriver {
       argv.push_back(id.data());
       lens.push_back(id.size());
     }
-    if (redisAppendCommandArgv(c_, static_cast<int>(argv.size()), argv.data(), lens.data()) != REDIS_OK) return Broken();
+    int argc = static_cast<int>(argv.size());
+    if (redisAppendCommandArgv(c_, argc, argv.data(), lens.data()) != REDIS_OK) return Broken();
     return Status::OK();
   }
 
