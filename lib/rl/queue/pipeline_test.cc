@@ -157,6 +157,38 @@ TEST_F(PipelineTest, RequestsSentBeforeTheServerStartsTakeEffectOnceWhenItComesU
   EXPECT_EQ(Gen()["ready"].get<uint64_t>(), 30u) << "each request once";
 }
 
+// A get parked on the server holds its lane; when the server is restarted, the pipeline hears the
+// connection come back and sends what waits again at once, not after the attempt timeout.
+TEST_F(PipelineTest, RequestsWaitingAreSentAgainAsSoonAsTheRestartedServerIsBack) {
+  Start();
+  ClientOptions o = Options(endpoint_);
+  o.attempt_timeout_ms = 3000;
+  QueuePipeline p(o, 2);
+  GetRequest g;
+  g.task = "gen";
+  g.count = 2;
+  g.wait_ms = 5000;
+  p.wire().Submit(Op::kGet, EncodeGet(g).body, {}, g.wait_ms);
+  p.SubmitPut(Prompts(1, 0));  // on the other lane, while the get waits on the first
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  Stop();
+  Start(endpoint_);
+  int64_t restarted = MonoMillis();
+  ASSERT_TRUE(QueueClient(Options(endpoint_)).Put(Prompts(1, 1)).ok());
+  auto got = p.wire().Collect();
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  Message m;
+  m.body.assign(got->body);
+  auto reply = DecodeGetReply(m);
+  ASSERT_TRUE(reply.ok()) << reply.status().ToString();
+  EXPECT_EQ(reply->rows.size(), 2u) << "the put before the restart and the one after";
+  EXPECT_LT(MonoMillis() - restarted, 2000) << "sent again when the connection came back, not after the timeout";
+  EXPECT_GE(p.wire().resends(), 1u);
+  auto put = p.Collect();
+  ASSERT_TRUE(put.ok()) << put.status().ToString();
+  EXPECT_EQ(put->done, std::vector<uint64_t>{0});
+}
+
 TEST_F(PipelineTest, WithNoServerEveryRequestGivesUpWithUnavailable) {
   Start();
   std::string endpoint = endpoint_;
