@@ -2,8 +2,11 @@
 #include <poll.h>
 #include <unistd.h>
 
+#include <ext/stdio_filebuf.h>
+
 #include <deque>
 #include <iostream>
+#include <memory>
 #include <random>
 
 #include "rl/core/clock.h"
@@ -34,10 +37,10 @@ Result<ClientRow> RowFromJson(const std::string& line) {
 }
 
 // True when reading the next line will not block: then the replies of the puts in flight can wait.
-bool InputWaiting(std::istream& in) {
-  if (in.rdbuf()->in_avail() > 0) return true;
-  if (&in != &std::cin) return true;  // a stream in memory
-  pollfd p{0, POLLIN, 0};
+// `fd`: the descriptor `in` reads from, or -1 for a stream in memory.
+bool InputWaiting(std::istream& in, int fd) {
+  if (fd < 0 || in.rdbuf()->in_avail() > 0) return true;
+  pollfd p{fd, POLLIN, 0};
   return ::poll(&p, 1, 0) > 0;  // data, or the end of it
 }
 
@@ -143,7 +146,18 @@ Status ParseUpdate(const PutFlags& f, PutRequest* req) {
 
 }  // namespace
 
-int RunPut(const ClientFlags& c, const PutFlags& f, std::istream& in, std::ostream& out) {
+int RunPut(const ClientFlags& c, const PutFlags& f, std::istream& given, std::ostream& out) {
+  // Standard input is read through a buffer of our own, whose in_avail() counts what it holds (std::cin's,
+  // synchronised with stdio, says nothing of what stdio holds): InputWaiting needs both.
+  // It reads a duplicate of descriptor 0, which it closes when done.
+  int fd = &given == &std::cin ? ::dup(0) : -1;
+  std::unique_ptr<__gnu_cxx::stdio_filebuf<char>> stdin_buf;
+  std::unique_ptr<std::istream> stdin_stream;
+  if (fd >= 0) {
+    stdin_buf = std::make_unique<__gnu_cxx::stdio_filebuf<char>>(fd, std::ios::in, 1 << 16);
+    stdin_stream = std::make_unique<std::istream>(stdin_buf.get());
+  }
+  std::istream& in = stdin_stream ? *stdin_stream : given;
   PutRequest update;
   if (Status s = ParseUpdate(f, &update); !s.ok()) return Fail(s);
   PutBatcher batcher(c, update, f.window, out);
@@ -154,7 +168,7 @@ int RunPut(const ClientFlags& c, const PutFlags& f, std::istream& in, std::ostre
   size_t line_no = 0;
   std::string last_group;
   while (true) {
-    if (batcher.pending() > 0 && !InputWaiting(in)) {
+    if (batcher.pending() > 0 && !InputWaiting(in, fd)) {
       if (Status s = batcher.Drain(); !s.ok()) return Fail(s);
     }
     if (!std::getline(in, line)) break;
