@@ -37,6 +37,14 @@ teardown() {
     [[ "$output" == *"checks, 0 failed"* ]]
 }
 
+@test "a pipelining client written from rl-protocol.7 puts and acks with 4 lanes in flight, each once and in order" {
+    start_queue "$TMP/q"
+    run /usr/bin/python3 "$CLIENT" "$RL_QUEUE" pipeline
+    echo "$output"
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"6 checks, 0 failed"* ]]
+}
+
 @test "the protocol client gives up with a failure when no server answers" {
     # A port nothing listens on: the client retries, then gives up.
     run timeout 60 /usr/bin/python3 -c '

@@ -56,7 +56,7 @@ man_examples() {
   [ "$output" = "rl-profile: A subcommand is required (see rl-profile --help)" ]
 }
 
-@test "a short queue run prints JSON figures of put, get, ack and e2e, each exactly once" {
+@test "a short queue run prints JSON figures of put, get, ack, ack-pipelined and e2e, each exactly once" {
   run rl-profile queue --rows 500 --row-bytes 256 --runs 1 --fsync never --redis off --json
   [ "$status" -eq 0 ]
   printf '%s\n' "$output" | grep '^{' > "$TMP/figures.jsonl"
@@ -64,12 +64,16 @@ man_examples() {
 import json, sys
 figs = [json.loads(line) for line in open(sys.argv[1])]
 queue = {f["op"]: f for f in figs if f["system"] == "rl-queue"}
-assert sorted(queue) == ["ack", "e2e", "get", "put"], sorted(queue)
+assert sorted(queue) == ["ack", "ack-pipelined", "e2e", "get", "put"], sorted(queue)
 for op, f in queue.items():
     assert f["rows_per_s"] > 0, (op, f)
     assert f["exactly_once"] is True, (op, f)
     assert f["fsync"] == "never" and f["row_bytes"] == 256 and f["runs"] == 1, (op, f)
-    assert f["rows"] == 1000, (op, f)  # 2 producers x 500 rows, one pass per phase
+    if not op.startswith("ack"):
+        assert f["rows"] == 1000, (op, f)  # 2 producers x 500 rows, one pass per phase
+# each consumer acks the first half of its gets one at a time, the second half pipelined
+assert queue["ack"]["rows"] + queue["ack-pipelined"]["rows"] == 1000, queue
+assert queue["ack"]["rows"] >= 300 and queue["ack-pipelined"]["rows"] >= 300, queue
 zmq = [f for f in figs if f["system"] == "zmq"]
 assert sorted(f["op"] for f in zmq) == ["ack", "get", "put"], zmq
 assert all(f["exactly_once"] is None for f in zmq), zmq
@@ -79,7 +83,15 @@ print("ok", len(figs), "figures")
 PY
   echo "$output"
   [ "$status" -eq 0 ]
-  [ "$output" = "ok 7 figures" ]
+  [ "$output" = "ok 8 figures" ]
+}
+
+@test "queue --window 1 acks one request at a time only: no ack-pipelined figure" {
+  run rl-profile queue --rows 200 --row-bytes 64 --runs 1 --fsync never --redis off --json --window 1
+  [ "$status" -eq 0 ]
+  [[ "$output" != *'"op":"ack-pipelined"'* ]]
+  local ack='"system":"rl-queue","op":"ack","row_bytes":64,"batch":64,"fsync":"never","producers":2,"consumers":2'
+  [[ "$output" == *"$ack"',"runs":1,"rows":400,'* ]]
 }
 
 @test "a short run compares each fsync policy with Redis under its closest persistence policy, and with never" {
@@ -91,11 +103,11 @@ import json, sys
 figs = [json.loads(line) for line in open(sys.argv[1])]
 by = {(f["system"], f["fsync"], f["op"]): f for f in figs}
 for redis in ("always", "everysec", "off"):
-    for op in ("put", "get", "ack", "e2e"):
+    for op in ("put", "get", "ack", "ack-pipelined", "e2e"):
         f = by[("redis", redis, op)]
         assert f["exactly_once"] is True and f["rows_per_s"] > 0, f
 for policy, redis in (("always", "always"), ("batch", "everysec"), ("never", "off")):
-    for op in ("put", "get", "ack", "e2e"):
+    for op in ("put", "get", "ack", "ack-pipelined", "e2e"):
         f = by[("rl-queue", policy, op)]
         assert f["exactly_once"] is True, f
         want = f["rows_per_s"] / by[("redis", redis, op)]["rows_per_s"]
@@ -106,7 +118,7 @@ print("ok", len(figs), "figures")
 PY
   echo "$output"
   [ "$status" -eq 0 ]
-  [ "$output" = "ok 27 figures" ]
+  [ "$output" = "ok 33 figures" ]
 }
 
 @test "the EXAMPLES of rl-profile(1) run" {
@@ -120,6 +132,9 @@ PY
   [ "$status" -eq 0 ]
   [[ "$output" == *"rl-queue  e2e"* ]]
   [[ "$output" == *'"system":"rl-queue","op":"e2e"'* ]]
+  if command -v redis-server >/dev/null; then
+    [[ "$output" == *"# ack rows/s rl-queue (fsync "*"), 1024 B rows: one at a time "*", window 8 "* ]]
+  fi
   [[ "$output" == *"bench "*"4000"* ]]
   [[ "$output" == *"exit 64"* ]]
   [ "$(grep -c '"figure":"fanout"' weights.jsonl)" -eq 2 ]

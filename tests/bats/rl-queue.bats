@@ -129,6 +129,38 @@ teardown() { teardown_sealed; }
   [[ "$output" == *"another rl-queue server holds"* ]]
 }
 
+@test "put --window 16 prints every row's index in input order and stores each row once" {
+  start_queue "$TMP/q" --declare t=n
+  seq 1 500 | sed 's/.*/{"n":&}/' | rl-queue put --batch 1 --window 16 > "$TMP/out"
+  python3 - "$TMP/out" <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+assert [r["line"] for r in rows] == list(range(1, 501)), "one line per row, in input order"
+assert [r["index"] for r in rows] == list(range(500)), "carried out in input order, once each"
+PY
+  run rl-queue stat --json
+  [[ "$output" == *'"rows":500'* ]]
+}
+
+# A batch goes once the next line shows it is complete (a group may go on); then, while stdin has
+# nothing more, put waits for the replies in flight instead of a full window.
+@test "put --window acknowledges a slow writer's rows as they come, not a window later" {
+  start_queue "$TMP/q"
+  ( echo '{"n":1}'; echo '{"n":2}'; sleep 2; echo '{"n":3}' ) |
+    rl-queue put --batch 1 --window 8 --timeout 10 > "$TMP/out" &
+  local putter=$!
+  sleep 1
+  [ "$(cat "$TMP/out")" = '{"index":0,"line":1}' ]
+  wait "$putter"
+  [ "$(wc -l < "$TMP/out")" -eq 3 ]
+}
+
+@test "put --window 0 exits 64" {
+  run rl-queue put --window 0
+  [ "$status" -eq 64 ]
+  [[ "$output" == *"--window"* ]]
+}
+
 @test "put waits for a server that starts late and then finishes" {
   QPORT=$(free_port)
   export RL_QUEUE="tcp://127.0.0.1:$QPORT"
@@ -141,8 +173,9 @@ teardown() { teardown_sealed; }
 }
 
 # 4 writers, the server killed -9 while they write, restarted: all rows present exactly once.
+# The arguments after the policy go to each writer's rl-queue put.
 crash_during_puts() {
-  local fsync="$1"
+  local fsync="$1"; shift
   start_queue "$TMP/q" --fsync "$fsync" --declare check=w,seq
   local writers=()
   for w in 1 2 3 4; do
@@ -152,7 +185,7 @@ import sys, time
 for i in range(1, 3001):
     print('{\"w\":$w,\"seq\":%d}' % i)
     if i % 20 == 0: time.sleep(0.02)
-" | rl-queue put --batch 20 --timeout 60 > "$TMP/acked.$w") &
+" | rl-queue put --timeout 60 "$@" > "$TMP/acked.$w") &
     writers+=($!)
   done
   sleep 1
@@ -177,12 +210,17 @@ assert set(acked) == {r["index"] for r in rows}, "acknowledged indices are the s
 PY
 }
 
-@test "kill -9 of the server during 4 concurrent put streams loses nothing and adds nothing twice (fsync always)" {
-  crash_during_puts always
+# Lines come 20 at a time, so a writer with --batch 5 has 4 puts in flight at once.
+@test "kill -9 of the server during 4 pipelined put streams loses nothing and adds nothing twice (fsync always)" {
+  crash_during_puts always --batch 5 --window 8
 }
 
-@test "kill -9 of the server during 4 concurrent put streams loses nothing and adds nothing twice (fsync batch)" {
-  crash_during_puts batch
+@test "kill -9 of the server during 4 pipelined put streams loses nothing and adds nothing twice (fsync batch)" {
+  crash_during_puts batch --batch 5 --window 8
+}
+
+@test "kill -9 of the server during 4 concurrent put streams, one put at a time, loses nothing and adds nothing twice" {
+  crash_during_puts batch --batch 20 --window 1
 }
 
 @test "kill -9 of a consumer holding leases: its rows come back after the lease and are consumed once" {

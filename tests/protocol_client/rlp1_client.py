@@ -3,8 +3,12 @@
 
 It exists to show that the manual is enough to write a client: it was written
 without looking at the server's or the reference client's sources.
+(Pipeline, added later, follows the section Several requests in flight; its
+author had read the sources, so it shows that section is followed, less that
+it suffices alone.)
 
     rlp1_client.py ENDPOINT selftest        run a full scenario against a server
+    rlp1_client.py ENDPOINT pipeline        puts and acks through a 4-lane Pipeline
     rlp1_client.py ENDPOINT ping|stat       print one reply body
 
 As a library:
@@ -334,6 +338,117 @@ class Client:
         return self.call("retire", {"task": task}, rid=rid)
 
 
+class Pipeline:
+    """Up to `window` requests in flight on one socket (rl-protocol(7),
+    RELIABILITY, Several requests in flight): lane L sends under the sender id
+    SENDER/L with at most one request waiting on it; rids come from one counter,
+    replies are matched by rid; every request still waiting is sent again (same
+    lane, same rid, next seq of its lane) after an attempt timeout, on a new
+    socket. submit() then collect() in submission order."""
+
+    def __init__(self, endpoint, window, prefix="rlp1-py-pipe", give_up_s=GIVE_UP_S,
+                 attempt_timeout_s=ATTEMPT_TIMEOUT_S):
+        base = Client(endpoint, prefix=prefix, give_up_s=give_up_s, attempt_timeout_s=attempt_timeout_s)
+        self.client, self.window = base, window
+        self.lanes = ["%s/%d" % (base.sender, lane) for lane in range(window)]
+        self.lane_seq = [0] * window
+        self.queue = []  # [rid, lane, frames, first_sent, deadline, reply or None], submission order
+        self.last = None  # the request submitted last
+
+    def full(self):
+        return len(self.queue) >= self.window
+
+    def _send(self, req):
+        rid, lane, frames = req[0], req[1], req[2]
+        self.lane_seq[lane] += 1
+        frames[1] = pack({"op": frames[3], "rid": rid, "seq": self.lane_seq[lane], "from": self.lanes[lane]})
+        self.client.sock.send_multipart(frames[:3], copy=False)
+        req[4] = time.monotonic() + self.client.attempt_timeout_s
+
+    def submit(self, op, body):
+        busy = {req[1] for req in self.queue if req[5] is None}
+        lane = min(l for l in range(self.window) if l not in busy)
+        req = [self.client.new_rid(), lane, [PROTOCOL_ID, None, pack(body), OPS[op]], time.monotonic(), 0, None]
+        self.queue.append(req)
+        self.last = req
+        self._send(req)
+
+    def collect(self):
+        """The reply of the oldest request: (status, body)."""
+        backoff = BACKOFF_FIRST_S
+        while self.queue[0][5] is None:
+            waiting = [req for req in self.queue if req[5] is None]
+            left = min(req[4] for req in waiting) - time.monotonic()
+            if left > 0 and self.client.sock.poll(max(1, int(left * 1000))):
+                frames = self.client.sock.recv_multipart()
+                header = unpack(frames[1])
+                for req in waiting:
+                    if req[0] == header.get("rid"):
+                        req[5] = (header["status"], unpack(frames[2], frames[3:]))
+                continue
+            if any(time.monotonic() - req[3] >= self.client.give_up_s for req in waiting):
+                raise RLPError(UNAVAILABLE, "no reply from %s" % self.client.endpoint)
+            time.sleep(backoff)
+            backoff = min(backoff * 2, BACKOFF_MAX_S)
+            self.client._connect()
+            for req in waiting:  # in submission order, each on its lane with its rid
+                self._send(req)
+        return self.queue.pop(0)[5]
+
+    def close(self):
+        self.client.close()
+
+
+def pipeline_selftest(endpoint):
+    """Puts and acks through a 4-lane pipeline: each takes effect once, in order."""
+    t = Checker()
+    c = Client(endpoint, prefix="rlp1-pipe-selftest", give_up_s=20)
+    task = "pipe-%08x" % random.getrandbits(32)
+    c.declare(task, ["n"])
+    p = Pipeline(endpoint, 4, give_up_s=20)
+    replies = []
+    for i in range(40):
+        if p.full():
+            replies.append(p.collect())
+        p.submit("put", {"rows": [{"n": i * 3 + k} for k in range(3)]})
+    while p.queue:
+        replies.append(p.collect())
+    indices = [i for status, body in replies for i in body.get("indices", [])]
+    t.check("40 pipelined puts of 3 rows each are all answered OK",
+            len(replies) == 40 and all(status == OK for status, _ in replies), repr(replies[:3]))
+    t.check("their indices follow submission order", indices == sorted(indices) and len(set(indices)) == 120)
+    t.check("the lanes are the sender ids SENDER/0 to SENDER/3",
+            p.lanes == ["%s/%d" % (p.client.sender, lane) for lane in range(4)], repr(p.lanes))
+    got = c.get(task, count=120, lease_ms=60000)
+    batches = [[row["index"] for row in got["rows"]][i:i + 10] for i in range(0, 120, 10)]
+    for b in batches:
+        if p.full():
+            replies.append(p.collect())
+        p.submit("ack", {"task": task, "lease": got["lease"], "indices": b})
+    acked = []
+    while p.queue:
+        status, body = p.collect()
+        acked += body.get("acked", []) if status == OK else []
+    acked += [i for status, body in replies[40:] if status == OK for i in body.get("acked", [])]
+    t.check("12 pipelined acks consume the 120 rows once", sorted(acked) == sorted(indices), repr(acked[:5]))
+    # The last ack sent again on its lane with its rid is a retry: the first reply, nothing acked anew.
+    last = p.last
+    first_reply = last[5]
+    last[5] = None
+    p.queue.append(last)
+    p._send(last)
+    status, body = p.collect()
+    t.check("the last ack sent again on its lane with its rid gets the first reply",
+            status == OK and body == first_reply[1], "%r, first %r" % (body, first_reply))
+    st = task_of(c.stat(), task)
+    t.check("the task consumed the 120 rows once", st is not None and st["consumed"] == 120, repr(st))
+    p.close()
+    c.retire(task)
+    c.close()
+    print("%d checks, %d failed" % (t.count, t.failures))
+    return 1 if t.failures else 0
+
+
 # --------------------------------------------------------------- selftest --
 
 class Checker:
@@ -627,12 +742,12 @@ def check_retire_and_optional(t, c, endpoint, tag, task, P, I, R):
 
 
 def main(argv):
-    if len(argv) != 3 or argv[2] not in ("selftest", "ping", "stat"):
-        sys.stderr.write("usage: %s ENDPOINT selftest|ping|stat\n" % argv[0])
+    if len(argv) != 3 or argv[2] not in ("selftest", "pipeline", "ping", "stat"):
+        sys.stderr.write("usage: %s ENDPOINT selftest|pipeline|ping|stat\n" % argv[0])
         return 64
-    if argv[2] == "selftest":
+    if argv[2] in ("selftest", "pipeline"):
         try:
-            return selftest(argv[1])
+            return (selftest if argv[2] == "selftest" else pipeline_selftest)(argv[1])
         except Exception as e:  # pylint: disable=broad-except
             print("FAIL - unexpected error: %s: %s" % (type(e).__name__, e))
             return 1

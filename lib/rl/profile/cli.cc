@@ -22,6 +22,8 @@ void BindQueue(CommandLine& cl, CLI::App* queue, QueueProfileOptions* o) {
   cl.Bind(queue, "--rows", &o->rows)->check(CLI::Range(uint64_t{0}, uint64_t{100000000}));
   cl.Bind(queue, "--row-bytes", &o->row_bytes)->delimiter(',')->check(CLI::Range(size_t{8}, size_t{16} << 20));
   cl.Bind(queue, "--batch", &w.batch)->check(CLI::Range(1, 100000));
+  w.ack_window = 8;  // as rl-queue put's default
+  cl.Bind(queue, "--window", &w.ack_window)->check(CLI::Range(1, 64));
   cl.Bind(queue, "--runs", &o->runs)->check(CLI::Range(0, 100));
   cl.Bind(queue, "--fsync", &o->fsync)->delimiter(',')->check(CLI::IsMember({"always", "batch", "never"}));
   cl.Bind(queue, "--redis", &o->redis);

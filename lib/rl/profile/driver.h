@@ -42,6 +42,10 @@ class QueueDriver {
   virtual Status Get(size_t max, int wait_ms, Taken* out) = 0;
   // Consumes every row of `taken`; an error when any was not consumed.
   virtual Status Ack(const Taken& taken) = 0;
+  // Acks each of `taken` with up to `window` acks in flight at once (rl-queue: a pipeline; Redis:
+  // pipelined XACKs), appending to *latency_us each ack's time from its send to its reply. This
+  // one acks one at a time, for a system that has no pipeline.
+  virtual Status AckPipelined(const std::vector<Taken>& taken, int window, std::vector<double>* latency_us);
 };
 
 // Makes the driver of one client thread (`client` numbers them from 0).

@@ -1,13 +1,17 @@
 #include "rl/profile/queue_driver.h"
 
+#include <chrono>
+#include <deque>
+
 #include "rl/queue/client.h"
+#include "rl/queue/pipeline.h"
 
 namespace rl::profile {
 namespace {
 
 class RlQueueDriver : public QueueDriver {
  public:
-  explicit RlQueueDriver(ClientOptions o) : client_(std::move(o)) {}
+  explicit RlQueueDriver(ClientOptions o) : options_(o), client_(std::move(o)) {}
 
   Status Prepare() override { return client_.Declare(kBenchTask, {kPayloadColumn}); }
 
@@ -42,6 +46,34 @@ class RlQueueDriver : public QueueDriver {
 
   Status Ack(const Taken& taken) override {
     RL_ASSIGN_OR_RETURN(queue::IndexReply r, client_.Ack(kBenchTask, taken.lease, taken.indices));
+    return CheckAck(taken, r);
+  }
+
+  Status AckPipelined(const std::vector<Taken>& taken, int window, std::vector<double>* latency_us) override {
+    if (!pipeline_ || pipeline_->window() != window) {
+      options_.sender = NewSenderId("rl-profile-acks");
+      pipeline_ = std::make_unique<queue::QueuePipeline>(options_, window);
+    }
+    std::deque<std::chrono::steady_clock::time_point> sent;
+    size_t collected = 0;
+    auto collect = [&]() -> Status {
+      RL_ASSIGN_OR_RETURN(queue::IndexReply r, pipeline_->Collect());
+      latency_us->push_back(
+          std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - sent.front()).count());
+      sent.pop_front();
+      return CheckAck(taken[collected++], r);
+    };
+    for (const Taken& t : taken) {
+      if (pipeline_->full()) RL_RETURN_IF_ERROR(collect());
+      sent.push_back(std::chrono::steady_clock::now());
+      pipeline_->SubmitAck(kBenchTask, t.lease, t.indices);
+    }
+    while (pipeline_->pending() > 0) RL_RETURN_IF_ERROR(collect());
+    return Status::OK();
+  }
+
+ private:
+  static Status CheckAck(const Taken& taken, const queue::IndexReply& r) {
     if (!r.rejected.empty() || r.done.size() != taken.indices.size()) {
       return Status::Conflict("ack of " + std::to_string(taken.indices.size()) + " rows: " +
                               std::to_string(r.rejected.size()) + " rejected");
@@ -49,8 +81,9 @@ class RlQueueDriver : public QueueDriver {
     return Status::OK();
   }
 
- private:
+  ClientOptions options_;
   queue::QueueClient client_;
+  std::unique_ptr<queue::QueuePipeline> pipeline_;  // made at the first AckPipelined
 };
 
 }  // namespace

@@ -99,7 +99,7 @@ std::string FigureJson(const Figure& f) {
 
 void PrintTableHeader(std::ostream& out) {
   char buf[256];
-  std::snprintf(buf, sizeof(buf), "%-9s %-4s %9s %5s %-8s %3s %3s %4s %8s %11s %10s %10s %6s %7s %7s %7s %7s %7s\n",
+  std::snprintf(buf, sizeof(buf), "%-9s %-13s %9s %5s %-8s %3s %3s %4s %8s %11s %10s %10s %6s %7s %7s %7s %7s %7s\n",
                 "system", "op", "row_bytes", "batch", "fsync", "P", "C", "runs", "rows", "rows/s", "p50_us", "p99_us",
                 "once", "x_redis", "p50_xr", "p99_xr", "x_zmq", "x_never");
   out << buf;
@@ -108,7 +108,8 @@ void PrintTableHeader(std::ostream& out) {
 void PrintTableRow(const Figure& f, std::ostream& out) {
   char buf[320];
   const char* once = !f.exactly_once ? "-" : (*f.exactly_once ? "yes" : "NO");
-  std::snprintf(buf, sizeof(buf), "%-9s %-4s %9zu %5zu %-8s %3d %3d %4d %8llu %11.0f %10.1f %10.1f %6s %7s %7s %7s %7s %7s\n",
+  std::snprintf(buf, sizeof(buf),
+                "%-9s %-13s %9zu %5zu %-8s %3d %3d %4d %8llu %11.0f %10.1f %10.1f %6s %7s %7s %7s %7s %7s\n",
                 f.system.c_str(), f.op.c_str(), f.row_bytes, f.batch, f.fsync.c_str(), f.producers, f.consumers, f.runs,
                 static_cast<unsigned long long>(f.rows), f.rows_per_s, f.p50_us, f.p99_us, once,
                 Cell(f.redis_rows_per_s).c_str(), Cell(f.redis_p50).c_str(), Cell(f.redis_p99).c_str(),

@@ -52,7 +52,7 @@ class Runner {
 
   Status PutPhase(OpFigure* out);
   Status GetPhase(OpFigure* out);
-  Status AckPhase(OpFigure* out);
+  Status AckPhase(OpFigure* out, OpFigure* pipelined);
   Status PipelinePhase(OpFigure* out);
   void CheckOnce(WorkloadRun* run);
   bool timed_out() const { return timed_out_.load(); }
@@ -64,6 +64,8 @@ class Runner {
   Status Produce(QueueDriver& d, Ns deadline, Lane* lane);
   Status TakeAll(QueueDriver& d, Ns deadline, Lane* lane);
   Status AckHeld(QueueDriver& d, Ns deadline, Lane* lane);
+  // Acks what the lane holds with up to w_.ack_window acks in flight.
+  Status AckHeldPipelined(QueueDriver& d, Ns deadline, Lane* lane);
   Status Stream(QueueDriver& d, Ns deadline, Lane* lane);
   // Runs `work` on n lanes; *out gets their figures and the wall time from release to the last end.
   Status Phase(int n, std::vector<Lane>* lanes, const std::function<Status(int, Ns, Lane*)>& work, OpFigure* out);
@@ -73,7 +75,7 @@ class Runner {
   uint64_t total_;                  // rows per pass
   std::atomic<uint64_t> claimed_{0};
   std::atomic<bool> timed_out_{false};
-  std::vector<Lane> consumers_, acked_, streamed_;
+  std::vector<Lane> consumers_, acked_, acked_pipelined_, streamed_;
 };
 
 bool Runner::Expired(Ns deadline) {
@@ -150,6 +152,17 @@ Status Runner::AckHeld(QueueDriver& d, Ns deadline, Lane* lane) {
   return Status::OK();
 }
 
+Status Runner::AckHeldPipelined(QueueDriver& d, Ns deadline, Lane* lane) {
+  if (lane->held.empty() || Expired(deadline)) return Status::OK();
+  RL_RETURN_IF_ERROR(d.AckPipelined(lane->held, w_.ack_window, &lane->fig.latency_us));
+  lane->end_ns = NowNs();
+  for (const Taken& t : lane->held) {
+    lane->fig.rows += t.rows();
+    for (size_t i = 0; i < t.rows(); ++i) lane->keys.push_back(t.Key(i));
+  }
+  return Status::OK();
+}
+
 // A pipeline consumer: get what is ready, ack it at once; each row is timed from its put.
 Status Runner::Stream(QueueDriver& d, Ns deadline, Lane* lane) {
   Taken t;
@@ -176,12 +189,27 @@ Status Runner::GetPhase(OpFigure* out) {
   return Phase(w_.consumers, &consumers_, [&](int i, Ns dl, Lane* l) { return TakeAll(Consumer(i), dl, l); }, out);
 }
 
-Status Runner::AckPhase(OpFigure* out) {
+// With a window, each consumer's second half of gets is acked pipelined, in a phase of its own.
+Status Runner::AckPhase(OpFigure* out, OpFigure* pipelined) {
   std::vector<Lane> taken = std::move(consumers_);
-  return Phase(w_.consumers, &acked_, [&](int i, Ns dl, Lane* l) {
+  std::vector<std::vector<Taken>> second(taken.size());
+  if (w_.ack_window > 1) {
+    for (size_t i = 0; i < taken.size(); ++i) {
+      auto& held = taken[i].held;
+      auto half = held.begin() + static_cast<std::ptrdiff_t>(held.size() / 2);
+      second[i].assign(std::make_move_iterator(half), std::make_move_iterator(held.end()));
+      held.erase(half, held.end());
+    }
+  }
+  RL_RETURN_IF_ERROR(Phase(w_.consumers, &acked_, [&](int i, Ns dl, Lane* l) {
     l->held = std::move(taken[i].held);
     return AckHeld(Consumer(i), dl, l);
-  }, out);
+  }, out));
+  if (w_.ack_window <= 1) return Status::OK();
+  return Phase(w_.consumers, &acked_pipelined_, [&](int i, Ns dl, Lane* l) {
+    l->held = std::move(second[i]);
+    return AckHeldPipelined(Consumer(i), dl, l);
+  }, pipelined);
 }
 
 Status Runner::PipelinePhase(OpFigure* out) {
@@ -201,7 +229,7 @@ Status Runner::PipelinePhase(OpFigure* out) {
 
 void Runner::CheckOnce(WorkloadRun* run) {
   std::vector<std::string> keys;
-  for (auto* lanes : {&acked_, &streamed_}) {
+  for (auto* lanes : {&acked_, &acked_pipelined_, &streamed_}) {
     for (Lane& lane : *lanes) keys.insert(keys.end(), lane.keys.begin(), lane.keys.end());
   }
   std::sort(keys.begin(), keys.end());
@@ -232,7 +260,8 @@ Result<WorkloadRun> RunWorkload(const DriverFactory& make, const Workload& w, co
   };
   RL_RETURN_IF_ERROR(step("put", &Runner::PutPhase, &run.put));
   RL_RETURN_IF_ERROR(step("get", &Runner::GetPhase, &run.get));
-  RL_RETURN_IF_ERROR(step("ack", &Runner::AckPhase, &run.ack));
+  if (progress) progress("ack");
+  RL_RETURN_IF_ERROR(runner.AckPhase(&run.ack, &run.ack_pipelined));
   RL_RETURN_IF_ERROR(step("pipeline", &Runner::PipelinePhase, &run.e2e));
   if (w.stop && w.stop->load()) return Status::Timeout("interrupted");
   runner.CheckOnce(&run);

@@ -2,7 +2,9 @@
 //
 //   1. put:      P producers each put `rows` rows, `batch` rows per request.
 //   2. get:      C consumers take those rows, up to `batch` per request, holding them.
-//   3. ack:      each consumer acks what it took, one request per get.
+//   3. ack:      each consumer acks what it took, one request per get, one at a time; with an
+//                ack_window above 1, only the first half of its gets so, and the second half with
+//                up to ack_window acks in flight (ack-pipelined).
 //   4. pipeline: P producers put `rows` rows each again while C consumers get (waiting up to
 //                pipeline_wait_ms for rows) and ack at once; end to end is rows put / time to the
 //                last ack, and each row's latency runs from its put being sent to its ack returning.
@@ -30,11 +32,13 @@ struct Workload {
   size_t batch = 64;          // rows per put and per get
   double phase_limit_s = 30;  // wall-time bound of each phase
   int pipeline_wait_ms = 20;  // how long a pipeline get may wait for rows
+  int ack_window = 1;         // above 1: half the ack phase pipelined with this many acks in flight
   const std::atomic<bool>* stop = nullptr;  // when set and true, the run ends early (a signal)
 };
 
 struct WorkloadRun {
   OpFigure put, get, ack, e2e;
+  OpFigure ack_pipelined;    // rows 0 unless ack_window > 1
   uint64_t expected = 0;     // rows put over both passes
   uint64_t consumed = 0;     // distinct rows acked
   uint64_t duplicates = 0;   // acks of a row already acked

@@ -129,6 +129,22 @@ TEST(WorkloadTest, InProcessRlQueueRunConsumesEveryRowOnce) {
   EXPECT_TRUE((*target)->Stop().ok());
 }
 
+// With an ack window, half of each consumer's gets are acked through a pipeline: every row is
+// still consumed once, and the two ack figures share the pass's rows.
+TEST(WorkloadTest, InProcessRlQueueRunWithPipelinedAcksConsumesEveryRowOnce) {
+  auto target = QueueTarget::StartThread("batch");
+  ASSERT_TRUE(target.ok()) << target.status().ToString();
+  Workload w = Tiny();
+  w.ack_window = 4;
+  auto run = RunWorkload(RlQueueDrivers((*target)->endpoint(), 10), w, nullptr);
+  ASSERT_TRUE(run.ok()) << run.status().ToString();
+  EXPECT_TRUE(run->ExactlyOnce()) << run->consumed << " of " << run->expected << ", " << run->duplicates << " dup";
+  EXPECT_EQ(run->ack.rows + run->ack_pipelined.rows, 200u);
+  EXPECT_GE(run->ack_pipelined.rows, 64u);  // 13 gets in all, at least 6 of them in the second halves
+  EXPECT_EQ(run->ack.latency_us.size() + run->ack_pipelined.latency_us.size(), run->get.latency_us.size());
+  EXPECT_TRUE((*target)->Stop().ok());
+}
+
 TEST(ZmqFloorTest, EveryRoundTripIsCountedAndTimed) {
   FloorShape s;
   s.clients = 2;

@@ -69,6 +69,7 @@ int QueueMain(int argc, char** argv) {
   cl.Bind(put, "--repeat", &pf.repeat)->check(CLI::Range(1, 4096));
   cl.Bind(put, "--update", &pf.update);
   cl.Bind(put, "--renew", &pf.renew_s)->check(CLI::Range(0.0, kMaxRenewMs / 1000.0));
+  cl.Bind(put, "--window", &pf.window)->check(CLI::Range(1, 64));
 
   GetRequest gr;
   std::string columns, also, on_stale = "drop";

@@ -24,6 +24,7 @@ struct PutFlags {
   uint32_t repeat = 1;
   std::string update;  // --update TASK:LEASE ("" when not an update)
   double renew_s = 0;  // --renew
+  int window = 8;      // --window: puts in flight at once
 };
 
 int QueueMain(int argc, char** argv);

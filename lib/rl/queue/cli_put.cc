@@ -1,12 +1,18 @@
 // rl-queue put: JSON lines in, one acknowledged index per row out.
+#include <poll.h>
 #include <unistd.h>
 
+#include <ext/stdio_filebuf.h>
+
+#include <deque>
 #include <iostream>
+#include <memory>
 #include <random>
 
 #include "rl/core/clock.h"
 #include "rl/core/log.h"
 #include "rl/queue/cli.h"
+#include "rl/queue/pipeline.h"
 #include "rl/wire/json_value.h"
 
 namespace rl::queue {
@@ -30,10 +36,22 @@ Result<ClientRow> RowFromJson(const std::string& line) {
   return row;
 }
 
+// True when reading the next line will not block: then the replies of the puts in flight can wait.
+// `fd`: the descriptor `in` reads from, or -1 for a stream in memory.
+bool InputWaiting(std::istream& in, int fd) {
+  if (fd < 0 || in.rdbuf()->in_avail() > 0) return true;
+  pollfd p{fd, POLLIN, 0};
+  return ::poll(&p, 1, 0) > 0;  // data, or the end of it
+}
+
+// Sends full batches through a pipeline of `window` puts and prints each put's indices, in input
+// order, when its reply is collected: when the window is full, and whenever the input has nothing
+// more for now (a slow writer's rows are acknowledged as they come, not a window later).
 class PutBatcher {
  public:
   // Every request it sends is an update when `update` names a task.
-  PutBatcher(const ClientFlags& c, const PutRequest& update, std::ostream& out) : client_(c.ToOptions()), out_(out) {
+  PutBatcher(const ClientFlags& c, const PutRequest& update, int window, std::ostream& out)
+      : pipeline_(c.ToOptions(), window), out_(out) {
     req_.update_task = update.update_task;
     req_.update_lease = update.update_lease;
     req_.renew_ms = update.renew_ms;
@@ -47,31 +65,60 @@ class PutBatcher {
   }
   size_t rows() const { return req_.rows.size(); }
   size_t bytes() const { return bytes_; }
+  size_t pending() const { return pipeline_.pending(); }
 
+  // Submits the rows added so far; collects the oldest put first when the window is full.
   Status Flush() {
     if (req_.rows.empty()) return Status::OK();
-    RL_ASSIGN_OR_RETURN(std::vector<uint64_t> indices, client_.Put(req_));
-    if (indices.size() != lines_.size()) return Status::Protocol("put reply names a different number of rows");
-    for (size_t i = 0; i < indices.size(); ++i) {
-      out_ << "{\"index\":" << indices[i] << ",\"line\":" << lines_[i] << "}\n";
+    if (pipeline_.full()) {
+      if (Status s = CollectOne(); !s.ok()) {
+        (void)Drain();  // what else was acknowledged is still printed
+        return s;
+      }
     }
-    out_.flush();
-    done_ += indices.size();
-    if (isatty(2) && MonoMillis() - last_progress_ > 2000) {
-      last_progress_ = MonoMillis();
-      std::cerr << "rl-queue put: " << done_ << " rows acknowledged\r" << std::flush;
-    }
+    pipeline_.SubmitPut(req_);
+    in_flight_.push_back(std::move(lines_));
     req_.rows.clear();
     lines_.clear();
     bytes_ = 0;
     return Status::OK();
   }
 
+  // Collects every put in flight. After a failed one it still collects (and prints) the others,
+  // then returns the first error.
+  Status Drain() {
+    Status first;
+    while (pipeline_.pending() > 0) {
+      Status s = CollectOne();
+      if (first.ok()) first = s;
+    }
+    return first;
+  }
+
  private:
-  QueueClient client_;
+  Status CollectOne() {
+    auto indices = pipeline_.Collect();
+    std::vector<size_t> lines = std::move(in_flight_.front());
+    in_flight_.pop_front();
+    if (!indices.ok()) return indices.status();
+    if (indices->done.size() != lines.size()) return Status::Protocol("put reply names a different number of rows");
+    for (size_t i = 0; i < lines.size(); ++i) {
+      out_ << "{\"index\":" << indices->done[i] << ",\"line\":" << lines[i] << "}\n";
+    }
+    out_.flush();
+    done_ += lines.size();
+    if (isatty(2) && MonoMillis() - last_progress_ > 2000) {
+      last_progress_ = MonoMillis();
+      std::cerr << "rl-queue put: " << done_ << " rows acknowledged\r" << std::flush;
+    }
+    return Status::OK();
+  }
+
+  QueuePipeline pipeline_;
   std::ostream& out_;
   PutRequest req_;
   std::vector<size_t> lines_;
+  std::deque<std::vector<size_t>> in_flight_;  // the input lines of each put in flight
   size_t bytes_ = 0, done_ = 0;
   int64_t last_progress_ = 0;
 };
@@ -99,22 +146,38 @@ Status ParseUpdate(const PutFlags& f, PutRequest* req) {
 
 }  // namespace
 
-int RunPut(const ClientFlags& c, const PutFlags& f, std::istream& in, std::ostream& out) {
+int RunPut(const ClientFlags& c, const PutFlags& f, std::istream& given, std::ostream& out) {
+  // Standard input is read through a buffer of our own, whose in_avail() counts what it holds (std::cin's,
+  // synchronised with stdio, says nothing of what stdio holds): InputWaiting needs both.
+  // It reads a duplicate of descriptor 0, which it closes when done.
+  int fd = &given == &std::cin ? ::dup(0) : -1;
+  std::unique_ptr<__gnu_cxx::stdio_filebuf<char>> stdin_buf;
+  std::unique_ptr<std::istream> stdin_stream;
+  if (fd >= 0) {
+    stdin_buf = std::make_unique<__gnu_cxx::stdio_filebuf<char>>(fd, std::ios::in, 1 << 16);
+    stdin_stream = std::make_unique<std::istream>(stdin_buf.get());
+  }
+  std::istream& in = stdin_stream ? *stdin_stream : given;
   PutRequest update;
   if (Status s = ParseUpdate(f, &update); !s.ok()) return Fail(s);
-  PutBatcher batcher(c, update, out);
+  PutBatcher batcher(c, update, f.window, out);
   std::random_device rd;
   char prefix[32];
   std::snprintf(prefix, sizeof(prefix), "%08x%08x", rd(), rd());  // groups of --repeat: unique per run
   std::string line;
   size_t line_no = 0;
   std::string last_group;
-  while (std::getline(in, line)) {
+  while (true) {
+    if (batcher.pending() > 0 && !InputWaiting(in, fd)) {
+      if (Status s = batcher.Drain(); !s.ok()) return Fail(s);
+    }
+    if (!std::getline(in, line)) break;
     ++line_no;
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     auto row = RowFromJson(line);
     if (!row.ok()) {
       Status flushed = batcher.Flush();  // rows before the bad line are kept and reported
+      if (Status drained = batcher.Drain(); flushed.ok()) flushed = drained;
       if (!flushed.ok()) return Fail(flushed);
       return Fail(Status::DataError("stdin line " + std::to_string(line_no) + ": " + row.status().message()));
     }
@@ -141,7 +204,9 @@ int RunPut(const ClientFlags& c, const PutFlags& f, std::istream& in, std::ostre
     last_group = group;
     batcher.Add(std::move(*row), line_no);
   }
-  if (Status s = batcher.Flush(); !s.ok()) return Fail(s);
+  Status flushed = batcher.Flush();
+  if (Status drained = batcher.Drain(); flushed.ok()) flushed = drained;
+  if (!flushed.ok()) return Fail(flushed);
   return kExitOk;
 }
 

@@ -10,6 +10,7 @@
 
 #include "rl/core/clock.h"
 #include "rl/core/log.h"
+#include "rl/wire/frames.h"
 
 namespace rl {
 
@@ -39,74 +40,24 @@ Client::Client(ClientOptions options) : options_(std::move(options)) {
   Reconnect();
 }
 
-Client::~Client() {
-  if (socket_) zmq_socket_monitor(socket_->handle(), nullptr, 0);
-}
+Client::~Client() { wire_detail::CloseDealer(&socket_, &monitor_); }
 
 void Client::Reconnect() {
-  static std::atomic<uint64_t> monitors{0};
-  if (socket_) zmq_socket_monitor(socket_->handle(), nullptr, 0);
-  monitor_.reset();
-  socket_ = std::make_unique<zmq::socket_t>(ZmqContext(), zmq::socket_type::dealer);
-  socket_->set(zmq::sockopt::linger, 0);
-  socket_->set(zmq::sockopt::reconnect_ivl, 100);
-  socket_->set(zmq::sockopt::reconnect_ivl_max, 1000);
-  std::string address = "inproc://rl-client-monitor-" + std::to_string(monitors++);
-  if (zmq_socket_monitor(socket_->handle(), address.c_str(), ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_HANDSHAKE_SUCCEEDED) == 0) {
-    monitor_ = std::make_unique<zmq::socket_t>(ZmqContext(), zmq::socket_type::pair);
-    monitor_->set(zmq::sockopt::linger, 0);
-    monitor_->connect(address);
-  } else {
-    spdlog::debug("no socket monitor for {}: {}", options_.endpoint, zmq_strerror(zmq_errno()));
-  }
+  wire_detail::OpenDealer(options_.endpoint, &socket_, &monitor_);
   lost_ = false;
-  socket_->connect(options_.endpoint);
 }
 
-// An event is two frames: u16 event id and u32 value (native byte order), then the endpoint.
 void Client::ReadMonitorEvent(bool* back) {
-  zmq::message_t event, endpoint;
-  if (!monitor_->recv(event, zmq::recv_flags::dontwait)) return;
-  if (event.more()) (void)monitor_->recv(endpoint, zmq::recv_flags::dontwait);
-  if (event.size() < sizeof(uint16_t)) return;
-  uint16_t id;
-  std::memcpy(&id, event.data(), sizeof(id));
-  if (id == ZMQ_EVENT_DISCONNECTED) {
-    if (!lost_) spdlog::debug("connection to {} lost", options_.endpoint);
-    lost_ = true;
-  } else if (id == ZMQ_EVENT_HANDSHAKE_SUCCEEDED && lost_) {
-    lost_ = false;
-    *back = true;
-  }
+  bool was_lost = lost_;
+  wire_detail::ReadMonitorEvent(*monitor_, &lost_, back);
+  if (lost_ && !was_lost) spdlog::debug("connection to {} lost", options_.endpoint);
 }
 
 namespace {
 
-using SharedFrame = std::shared_ptr<const std::string>;
-constexpr size_t kZeroCopyBytes = 64 * 1024;  // below this a copy costs less than the reference
-
-void ReleaseFrame(void*, void* hint) { delete static_cast<SharedFrame*>(hint); }
-
-// The reply in `parts` (its frames), viewed in place.
-Result<MessageView> ViewReply(std::vector<zmq::message_t> parts) {
-  if (parts.size() < 3) return Status::Protocol("a message has " + std::to_string(parts.size()) + " frames, needs 3");
-  auto held = std::make_shared<const std::vector<zmq::message_t>>(std::move(parts));
-  auto view = [](const zmq::message_t& m) { return std::string_view(m.data<char>(), m.size()); };
-  MessageView m;
-  RL_ASSIGN_OR_RETURN(m.header, DecodeReplyHeader(view((*held)[0]), view((*held)[1])));
-  m.body = view((*held)[2]);
-  for (size_t i = 3; i < held->size(); ++i) m.blobs.push_back(view((*held)[i]));
-  m.hold = std::move(held);
-  return m;
-}
-
-Message CopyOf(const MessageView& v) {
-  Message m;
-  m.header = v.header;
-  m.body.assign(v.body);
-  m.blobs.assign(v.blobs.begin(), v.blobs.end());
-  return m;
-}
+using wire_detail::CopyOf;
+using wire_detail::SharedFrame;
+using wire_detail::ViewReply;
 
 }  // namespace
 
@@ -115,20 +66,7 @@ Result<MessageView> Client::Attempt(const std::vector<SharedFrame>& frames, uint
   *resend = false;
   try {
     lost_ = false;  // what broke before this send does not concern it
-    for (size_t i = 0; i < frames.size(); ++i) {
-      auto flags = (i + 1 < frames.size() ? zmq::send_flags::sndmore : zmq::send_flags::none) |
-                   zmq::send_flags::dontwait;
-      const std::string& f = *frames[i];
-      bool sent;
-      if (f.size() >= kZeroCopyBytes) {
-        auto* hold = new SharedFrame(frames[i]);  // released by the socket, from its I/O thread
-        zmq::message_t msg(const_cast<char*>(f.data()), f.size(), ReleaseFrame, hold);
-        sent = socket_->send(msg, flags).has_value();
-      } else {
-        sent = socket_->send(zmq::buffer(f), flags).has_value();
-      }
-      if (!sent) return Status::Timeout("send queue full");
-    }
+    if (!wire_detail::SendFrames(*socket_, frames)) return Status::Timeout("send queue full");
     int64_t deadline = MonoMillis() + timeout_ms;
     while (true) {
       int64_t left = deadline - MonoMillis();
@@ -150,15 +88,7 @@ Result<MessageView> Client::Attempt(const std::vector<SharedFrame>& frames, uint
         if (stoppable && options_.stop->load()) return Status::Timeout("stopped while waiting for the reply");
         continue;
       }
-      std::vector<zmq::message_t> reply;
-      bool more = true;
-      while (more) {
-        zmq::message_t part;
-        if (!socket_->recv(part, zmq::recv_flags::none)) break;
-        more = part.more();
-        reply.push_back(std::move(part));
-      }
-      auto decoded = ViewReply(std::move(reply));
+      auto decoded = ViewReply(wire_detail::RecvParts(*socket_));
       if (!decoded.ok()) return decoded.status();
       // A late reply to an earlier attempt is skipped; rid 0 with an error is the server saying
       // it could not read our header, which no retry will change.

@@ -2,6 +2,8 @@
 
 #include <hiredis/hiredis.h>
 
+#include <chrono>
+#include <deque>
 #include <memory>
 #include <string>
 #include <vector>
@@ -60,9 +62,39 @@ class RedisDriver : public QueueDriver {
   }
 
   Status Ack(const Taken& taken) override {
-    std::vector<std::string> args = {"XACK", kStream, kGroup};
-    args.insert(args.end(), taken.ids.begin(), taken.ids.end());
-    RL_ASSIGN_OR_RETURN(Reply r, Command(args));
+    RL_RETURN_IF_ERROR(AppendXack(taken));
+    return CheckXack(taken);
+  }
+
+  // A sliding window of XACKs: up to `window` appended before the oldest's reply is read. (hiredis
+  // writes what was appended when a reply is wanted and none is buffered yet.)
+  Status AckPipelined(const std::vector<Taken>& taken, int window, std::vector<double>* latency_us) override {
+    std::deque<std::chrono::steady_clock::time_point> sent;
+    size_t next = 0;
+    for (const Taken& t : taken) {
+      if (sent.size() >= static_cast<size_t>(window)) RL_RETURN_IF_ERROR(ReadXack(taken[next++], &sent, latency_us));
+      sent.push_back(std::chrono::steady_clock::now());
+      RL_RETURN_IF_ERROR(AppendXack(t));
+    }
+    while (!sent.empty()) RL_RETURN_IF_ERROR(ReadXack(taken[next++], &sent, latency_us));
+    return Status::OK();
+  }
+
+ private:
+  Status AppendXack(const Taken& taken) {
+    std::vector<const char*> argv = {"XACK", kStream, kGroup};
+    std::vector<size_t> lens = {4, sizeof(kStream) - 1, sizeof(kGroup) - 1};
+    for (const auto& id : taken.ids) {
+      argv.push_back(id.data());
+      lens.push_back(id.size());
+    }
+    int argc = static_cast<int>(argv.size());
+    if (redisAppendCommandArgv(c_, argc, argv.data(), lens.data()) != REDIS_OK) return Broken();
+    return Status::OK();
+  }
+
+  Status CheckXack(const Taken& taken) {
+    RL_ASSIGN_OR_RETURN(Reply r, Next());
     RL_RETURN_IF_ERROR(Expect(r.get(), REDIS_REPLY_INTEGER, "XACK"));
     if (static_cast<size_t>(r->integer) != taken.ids.size()) {
       return Status::Conflict("XACK of " + std::to_string(taken.ids.size()) + " entries acked " +
@@ -71,7 +103,15 @@ class RedisDriver : public QueueDriver {
     return Status::OK();
   }
 
- private:
+  Status ReadXack(const Taken& taken, std::deque<std::chrono::steady_clock::time_point>* sent,
+                  std::vector<double>* latency_us) {
+    RL_RETURN_IF_ERROR(CheckXack(taken));
+    latency_us->push_back(
+        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - sent->front()).count());
+    sent->pop_front();
+    return Status::OK();
+  }
+
   // An entry is [id, [field, value, ...]].
   static Status TakeEntry(const redisReply* entry, Taken* out) {
     if (entry->type != REDIS_REPLY_ARRAY || entry->elements != 2 || entry->element[0]->type != REDIS_REPLY_STRING) {
