@@ -147,6 +147,30 @@ EOF
   [ "$status" -ne 0 ]
 }
 
+@test "a tool's reward comes back with its output; a reward that is not a finite number is malformed" {
+  cat > "$TMP/tools/scored" <<'EOF'
+#!/bin/sh
+while read -r line; do
+  case "$line" in
+    *good*) echo '{"output": "yes", "reward": 0.5}' ;;
+    *bad*) echo '{"output": "yes", "reward": "high"}' ;;
+    *) echo '{"output": "plain"}' ;;
+  esac
+done
+EOF
+  chmod +x "$TMP/tools/scored"
+  serve --tool scored="$TMP/tools/scored"
+  run call scored '"good"' scored '"other"'
+  [ "$status" -eq 0 ]
+  [ "${lines[0]}" = '{"output":"yes","reward":0.5}' ]
+  [ "${lines[1]}" = '{"output":"plain"}' ]
+  run call scored '"bad"'
+  [ "$status" -eq 1 ]
+  [[ "$output" == *'"kind":"malformed"}' ]]
+  run call scored '"good"'
+  [ "$output" = '{"output":"yes","reward":0.5}' ]
+}
+
 @test "a tool that crashes mid-call is crashed, saying how, and the next call succeeds" {
   tool crash 'kill -SEGV $$'
   tool quits 'exit 3'

@@ -89,6 +89,7 @@ int RunServe(ServerOptions o, const std::string& run_dir, const std::string& id,
 }
 
 nlohmann::json ResultJson(const ToolResult& r) {
+  if (r.ok && r.reward) return {{"output", r.output}, {"reward", *r.reward}};
   if (r.ok) return {{"output", r.output}};
   return {{"error", r.error}, {"kind", r.kind}};
 }

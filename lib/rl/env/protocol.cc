@@ -1,5 +1,7 @@
 #include "rl/env/protocol.h"
 
+#include <cmath>
+
 #include "rl/wire/msgpack_io.h"
 
 namespace rl::env {
@@ -30,6 +32,11 @@ Result<ToolResult> DecodeResult(const msgpack::object& o) {
   if (v.Find("output")) {
     RL_ASSIGN_OR_RETURN(r.output, v.Str("output"));
     if (v.Find("error")) return Status::Protocol("a result has both output and error");
+    if (const msgpack::object* reward = v.Find("reward")) {
+      RL_ASSIGN_OR_RETURN(double x, AsDouble(*reward, "a result's reward"));
+      if (!std::isfinite(x)) return Status::Protocol("a result's reward is not finite");
+      r.reward = x;
+    }
     r.ok = true;
     return r;
   }
@@ -91,9 +98,13 @@ std::string EncodeCallReply(const CallReply& reply) {
   pk.pack_array(static_cast<uint32_t>(reply.results.size()));
   for (const ToolResult& r : reply.results) {
     if (r.ok) {
-      pk.pack_map(1);
+      pk.pack_map(r.reward ? 2 : 1);
       PackString(pk, "output");
       PackString(pk, r.output);
+      if (r.reward) {
+        PackString(pk, "reward");
+        PackFloat64(pk, *r.reward);
+      }
     } else {
       pk.pack_map(2);
       PackString(pk, "error");

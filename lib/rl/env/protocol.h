@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -44,6 +45,9 @@ struct ToolResult {
   std::string output;  // ok
   std::string error;   // !ok
   std::string kind;    // !ok: one of the kinds above
+  // A reward the tool gives for the call (its reply's "reward": an environment's intermediate
+  // reward); the rollout makes it the reward of the turn that made the call. ok only.
+  std::optional<double> reward;
 };
 
 ToolResult Failed(std::string kind, std::string error);

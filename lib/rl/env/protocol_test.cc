@@ -18,14 +18,17 @@ TEST(EnvProtocolTest, RequestsAndRepliesRoundTrip) {
   EXPECT_EQ((*back)[1].arguments, "{\"q\": \"x\\ny\"}");
 
   CallReply reply;
-  reply.results.push_back(ToolResult{true, "408", "", ""});
+  reply.results.push_back(ToolResult{true, "408", "", "", std::nullopt});
   reply.results.push_back(Failed(kKindTimeout, "gave no reply"));
+  reply.results.push_back(ToolResult{true, "ok", "", "", -0.25});
   reply.seconds = 1.25;
   auto r = DecodeCallReply(EncodeCallReply(reply));
   ASSERT_TRUE(r.ok()) << r.status().ToString();
-  ASSERT_EQ(r->results.size(), 2u);
+  ASSERT_EQ(r->results.size(), 3u);
   EXPECT_TRUE(r->results[0].ok);
   EXPECT_EQ(r->results[0].output, "408");
+  EXPECT_FALSE(r->results[0].reward.has_value());
+  EXPECT_EQ(r->results[2].reward, -0.25);
   EXPECT_FALSE(r->results[1].ok);
   EXPECT_EQ(r->results[1].kind, "timeout");
   EXPECT_EQ(r->results[1].error, "gave no reply");
@@ -80,7 +83,7 @@ TEST(EnvProtocolTest, RandomAndTruncatedBytesNeverCrash) {
   std::mt19937_64 rng(11);
   std::string good = EncodeCallRequest({{"calc", "\"1+2\""}, {"py", "{\"expression\": \"2**8\"}"}});
   CallReply reply;
-  reply.results = {ToolResult{true, "3", "", ""}, Failed(kKindCrashed, "x")};
+  reply.results = {ToolResult{true, "3", "", "", 1.5}, Failed(kKindCrashed, "x")};
   std::string good_reply = EncodeCallReply(reply);
   for (int i = 0; i < 20000; ++i) {
     std::string b;

@@ -1,5 +1,7 @@
 #include "rl/env/tool.h"
 
+#include <cmath>
+
 #include <nlohmann/json.hpp>
 
 #include "rl/core/log.h"
@@ -51,15 +53,18 @@ ToolResult ParseReplyLine(const std::string& tool, const std::string& line) {
     auto error = j.find("error");
     if (error != j.end() && error->is_string()) return Failed(kKindToolError, error->get<std::string>());
     auto output = j.find("output");
-    if (output != j.end() && output->is_string()) {
+    auto reward = j.find("reward");
+    const bool reward_ok = reward == j.end() || (reward->is_number() && std::isfinite(reward->get<double>()));
+    if (output != j.end() && output->is_string() && reward_ok) {
       ToolResult r;
       r.ok = true;
       r.output = output->get<std::string>();
+      if (reward != j.end()) r.reward = reward->get<double>();
       return r;
     }
   }
   return Failed(kKindMalformed, "tool '" + tool + "' replied " + Quote(line) +
-                                    ", not {\"output\": string} or {\"error\": string}; it was killed and will be "
+                                    ", not {\"output\": string[, \"reward\": number]} or {\"error\": string}; it was killed and will be "
                                     "restarted");
 }
 

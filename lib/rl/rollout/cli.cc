@@ -69,6 +69,7 @@ struct ToolFlags {
     cl.Bind(sub, "--result-open", &f.result_open);
     cl.Bind(sub, "--result-close", &f.result_close);
     cl.Bind(sub, "--default-tool", &f.default_tool);
+    cl.Bind(sub, "--tool-error-reward", &conversation.tool_error_reward)->check(CLI::Range(-1e6, 1e6));
     cl.Bind(sub, "--max-result-tokens", &f.max_result_tokens)->check(CLI::Range(int64_t{0}, int64_t{1} << 20));
     cl.Bind(sub, "--tool-timeout", &timeout_s)->check(CLI::Range(0.001, 86400.0));
   }

@@ -37,7 +37,8 @@ Result<int64_t> Int(const Value* v, const char* name) {
 
 const std::vector<std::string> kProgressColumns = {"conv_ids",   "conv_logprobs",    "conv_mask",
                                                    "conv_versions", "conv_turns",    "conv_tool_calls",
-                                                   "conv_tool_errors", "conv_answer_from", "conv_done"};
+                                                   "conv_tool_errors", "conv_answer_from", "conv_done",
+                                                   "conv_turn_ends",   "conv_turn_rewards"};
 
 Result<ToolTokens> ResolveToolTokens(const model::ModelDir& dir, const ToolFormat& format) {
   ToolTokens t;
@@ -64,7 +65,9 @@ std::vector<std::pair<std::string, Value>> ProgressColumns(const Conversation& c
           {"conv_tool_calls", c.tool_calls},
           {"conv_tool_errors", c.tool_errors},
           {"conv_answer_from", c.answer_from},
-          {"conv_done", static_cast<int64_t>(c.done ? 1 : 0)}};
+          {"conv_done", static_cast<int64_t>(c.done ? 1 : 0)},
+          {"conv_turn_ends", Tensor::FromI64(c.turn_ends)},
+          {"conv_turn_rewards", Tensor::FromF32(c.turn_rewards)}};
 }
 
 Result<Conversation> FromProgress(std::vector<int64_t> prompt,
@@ -96,6 +99,24 @@ Result<Conversation> FromProgress(std::vector<int64_t> prompt,
   if (c.turns < 0 || c.tool_calls < 0 || c.tool_errors < 0 || c.answer_from < 0 ||
       c.answer_from > static_cast<int64_t>(n)) {
     return Status::DataError("conversation counts out of range");
+  }
+  if (const Value* ends = FindColumn(columns, "conv_turn_ends")) {
+    RL_ASSIGN_OR_RETURN(c.turn_ends, Ints(ends, "conv_turn_ends"));
+    const Value* rw = FindColumn(columns, "conv_turn_rewards");
+    const Tensor* r = rw ? std::get_if<Tensor>(rw) : nullptr;
+    if (!r || r->shape.size() != 1 || r->dtype != DType::kF32) {
+      return Status::DataError("conv_turn_rewards is not a 1-D f32 tensor");
+    }
+    for (double x : r->ToF64()) c.turn_rewards.push_back(static_cast<float>(x));
+    if (static_cast<int64_t>(c.turn_ends.size()) != c.turns || c.turn_rewards.size() != c.turn_ends.size()) {
+      return Status::DataError("conv_turn_ends and conv_turn_rewards must have one entry per turn");
+    }
+    for (int64_t e : c.turn_ends) {
+      if (e < -1 || e > static_cast<int64_t>(n)) return Status::DataError("conv_turn_ends out of range");
+    }
+  } else {  // progress of an older rollout: the turns' ends are unknown, their rewards 0
+    c.turn_ends.assign(static_cast<size_t>(c.turns), -1);
+    c.turn_rewards.assign(static_cast<size_t>(c.turns), 0.0f);
   }
   return c;
 }
@@ -237,11 +258,14 @@ Status ConversationRunner::Turn(const model::Transformer& model, uint64_t versio
       c.versions.push_back(static_cast<int64_t>(version));
     }
     ++c.turns;
+    c.turn_ends.push_back(static_cast<int64_t>(c.ids.size()));
     if (g.stop != model::StopReason::kStop) {
+      c.turn_rewards.push_back(0);
       c.done = true;  // an answer (eos), or out of room
       continue;
     }
     const env::ToolResult& r = results[k++];
+    c.turn_rewards.push_back(static_cast<float>(r.ok ? r.reward.value_or(0.0) : o_.tool_error_reward));
     ++c.tool_calls;
     stats->tool_calls += 1;
     if (!r.ok) {

@@ -44,6 +44,7 @@ struct ConversationOptions {
   ToolFormat format;
   int64_t max_turns = 4;    // generation segments; a conversation still calling after them ends
   int64_t max_tokens = 0;   // after the prompt, tool tokens included; 0: up to the context
+  double tool_error_reward = 0;  // the reward of a turn whose call failed (a penalty when < 0)
   model::GenerateOptions generate;  // eos_id from the model dir; stop_ids set here
 };
 
@@ -60,6 +61,12 @@ struct Conversation {
   std::vector<float> logprobs;    // the sampling log-prob of each model token; 0 for tool tokens
   std::vector<int64_t> mask;      // 1: a model token (trained on); 0: a tool token
   std::vector<int64_t> versions;  // the weight version of each model token; -1 for tool tokens
+  // Per completed turn: where its model segment ends in ids (one past its last model token; -1
+  // when unknown: progress written before these were kept) and its reward (the tool's reward for
+  // the call it made, ConversationOptions::tool_error_reward for a call that failed, 0 for an
+  // answer: the answer's reward is the verifier's, rl-reward's column `reward`).
+  std::vector<int64_t> turn_ends;
+  std::vector<float> turn_rewards;
   int64_t turns = 0, tool_calls = 0, tool_errors = 0;
   int64_t answer_from = 0;  // ids[answer_from..] is the last segment: the final answer
   bool done = false;

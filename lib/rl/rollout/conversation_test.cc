@@ -38,6 +38,7 @@ struct EchoTools {
         r.ok = c.arguments.find('9') == std::string::npos;
         if (r.ok) {
           r.output = "12";
+          if (c.arguments.find('1') != std::string::npos) r.reward = 0.5;  // an environment's reward
         } else {
           r.error = "no 9s";
           r.kind = "tool-error";
@@ -52,6 +53,7 @@ struct EchoTools {
 ConversationOptions Options() {
   ConversationOptions o;
   o.max_turns = 3;
+  o.tool_error_reward = -0.25;
   o.generate.sampling.temperature = 1.0;
   o.generate.slots = 16;
   return o;
@@ -85,7 +87,7 @@ TEST(ConversationTest, CallsAreJsonObjectsOrTextForTheDefaultTool) {
   env::ToolCall b = r.ParseCall(R"({"name": "search", "arguments": {"q": "x"}})");
   EXPECT_EQ(b.name, "search");
   EXPECT_EQ(b.arguments, R"({"q":"x"})");
-  auto tokens = r.ResultTokens({true, "408", "", ""});
+  auto tokens = r.ResultTokens({true, "408", "", "", std::nullopt});
   ASSERT_TRUE(tokens.ok());
   EXPECT_EQ(*tokens, (std::vector<int64_t>{19, 7, 3, 11, 20}));  // <result>408</result>, no <bos>
 }
@@ -133,6 +135,30 @@ TEST(ConversationTest, ToolResultsAreMaskedAndCallsCarryTheirText) {
         expected.push_back(nlohmann::json(*text).dump());
       }
     }
+    // Each turn ends after a model token: a </call> for a call, its reward the tool's (0.5 for
+    // arguments with a 1, none otherwise) or -0.25 for an error (arguments with a 9); an answer's 0.
+    ASSERT_EQ(c.turn_ends.size(), static_cast<size_t>(c.turns));
+    ASSERT_EQ(c.turn_rewards.size(), c.turn_ends.size());
+    for (size_t k = 0; k < c.turn_ends.size(); ++k) {
+      const int64_t end = c.turn_ends[k];
+      ASSERT_GE(end, 1);
+      ASSERT_LE(end, static_cast<int64_t>(c.ids.size()));
+      EXPECT_EQ(c.mask[end - 1], 1);
+      if (k > 0) {
+        EXPECT_GT(end, c.turn_ends[k - 1]);
+      }
+      const bool called = c.ids[end - 1] == 18;  // generation stops at </call> only when it closes a call
+      if (!called) {
+        EXPECT_EQ(c.turn_rewards[k], 0.0f);
+        continue;
+      }
+      int64_t from = end - 1;
+      while (from > 0 && c.mask[from - 1] && c.ids[from - 1] != 17) --from;
+      const std::string args =
+          CalcDir().tokenizer->Decode(std::vector<int64_t>(c.ids.begin() + from, c.ids.begin() + end - 1)).value();
+      const float want = args.find('9') != std::string::npos ? -0.25f : args.find('1') != std::string::npos ? 0.5f : 0.f;
+      EXPECT_EQ(c.turn_rewards[k], want) << args;
+    }
     calls += c.tool_calls;
     errors += c.tool_errors;
   }
@@ -169,6 +195,8 @@ TEST(ConversationTest, ProgressRoundTripsAndContinuesTheSameWay) {
     EXPECT_EQ(back->turns, c.turns);
     EXPECT_EQ(back->done, c.done);
     EXPECT_EQ(back->answer_from, c.answer_from);
+    EXPECT_EQ(back->turn_ends, c.turn_ends);
+    EXPECT_EQ(back->turn_rewards, c.turn_rewards);
     b.push_back(std::move(*back));
   }
   ASSERT_TRUE(runner.Turn(model, 2, Pointers(a), tools.runner(), 22, &stats).ok());
@@ -176,7 +204,17 @@ TEST(ConversationTest, ProgressRoundTripsAndContinuesTheSameWay) {
   for (size_t i = 0; i < a.size(); ++i) {
     EXPECT_EQ(a[i].ids, b[i].ids);
     EXPECT_EQ(a[i].versions, b[i].versions);
+    EXPECT_EQ(a[i].turn_rewards, b[i].turn_rewards);
   }
+  // Progress an older rollout wrote, without the turn columns: ends unknown, rewards 0.
+  std::vector<std::pair<std::string, Value>> old_cols;
+  for (auto& [name, value] : ProgressColumns(a[0])) {
+    if (name.rfind("conv_turn_", 0) != 0) old_cols.emplace_back(name, value);
+  }
+  auto older = FromProgress(a[0].prompt, old_cols);
+  ASSERT_TRUE(older.ok()) << older.status().ToString();
+  EXPECT_EQ(older->turn_ends, std::vector<int64_t>(static_cast<size_t>(a[0].turns), -1));
+  EXPECT_EQ(older->turn_rewards, std::vector<float>(static_cast<size_t>(a[0].turns), 0.0f));
   // No progress columns: a fresh conversation. Broken ones: DataError.
   auto fresh = FromProgress({1, 4}, {});
   ASSERT_TRUE(fresh.ok());
@@ -193,6 +231,11 @@ TEST(ConversationTest, ProgressRoundTripsAndContinuesTheSameWay) {
   if (!a[0].ids.empty()) {
     EXPECT_EQ(FromProgress({1, 4}, cols).status().code(), Code::kDataError);
   }
+  cols = ProgressColumns(a[0]);
+  for (auto& [name, value] : cols) {
+    if (name == "conv_turn_ends") value = Tensor::FromI64(std::vector<int64_t>(a[0].turn_ends.size() + 1, 1));
+  }
+  EXPECT_EQ(FromProgress({1, 4}, cols).status().code(), Code::kDataError);
 }
 
 // A tool runner that fails (rl-env unreachable) fails the turn and changes nothing.

@@ -107,6 +107,8 @@ class Runner {
       j["turns"] = convs[i].turns;
       j["tool_calls"] = convs[i].tool_calls;
       j["tool_errors"] = convs[i].tool_errors;
+      j["turn_ends"] = convs[i].turn_ends;
+      j["turn_rewards"] = convs[i].turn_rewards;
       out_ << j.dump(-1, ' ', false, Json::error_handler_t::replace) << "\n";
     }
     out_.flush();

@@ -370,6 +370,8 @@ class Loop {
                           {"logprobs", Tensor::FromF32(c.logprobs)},
                           {"loss_mask", Tensor::FromI64(c.mask)},
                           {"token_versions", Tensor::FromI64(c.versions)},
+                          {"turn_ends", Tensor::FromI64(c.turn_ends)},
+                          {"turn_rewards", Tensor::FromF32(c.turn_rewards)},
                           {"response", std::move(answer)},
                           {"transcript", std::move(transcript)},
                           {"turns", c.turns},
