@@ -1,5 +1,6 @@
 #include "rl/train/advantage.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace rl::train {
@@ -118,12 +119,17 @@ void WhitenTokens(std::vector<std::vector<float>>* x) {
 
 std::vector<float> Gae(double reward, const std::vector<float>& values, double gamma, double lambda,
                        std::vector<float>* returns) {
+  return Gae(TokenRewards(reward, static_cast<int64_t>(values.size()), {}, {}), values, gamma, lambda, returns);
+}
+
+std::vector<float> Gae(const std::vector<float>& rewards, const std::vector<float>& values, double gamma,
+                       double lambda, std::vector<float>* returns) {
   const size_t n = values.size();
   std::vector<float> adv(n, 0.0f);
   returns->assign(n, 0.0f);
   double next_value = 0, next_adv = 0;
   for (size_t k = n; k-- > 0;) {
-    double r = k + 1 == n ? reward : 0.0;
+    double r = k < rewards.size() ? rewards[k] : 0.0;
     double delta = r + gamma * next_value - values[k];
     next_adv = delta + gamma * lambda * next_adv;
     next_value = values[k];
@@ -131,6 +137,51 @@ std::vector<float> Gae(double reward, const std::vector<float>& values, double g
     (*returns)[k] = static_cast<float>(next_adv + values[k]);
   }
   return adv;
+}
+
+std::vector<float> TokenRewards(double outcome, int64_t length, const std::vector<int64_t>& turn_ends,
+                                const std::vector<float>& turn_rewards) {
+  std::vector<float> r(static_cast<size_t>(std::max<int64_t>(length, 0)), 0.0f);
+  if (r.empty()) return r;
+  for (size_t k = 0; k < turn_ends.size() && k < turn_rewards.size(); ++k) {
+    if (turn_ends[k] >= 1 && turn_ends[k] <= length) r[static_cast<size_t>(turn_ends[k] - 1)] += turn_rewards[k];
+  }
+  r.back() += static_cast<float>(outcome);
+  return r;
+}
+
+std::vector<std::vector<float>> ProcessAdvantages(const std::vector<int64_t>& lengths,
+                                                  const std::vector<std::vector<int64_t>>& turn_ends,
+                                                  const std::vector<std::vector<float>>& turn_rewards) {
+  std::vector<double> all;  // the group's turn rewards at known ends
+  for (size_t i = 0; i < lengths.size(); ++i) {
+    for (size_t k = 0; k < turn_ends[i].size(); ++k) {
+      if (turn_ends[i][k] >= 1 && turn_ends[i][k] <= lengths[i]) all.push_back(turn_rewards[i][k]);
+    }
+  }
+  double mean = Mean(all), std = 0;
+  if (all.size() > 1) {
+    double var = 0;
+    for (double r : all) var += (r - mean) * (r - mean);
+    std = std::sqrt(var / static_cast<double>(all.size() - 1));
+  }
+  std::vector<std::vector<float>> out(lengths.size());
+  for (size_t i = 0; i < lengths.size(); ++i) {
+    std::vector<double> at(static_cast<size_t>(std::max<int64_t>(lengths[i], 0)), 0.0);
+    if (all.size() > 1) {
+      for (size_t k = 0; k < turn_ends[i].size(); ++k) {
+        const int64_t e = turn_ends[i][k];
+        if (e >= 1 && e <= lengths[i]) at[static_cast<size_t>(e - 1)] += (turn_rewards[i][k] - mean) / (std + 1e-4);
+      }
+    }
+    out[i].assign(at.size(), 0.0f);
+    double suffix = 0;  // a token's advantage: the normalised rewards of the turns ending at or after it
+    for (size_t t = at.size(); t-- > 0;) {
+      suffix += at[t];
+      out[i][t] = static_cast<float>(suffix);
+    }
+  }
+  return out;
 }
 
 }  // namespace rl::train

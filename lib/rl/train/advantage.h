@@ -15,6 +15,16 @@
 //                          A_t = delta_t + gamma lambda A_{t+1}  (A_{T_i} = 0)
 //                          return_t = A_t + V_t            (the critic's target)
 //                        then A = whiten(A)
+// Turn rewards (multi-turn rows: turn_rewards[k] for the turn whose model tokens end before
+// turn_ends[k]; rl-rollout(1)). They add to the outcome reward r_i:
+//   grpo   DeepSeekMath's process supervision: every turn reward of the group is normalised,
+//          q = (q - mean) / (std + 1e-4) over all of them (std with n - 1; all 0 when the group
+//          has fewer than two), and a token's advantage gains the sum of the normalised rewards of
+//          the turns ending at or after it: A_t = A_i + sum_{k: end_k > t} q_k
+//   gae    the token rewards: r_t = sum of the turn rewards of turns ending at t + (r_i at the
+//          last token); the critic does the rest
+//   others ignore them (rl-train warns once)
+// A turn with an unknown end (-1) counts for nothing.
 // whiten(x) = (x - mean) / sqrt(var + 1e-8) over every response token of the batch (a response's
 // value counted once per token), var with n - 1, as verl's masked_whiten.
 // The first three give every token of a response the same advantage; grpo and rloo need only the
@@ -58,5 +68,18 @@ void WhitenTokens(std::vector<std::vector<float>>* x);
 // advantages (not yet whitened) and writes the critic's targets to *returns.
 std::vector<float> Gae(double reward, const std::vector<float>& values, double gamma, double lambda,
                        std::vector<float>* returns);
+// The same over per-token rewards (TokenRewards), rewards.size() == values.size().
+std::vector<float> Gae(const std::vector<float>& rewards, const std::vector<float>& values, double gamma,
+                       double lambda, std::vector<float>* returns);
+
+// The per-token rewards of a response of `length` tokens: its turn rewards at their turns' last
+// tokens plus the outcome reward at the last token.
+std::vector<float> TokenRewards(double outcome, int64_t length, const std::vector<int64_t>& turn_ends,
+                                const std::vector<float>& turn_rewards);
+
+// grpo's process term for one group (above): per response, one value per token.
+std::vector<std::vector<float>> ProcessAdvantages(const std::vector<int64_t>& lengths,
+                                                  const std::vector<std::vector<int64_t>>& turn_ends,
+                                                  const std::vector<std::vector<float>>& turn_rewards);
 
 }  // namespace rl::train

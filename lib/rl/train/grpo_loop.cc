@@ -283,7 +283,8 @@ queue::GetRequest GrpoLoop::TrainGet(int64_t count, int64_t min_version) const {
   req.wait_ms = kGetWaitMs;
   req.holder = Holder();
   req.groups = true;
-  req.also = {"loss_mask"};  // multi-turn rows: tool tokens are not trained on
+  // Multi-turn rows: tool tokens are not trained on; their turns' rewards (advantage.h).
+  req.also = {"loss_mask", "turn_ends", "turn_rewards"};
   req.has_min_version = true;
   req.min_version = min_version;
   req.regenerate_stale = o_.regenerate_stale;

@@ -9,6 +9,7 @@
 #include <random>
 
 #include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
 
 #include "rl/core/fs.h"
 #include "rl/model/safetensors.h"
@@ -90,6 +91,8 @@ void GrpoTrainer::BeginStep() {
   dump_rewards_.clear();
   dump_groups_.clear();
   dump_adv_.clear();
+  dump_turn_rewards_.clear();
+  dump_turn_ends_.clear();
   dump_values_.clear();
   dump_returns_.clear();
   update_ = dump_piece_ = 0;
@@ -117,11 +120,42 @@ std::vector<double> RewardsOf(const Group& g) {
 }
 }  // namespace
 
+void GrpoTrainer::AddTurnRewards(const Group& g) {
+  const bool any = std::any_of(g.samples.begin(), g.samples.end(), [](const Sample& s) {
+    return std::any_of(s.turn_rewards.begin(), s.turn_rewards.end(), [](float r) { return r != 0; });
+  });
+  if (!any || options_.advantage == Advantage::kGae) return;
+  if (options_.advantage != Advantage::kGrpo) {
+    if (!warned_turn_rewards_) {
+      spdlog::warn("rows carry turn rewards, which --advantage {} ignores (grpo and gae use them)",
+                   AdvantageName(options_.advantage));
+      warned_turn_rewards_ = true;
+    }
+    return;
+  }
+  std::vector<int64_t> lengths;
+  std::vector<std::vector<int64_t>> ends;
+  std::vector<std::vector<float>> rewards;
+  for (const Sample& s : g.samples) {
+    lengths.push_back(static_cast<int64_t>(s.response_ids.size()));
+    ends.push_back(s.turn_ends);
+    rewards.push_back(s.turn_rewards);
+  }
+  std::vector<std::vector<float>> process = ProcessAdvantages(lengths, ends, rewards);
+  for (size_t i = 0; i < g.samples.size(); ++i) {
+    std::vector<float>& a = adv_.at(&g.samples[i]);
+    for (size_t t = 0; t < a.size(); ++t) a[t] += process[i][t];
+  }
+}
+
 void GrpoTrainer::KeepForDump(const Sample& s, int64_t group) {
   if (options_.dump_dir.empty()) return;
   dump_rewards_.push_back(static_cast<float>(s.reward));
   dump_groups_.push_back(static_cast<float>(group));
   dump_adv_.push_back(adv_.at(&s));
+  const auto length = static_cast<int64_t>(s.response_ids.size());
+  dump_turn_rewards_.push_back(TokenRewards(0.0, length, s.turn_ends, s.turn_rewards));
+  dump_turn_ends_.push_back(TokenRewards(0.0, length, s.turn_ends, std::vector<float>(s.turn_ends.size(), 1.0f)));
   if (critic_) {
     dump_values_.push_back(values_.at(&s));
     dump_returns_.push_back(returns_.at(&s));
@@ -149,8 +183,9 @@ Status GrpoTrainer::Accumulate(const std::vector<Group>& groups) {
     for (size_t i = 0; i < g.samples.size(); ++i) {
       const Sample& s = g.samples[i];
       adv_[&s].assign(s.response_ids.size(), static_cast<float>(a[i]));
-      KeepForDump(s, acc_.groups);
     }
+    AddTurnRewards(g);
+    for (const Sample& s : g.samples) KeepForDump(s, acc_.groups);
     acc_.groups++;
   }
   auto t = Backward(samples);
@@ -169,7 +204,9 @@ Status GrpoTrainer::HeldAdvantages() {
     RL_RETURN_IF_ERROR(RecordPerToken(all, true, &values_));
     std::vector<std::vector<float>> tokens;
     for (const Sample* s : all) {
-      tokens.push_back(Gae(s->reward, values_.at(s), options_.gamma, options_.lambda, &returns_[s]));
+      const auto length = static_cast<int64_t>(s->response_ids.size());
+      tokens.push_back(Gae(TokenRewards(s->reward, length, s->turn_ends, s->turn_rewards), values_.at(s),
+                           options_.gamma, options_.lambda, &returns_[s]));
     }
     WhitenTokens(&tokens);
     for (size_t i = 0; i < all.size(); ++i) adv_[all[i]] = std::move(tokens[i]);
@@ -182,6 +219,7 @@ Status GrpoTrainer::HeldAdvantages() {
     }
     if (!PerGroup(options_.advantage)) x = WhitenPerResponse(x, lengths);
     for (size_t i = 0; i < all.size(); ++i) adv_[all[i]].assign(all[i]->response_ids.size(), static_cast<float>(x[i]));
+    for (const Group& g : held_) AddTurnRewards(g);
   }
   for (size_t g = 0; g < held_.size(); ++g) {
     for (const Sample& s : held_[g].samples) KeepForDump(s, static_cast<int64_t>(g));
@@ -327,7 +365,9 @@ Status GrpoTrainer::DumpBatch() {
   model::NamedTensors t = {{"rewards", Floats(dump_rewards_)},
                            {"group", Floats(dump_groups_)},
                            {"lengths", Floats(lengths)},
-                           {"token_adv", Padded(dump_adv_)}};
+                           {"token_adv", Padded(dump_adv_)},
+                           {"turn_rewards", Padded(dump_turn_rewards_)},
+                           {"turn_ends", Padded(dump_turn_ends_)}};
   if (critic_) {
     t.push_back({"values", Padded(dump_values_)});
     t.push_back({"returns", Padded(dump_returns_)});

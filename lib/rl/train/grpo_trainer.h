@@ -62,7 +62,8 @@ struct GrpoOptions {
   uint64_t seed = 0;          // of the minibatch order
   // Set: every step writes the tensors its loss came from here, for an independent check
   // (tests/reference/grpo_loss_reference.py): step-S-batch.safetensors (rewards, group and length
-  // of every sample; token_adv [N, T] and, with gae, values and returns [N, T]; the estimator's
+  // of every sample; token_adv, turn_rewards and turn_ends (1 where a turn ends) [N, T] and, with gae,
+  // values and returns [N, T]; the estimator's
   // options as metadata) and step-S-update-U-piece-P.safetensors (new_lp, old_lp, mask, adv
   // [B, T], ref_lp, prox_lp; with gae values, old_values, returns; the loss sums and options as
   // metadata), S counting from 0 per trainer step.
@@ -149,6 +150,9 @@ class GrpoTrainer {
   Status ReduceAcrossRanks();
   // The held batch's advantages (and, with gae, old values and returns) in adv_, values_, returns_.
   Status HeldAdvantages();
+  // Turn rewards (advantage.h): grpo's process term added to adv_ of g's samples; other
+  // estimators but gae (which takes them as token rewards) warn once that they ignore them.
+  void AddTurnRewards(const Group& g);
   // Copies what DumpBatch writes of these samples (group number `group`).
   void KeepForDump(const Sample& s, int64_t group);
   Status DumpPiece(model::NamedTensors tensors, const LossSums& sums, const Totals& critic);
@@ -170,6 +174,7 @@ class GrpoTrainer {
   std::optional<ValueModel> critic_;
   std::unique_ptr<AdamW> critic_optimizer_;
   std::vector<Group> held_;  // buffered: the batch's groups
+  bool warned_turn_rewards_ = false;  // an estimator that ignores turn rewards says so once
   TokenValues adv_;      // every sample's advantage per token (streaming: the piece's only)
   TokenValues values_;   // with a critic: its values before the step's first update (V_old)
   TokenValues returns_;  // with a critic: the GAE returns
@@ -181,6 +186,8 @@ class GrpoTrainer {
   // returns), in order, and the next piece's number.
   std::vector<float> dump_rewards_, dump_groups_;
   std::vector<std::vector<float>> dump_adv_, dump_values_, dump_returns_;
+  // Per token: the turn rewards at their turns' last tokens, and 1 where a turn ends.
+  std::vector<std::vector<float>> dump_turn_rewards_, dump_turn_ends_;
   int64_t dump_piece_ = 0;
   dist::Group* group_ = nullptr;  // data-parallel ranks; null alone
 };

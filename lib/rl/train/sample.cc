@@ -1,5 +1,6 @@
 #include "rl/train/sample.h"
 
+#include <cmath>
 #include <map>
 
 namespace rl::train {
@@ -44,6 +45,24 @@ Result<Sample> SampleOf(const queue::GotRow& row) {
     }
     for (int64_t m : s.loss_mask) {
       if (m != 0 && m != 1) return Missing(row, "loss_mask", "holds a value other than 0 and 1");
+    }
+  }
+  if (FindColumn(row.columns, "turn_ends") != nullptr || FindColumn(row.columns, "turn_rewards") != nullptr) {
+    RL_ASSIGN_OR_RETURN(s.turn_ends, IntTensor(row, "turn_ends"));
+    const Value* tr = FindColumn(row.columns, "turn_rewards");
+    const auto* r = tr ? std::get_if<Tensor>(tr) : nullptr;
+    if (!r || (r->dtype != DType::kF32 && r->dtype != DType::kF64)) {
+      return Missing(row, "turn_rewards", "is not a float tensor");
+    }
+    for (double x : r->ToF64()) {
+      if (!std::isfinite(x)) return Missing(row, "turn_rewards", "holds a value that is not finite");
+      s.turn_rewards.push_back(static_cast<float>(x));
+    }
+    if (s.turn_rewards.size() != s.turn_ends.size()) return Missing(row, "turn_rewards", "differs from turn_ends in length");
+    for (int64_t e : s.turn_ends) {
+      if (e < -1 || e > static_cast<int64_t>(s.response_ids.size())) {
+        return Missing(row, "turn_ends", "holds an end outside the response");
+      }
     }
   }
   RL_ASSIGN_OR_RETURN(s.reward, Number(row, "reward"));

@@ -23,7 +23,11 @@ struct Sample {
   std::vector<float> logprobs;
   double reward = 0;
   int64_t version = 0;
-  std::vector<int64_t> loss_mask;  // empty: all ones (last: tests build samples by aggregate)
+  std::vector<int64_t> loss_mask;  // empty: all ones (tests build samples by aggregate up to here)
+  // Multi-turn rows: per turn, one past its last model token in response_ids (-1: unknown) and its
+  // reward (advantage.h, "Turn rewards"); empty for single-turn rows.
+  std::vector<int64_t> turn_ends = {};
+  std::vector<float> turn_rewards = {};
 };
 
 struct Group {
@@ -33,7 +37,8 @@ struct Group {
 
 // The rows of a get, grouped by their group column in order of first appearance. DataError names
 // the row and column when a column is missing or has the wrong type, or logprobs and
-// response_ids differ in length, or loss_mask is not one 0 or 1 per response token.
+// response_ids differ in length, or loss_mask is not one 0 or 1 per response token, or turn_ends
+// and turn_rewards (optional, together) differ in length or hold an end outside [-1, length].
 Result<std::vector<Group>> GroupsOf(const std::vector<queue::GotRow>& rows);
 
 }  // namespace rl::train
