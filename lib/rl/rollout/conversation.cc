@@ -173,6 +173,7 @@ Status ConversationRunner::Turn(const model::Transformer& model, uint64_t versio
   go.eos_id = dir_.eos_id;
   go.stop_ids = {tokens_.call_close};
   go.seed = seed;
+  go.version = static_cast<int64_t>(version);
   go.max_new_tokens_each.clear();
   for (Conversation* c : active) {
     if (c->done) continue;
@@ -229,7 +230,7 @@ Status ConversationRunner::Turn(const model::Transformer& model, uint64_t versio
       c.ids.push_back(g.response_ids[j]);
       c.logprobs.push_back(g.logprobs[j]);
       c.mask.push_back(1);
-      c.versions.push_back(static_cast<int64_t>(version));
+      c.versions.push_back(g.versions.empty() ? static_cast<int64_t>(version) : g.versions[j]);
     }
     ++c.turns;
     if (g.stop != model::StopReason::kStop) {

@@ -73,6 +73,7 @@ Status GrpoLoop::CollectRanks(std::vector<uint64_t>* consumed, int64_t* samples)
   bool out_of_redraws = false;
   step_groups_.clear();
   train_s_ = 0;
+  token_age_ = {};
   uniform_rows_ = 0;
   uniform_sum_ = 0;
   Phase("waiting-for-data");
@@ -91,7 +92,7 @@ Status GrpoLoop::CollectRanks(std::vector<uint64_t>* consumed, int64_t* samples)
     req.wait_ms = kGetWaitMs;
     req.holder = Holder();
     req.groups = true;
-    req.also = {"loss_mask"};
+    req.also = {"loss_mask", "token_versions"};
     req.has_min_version = true;
     req.min_version = min_version;
     req.regenerate_stale = o_.regenerate_stale;
