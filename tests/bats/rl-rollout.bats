@@ -200,7 +200,7 @@ for line in sys.stdin:
     grep -q '"phase":"generate"' "$ev" 2>/dev/null && break
     sleep 0.02
   done
-  sleep 0.2
+  sleep 0.05  # some tokens under version 3 first
   cp "$TMP/long4.safetensors" "$TMP/ckpt/.tmp" && mv "$TMP/ckpt/.tmp" "$TMP/ckpt/weights-4.safetensors"
   for _ in $(seq 1 600); do
     [ "$(task_stat generate consumed)" -eq 32 ] && break
