@@ -62,7 +62,8 @@ for ((r = 1; r <= repeats; r++)); do for mode in finish interrupt; do
   mkdir -p "$d/ckpt"
   cp "$run/weights-0.safetensors" "$d/ckpt/"
   export RL_QUEUE="$(free_endpoint)" RL_RUN_DIR="$d"
-  echo "== $(basename "$d"): rl-queue, rl-rollout --on-new-weights $mode, rl-reward, rl-train grpo --mode async ($steps steps)" >&2
+  echo "== $(basename "$d"): rl-queue, rl-rollout --on-new-weights $mode, rl-reward," \
+    "rl-train grpo --mode async ($steps steps)" >&2
   rl-queue serve --dir "$d/queue" --bind "$RL_QUEUE" --id 0 --log-level warn \
     --declare generate=prompt_ids --declare reward=prompt,response,answer \
     --declare train=prompt_ids,response_ids,logprobs,reward,version &

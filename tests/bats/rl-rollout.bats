@@ -176,17 +176,19 @@ for line in sys.stdin:
   [[ "$output" == *"--on-new-weights"* ]]
   run rl-rollout run --weights "$MODEL" --on-new-weights interrupt --ranks 2 --rendezvous 127.0.0.1:1
   [ "$status" -eq 64 ]
-  [ "$output" = "rl-rollout: --on-new-weights interrupt is not supported with --ranks > 1 (a rollout group generates as one; it switches at batch boundaries)" ]
+  [ "$output" = "rl-rollout: --on-new-weights interrupt is not supported with --ranks > 1 (a rollout group"\
+" generates as one; it switches at batch boundaries)" ]
   run rl-rollout run --help
   [[ "$output" == *"--on-new-weights"*"[env RL_ON_NEW_WEIGHTS]"* ]]
 }
 
 @test "run --on-new-weights interrupt: a version that arrives mid-batch is used from the next token" {
   # A context long enough for a batch that takes a few seconds, greedy so responses run long.
-  rl-rollout random-model --out "$TMP/long.safetensors" --seed 1 \
-    --model-config '{"architectures":["LlamaForCausalLM"],"vocab_size":15,"hidden_size":64,"intermediate_size":128,"num_hidden_layers":2,"num_attention_heads":4,"num_key_value_heads":2,"max_position_embeddings":640,"tie_word_embeddings":true}' 2>/dev/null
-  rl-rollout random-model --out "$TMP/long4.safetensors" --seed 2 \
-    --model-config '{"architectures":["LlamaForCausalLM"],"vocab_size":15,"hidden_size":64,"intermediate_size":128,"num_hidden_layers":2,"num_attention_heads":4,"num_key_value_heads":2,"max_position_embeddings":640,"tie_word_embeddings":true}' 2>/dev/null
+  config='{"architectures":["LlamaForCausalLM"],"vocab_size":15,"hidden_size":64,"intermediate_size":128,'
+  config+='"num_hidden_layers":2,"num_attention_heads":4,"num_key_value_heads":2,"max_position_embeddings":640,'
+  config+='"tie_word_embeddings":true}'
+  rl-rollout random-model --out "$TMP/long.safetensors" --seed 1 --model-config "$config" 2>/dev/null
+  rl-rollout random-model --out "$TMP/long4.safetensors" --seed 2 --model-config "$config" 2>/dev/null
   start_queue "$TMP/q" --declare generate=prompt_ids --declare reward=prompt,response,answer
   mkdir "$TMP/ckpt"
   cp "$TMP/long.safetensors" "$TMP/ckpt/weights-3.safetensors"

@@ -92,8 +92,9 @@ class ConversationRunner {
       : dir_(dir), o_(std::move(options)), tokens_(tokens) {}
 
   // One turn of every conversation not done: generate its next segment with `model` (tokens
-  // stamped `version`; or the version Generate switched to, with options.generate.newer_weights), run the calls that segments closed (all of them in one ToolRunner call)
-  // and append their results. A conversation is done when its segment ended without a call, at
+  // stamped `version`, or the version Generate switched to with options.generate.newer_weights),
+  // run the calls that segments closed (all of them in one ToolRunner call) and append their
+  // results. A conversation is done when its segment ended without a call, at
   // max_turns, or with no room left. `seed` seeds this turn's sampling. An error from the model
   // or from `tools` (rl-env unreachable) leaves the conversations as they were before the turn.
   Status Turn(const model::Transformer& model, uint64_t version, const std::vector<Conversation*>& active,

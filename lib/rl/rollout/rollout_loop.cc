@@ -219,10 +219,10 @@ class Loop {
       const int64_t oldest = g.versions.empty() ? static_cast<int64_t>(began)
                                                 : *std::min_element(g.versions.begin(), g.versions.end());
       queue::ClientRow row{p.indices[i],
-                        {{"response_ids", Tensor::FromI64(g.response_ids)},
-                         {"response", std::move(text)},
-                         {"logprobs", Tensor::FromF32(g.logprobs)},
-                         {"version", oldest}}};
+                           {{"response_ids", Tensor::FromI64(g.response_ids)},
+                            {"response", std::move(text)},
+                            {"logprobs", Tensor::FromF32(g.logprobs)},
+                            {"version", oldest}}};
       if (interrupt()) row.columns.push_back({"token_versions", Tensor::FromI64(g.versions)});
       put->rows.push_back(std::move(row));
     }
