@@ -91,9 +91,9 @@ run, names = sys.argv[1], sys.argv[2:]
 def events(name, role):
     return [json.loads(l) for l in open(f"{run}/{name}/events/{role}-0.jsonl")]
 cols = ("gen tok/s", "samples/s", "older tok", "switches", "interrupted", "re-prefill", "switch s", "gen s", "busy")
-print(f"{'run':<12} " + " ".join(f"{c:>{max(9, len(c))}}" for c in cols) + f" {'lengths (min q1 med q3 max)':>28}")
+print(f"{'run':<16} " + " ".join(f"{c:>{max(9, len(c))}}" for c in cols) + f" {'lengths (min q1 med q3 max)':>28}")
 def line(name, row, q=""):
-    print(f"{name:<12} {row[0]:>9.0f} {row[1]:>9.2f} {row[2]:>9.3f} {row[3]:>9.0f} {row[4]:>11.0f} {row[5]:>10.0f} "
+    print(f"{name:<16} {row[0]:>9.0f} {row[1]:>9.2f} {row[2]:>9.3f} {row[3]:>9.0f} {row[4]:>11.0f} {row[5]:>10.0f} "
           f"{row[6]:>9.2f} {row[7]:>9.1f} {row[8]:>9.2f} {q:>28}")
 by_mode = {}
 for name in names:

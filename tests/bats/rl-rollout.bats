@@ -186,7 +186,8 @@ for line in sys.stdin:
   # A context long enough for a batch that takes a few seconds, greedy so responses run long.
   config='{"architectures":["LlamaForCausalLM"],"vocab_size":15,"hidden_size":64,"intermediate_size":128,'
   config+='"num_hidden_layers":2,"num_attention_heads":4,"num_key_value_heads":2,"max_position_embeddings":640,'
-  config+='"tie_word_embeddings":true}'
+  config+='"tie_word_embeddings":true,"rms_norm_eps":1e-5,"rope_theta":10000.0}'
+  printf '%s' "$config" > "$TMP/config.json"
   rl-rollout random-model --out "$TMP/long.safetensors" --seed 1 --model-config "$config" 2>/dev/null
   rl-rollout random-model --out "$TMP/long4.safetensors" --seed 2 --model-config "$config" 2>/dev/null
   start_queue "$TMP/q" --declare generate=prompt_ids --declare reward=prompt,response,answer
@@ -213,8 +214,9 @@ for line in sys.stdin:
   [ "$(task_stat generate consumed)" -eq 32 ]
   grep -q '"event":"interrupt".*"version":4' "$ev"
   grep -q 'weight switches mid-generation' "$TMP/rollout.log"
-  run rl-queue get --task check --columns response_ids,logprobs,token_versions,version --count 32
+  run rl-queue get --task check --columns prompt_ids,response_ids,logprobs,token_versions,version --count 32
   [ "${#lines[@]}" -eq 32 ]
+  printf '%s\n' "$output" > "$TMP/rows.jsonl"
   # Every row: one version per token, never decreasing; its version the oldest. Some rows began
   # under 3 and went on under 4.
   printf '%s\n' "$output" | python3 -c '
@@ -229,6 +231,21 @@ for line in sys.stdin:
     assert j["version"] == min(v), j
     mixed += v[0] == 3 and v[-1] == 4
 assert mixed >= 1, "no row was interrupted"
+'
+  # Independently (python3-torch, float64, no cache): each token's log-prob and greedy choice are
+  # those of the version it is stamped with, and the check can tell the two versions apart.
+  py=python3
+  python3 -c 'import torch' 2>/dev/null || py=/usr/bin/python3
+  $py -c 'import torch' 2>/dev/null || skip "no python3 with torch: the log-probs were not checked independently"
+  run $py "$RL_SOURCE_DIR/tests/reference/interrupted_logprobs.py" "$TMP/config.json" 0 \
+    3="$TMP/long.safetensors" 4="$TMP/long4.safetensors" < "$TMP/rows.jsonl"
+  echo "$output"
+  [ "$status" -eq 0 ]
+  printf '%s\n' "$output" | python3 -c '
+import json, sys
+j = json.loads(sys.stdin.read().strip().splitlines()[-1])
+assert j["rows"] == 32 and j["mixed_rows"] >= 1 and j["switched_tokens"] > 0, j
+assert j["unlike_older"] > j["switched_tokens"] // 2, j
 '
 }
 
