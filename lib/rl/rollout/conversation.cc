@@ -194,6 +194,10 @@ Status ConversationRunner::Turn(const model::Transformer& model, uint64_t versio
   stats->generate_s += (MonoMillis() - start) / 1000.0;
   stats->segments += static_cast<int64_t>(gens.size());
   stats->new_tokens += gs.new_tokens;
+  stats->switching.switches += gs.switches;
+  stats->switching.interrupted += gs.interrupted;
+  stats->switching.reprefill_tokens += gs.reprefill_tokens;
+  stats->switching.switch_s += gs.switch_s;
 
   // The calls the segments closed, then their results: nothing changes until both are in hand.
   std::vector<env::ToolCall> calls;

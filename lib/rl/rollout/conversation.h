@@ -83,6 +83,7 @@ using ToolRunner = std::function<Result<std::vector<env::ToolResult>>(const std:
 struct TurnStats {
   int64_t segments = 0, new_tokens = 0, tool_calls = 0, tool_errors = 0, tool_tokens = 0;
   double generate_s = 0, tools_s = 0;
+  model::GenerateStats switching;  // its switches, interrupted, reprefill_tokens and switch_s summed
 };
 
 class ConversationRunner {

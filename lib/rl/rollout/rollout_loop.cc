@@ -380,13 +380,17 @@ class Loop {
     Phase("write");
     RL_RETURN_IF_ERROR(Commit(put, prompts.groups, ts.new_tokens));
     stats_->generate_s += ts.generate_s;
+    CountSwitches(ts.switching);
     ++stats_->batches;
     if (o_.events) {
       o_.events->Emit("batch", {{"rows", got.rows.size()}, {"groups", prompts.groups}, {"tokens", ts.new_tokens},
                                 {"seconds", seconds}, {"generate_seconds", ts.generate_s},
                                 {"tool_seconds", ts.tools_s}, {"segments", ts.segments},
                                 {"tool_calls", ts.tool_calls}, {"tool_errors", ts.tool_errors},
-                                {"version", policy_->version()}, {"lease", got.lease}});
+                                {"version", policy_->version()}, {"lease", got.lease},
+                                {"switches", ts.switching.switches}, {"interrupted", ts.switching.interrupted},
+                                {"reprefill_tokens", ts.switching.reprefill_tokens},
+                                {"switch_seconds", ts.switching.switch_s}});
     }
     return Status::OK();
   }
