@@ -17,12 +17,15 @@
 # The machine's load moves these figures: --repeats N runs the pair N times, interleaved
 # (finish, interrupt, finish, ...), prints a line per run and the median of each mode last.
 # Usage: partial-rollouts.sh [--short] [--steps N] [--max-new-tokens N] [--prompts-per-step N] [--repeats N]
+#                            [--weights file|ucx]
 #   --short: a smoke run for CI (3 steps, responses up to 48 tokens, one pair)
+#   --weights: how versions reach the rollout: weights files in the checkpoint directory (default),
+#              or pulled over UCX from rl-train (--weights-bind / --weights-from)
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 rl_tools
 
-steps=16 max_new=160 per_step=16 group=4 slots=64 repeats=1
+steps=16 max_new=160 per_step=16 group=4 slots=64 repeats=1 via=file
 while [ $# -gt 0 ]; do
   case "$1" in
     --short) steps=3; max_new=48; per_step=4 ;;
@@ -30,6 +33,7 @@ while [ $# -gt 0 ]; do
     --max-new-tokens) max_new="$2"; shift ;;
     --prompts-per-step) per_step="$2"; shift ;;
     --repeats) repeats="$2"; shift ;;
+    --weights) via="$2"; shift ;;
     *) echo "partial-rollouts: unknown argument $1" >&2; exit 64 ;;
   esac
   shift
@@ -62,6 +66,12 @@ for ((r = 1; r <= repeats; r++)); do for mode in finish interrupt; do
   mkdir -p "$d/ckpt"
   cp "$run/weights-0.safetensors" "$d/ckpt/"
   export RL_QUEUE="$(free_endpoint)" RL_RUN_DIR="$d"
+  pull=() serve=()
+  case "$via" in
+    file) ;;
+    ucx) weights="$(free_endpoint)"; pull=(--weights-from "$weights"); serve=(--weights-bind "$weights") ;;
+    *) echo "partial-rollouts: --weights must be file or ucx, not $via" >&2; exit 64 ;;
+  esac
   echo "== $(basename "$d"): rl-queue, rl-rollout --on-new-weights $mode, rl-reward," \
     "rl-train grpo --mode async ($steps steps)" >&2
   rl-queue serve --dir "$d/queue" --bind "$RL_QUEUE" --id 0 --log-level warn \
@@ -69,7 +79,7 @@ for ((r = 1; r <= repeats; r++)); do for mode in finish interrupt; do
     --declare train=prompt_ids,response_ids,logprobs,reward,version &
   pids+=($!)
   until rl-queue stat --timeout 0.2 >/dev/null 2>&1; do sleep 0.1; done
-  rl-rollout run --checkpoint-dir "$d/ckpt" --on-new-weights "$mode" --max-new-tokens "$max_new" --slots "$slots" \
+  rl-rollout run --checkpoint-dir "$d/ckpt" "${pull[@]}" --on-new-weights "$mode" --max-new-tokens "$max_new" --slots "$slots" \
     --threads 1 --seed 1 --temperature 1 --id 0 --log-level warn &
   rollout=$!
   pids+=($rollout)
@@ -78,7 +88,7 @@ for ((r = 1; r <= repeats; r++)); do for mode in finish interrupt; do
   pids+=($reward)
   rl-train grpo --checkpoint-dir "$d/ckpt" --prompts "$run/prompts.jsonl" --threads 1 --seed 1 --mode async \
     --max-steps "$steps" --eval-every 0 --dynamic-sampling false --prompts-per-step "$per_step" \
-    --group-size "$group" --id 0 --log-level warn
+    --group-size "$group" --id 0 --log-level warn "${serve[@]}"
   kill -TERM "$rollout" "$reward"
   wait "$rollout" "$reward" || true
   cleanup
