@@ -113,6 +113,18 @@ man_examples() {
   cmp "$(printf '%s\n' "$output" | sed -n 's/^runs: //p')"/seed-1/{sync-none,async-decoupled}/ckpt/weights-0.safetensors
 }
 
+@test "examples/pipelines/partial-rollouts.sh in short form: finish and interrupt measured in one run, one line each" {
+  run bash "$RL_SOURCE_DIR/examples/pipelines/partial-rollouts.sh" --short
+  echo "$output"
+  [ "$status" -eq 0 ]
+  printf '%s\n' "$output" | grep -Eq '^finish +[0-9]+ +[0-9.]+ +[0-9.]+ +0 +0 +0 +0\.00 '
+  printf '%s\n' "$output" | grep -Eq '^interrupt +[0-9]+ +[0-9.]+ +[0-9.]+ +[0-9]+ +[0-9]+ +[0-9]+ +[0-9.]+ '
+  # Both trainers reported the age of their tokens, and the interrupting rollout what it cost.
+  run_dir="$(printf '%s\n' "$output" | sed -n 's/^runs: //p')"
+  grep -q '"older_token_share":' "$run_dir/finish/events/train-0.jsonl"
+  grep -q '"event":"batch".*"reprefill_tokens":' "$run_dir/interrupt/events/rollout-0.jsonl"
+}
+
 @test "examples/pipelines/kill-by-hand.sh: each role killed -9 and restarted, no group lost or trained twice" {
   run bash "$RL_SOURCE_DIR/examples/pipelines/kill-by-hand.sh" --short
   echo "$output"

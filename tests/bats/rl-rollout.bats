@@ -170,6 +170,85 @@ for line in sys.stdin:
   grep -q '"event":"weights".*"version":3' "$ev"
 }
 
+@test "--on-new-weights takes finish or interrupt, and interrupt not with a rollout group" {
+  run rl-rollout run --weights "$MODEL" --on-new-weights later
+  [ "$status" -eq 64 ]
+  [[ "$output" == *"--on-new-weights"* ]]
+  run rl-rollout run --weights "$MODEL" --on-new-weights interrupt --ranks 2 --rendezvous 127.0.0.1:1
+  [ "$status" -eq 64 ]
+  [ "$output" = "rl-rollout: --on-new-weights interrupt is not supported with --ranks > 1 (a rollout group"\
+" generates as one; it switches at batch boundaries)" ]
+  run rl-rollout run --help
+  [[ "$output" == *"--on-new-weights"*"[env RL_ON_NEW_WEIGHTS]"* ]]
+}
+
+@test "run --on-new-weights interrupt: a version that arrives mid-batch is used from the next token" {
+  # A context long enough for a batch that takes a few seconds, greedy so responses run long.
+  config='{"architectures":["LlamaForCausalLM"],"vocab_size":15,"hidden_size":64,"intermediate_size":128,'
+  config+='"num_hidden_layers":2,"num_attention_heads":4,"num_key_value_heads":2,"max_position_embeddings":640,'
+  config+='"tie_word_embeddings":true,"rms_norm_eps":1e-5,"rope_theta":10000.0}'
+  printf '%s' "$config" > "$TMP/config.json"
+  rl-rollout random-model --out "$TMP/long.safetensors" --seed 1 --model-config "$config" 2>/dev/null
+  rl-rollout random-model --out "$TMP/long4.safetensors" --seed 2 --model-config "$config" 2>/dev/null
+  start_queue "$TMP/q" --declare generate=prompt_ids --declare reward=prompt,response,answer
+  mkdir "$TMP/ckpt"
+  cp "$TMP/long.safetensors" "$TMP/ckpt/weights-3.safetensors"
+  rl-reward make-data --count 8 --seed 2 | rl-train encode | rl-queue put --repeat 4 > /dev/null
+  rl-rollout run --checkpoint-dir "$TMP/ckpt" --on-new-weights interrupt --temperature 0 --max-new-tokens 600 \
+    --slots 8 --count 32 --wait 0.5 --run-dir "$TMP/run" --id r1 --progress-interval 0 2>"$TMP/rollout.log" &
+  pid=$!
+  PIDS+=("$pid")
+  ev="$TMP/run/events/rollout-r1.jsonl"
+  for _ in $(seq 1 600); do
+    grep -q '"phase":"generate"' "$ev" 2>/dev/null && break
+    sleep 0.02
+  done
+  sleep 0.05  # some tokens under version 3 first
+  cp "$TMP/long4.safetensors" "$TMP/ckpt/.tmp" && mv "$TMP/ckpt/.tmp" "$TMP/ckpt/weights-4.safetensors"
+  for _ in $(seq 1 600); do
+    [ "$(task_stat generate consumed)" -eq 32 ] && break
+    sleep 0.1
+  done
+  kill -TERM "$pid"
+  wait "$pid"
+  [ "$(task_stat generate consumed)" -eq 32 ]
+  grep -q '"event":"interrupt".*"version":4' "$ev"
+  grep -q 'weight switches mid-generation' "$TMP/rollout.log"
+  run rl-queue get --task check --columns prompt_ids,response_ids,logprobs,token_versions,version --count 32
+  [ "${#lines[@]}" -eq 32 ]
+  printf '%s\n' "$output" > "$TMP/rows.jsonl"
+  # Every row: one version per token, never decreasing; its version the oldest. Some rows began
+  # under 3 and went on under 4.
+  printf '%s\n' "$output" | python3 -c '
+import json, sys
+def data(x): return x["data"] if isinstance(x, dict) else x
+mixed = 0
+for line in sys.stdin:
+    j = json.loads(line)
+    v, ids = data(j["token_versions"]), data(j["response_ids"])
+    assert len(v) == len(ids) == len(data(j["logprobs"])) >= 1, j
+    assert v == sorted(v) and set(v) <= {3, 4}, v
+    assert j["version"] == min(v), j
+    mixed += v[0] == 3 and v[-1] == 4
+assert mixed >= 1, "no row was interrupted"
+'
+  # Independently (python3-torch, float64, no cache): each token's log-prob and greedy choice are
+  # those of the version it is stamped with, and the check can tell the two versions apart.
+  py=python3
+  python3 -c 'import torch' 2>/dev/null || py=/usr/bin/python3
+  $py -c 'import torch' 2>/dev/null || skip "no python3 with torch: the log-probs were not checked independently"
+  run $py "$RL_SOURCE_DIR/tests/reference/interrupted_logprobs.py" "$TMP/config.json" 0 \
+    3="$TMP/long.safetensors" 4="$TMP/long4.safetensors" < "$TMP/rows.jsonl"
+  echo "$output"
+  [ "$status" -eq 0 ]
+  printf '%s\n' "$output" | python3 -c '
+import json, sys
+j = json.loads(sys.stdin.read().strip().splitlines()[-1])
+assert j["rows"] == 32 and j["mixed_rows"] >= 1 and j["switched_tokens"] > 0, j
+assert j["unlike_older"] > j["switched_tokens"] // 2, j
+'
+}
+
 @test "the EXAMPLES of rl-rollout(1) run against a live server" {
   start_queue "$TMP/q" --declare generate=prompt_ids --declare reward=prompt,response,answer
   export MODEL

@@ -46,6 +46,10 @@ void AppendRolloutOptions(std::vector<OptionSpec>* table) {
        {"rl-rollout run", "rl-rollout generate"}},
       {"--tool-timeout", "RL_TOOL_TIMEOUT", "seconds one round of tool calls may take in rl-env (with --tools)",
        {"rl-rollout run", "rl-rollout generate"}},
+      {"--on-new-weights", "RL_ON_NEW_WEIGHTS",
+       "when a new weight version arrives mid-batch: finish (the batch under the version it began with) or "
+       "interrupt (switch at the next token, prefill live sequences again, record each token's version)",
+       {"rl-rollout run"}},
       {"--progress-interval", "RL_PROGRESS_INTERVAL", "seconds between progress lines on stderr (0: none)",
        {"rl-rollout run", "rl-reward run"}},
 

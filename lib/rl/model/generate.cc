@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 
 #include <algorithm>
+#include <chrono>
 #include <memory>
 
 #include "rl/model/decoder.h"
@@ -51,17 +52,19 @@ namespace {
 class Scheduler {
  public:
   Scheduler(const ModelConfig& config, const std::vector<std::vector<int64_t>>& prompts,
-            const GenerateOptions& options, Decoder* decoder, Sampler* sampler)
+            const GenerateOptions& options, std::unique_ptr<Decoder>* decoder, Sampler* sampler)
       : config_(config),
         prompts_(prompts),
         options_(options),
         decoder_(decoder),
         sampler_(sampler),
         slots_(static_cast<size_t>(options.slots)),
-        out_(prompts.size()) {}
+        out_(prompts.size()),
+        version_(options.version) {}
 
   Result<std::vector<Generation>> Run(GenerateStats* stats) {
     for (;;) {
+      if (options_.newer_weights) RL_RETURN_IF_ERROR(MaybeSwitch());
       RL_RETURN_IF_ERROR(Refill());
       std::vector<int64_t> active;
       for (size_t s = 0; s < slots_.size(); ++s) {
@@ -71,9 +74,10 @@ class Scheduler {
       RL_RETURN_IF_ERROR(SampleAndFeed(active));
     }
     if (stats != nullptr) {
-      stats->steps = steps_;
-      stats->forward_calls = decoder_->forward_calls();
-      stats->new_tokens = new_tokens_;
+      sw_.steps = steps_;
+      sw_.forward_calls = forward_calls_ + (*decoder_)->forward_calls();
+      sw_.new_tokens = new_tokens_;
+      *stats = sw_;
     }
     return std::move(out_);
   }
@@ -84,6 +88,47 @@ class Scheduler {
     int64_t length = 0;  // prompt + response tokens
     at::Tensor logits;   // [V]: what follows the sequence
   };
+
+  // Interruptible generation (generate.h): when newer weights are ready, a decoder of the new
+  // model, every live sequence prefilled again under it, and its pending logits replaced.
+  Status MaybeSwitch() {
+    RL_ASSIGN_OR_RETURN(std::optional<WeightSwitch> next, options_.newer_weights());
+    if (!next) return Status::OK();
+    const ModelConfig& c = next->model->config();
+    if (c.vocab_size != config_.vocab_size || c.context() != config_.context()) {
+      return Status::InvalidArgument("generate: weights version " + std::to_string(next->version) +
+                                     " have another vocabulary size or context; cannot continue under them");
+    }
+    const auto start = std::chrono::steady_clock::now();
+    forward_calls_ += (*decoder_)->forward_calls();
+    decoder_->reset();  // the old cache first: never two in memory
+    RL_ASSIGN_OR_RETURN(*decoder_, options_.use_kv_cache ? NewCacheDecoder(next->model, options_.slots)
+                                                         : NewFullDecoder(next->model, options_.slots));
+    version_ = next->version;
+    ++sw_.switches;
+    std::vector<int64_t> live;
+    std::vector<std::vector<int64_t>> seqs;
+    for (size_t s = 0; s < slots_.size(); ++s) {
+      const int64_t seq = slots_[s].seq;
+      if (seq < 0) continue;
+      live.push_back(static_cast<int64_t>(s));
+      std::vector<int64_t> ids = prompts_[static_cast<size_t>(seq)];
+      const std::vector<int64_t>& r = out_[static_cast<size_t>(seq)].response_ids;
+      ids.insert(ids.end(), r.begin(), r.end());
+      sw_.reprefill_tokens += static_cast<int64_t>(ids.size());
+      seqs.push_back(std::move(ids));
+    }
+    sw_.interrupted += static_cast<int64_t>(live.size());
+    if (live.empty()) return Status::OK();
+    std::vector<const std::vector<int64_t>*> ptrs;
+    for (const auto& q : seqs) ptrs.push_back(&q);
+    RL_ASSIGN_OR_RETURN(at::Tensor logits, (*decoder_)->Start(live, ptrs));
+    for (size_t i = 0; i < live.size(); ++i) {
+      slots_[static_cast<size_t>(live[i])].logits = logits[static_cast<int64_t>(i)];
+    }
+    sw_.switch_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return Status::OK();
+  }
 
   Status Refill() {
     std::vector<int64_t> slots;
@@ -96,7 +141,7 @@ class Scheduler {
       prompts.push_back(&prompts_[next_++]);
     }
     if (slots.empty()) return Status::OK();
-    RL_ASSIGN_OR_RETURN(at::Tensor logits, decoder_->Start(slots, prompts));
+    RL_ASSIGN_OR_RETURN(at::Tensor logits, (*decoder_)->Start(slots, prompts));
     for (size_t i = 0; i < slots.size(); ++i)
       slots_[static_cast<size_t>(slots[i])].logits = logits[static_cast<int64_t>(i)];
     return Status::OK();
@@ -118,6 +163,7 @@ class Scheduler {
       const int64_t id = ids.data_ptr<int64_t>()[i];
       g.response_ids.push_back(id);
       g.logprobs.push_back(logprobs.data_ptr<float>()[i]);
+      g.versions.push_back(version_);
       ++slot.length;
       ++new_tokens_;
       if (Stopped(id, slot, &g)) {
@@ -128,7 +174,7 @@ class Scheduler {
       }
     }
     if (going.empty()) return Status::OK();
-    RL_ASSIGN_OR_RETURN(at::Tensor logits, decoder_->Step(going, tokens));
+    RL_ASSIGN_OR_RETURN(at::Tensor logits, (*decoder_)->Step(going, tokens));
     for (size_t i = 0; i < going.size(); ++i)
       slots_[static_cast<size_t>(going[i])].logits = logits[static_cast<int64_t>(i)];
     return Status::OK();
@@ -142,15 +188,17 @@ class Scheduler {
                       config_.context(), g);
   }
 
-  const ModelConfig& config_;
+  const ModelConfig config_;  // a copy: newer weights may replace the model it came from
   const std::vector<std::vector<int64_t>>& prompts_;
   const GenerateOptions& options_;
-  Decoder* decoder_;
+  std::unique_ptr<Decoder>* decoder_;
   Sampler* sampler_;
   std::vector<Slot> slots_;
   std::vector<Generation> out_;
   size_t next_ = 0;
-  int64_t steps_ = 0, new_tokens_ = 0;
+  int64_t steps_ = 0, new_tokens_ = 0, forward_calls_ = 0;  // forward_calls_: of decoders replaced
+  int64_t version_;
+  GenerateStats sw_;  // the switch counters
 };
 
 }  // namespace
@@ -187,7 +235,7 @@ Result<std::vector<Generation>> Generate(const Transformer& model,
   GenerateOptions effective = options;
   effective.slots = slots;
   return TorchGuard("generate", [&]() -> Result<std::vector<Generation>> {
-    return Scheduler(model.config(), prompts, effective, decoder.get(), &sampler).Run(stats);
+    return Scheduler(model.config(), prompts, effective, &decoder, &sampler).Run(stats);
   });
 }
 

@@ -12,11 +12,22 @@
 // only the new tokens through Transformer::ForwardStep; without it each step runs a full forward
 // pass over every active sequence (right-padded). The second exists as a baseline for benchmarks
 // and tests; both give the same logits up to float rounding.
-// Thread safety: Generate uses `model` read-only; do not change its weights during the call.
+//
+// Interruptible generation (partial rollouts): with options.newer_weights set, Generate asks it
+// before every decode step whether newer weights are ready. When they are, it switches to them at
+// once: every live sequence (prompt + the tokens sampled so far) is prefilled again under the new
+// weights (the KV cache is recomputed, not kept), its next token is sampled from the new logits,
+// and decoding goes on. Tokens keep the log-probability they were sampled with, and
+// Generation::versions records the weight version of each token (options.version until the first
+// switch). Without newer_weights a call runs under one version from start to end.
+// Thread safety: Generate uses `model` read-only; do not change its weights during the call
+// except through newer_weights (the model it returns replaces `model` for the rest of the call).
 // This header does not include libtorch.
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <optional>
 #include <vector>
 
 #include "rl/core/status.h"
@@ -24,6 +35,16 @@
 #include "rl/model/transformer.h"
 
 namespace rl::model {
+
+// Weights Generate continues with (see the file comment).
+struct WeightSwitch {
+  const Transformer* model = nullptr;  // must live until the call ends or switches again
+  int64_t version = 0;
+};
+// Asked before each decode step: the newer weights when some are ready, nullopt otherwise. It may
+// replace the storage of the model Generate is using (Generate touches the old one no more once it
+// returns a switch). An error ends the call with that error.
+using NewerWeights = std::function<Result<std::optional<WeightSwitch>>()>;
 
 struct GenerateOptions {
   int64_t max_new_tokens = 16;
@@ -37,6 +58,8 @@ struct GenerateOptions {
   // max_new_tokens (a multi-turn conversation's remaining budget). Each must be >= 1.
   std::vector<int64_t> max_new_tokens_each;
   bool use_kv_cache = true;
+  int64_t version = 0;         // the version of `model`, stamped on each token (Generation::versions)
+  NewerWeights newer_weights;  // empty: the weights never change during the call
 };
 
 enum class StopReason { kEos, kMaxTokens, kContext, kStop };
@@ -44,6 +67,7 @@ enum class StopReason { kEos, kMaxTokens, kContext, kStop };
 struct Generation {
   std::vector<int64_t> response_ids;  // the sampled tokens, eos included when it was sampled
   std::vector<float> logprobs;        // log_softmax(logits)[token] for each response token
+  std::vector<int64_t> versions;      // the weight version whose logits each token was sampled from
   StopReason stop = StopReason::kMaxTokens;
 };
 
@@ -51,6 +75,10 @@ struct GenerateStats {
   int64_t steps = 0;          // sampling rounds
   int64_t forward_calls = 0;  // model invocations (prefills included)
   int64_t new_tokens = 0;     // response tokens over all sequences
+  int64_t switches = 0;       // weight switches during the call (newer_weights)
+  int64_t interrupted = 0;    // live sequences that were continued under newer weights
+  int64_t reprefill_tokens = 0;  // tokens prefilled again under newer weights
+  double switch_s = 0;        // time spent prefilling again (the cost of switching)
 };
 
 // InvalidArgument when Generate would refuse these prompts and options (see Generate).
@@ -65,7 +93,8 @@ bool StopsAfter(const GenerateOptions& options, int64_t cap, int64_t id, int64_t
                 int64_t length, int64_t context, Generation* g);
 
 // One Generation per prompt, in prompt order. InvalidArgument when a prompt is empty, holds an
-// id outside the vocabulary, or leaves no room in the context; or when options are invalid.
+// id outside the vocabulary, or leaves no room in the context; or when options are invalid; or
+// when newer weights have another vocabulary size or context.
 // *stats may be null.
 Result<std::vector<Generation>> Generate(const Transformer& model,
                                          const std::vector<std::vector<int64_t>>& prompts,

@@ -3,6 +3,9 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
+
 #include "rl/model/test_util.h"
 
 namespace rl::model {
@@ -181,6 +184,77 @@ TEST(GenerateTest, BadPromptsAreRejected) {
   EXPECT_EQ(Generate(model, {{1, 99}}, o).status().code(), Code::kInvalidArgument);
   EXPECT_EQ(Generate(model, {std::vector<int64_t>(16, 3)}, o).status().code(),
             Code::kInvalidArgument);
+}
+
+// Interruptible generation: weights switched mid-call. Each token's log-prob must be that of a
+// full forward pass (no cache: an independent path) of the weights of the version it is stamped
+// with, at the sampling temperature; and tokens after the switch must not fit the old weights.
+TEST(GenerateTest, InterruptedTokensMatchAFreshForwardOfTheirVersion) {
+  for (bool cache : {true, false}) {
+    const Transformer v1 = SharpModel(Architecture::kLlama);
+    auto made = Transformer::Create(TinyConfig(Architecture::kLlama), 11);
+    ASSERT_TRUE(made.ok());
+    testing::ScaleWeights(&*made, 3.0);
+    const Transformer v2 = *made;
+    GenerateOptions o = Options(0.7);
+    o.max_new_tokens = 12;
+    o.use_kv_cache = cache;
+    o.version = 1;
+    int calls = 0;
+    o.newer_weights = [&]() -> Result<std::optional<WeightSwitch>> {
+      if (++calls != 6) return std::optional<WeightSwitch>();
+      return std::optional<WeightSwitch>(WeightSwitch{&v2, 2});
+    };
+    const std::vector<std::vector<int64_t>> prompts = Prompts(20);
+    GenerateStats stats;
+    auto gens = Generate(v1, prompts, o, &stats);
+    ASSERT_TRUE(gens.ok()) << gens.status().ToString();
+    EXPECT_EQ(stats.switches, 1);
+    EXPECT_EQ(stats.interrupted, 4);  // every slot was live at the switch
+    int mixed = 0, after_switch = 0, unlike_v1 = 0;
+    for (size_t i = 0; i < gens->size(); ++i) {
+      const Generation& g = (*gens)[i];
+      ASSERT_EQ(g.versions.size(), g.response_ids.size());
+      ASSERT_FALSE(g.response_ids.empty());
+      EXPECT_TRUE(std::is_sorted(g.versions.begin(), g.versions.end())) << "prompt " << i;
+      mixed += g.versions.front() == 1 && g.versions.back() == 2;
+      std::vector<int64_t> seq = prompts[i];
+      seq.insert(seq.end(), g.response_ids.begin(), g.response_ids.end());
+      const at::Tensor tokens = at::tensor(seq, at::kLong).unsqueeze(0);
+      at::Tensor lp[2];
+      for (int v = 0; v < 2; ++v) {
+        auto logits = (v == 0 ? v1 : v2).Forward(tokens);
+        ASSERT_TRUE(logits.ok());
+        lp[v] = at::log_softmax(*logits / 0.7, -1)[0].detach();
+      }
+      for (size_t j = 0; j < g.response_ids.size(); ++j) {
+        const int64_t pos = static_cast<int64_t>(prompts[i].size() + j) - 1;
+        ASSERT_TRUE(g.versions[j] == 1 || g.versions[j] == 2);
+        const float want = lp[g.versions[j] - 1][pos][g.response_ids[j]].item<float>();
+        EXPECT_NEAR(g.logprobs[j], want, 1e-4) << "prompt " << i << " token " << j << " version " << g.versions[j];
+        if (g.versions[j] == 2) {
+          ++after_switch;
+          unlike_v1 += std::abs(lp[0][pos][g.response_ids[j]].item<float>() - g.logprobs[j]) > 1e-3;
+        }
+      }
+    }
+    EXPECT_GE(mixed, 1);  // sequences begun under version 1 and finished under 2
+    EXPECT_GT(after_switch, 0);
+    EXPECT_GT(unlike_v1, after_switch / 2);  // the check can tell the versions apart
+  }
+}
+
+TEST(GenerateTest, NewerWeightsOfAnotherVocabularyAreRefused) {
+  const Transformer v1 = SharpModel(Architecture::kLlama);
+  ModelConfig c = TinyConfig(Architecture::kLlama);
+  c.vocab_size += 1;
+  auto other = Transformer::Create(c, 5);
+  ASSERT_TRUE(other.ok());
+  GenerateOptions o = Options(1.0);
+  o.newer_weights = [&]() -> Result<std::optional<WeightSwitch>> {
+    return std::optional<WeightSwitch>(WeightSwitch{&*other, 2});
+  };
+  EXPECT_EQ(Generate(v1, Prompts(3), o).status().code(), Code::kInvalidArgument);
 }
 
 }  // namespace

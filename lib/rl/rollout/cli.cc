@@ -316,6 +316,8 @@ int RolloutMain(int argc, char** argv) {
   cl.Bind(run, "--poll-interval", &poll_s)->check(CLI::Range(0.01, 3600.0));
   cl.Bind(run, "--stall-timeout", &stall_s)->check(CLI::Range(0.05, 3600.0));
   cl.Bind(run, "--weights-timeout", &sync.fallback_s)->check(CLI::Range(0.1, 86400.0));
+  std::string on_new_weights = "finish";
+  cl.Bind(run, "--on-new-weights", &on_new_weights)->check(CLI::IsMember({"finish", "interrupt"}));
   health::HeartbeatFlags heartbeat;
   heartbeat.Bind(cl, run);
   GroupFlags group_flags;
@@ -343,6 +345,13 @@ int RolloutMain(int argc, char** argv) {
   sync.stall_ms = static_cast<int>(stall_s * 1000);
   if (run->parsed()) {
     if (Status s = group_flags.Check(run_tools.enabled()); !s.ok()) return Fail(kTool, s);
+    auto when = ParseOnNewWeights(on_new_weights);
+    if (!when.ok()) return Fail(kTool, when.status());
+    o.on_new_weights = *when;
+    if (o.on_new_weights == OnNewWeights::kInterrupt && group_flags.enabled()) {
+      return Fail(kTool, Status::InvalidArgument("--on-new-weights interrupt is not supported with --ranks > 1 (a "
+                                                 "rollout group generates as one; it switches at batch boundaries)"));
+    }
   }
   if (run->parsed() && group_flags.rank > 0) {
     if (Status s = InitLogging(kTool, log_level); !s.ok()) return Fail(kTool, s);

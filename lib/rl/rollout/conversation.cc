@@ -199,6 +199,7 @@ Status ConversationRunner::Turn(const model::Transformer& model, uint64_t versio
   go.eos_id = dir_.eos_id;
   go.stop_ids = {tokens_.call_close};
   go.seed = seed;
+  go.version = static_cast<int64_t>(version);
   go.max_new_tokens_each.clear();
   for (Conversation* c : active) {
     if (c->done) continue;
@@ -219,6 +220,10 @@ Status ConversationRunner::Turn(const model::Transformer& model, uint64_t versio
   stats->generate_s += (MonoMillis() - start) / 1000.0;
   stats->segments += static_cast<int64_t>(gens.size());
   stats->new_tokens += gs.new_tokens;
+  stats->switching.switches += gs.switches;
+  stats->switching.interrupted += gs.interrupted;
+  stats->switching.reprefill_tokens += gs.reprefill_tokens;
+  stats->switching.switch_s += gs.switch_s;
 
   // The calls the segments closed, then their results: nothing changes until both are in hand.
   std::vector<env::ToolCall> calls;
@@ -255,7 +260,7 @@ Status ConversationRunner::Turn(const model::Transformer& model, uint64_t versio
       c.ids.push_back(g.response_ids[j]);
       c.logprobs.push_back(g.logprobs[j]);
       c.mask.push_back(1);
-      c.versions.push_back(static_cast<int64_t>(version));
+      c.versions.push_back(g.versions.empty() ? static_cast<int64_t>(version) : g.versions[j]);
     }
     ++c.turns;
     c.turn_ends.push_back(static_cast<int64_t>(c.ids.size()));

@@ -90,6 +90,7 @@ using ToolRunner = std::function<Result<std::vector<env::ToolResult>>(const std:
 struct TurnStats {
   int64_t segments = 0, new_tokens = 0, tool_calls = 0, tool_errors = 0, tool_tokens = 0;
   double generate_s = 0, tools_s = 0;
+  model::GenerateStats switching;  // its switches, interrupted, reprefill_tokens and switch_s summed
 };
 
 class ConversationRunner {
@@ -99,8 +100,9 @@ class ConversationRunner {
       : dir_(dir), o_(std::move(options)), tokens_(tokens) {}
 
   // One turn of every conversation not done: generate its next segment with `model` (tokens
-  // stamped `version`), run the calls that segments closed (all of them in one ToolRunner call)
-  // and append their results. A conversation is done when its segment ended without a call, at
+  // stamped `version`, or the version Generate switched to with options.generate.newer_weights),
+  // run the calls that segments closed (all of them in one ToolRunner call) and append their
+  // results. A conversation is done when its segment ended without a call, at
   // max_turns, or with no room left. `seed` seeds this turn's sampling. An error from the model
   // or from `tools` (rl-env unreachable) leaves the conversations as they were before the turn.
   Status Turn(const model::Transformer& model, uint64_t version, const std::vector<Conversation*>& active,

@@ -79,6 +79,42 @@ TEST(ConversationTest, ToolTokensMustBeSingleTokens) {
   EXPECT_EQ(ResolveToolTokens(testing::DemoModelDir(), ToolFormat{}).status().code(), Code::kConfig);
 }
 
+// With newer_weights (rl-rollout --on-new-weights interrupt), a turn switches weights mid-segment:
+// model tokens carry the version they were sampled with (7, then 8: never back), tool tokens -1,
+// and the conversation's oldest version is 7.
+TEST(ConversationTest, AMidTurnSwitchStampsEachModelTokenWithItsVersion) {
+  const model::Transformer v7 = CalcModel(3), v8 = CalcModel(4);
+  ConversationOptions o = Options();
+  int calls = 0;
+  o.generate.newer_weights = [&]() -> Result<std::optional<model::WeightSwitch>> {
+    if (++calls != 4) return std::optional<model::WeightSwitch>();
+    return std::optional<model::WeightSwitch>(model::WeightSwitch{&v8, 8});
+  };
+  ConversationRunner runner(CalcDir(), o, *ResolveToolTokens(CalcDir(), ToolFormat{}));
+  std::vector<Conversation> convs = Prompts(8);
+  EchoTools tools;
+  TurnStats stats;
+  ASSERT_TRUE(runner.Turn(v7, 7, Pointers(convs), tools.runner(), 11, &stats).ok());
+  EXPECT_EQ(stats.switching.switches, 1);
+  int mixed = 0;
+  for (const Conversation& c : convs) {
+    ASSERT_EQ(c.versions.size(), c.ids.size());
+    int64_t last = 7;
+    for (size_t i = 0; i < c.ids.size(); ++i) {
+      if (!c.mask[i]) {
+        EXPECT_EQ(c.versions[i], -1);
+        continue;
+      }
+      EXPECT_TRUE(c.versions[i] == 7 || c.versions[i] == 8) << c.versions[i];
+      EXPECT_GE(c.versions[i], last);
+      last = c.versions[i];
+    }
+    EXPECT_EQ(c.OldestVersion(), 7);  // every segment began before the switch (8 slots, 8 prompts)
+    mixed += last == 8;
+  }
+  EXPECT_GT(mixed, 0);
+}
+
 TEST(ConversationTest, CallsAreJsonObjectsOrTextForTheDefaultTool) {
   ConversationRunner r(CalcDir(), Options(), *ResolveToolTokens(CalcDir(), ToolFormat{}));
   env::ToolCall a = r.ParseCall("12*34");

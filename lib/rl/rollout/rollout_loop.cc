@@ -60,6 +60,16 @@ std::vector<size_t> LengthQuartiles(const std::vector<model::Generation>& gens) 
   return q;
 }
 
+}  // namespace
+
+Result<OnNewWeights> ParseOnNewWeights(const std::string& name) {
+  if (name == "finish") return OnNewWeights::kFinish;
+  if (name == "interrupt") return OnNewWeights::kInterrupt;
+  return Status::InvalidArgument("--on-new-weights must be finish or interrupt, not '" + name + "'");
+}
+
+namespace {
+
 class Loop {
  public:
   Loop(const RolloutOptions& o, Policy* policy, RolloutStats* stats)
@@ -199,16 +209,54 @@ class Loop {
     return p;
   }
 
-  Status AddResponses(const std::vector<model::Generation>& gens, const Prompts& p, queue::PutRequest* put) {
+  // `began`: the version the batch began with. With interrupt, a row's version is the oldest of
+  // its tokens' (rollout_loop.h), and token_versions has each token's.
+  Status AddResponses(const std::vector<model::Generation>& gens, const Prompts& p, uint64_t began,
+                      queue::PutRequest* put) {
     for (size_t i = 0; i < gens.size(); ++i) {
-      RL_ASSIGN_OR_RETURN(std::string text, o_.model->tokenizer->Decode(gens[i].response_ids));
-      put->rows.push_back({p.indices[i],
-                           {{"response_ids", Tensor::FromI64(gens[i].response_ids)},
+      const model::Generation& g = gens[i];
+      RL_ASSIGN_OR_RETURN(std::string text, o_.model->tokenizer->Decode(g.response_ids));
+      const int64_t oldest = g.versions.empty() ? static_cast<int64_t>(began)
+                                                : *std::min_element(g.versions.begin(), g.versions.end());
+      queue::ClientRow row{p.indices[i],
+                           {{"response_ids", Tensor::FromI64(g.response_ids)},
                             {"response", std::move(text)},
-                            {"logprobs", Tensor::FromF32(gens[i].logprobs)},
-                            {"version", static_cast<int64_t>(policy_->version())}}});
+                            {"logprobs", Tensor::FromF32(g.logprobs)},
+                            {"version", oldest}}};
+      if (interrupt()) row.columns.push_back({"token_versions", Tensor::FromI64(g.versions)});
+      put->rows.push_back(std::move(row));
     }
     return Status::OK();
+  }
+
+  bool interrupt() const { return o_.on_new_weights == OnNewWeights::kInterrupt && o_.group == nullptr; }
+
+  // For Generate (generate.h): the policy's new weights when a new version came in since the last
+  // look. Weights files are looked for at most every kInterruptLookMs; a UCX arrival costs a lock.
+  model::NewerWeights NewerWeights() {
+    return [this]() -> Result<std::optional<model::WeightSwitch>> {
+      const int64_t now = MonoMillis();
+      const bool files = !o_.weights || o_.weights->InFallback();
+      if (files && now - last_look_ms_ < kInterruptLookMs) return std::optional<model::WeightSwitch>();
+      last_look_ms_ = now;
+      const uint64_t before = policy_->version();
+      RL_RETURN_IF_ERROR(Refresh());
+      Phase("generate");  // Refresh may have entered loading-weights
+      if (policy_->version() == before) return std::optional<model::WeightSwitch>();
+      // As at a batch boundary: weights of another vocabulary end the batch (rows given back, exit 78).
+      RL_RETURN_IF_ERROR(model::CheckVocabulary(policy_->model(), *o_.model,
+                                                "weights version " + std::to_string(policy_->version())));
+      if (o_.events) o_.events->Emit("interrupt", {{"from", before}, {"version", policy_->version()}});
+      return std::optional<model::WeightSwitch>(
+          model::WeightSwitch{&policy_->model(), static_cast<int64_t>(policy_->version())});
+    };
+  }
+
+  void CountSwitches(const model::GenerateStats& gs) {
+    stats_->switches += static_cast<uint64_t>(gs.switches);
+    stats_->interrupted += static_cast<uint64_t>(gs.interrupted);
+    stats_->reprefill_tokens += static_cast<uint64_t>(gs.reprefill_tokens);
+    stats_->switch_s += gs.switch_s;
   }
 
   Status Batch(const queue::GetReply& got) {
@@ -227,13 +275,16 @@ class Loop {
     go.eos_id = o_.model->eos_id;
     if (go.max_new_tokens <= 0) go.max_new_tokens = model.config().context();
     go.seed = o_.generate.seed ^ (0x9e3779b97f4a7c15ULL * (got.rows.front().index + 1));
+    const uint64_t began = policy_->version();
+    go.version = static_cast<int64_t>(began);
+    if (interrupt()) go.newer_weights = NewerWeights();
     model::GenerateStats gs;
     int64_t start = MonoMillis();
     Result<std::vector<model::Generation>> gens =
         o_.group != nullptr ? o_.group->Generate(model, policy_->version(), prompts.ids, go, &gs)
                             : model::Generate(model, prompts.ids, go, &gs);
     double seconds = (MonoMillis() - start) / 1000.0;
-    Status s = gens.ok() ? AddResponses(*gens, prompts, &put) : gens.status();
+    Status s = gens.ok() ? AddResponses(*gens, prompts, began, &put) : gens.status();
     if (!s.ok()) {
       (void)queue_.Nack(kGenerateTask, got.lease, {});  // give the rows back at once, then fail
       return s;
@@ -241,12 +292,16 @@ class Loop {
     Phase("write");
     RL_RETURN_IF_ERROR(Commit(put, prompts.groups, gs.new_tokens));
     stats_->generate_s += seconds;
+    CountSwitches(gs);
     ++stats_->batches;
     if (o_.events) {
       o_.events->Emit("batch", {{"rows", got.rows.size()}, {"groups", prompts.groups}, {"tokens", gs.new_tokens},
                                 {"seconds", seconds}, {"tokens_per_s", seconds > 0 ? gs.new_tokens / seconds : 0.0},
-                                {"version", policy_->version()}, {"lease", got.lease}, {"rounds", gs.steps},
-                                {"prompt_tokens", PromptTokens(prompts.ids)}, {"lengths", LengthQuartiles(*gens)}});
+                                {"version", policy_->version()}, {"began", began}, {"lease", got.lease},
+                                {"rounds", gs.steps}, {"prompt_tokens", PromptTokens(prompts.ids)},
+                                {"lengths", LengthQuartiles(*gens)}, {"switches", gs.switches},
+                                {"interrupted", gs.interrupted}, {"reprefill_tokens", gs.reprefill_tokens},
+                                {"switch_seconds", gs.switch_s}});
     }
     return Status::OK();
   }
@@ -277,7 +332,9 @@ class Loop {
     }
     std::vector<Conversation*> all;
     for (Conversation& c : convs) all.push_back(&c);
-    ConversationRunner runner(*o_.model, *o_.conversation, *tool_tokens_);
+    ConversationOptions co = *o_.conversation;
+    if (interrupt()) co.generate.newer_weights = NewerWeights();
+    ConversationRunner runner(*o_.model, co, *tool_tokens_);
     ToolRunner tools = [this](const std::vector<env::ToolCall>& calls) { return o_.tools->Call(calls); };
     TurnStats ts;
     const uint64_t seed = o_.generate.seed ^ (0x9e3779b97f4a7c15ULL * (got.rows.front().index + 1));
@@ -323,13 +380,17 @@ class Loop {
     Phase("write");
     RL_RETURN_IF_ERROR(Commit(put, prompts.groups, ts.new_tokens));
     stats_->generate_s += ts.generate_s;
+    CountSwitches(ts.switching);
     ++stats_->batches;
     if (o_.events) {
       o_.events->Emit("batch", {{"rows", got.rows.size()}, {"groups", prompts.groups}, {"tokens", ts.new_tokens},
                                 {"seconds", seconds}, {"generate_seconds", ts.generate_s},
                                 {"tool_seconds", ts.tools_s}, {"segments", ts.segments},
                                 {"tool_calls", ts.tool_calls}, {"tool_errors", ts.tool_errors},
-                                {"version", policy_->version()}, {"lease", got.lease}});
+                                {"version", policy_->version()}, {"lease", got.lease},
+                                {"switches", ts.switching.switches}, {"interrupted", ts.switching.interrupted},
+                                {"reprefill_tokens", ts.switching.reprefill_tokens},
+                                {"switch_seconds", ts.switching.switch_s}});
     }
     return Status::OK();
   }
@@ -411,6 +472,11 @@ class Loop {
                    policy_->version(), stats_->groups, stats_->rows, stats_->tokens,
                    stats_->generate_s > 0 ? stats_->tokens / stats_->generate_s : 0.0,
                    wall_s > 0 ? stats_->tokens / wall_s : 0.0, wall_s, Lost());
+      if (stats_->switches > 0) {
+        spdlog::info("{} weight switches mid-generation: {} sequences continued under newer weights, {} tokens "
+                     "prefilled again in {:.2f} s", stats_->switches, stats_->interrupted, stats_->reprefill_tokens,
+                     stats_->switch_s);
+      }
       return;
     }
     if (o_.progress_ms <= 0 || now - last_.at_ms < o_.progress_ms || stats_->rows == last_.rows) return;
@@ -440,6 +506,7 @@ class Loop {
   RolloutStats* stats_;
   std::optional<ToolTokens> tool_tokens_;  // with tools
   int64_t start_ms_ = MonoMillis();
+  int64_t last_look_ms_ = 0;  // NewerWeights: the last look at the checkpoint directory
   Mark last_{start_ms_, 0, 0, 0};
 };
 

@@ -6,8 +6,9 @@
 // what they hold. When one holds a version newer than the policy's, it pulls it (puller.h: every
 // chunk checked as it arrives, resumed from another source when one dies, stalls or corrupts,
 // whole and matching its digest before anyone sees it) and decodes it into a model, all off the
-// generating thread. The rollout loop takes it at its next batch boundary (SwitchIfNewer), so a
-// partial or corrupt bundle can never reach the policy. With a bind endpoint the rollout also
+// generating thread. The rollout loop takes it at its next batch boundary (SwitchIfNewer; with
+// --on-new-weights interrupt, before its next decode step), so a partial or corrupt bundle can
+// never reach the policy. With a bind endpoint the rollout also
 // serves each version it pulled, as a relay.
 //
 // Fallback: when for fallback_s no source answered and gave us what it had (none reachable,
@@ -59,7 +60,7 @@ class WeightSync {
   static Result<std::unique_ptr<WeightSync>> Start(WeightSyncOptions options, std::optional<uint64_t> held);
   ~WeightSync();  // stops a pull in progress and the thread
 
-  // At a batch boundary: switches *policy to the newest version that arrived, if it is newer
+  // At a batch boundary (or a decode step): switches *policy to the newest version that arrived, if it is newer
   // than the policy's. Logs it and emits a "weights" event (via "ucx"). True when it switched.
   bool SwitchIfNewer(Policy* policy);
   // True while weights files are the way versions come (see the file comment).

@@ -260,6 +260,7 @@ Status GrpoLoop::CollectAndTrain(std::vector<uint64_t>* consumed, int64_t* sampl
 void GrpoLoop::ResetStep() {
   step_groups_.clear();
   train_s_ = 0;
+  token_age_ = {};
   uniform_rows_ = 0;
   uniform_sum_ = 0;
   Phase("waiting-for-data");
@@ -284,7 +285,7 @@ queue::GetRequest GrpoLoop::TrainGet(int64_t count, int64_t min_version) const {
   req.holder = Holder();
   req.groups = true;
   // Multi-turn rows: tool tokens are not trained on; their turns' rewards (advantage.h).
-  req.also = {"loss_mask", "turn_ends", "turn_rewards"};
+  req.also = {"loss_mask", "token_versions", "turn_ends", "turn_rewards"};
   req.has_min_version = true;
   req.min_version = min_version;
   req.regenerate_stale = o_.regenerate_stale;
@@ -322,6 +323,9 @@ void GrpoLoop::TrainPending(std::vector<Group>* pending) {
   std::sort(pending->begin(), pending->end(), [](const Group& a, const Group& b) {
     return a.samples.front().index < b.samples.front().index;
   });
+  const TokenAge age = TokenAgeOf(*pending, static_cast<int64_t>(version_));
+  token_age_.tokens += age.tokens;
+  token_age_.older += age.older;
   train_status_ = trainer_->Accumulate(*pending);
   train_s_ += Seconds(t0);
   for (const Group& g : *pending) step_groups_.push_back(g.key);
@@ -415,6 +419,8 @@ Status GrpoLoop::AfterStep(const StepStats& s0, std::vector<uint64_t> consumed, 
                       {"is_capped_fraction", s.is_capped_fraction},
                       {"value_loss", s.value_loss}, {"value_clip_fraction", s.value_clip_fraction},
                       {"min_version", s.min_version}, {"max_version", s.max_version},
+                      {"older_token_share", token_age_.tokens > 0 ? static_cast<double>(token_age_.older) /
+                                                                        static_cast<double>(token_age_.tokens) : 0.0},
                       {"trained_groups", step_groups_}, {"train_seconds", train_s_},
                       {"train_tokens_per_s", train_s_ > 0 ? static_cast<double>(s.tokens) / train_s_ : 0.0}};
   auto eval_t0 = std::chrono::steady_clock::now();

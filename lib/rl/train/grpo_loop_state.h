@@ -22,6 +22,7 @@
 #include "rl/train/evaluate.h"
 #include "rl/train/feeder.h"
 #include "rl/train/grpo_loop.h"
+#include "rl/train/sample.h"
 #include "rl/train/weight_publisher.h"
 
 namespace rl::train::loop {
@@ -97,6 +98,7 @@ class GrpoLoop {
   std::string phase_;
   std::vector<std::string> step_groups_;  // the groups this step trained on, for the step event
   double train_s_ = 0;                    // this step's seconds in forward, backward and update
+  TokenAge token_age_;                    // this step's trained tokens, and those of older versions
   // Rows of uniform-reward groups dynamic sampling dropped this step and their reward sum (the
   // queue's get replies say): with the trained rows, the mean reward of all the step was sent.
   uint64_t uniform_rows_ = 0;

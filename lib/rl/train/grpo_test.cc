@@ -137,8 +137,8 @@ TEST(PolicyLossTest, KlTermIsTheK3EstimatorOnResponseTokens) {
 }
 
 TEST(TokenBatchTest, ResponseTokensArePredictedFromThePositionBefore) {
-  Sample a{0, {1, 3, 4}, {5, 2}, {-0.5f, -0.25f}, 1, 0, {}};
-  Sample b{1, {1, 3}, {6}, {-1.0f}, 0, 0, {}};
+  Sample a{0, {1, 3, 4}, {5, 2}, {-0.5f, -0.25f}, 1, 0, {}, {}};
+  Sample b{1, {1, 3}, {6}, {-1.0f}, 0, 0, {}, {}};
   TokenBatch t = MakeTokenBatch({&a, &b}, 0);
   EXPECT_TRUE(at::equal(t.tokens, at::tensor({1, 3, 4, 5, 2, 1, 3, 6, 0, 0}, at::kLong).reshape({2, 5})));
   EXPECT_TRUE(at::equal(t.mask, at::tensor({0.f, 0.f, 1.f, 1.f, 0.f, 1.f, 0.f, 0.f}).reshape({2, 4})));
@@ -149,7 +149,7 @@ TEST(TokenBatchTest, ResponseTokensArePredictedFromThePositionBefore) {
 // A multi-turn row's loss_mask zeroes the positions of its tool tokens, and GroupsOf reads it
 // (refusing one of the wrong length or with values other than 0 and 1).
 TEST(TokenBatchTest, ALossMaskLeavesToolTokensOut) {
-  Sample a{0, {1, 3}, {17, 4, 18, 19, 5, 20, 5, 2}, std::vector<float>(8, -0.5f), 1, 0, {1, 1, 1, 0, 0, 0, 1, 1}};
+  Sample a{0, {1, 3}, {17, 4, 18, 19, 5, 20, 5, 2}, std::vector<float>(8, -0.5f), 1, 0, {1, 1, 1, 0, 0, 0, 1, 1}, {}};
   TokenBatch t = MakeTokenBatch({&a}, 0);
   EXPECT_TRUE(at::equal(t.mask, at::tensor({0.f, 1.f, 1.f, 1.f, 0.f, 0.f, 0.f, 1.f, 1.f}).reshape({1, 9})));
 
@@ -167,6 +167,34 @@ TEST(TokenBatchTest, ALossMaskLeavesToolTokensOut) {
   EXPECT_EQ((*ok)[0].samples[0].loss_mask, (std::vector<int64_t>{1, 0, 1}));
   EXPECT_EQ(GroupsOf({row({1, 0})}).status().code(), Code::kDataError);
   EXPECT_EQ(GroupsOf({row({1, 2, 1})}).status().code(), Code::kDataError);
+}
+
+// A row with token_versions (rl-rollout --on-new-weights interrupt, or a conversation): GroupsOf
+// reads them, takes the row's version as the oldest model token's when the column says newer,
+// refuses a wrong length; TokenAgeOf counts the trained tokens older than the trainer's version.
+TEST(TokenBatchTest, TokenVersionsGiveTheRowsOldestVersionAndTheTokensAge) {
+  auto row = [](int64_t version, std::vector<int64_t> versions, std::vector<int64_t> mask) {
+    queue::GotRow r;
+    r.index = 7;
+    r.columns = {{"group", int64_t{1}},          {"prompt_ids", Tensor::FromI64({1, 3})},
+                 {"response_ids", Tensor::FromI64({4, 5, 2})}, {"logprobs", Tensor::FromF32({-1, -1, -1})},
+                 {"reward", 1.0},                {"version", version},
+                 {"loss_mask", Tensor::FromI64(mask)}, {"token_versions", Tensor::FromI64(versions)}};
+    return r;
+  };
+  auto ok = GroupsOf({row(4, {3, 4, 5}, {1, 1, 1}), row(5, {-1, 5, 6}, {0, 1, 1})});
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  const std::vector<Sample>& s = (*ok)[0].samples;
+  EXPECT_EQ(s[0].version, 3);  // the column said 4; its oldest token is 3
+  EXPECT_EQ(s[1].version, 5);  // a tool token's -1 does not count
+  EXPECT_EQ(s[0].token_versions, (std::vector<int64_t>{3, 4, 5}));
+  const TokenAge age = TokenAgeOf(*ok, 5);
+  EXPECT_EQ(age.tokens, 5);  // the tool token is not trained on
+  EXPECT_EQ(age.older, 2);   // 3 and 4
+  std::vector<Group> plain = *ok;
+  for (Sample& x : plain[0].samples) x.token_versions.clear();
+  EXPECT_EQ(TokenAgeOf(plain, 5).older, 3);  // without the column: the row's version for every token
+  EXPECT_EQ(GroupsOf({row(4, {4, 4}, {1, 1, 1})}).status().code(), Code::kDataError);
 }
 
 // SFT's --result-open/--result-close: each span from the one through the other is masked, an

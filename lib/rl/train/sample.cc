@@ -1,5 +1,6 @@
 #include "rl/train/sample.h"
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 
@@ -68,6 +69,16 @@ Result<Sample> SampleOf(const queue::GotRow& row) {
   RL_ASSIGN_OR_RETURN(s.reward, Number(row, "reward"));
   RL_ASSIGN_OR_RETURN(double version, Number(row, "version"));
   s.version = static_cast<int64_t>(version);
+  if (FindColumn(row.columns, "token_versions") != nullptr) {
+    RL_ASSIGN_OR_RETURN(s.token_versions, IntTensor(row, "token_versions"));
+    if (s.token_versions.size() != s.response_ids.size()) {
+      return Missing(row, "token_versions", "does not have one value per response token");
+    }
+    for (size_t i = 0; i < s.token_versions.size(); ++i) {
+      const bool model_token = s.loss_mask.empty() || s.loss_mask[i] == 1;
+      if (model_token && s.token_versions[i] >= 0) s.version = std::min(s.version, s.token_versions[i]);
+    }
+  }
   return s;
 }
 
@@ -86,6 +97,20 @@ Result<std::vector<Group>> GroupsOf(const std::vector<queue::GotRow>& rows) {
     groups[it->second].samples.push_back(std::move(s));
   }
   return groups;
+}
+
+TokenAge TokenAgeOf(const std::vector<Group>& groups, int64_t version) {
+  TokenAge a;
+  for (const Group& g : groups) {
+    for (const Sample& s : g.samples) {
+      for (size_t i = 0; i < s.response_ids.size(); ++i) {
+        if (!s.loss_mask.empty() && s.loss_mask[i] == 0) continue;
+        ++a.tokens;
+        a.older += (s.token_versions.empty() ? s.version : s.token_versions[i]) < version;
+      }
+    }
+  }
+  return a;
 }
 
 }  // namespace rl::train

@@ -4,7 +4,12 @@
 // response_ids (i64 tensor), logprobs (f32 tensor, one per response token), reward (number),
 // version (int), group (the prompt's group key); and loss_mask (integer tensor of 0/1, one per
 // response token) when the row has one: a multi-turn conversation's tool tokens are 0, left out
-// of every loss and count (no column: every response token is trained on).
+// of every loss and count (no column: every response token is trained on); and token_versions
+// (integer tensor, one per response token: the weight version each was sampled with, -1 for a
+// tool's tokens) when the row has one: a conversation, or a rollout that switched weights
+// mid-generation (rl-rollout --on-new-weights interrupt). The row's version is then taken as the
+// oldest of its model tokens' versions if that is older than the version column says, so the
+// staleness bound is applied to the oldest token (rl-rollout writes it so already).
 // Thread safety: values.
 #pragma once
 
@@ -23,12 +28,14 @@ struct Sample {
   std::vector<float> logprobs;
   double reward = 0;
   int64_t version = 0;
-  std::vector<int64_t> loss_mask;  // empty: all ones (tests build samples by aggregate up to here)
+  std::vector<int64_t> loss_mask;  // empty: all ones
+  std::vector<int64_t> token_versions;  // empty: every token is `version`'s (tests build samples by aggregate up to here)
   // Multi-turn rows: per turn, one past its last model token in response_ids (-1: unknown) and its
   // reward (advantage.h, "Turn rewards"); empty for single-turn rows.
   std::vector<int64_t> turn_ends = {};
   std::vector<float> turn_rewards = {};
 };
+
 
 struct Group {
   std::string key;
@@ -40,5 +47,13 @@ struct Group {
 // response_ids differ in length, or loss_mask is not one 0 or 1 per response token, or turn_ends
 // and turn_rewards (optional, together) differ in length or hold an end outside [-1, length].
 Result<std::vector<Group>> GroupsOf(const std::vector<queue::GotRow>& rows);
+
+// Trained tokens (loss mask 1) of the groups, and how many of them were sampled with weights older
+// than `version` (per token when a row has token_versions, else the row's version): how off-policy
+// the batch is for a trainer at `version`.
+struct TokenAge {
+  int64_t tokens = 0, older = 0;
+};
+TokenAge TokenAgeOf(const std::vector<Group>& groups, int64_t version);
 
 }  // namespace rl::train
