@@ -57,7 +57,8 @@ void AppendRolloutOptions(std::vector<OptionSpec>* table) {
   });
   // rl-profile decode measures generation with the same knobs.
   AddTools(table, "--max-new-tokens", {"rl-profile decode", "rl-train eval", "rl-train grpo", "rl-train sft"});
-  AddTools(table, "--temperature", {"rl-train eval", "rl-train grpo"});
+  AddTools(table, "--temperature", {"rl-train eval", "rl-train grpo", "rl-train score"});
+  AddTools(table, "--progress-interval", {"rl-train score"});
   AddTools(table, "--verifier", {"rl-train sft", "rl-train grpo", "rl-train eval"});
   AddTools(table, "--slots", {"rl-train eval"});
   AddTools(table, "--weights", {"rl-profile decode"});

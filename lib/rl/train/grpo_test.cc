@@ -137,8 +137,8 @@ TEST(PolicyLossTest, KlTermIsTheK3EstimatorOnResponseTokens) {
 }
 
 TEST(TokenBatchTest, ResponseTokensArePredictedFromThePositionBefore) {
-  Sample a{0, {1, 3, 4}, {5, 2}, {-0.5f, -0.25f}, 1, 0, {}};
-  Sample b{1, {1, 3}, {6}, {-1.0f}, 0, 0, {}};
+  Sample a{0, {1, 3, 4}, {5, 2}, {-0.5f, -0.25f}, 1, 0, {}, {}};
+  Sample b{1, {1, 3}, {6}, {-1.0f}, 0, 0, {}, {}};
   TokenBatch t = MakeTokenBatch({&a, &b}, 0);
   EXPECT_TRUE(at::equal(t.tokens, at::tensor({1, 3, 4, 5, 2, 1, 3, 6, 0, 0}, at::kLong).reshape({2, 5})));
   EXPECT_TRUE(at::equal(t.mask, at::tensor({0.f, 0.f, 1.f, 1.f, 0.f, 1.f, 0.f, 0.f}).reshape({2, 4})));
@@ -149,7 +149,7 @@ TEST(TokenBatchTest, ResponseTokensArePredictedFromThePositionBefore) {
 // A multi-turn row's loss_mask zeroes the positions of its tool tokens, and GroupsOf reads it
 // (refusing one of the wrong length or with values other than 0 and 1).
 TEST(TokenBatchTest, ALossMaskLeavesToolTokensOut) {
-  Sample a{0, {1, 3}, {17, 4, 18, 19, 5, 20, 5, 2}, std::vector<float>(8, -0.5f), 1, 0, {1, 1, 1, 0, 0, 0, 1, 1}};
+  Sample a{0, {1, 3}, {17, 4, 18, 19, 5, 20, 5, 2}, std::vector<float>(8, -0.5f), 1, 0, {1, 1, 1, 0, 0, 0, 1, 1}, {}};
   TokenBatch t = MakeTokenBatch({&a}, 0);
   EXPECT_TRUE(at::equal(t.mask, at::tensor({0.f, 1.f, 1.f, 1.f, 0.f, 0.f, 0.f, 1.f, 1.f}).reshape({1, 9})));
 

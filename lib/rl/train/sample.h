@@ -4,7 +4,9 @@
 // response_ids (i64 tensor), logprobs (f32 tensor, one per response token), reward (number),
 // version (int), group (the prompt's group key); and loss_mask (integer tensor of 0/1, one per
 // response token) when the row has one: a multi-turn conversation's tool tokens are 0, left out
-// of every loss and count (no column: every response token is trained on).
+// of every loss and count (no column: every response token is trained on); and ref_logprobs (f32
+// tensor, one per response token: the reference model's, written by `rl-train score`) when the
+// row has one.
 // Thread safety: values.
 #pragma once
 
@@ -23,7 +25,9 @@ struct Sample {
   std::vector<float> logprobs;
   double reward = 0;
   int64_t version = 0;
-  std::vector<int64_t> loss_mask;  // empty: all ones (last: tests build samples by aggregate)
+  std::vector<int64_t> loss_mask;  // empty: all ones
+  // Tests build samples by aggregate: members added later go last.
+  std::vector<float> ref_logprobs;  // the reference model's per response token; empty: none given
 };
 
 struct Group {
@@ -33,7 +37,8 @@ struct Group {
 
 // The rows of a get, grouped by their group column in order of first appearance. DataError names
 // the row and column when a column is missing or has the wrong type, or logprobs and
-// response_ids differ in length, or loss_mask is not one 0 or 1 per response token.
+// response_ids differ in length, or loss_mask is not one 0 or 1 per response token, or
+// ref_logprobs is not one float per response token.
 Result<std::vector<Group>> GroupsOf(const std::vector<queue::GotRow>& rows);
 
 }  // namespace rl::train
