@@ -14,7 +14,9 @@ void AppendRolloutOptions(std::vector<OptionSpec>* table) {
   AddTools(table, "--model-config", {"rl-rollout random-model"});  // option_table_train.cc
   table->insert(table->end(), {
       // rl-rollout
-      {"--temperature", "RL_TEMPERATURE", "sampling temperature; 0 is greedy", {"rl-rollout"}},
+      {"--temperature", "RL_TEMPERATURE",
+       "sampling temperature; 0 is greedy (rl-train grpo and score: of the log-probabilities, the rollout's)",
+       {"rl-rollout"}},
       {"--top-k", "RL_TOP_K", "sample among the k most likely tokens only (0: all)", {"rl-rollout"}},
       {"--top-p", "RL_TOP_P", "sample among the most likely tokens holding this much probability (1: all)",
        {"rl-rollout"}},
