@@ -95,7 +95,8 @@ trap cleanup EXIT
 
 demo_start "$run" "$seed" "$target" "$sft_steps"
 
-roles="rl-queue, rl-rollout, rl-reward$([ "$ref_role" = 1 ] && echo ", rl-train score"), rl-train"
+roles="rl-queue, rl-rollout, rl-reward, rl-train"
+[ "$ref_role" = 0 ] || roles="rl-queue, rl-rollout, rl-reward, rl-train score, rl-train"
 echo "== GRPO: $roles ($mode, $steps steps, weights over $via${kl_opts[*]:+, ${kl_opts[*]}})" >&2
 rl-queue serve --dir "$run/queue" --bind "$RL_QUEUE" --id 0 --log-level warn \
   --declare generate=prompt_ids --declare reward=prompt,response,answer "${ref_task[@]}" \
