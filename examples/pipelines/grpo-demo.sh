@@ -10,7 +10,7 @@
 #
 # Usage: grpo-demo.sh [--short] [--seed N] [--steps N] [--mode sync|semi-sync|async] [--weights ucx|file]
 #                     [--rollout-group N] [--rollouts N] [--train-ranks N] [--final-eval N] [--sft-from RUN]
-#                     [--judge DIR] [-- rl-train grpo options...]
+#                     [--judge DIR] [--kl-coef X] [--ref-role] [-- rl-train grpo options...]
 #   --short     a smoke run for CI (a few steps; it shows the pipeline works, not that it learns)
 #   --weights   how the rollout gets new versions: ucx (default) or checkpoint files only
 #   --rollout-group N  the rollout is a group of N processes generating with tensor parallelism
@@ -23,6 +23,11 @@
 #   --judge DIR the reward comes from this judge model (rl-reward run --judge, as yatt-judge.sh trains
 #               it: judging prompt lib.sh's demo_judge_template, verdict token '1') instead of the
 #               rule verifier; held-out accuracy is still measured by the rule
+#   --kl-coef X a KL term to the SFT start (version 0) of weight X (default 0: none), its reference model
+#               loaded inside rl-train
+#   --ref-role  the reference model runs as a role of its own instead (rl-train score on task ref,
+#               rl-train grpo --ref-from-queue; --kl-coef 0.01 unless given), supervised: restarted
+#               whenever it dies, as rl-watchdog would
 #   -- ...      more options for rl-train grpo, e.g. -- --advantage gae --critic-lr 1e-3
 # Environment: RL_BUILD_DIR (default ./build), RL_RUN_DIR (default a new /tmp directory).
 set -euo pipefail
@@ -30,7 +35,7 @@ source "$(dirname "$0")/lib.sh"
 rl_tools
 
 seed=1 steps=600 mode=async sft_steps=2000 target=0.3 extra=() more=() via=ucx final_eval=2000 group=1 ranks=1
-rollouts=1 scorer=(--verifier addition)
+rollouts=1 scorer=(--verifier addition) kl=0 ref_role=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --short)  # the untrained model gets uniform (all-zero) groups: no dynamic sampling, small steps
@@ -45,6 +50,8 @@ while [ $# -gt 0 ]; do
     --final-eval) final_eval="$2"; shift ;;
     --sft-from) export RL_SFT_FROM="$2"; shift ;;
     --judge) scorer=(--judge "$2" --judge-template "$demo_judge_template" --judge-verdict 1); shift ;;
+    --kl-coef) kl="$2"; shift ;;
+    --ref-role) ref_role=1 ;;
     --) shift; more=("$@"); break ;;
     *) echo "grpo-demo: unknown argument $1" >&2; exit 64 ;;
   esac
@@ -57,7 +64,29 @@ case "$via" in
   file) pull=(); serve=() ;;
   *) echo "grpo-demo: --weights must be ucx or file, not $via" >&2; exit 64 ;;
 esac
+kl_opts=() train_columns=prompt_ids,response_ids,logprobs,reward,version ref_task=()
+if [ "$ref_role" = 1 ]; then
+  [ "$kl" = 0 ] && kl=0.01
+  kl_opts=(--ref-from-queue) train_columns+=,ref_logprobs ref_task=(--declare ref=prompt_ids,response_ids)
+fi
+[ "$kl" = 0 ] || kl_opts+=(--kl-coef "$kl")
 pids=()
+# supervise NAME COMMAND...: runs COMMAND again whenever it dies (a kill -9 included), as
+# rl-watchdog would, until it exits 0 or the supervisor is told to stop (it then stops COMMAND).
+supervise() {
+  local name="$1" child=0 status
+  shift
+  trap 'kill "$child" 2>/dev/null; wait "$child" 2>/dev/null; exit 0' TERM INT
+  while :; do
+    "$@" &
+    child=$!
+    status=0
+    wait "$child" || status=$?
+    [ "$status" = 0 ] && return 0
+    echo "grpo-demo: $name exited $status; restarting it" >&2
+    sleep 0.5
+  done
+}
 cleanup() {
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
   wait 2>/dev/null || true
@@ -66,10 +95,12 @@ trap cleanup EXIT
 
 demo_start "$run" "$seed" "$target" "$sft_steps"
 
-echo "== GRPO: rl-queue, rl-rollout, rl-reward, rl-train ($mode, $steps steps, weights over $via)" >&2
+roles="rl-queue, rl-rollout, rl-reward, rl-train"
+[ "$ref_role" = 0 ] || roles="rl-queue, rl-rollout, rl-reward, rl-train score, rl-train"
+echo "== GRPO: $roles ($mode, $steps steps, weights over $via${kl_opts[*]:+, ${kl_opts[*]}})" >&2
 rl-queue serve --dir "$run/queue" --bind "$RL_QUEUE" --id 0 --log-level warn \
-  --declare generate=prompt_ids --declare reward=prompt,response,answer \
-  --declare train=prompt_ids,response_ids,logprobs,reward,version &
+  --declare generate=prompt_ids --declare reward=prompt,response,answer "${ref_task[@]}" \
+  --declare train="$train_columns" &
 pids+=($!)
 until rl-queue stat --timeout 0.2 >/dev/null 2>&1; do sleep 0.1; done
 # An answer is at most 4 digits and <eos>: a response that has not stopped by 8 tokens is wrong
@@ -86,9 +117,15 @@ for ((r = 0; r < rollouts; r++)); do
 done
 rl-reward run "${scorer[@]}" --id 0 --log-level warn &
 pids+=($!)
+if [ "$ref_role" = 1 ]; then  # the frozen reference: the SFT start, as the in-process one
+  supervise "rl-train score" rl-train score --weights "$run/ckpt/weights-0.safetensors" --threads 1 --temperature 1 \
+    --id 0 --log-level warn &
+  pids+=($!)
+fi
 train_rendezvous="127.0.0.1:$(free_port)"
 train=(rl-train grpo --checkpoint-dir "$run/ckpt" --prompts "$run/prompts.jsonl" --threads 1 --seed "$seed"
-  --mode "$mode" --max-steps "$steps" --eval-every 5 $(demo_eval "$run") "${serve[@]}" "${extra[@]}" "${more[@]}")
+  --mode "$mode" --max-steps "$steps" --eval-every 5 $(demo_eval "$run") "${serve[@]}" "${kl_opts[@]}" "${extra[@]}"
+  "${more[@]}")
 ranks_pids=()
 for ((rank = ranks - 1; rank >= 1; rank--)); do  # the data-parallel ranks besides rank 0
   "${train[@]}" --id "$rank" --world "$ranks" --rank "$rank" --rendezvous "$train_rendezvous" &

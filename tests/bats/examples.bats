@@ -37,6 +37,18 @@ man_examples() {
   [ "$(printf '%s\n' "$output" | grep -cE '^ +[123] ')" -eq 3 ]
 }
 
+@test "examples/pipelines/grpo-demo.sh --ref-role in short form: the KL reference as its own role scores every trained row" {
+  export RL_RUN_DIR="$TMP/ref-run"
+  run bash "$RL_SOURCE_DIR/examples/pipelines/grpo-demo.sh" --short --ref-role
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"rl-train score, rl-train (async, 3 steps"*"--ref-from-queue --kl-coef 0.01"* ]]
+  [ "$(printf '%s\n' "$output" | grep -cE '^ +[123] ')" -eq 3 ]
+  # Every row the trainer trained on (3 steps of 8 groups of 8) was scored by the reference role.
+  scored=$(grep '"event":"batch"' "$RL_RUN_DIR/events/ref-0.jsonl" | python3 -c 'import json,sys; print(sum(json.loads(l)["rows"] for l in sys.stdin))')
+  [ "$scored" -ge 192 ]
+}
+
 @test "examples/pipelines/yatt-judge.sh in short form: a judge trained, GRPO against it, the two final figures" {
   run bash "$RL_SOURCE_DIR/examples/pipelines/yatt-judge.sh" --short --grpo 3
   echo "$output"

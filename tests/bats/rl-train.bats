@@ -523,3 +523,83 @@ exact_resume_run() {
   # The rollout never generated rows the trainer then had to regenerate: it waited for their version.
   ! grep -q "generating with version" "$TMP/plain/rollout.log" "$TMP/killed/rollout.log"
 }
+
+@test "score and --ref-from-queue: usage errors exit 64, a train task without ref_logprobs exits 78, one line each" {
+  run rl-train score --timeout 1
+  [ "$status" -eq 64 ]
+  [ "$output" = "rl-train: no reference model: $RL_MODEL has no weights; give --weights" ]
+  run rl-train score --weights "$TMP/w.safetensors" --temperature 0
+  [ "$status" -eq 64 ]
+  run rl-train grpo --checkpoint-dir "$TMP/c" --prompts "$TMP/none.jsonl" --ref-from-queue
+  [ "$status" -eq 64 ]
+  [ "$output" = "rl-train: --ref-from-queue is the KL term's reference: it needs --kl-coef above 0" ]
+  start_queue "$TMP/q" "${TASKS[@]}"
+  rl-train make-data --problems 5 > "$TMP/p.jsonl"
+  run rl-train grpo --checkpoint-dir "$TMP/c" --prompts "$TMP/p.jsonl" --kl-coef 0.1 --ref-from-queue --timeout 5
+  [ "$status" -eq 78 ]
+  [[ "$output" == *"--ref-from-queue: the queue's task train does not need column ref_logprobs"* ]]
+  [[ "$output" == *"declare it as train=prompt_ids,response_ids,logprobs,reward,version,ref_logprobs"* ]]
+  [ "$(printf '%s\n' "$output" | wc -l)" -eq 1 ]
+}
+
+# The ref task's counter: task_stat TASK FIELD.
+task_stat() {
+  rl-queue stat --json | python3 -c 'import json,sys; t={x["name"]:x for x in json.load(sys.stdin)["tasks"]}; print(t[sys.argv[1]][sys.argv[2]])' "$1" "$2"
+}
+
+@test "score killed -9 mid-run and restarted: every row gets ref_logprobs once, none is lost, train gets them all" {
+  small_sft
+  # Task ref is declared by the scorer's first get, after the rows are in: train keeps them alive.
+  start_queue "$TMP/q" --declare train=prompt_ids,response_ids,logprobs,reward,version,ref_logprobs
+  n=6000
+  python3 -c '
+import json, random, sys
+r = random.Random(5)
+for i in range(int(sys.argv[1])):
+    k = r.randint(1, 6)
+    print(json.dumps({"prompt_ids": [1] + [r.randint(3, 14) for _ in range(8)],
+                      "response_ids": [r.randint(3, 14) for _ in range(k)],
+                      "logprobs": {"dtype": "f32", "shape": [k], "data": [-1.0] * k},
+                      "reward": i % 2, "version": 0}))' "$n" | rl-queue put --batch 1000 > /dev/null
+  score=(rl-train score --weights "$TMP/ckpt/weights-0.safetensors" --count 4 --id 0 --threads 1
+         --run-dir "$TMP/run" --progress-interval 0)
+  "${score[@]}" 2>"$TMP/score.log" &
+  PIDS+=($!)
+  for _ in $(seq 1 200); do
+    [ "$(task_stat ref consumed 2>/dev/null || echo 0)" -ge 200 ] && break
+    sleep 0.05
+  done
+  kill -9 "${PIDS[-1]}"
+  wait "${PIDS[-1]}" || true
+  before=$(task_stat ref consumed)
+  [ "$before" -ge 200 ] && [ "$before" -lt "$n" ]
+  "${score[@]}" 2>>"$TMP/score.log" &
+  PIDS+=($!)
+  for _ in $(seq 1 600); do
+    [ "$(task_stat ref consumed)" -eq "$n" ] && break
+    sleep 0.1
+  done
+  kill -TERM "${PIDS[-1]}"
+  wait "${PIDS[-1]}"
+  cat "$TMP/score.log"
+  [ "$(task_stat ref consumed)" -eq "$n" ]
+  [ "$(task_stat ref leased)" -eq 0 ]
+  [ "$(task_stat ref ready)" -eq 0 ]
+  [ "$(task_stat train ready)" -eq "$n" ]
+  # The restart took back at once what the dead one held (it was killed with a batch leased or
+  # between batches), and no put of a scored row was refused.
+  grep -q "stopped: .* rows scored .* 0 failed, 0 lost to expired leases" "$TMP/score.log"
+  rl-queue get --task train --count "$n" --lease 600 > "$TMP/rows.jsonl"
+  python3 -c '
+import json, sys
+n = 0
+for line in open(sys.argv[1]):
+    j = json.loads(line)
+    lp = j["ref_logprobs"]
+    lp = lp["data"] if isinstance(lp, dict) else lp
+    assert len(lp) == len(j["response_ids"]) >= 1, j
+    assert all(x < 0 for x in lp), j
+    n += 1
+assert n == int(sys.argv[2]), n' "$TMP/rows.jsonl" "$n"
+  [ "$(grep -c '"event":"start"' "$TMP/run/events/ref-0.jsonl")" -eq 2 ]
+}

@@ -45,8 +45,9 @@ std::vector<OptionSpec> CoreOptionTable() {
       {"--run-dir", "RL_RUN_DIR", "run directory; event logs go to RUN_DIR/events",
        {"rl-queue serve", "rl-rollout", "rl-reward", "rl-train", "rl-relay", "rl-watchdog"}},
       {"--id", "RL_ID",
-       "instance id of this role in event logs and heartbeats; rollout, reward and train also hold their queue leases "
-       "as KIND/ID and give back, at start, those an earlier process with this id left: unique per kind",
+       "instance id of this role in event logs and heartbeats; rollout, reward, ref (rl-train score) and train also "
+       "hold their queue leases as KIND/ID and give back, at start, those an earlier process with this id left: unique "
+       "per kind",
        {"rl-queue serve", "rl-rollout", "rl-reward", "rl-train", "rl-relay", "rl-watchdog"}},
       {"--connect", "RL_QUEUE", "rl-queue endpoint to talk to, e.g. tcp://127.0.0.1:5555",
        {"rl-queue", "rl-rollout", "rl-reward", "rl-train", "rl-profile queue"}},

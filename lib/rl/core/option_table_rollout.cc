@@ -14,7 +14,9 @@ void AppendRolloutOptions(std::vector<OptionSpec>* table) {
   AddTools(table, "--model-config", {"rl-rollout random-model"});  // option_table_train.cc
   table->insert(table->end(), {
       // rl-rollout
-      {"--temperature", "RL_TEMPERATURE", "sampling temperature; 0 is greedy", {"rl-rollout"}},
+      {"--temperature", "RL_TEMPERATURE",
+       "sampling temperature; 0 is greedy (rl-train grpo and score: of the log-probabilities, the rollout's)",
+       {"rl-rollout"}},
       {"--top-k", "RL_TOP_K", "sample among the k most likely tokens only (0: all)", {"rl-rollout"}},
       {"--top-p", "RL_TOP_P", "sample among the most likely tokens holding this much probability (1: all)",
        {"rl-rollout"}},
@@ -67,7 +69,8 @@ void AppendRolloutOptions(std::vector<OptionSpec>* table) {
   });
   // rl-profile decode measures generation with the same knobs.
   AddTools(table, "--max-new-tokens", {"rl-profile decode", "rl-train eval", "rl-train grpo", "rl-train sft"});
-  AddTools(table, "--temperature", {"rl-train eval", "rl-train grpo"});
+  AddTools(table, "--temperature", {"rl-train eval", "rl-train grpo", "rl-train score"});
+  AddTools(table, "--progress-interval", {"rl-train score"});
   AddTools(table, "--verifier", {"rl-train sft", "rl-train grpo", "rl-train eval"});
   AddTools(table, "--slots", {"rl-train eval"});
   AddTools(table, "--weights", {"rl-profile decode"});

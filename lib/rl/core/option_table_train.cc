@@ -5,8 +5,9 @@ namespace rl {
 
 void AppendTrainOptions(std::vector<OptionSpec>* table) {
   const std::string sft = "rl-train sft", grpo = "rl-train grpo", data = "rl-train make-data",
-                    eval = "rl-train eval", xport = "rl-train export";
-  AddTools(table, "--task", {data});  // option_table.cc
+                    eval = "rl-train eval", xport = "rl-train export", score = "rl-train score";
+  AddTools(table, "--task", {data, score});  // option_table.cc
+  for (const char* flag : {"--count", "--lease", "--wait"}) AddTools(table, flag, {score});
   table->insert(table->end(), {
       {"--batch-size", "RL_TRAIN_BATCH_SIZE", "SFT sequences per step", {sft}},
       {"--clip", "RL_TRAIN_CLIP", "PPO clip range of the importance ratio", {grpo}},
@@ -52,6 +53,10 @@ void AppendTrainOptions(std::vector<OptionSpec>* table) {
       {"--group-size", "RL_TRAIN_GROUP_SIZE", "responses per prompt (G): rows fed per prompt", {grpo}},
       {"--keep-checkpoints", "RL_TRAIN_KEEP", "checkpoints and weight versions kept on disk", {grpo}},
       {"--kl-coef", "RL_TRAIN_KL_COEF", "weight of the KL term to the version-0 reference model (0: off)", {grpo}},
+      {"--ref-from-queue", "RL_TRAIN_REF_FROM_QUEUE",
+       "with --kl-coef: take the reference log-probabilities from the rows' ref_logprobs (rl-train score) instead "
+       "of loading a reference model; task train must need that column",
+       {grpo}},
       {"--lease-seconds", "RL_TRAIN_LEASE", "lease on the rows of a batch being trained", {grpo}},
       {"--loss-norm", "RL_TRAIN_LOSS_NORM",
        "loss aggregation: token-mean, seq-mean-token-mean, seq-mean-token-sum or seq-mean-token-sum-norm", {grpo}},
@@ -79,7 +84,7 @@ void AppendTrainOptions(std::vector<OptionSpec>* table) {
       {"--max-staleness", "RL_TRAIN_MAX_STALENESS",
        "k: train on rows generated with version >= current - k (overrides --mode)", {grpo}},
       {"--max-steps", "RL_TRAIN_MAX_STEPS", "stop after this many steps (grpo: 0 runs until stopped)", {sft, grpo}},
-      {"--micro-batch", "RL_TRAIN_MICRO_BATCH", "sequences per forward/backward pass", {grpo}},
+      {"--micro-batch", "RL_TRAIN_MICRO_BATCH", "sequences per forward/backward pass", {grpo, score}},
       {"--mode", "RL_TRAIN_MODE", "sync (k=0, f=1), semi-sync (k=1, f=0.5) or async (k=1, f=0)", {grpo}},
       {"--max-number", "",
        "words: keep only problems whose every number (results included) is at most this; 0: no limit, else >= 10",

@@ -24,7 +24,7 @@ constexpr uint8_t kOpHeartbeat = 32;
 constexpr uint8_t kOpProbe = 33;
 
 struct Heartbeat {
-  std::string role;        // queue, rollout, reward, train, relay
+  std::string role;        // queue, rollout, reward, ref, train, relay
   std::string id;          // instance id (--id)
   uint64_t pid = 0;
   std::string host;

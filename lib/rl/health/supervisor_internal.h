@@ -78,7 +78,9 @@ class Supervisor {
 // gives its leases back); without it they have nothing left to save (their leases come back to
 // their successors at once, by holder, and the trainer goes on from its last checkpoint) and
 // nothing to wait for.
-inline bool QueueClient(const std::string& kind) { return kind == "rollout" || kind == "reward" || kind == "train"; }
+inline bool QueueClient(const std::string& kind) {
+  return kind == "rollout" || kind == "reward" || kind == "ref" || kind == "train";
+}
 
 // True when a heartbeat's pid is the instance's process or runs in its session (a command that
 // is a shell list runs the role as a child of the shell).

@@ -36,6 +36,7 @@ void BindGrpo(CommandLine& cl, CLI::App* g, GrpoFlags* f) {
   cl.Bind(g, "--min-lr-ratio", &o.grpo.schedule.min_ratio)->check(CLI::Range(0.0, 1.0));
   cl.Bind(g, "--clip", &o.grpo.clip)->check(CLI::Range(0.0, 10.0));
   cl.Bind(g, "--kl-coef", &o.grpo.kl_coef)->check(CLI::NonNegativeNumber);
+  cl.BindFlag(g, "--ref-from-queue", &o.grpo.ref_from_rows);
   cl.Bind(g, "--grad-clip", &o.grpo.grad_clip)->check(CLI::NonNegativeNumber);
   cl.Bind(g, "--weight-decay", &o.grpo.adamw.weight_decay)->check(CLI::NonNegativeNumber);
   cl.Bind(g, "--loss-norm", &f->loss_norm)
@@ -110,6 +111,23 @@ void BindSft(CommandLine& cl, CLI::App* s, SftFlags* f) {
   cl.Bind(s, "--weight-decay", &f->sft.adamw.weight_decay)->check(CLI::NonNegativeNumber);
 }
 
+void BindScore(CommandLine& cl, CLI::App* s, ScoreFlags* f) {
+  cl.Require(cl.Bind(s, "--model", &f->model));
+  cl.Bind(s, "--weights", &f->weights);
+  cl.Bind(s, "--task", &f->task);
+  cl.Bind(s, "--temperature", &f->temperature)->check(CLI::PositiveNumber);
+  cl.Bind(s, "--count", &f->count)->check(CLI::Range(1, 100000))->description("rows per get");
+  cl.Bind(s, "--micro-batch", &f->micro_batch)->check(CLI::Range(1, 1 << 20));
+  cl.Bind(s, "--threads", &f->threads)->check(CLI::Range(1, 256));
+  cl.Bind(s, "--connect", &f->connect);
+  cl.Bind(s, "--timeout", &f->timeout_s);
+  cl.Bind(s, "--lease", &f->lease_s)->check(CLI::PositiveNumber);
+  cl.Bind(s, "--wait", &f->wait_s)->check(CLI::Range(0.0, 3600.0));
+  cl.Bind(s, "--progress-interval", &f->progress_s)->check(CLI::NonNegativeNumber);
+  cl.Bind(s, "--run-dir", &f->run_dir);
+  cl.Bind(s, "--id", &f->id);
+}
+
 }  // namespace
 
 int TrainMain(int argc, char** argv) {
@@ -122,9 +140,14 @@ int TrainMain(int argc, char** argv) {
   GrpoFlags gf;
   CLI::App* grpo = cl.Sub("grpo", "GRPO training from task 'train' of rl-queue, feeding it prompts");
   BindGrpo(cl, grpo, &gf);
-  health::HeartbeatFlags sft_beat, grpo_beat;
+  ScoreFlags scf;
+  CLI::App* score = cl.Sub("score", "the reference model of the KL term as a role: writes ref_logprobs into the "
+                                    "rows of a queue task (default 'ref') until stopped");
+  BindScore(cl, score, &scf);
+  health::HeartbeatFlags sft_beat, grpo_beat, score_beat;
   sft_beat.Bind(cl, sft);
   grpo_beat.Bind(cl, grpo);
+  score_beat.Bind(cl, score);
   EvalFlags ef;
   CLI::App* eval = cl.Sub("eval", "greedy pass@1 and sampled mean@k of a model on a dataset (one JSON line)");
   model::BindPromptFlags(cl, eval, &ef.prompt, true);
@@ -163,10 +186,12 @@ int TrainMain(int argc, char** argv) {
   // SFT reports itself as role "sft": a warm start is no pipeline trainer, whose stalls count.
   auto beat = sft->parsed()    ? sft_beat.Start("sft", sf.id)
               : grpo->parsed() ? grpo_beat.Start("train", gf.loop.id, {{"queue", gf.loop.connect}})
+              : score->parsed() ? score_beat.Start("ref", scf.id, {{"queue", scf.connect}})
                                : Result<std::unique_ptr<health::HeartbeatSender>>(std::unique_ptr<health::HeartbeatSender>());
   if (!beat.ok()) return Fail(kTool, beat.status());
   if (sft->parsed()) return RunSftCommand(sf, stop);
   if (grpo->parsed()) return RunGrpoCommand(gf, stop);
+  if (score->parsed()) return RunScoreCommand(scf, stop);
   if (eval->parsed()) return RunEvalCommand(ef, std::cout);
   if (exp->parsed()) return RunExportCommand(xf, std::cout);
   if (data->parsed()) return RunMakeData(df, std::cout);

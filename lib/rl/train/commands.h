@@ -46,6 +46,14 @@ struct GrpoFlags {
   std::string export_dir, tokenizer_from;  // export_dir: the final version as an HF directory
 };
 
+struct ScoreFlags {  // rl-train score (ref_command.cc)
+  std::string model, weights, task = "ref", connect = "tcp://127.0.0.1:5555", run_dir, id = "0";
+  double timeout_s = 60, lease_s = 60, wait_s = 5, progress_s = 10, temperature = 1.0;
+  uint32_t count = 64;
+  int64_t micro_batch = 128;
+  int threads = 1;
+};
+
 struct EvalFlags {
   model::PromptFlags prompt;
   std::string weights, data, verifier = "math";  // weights empty: those of --model
@@ -70,6 +78,8 @@ constexpr char kTool[] = "rl-train";  // for rl::Fail
 
 int RunSftCommand(SftFlags f, const std::atomic<bool>& stop);
 int RunGrpoCommand(GrpoFlags f, const std::atomic<bool>& stop);
+// The reference model's log-probabilities for the rows of a queue task, until stopped.
+int RunScoreCommand(const ScoreFlags& f, const std::atomic<bool>& stop);
 int RunEvalCommand(const EvalFlags& f, std::ostream& out);
 // Prints {"out", "version", "parameters", "dtype", "files"} as one JSON line.
 int RunExportCommand(const ExportFlags& f, std::ostream& out);

@@ -22,6 +22,7 @@
 #include "rl/train/evaluate.h"
 #include "rl/train/feeder.h"
 #include "rl/train/grpo_loop_state.h"
+#include "rl/train/ref_loop.h"
 #include "rl/train/weight_publisher.h"
 
 namespace rl::train {
@@ -68,6 +69,7 @@ Status GrpoLoop::Start() {
     };
     RL_ASSIGN_OR_RETURN(publisher_, WeightPublisher::Start(po, &events_));
   }
+  if (o_.grpo.ref_from_rows && lead()) RL_RETURN_IF_ERROR(CheckTrainTask());
   if (group_) RL_RETURN_IF_ERROR(AgreeOnStart(ckpt));
   RL_RETURN_IF_ERROR(ckpt ? StartFrom(std::move(*ckpt)) : StartFresh());
   // Rows a dead trainer had leased and not trained on (its checkpoint's rows are acked by now).
@@ -132,7 +134,7 @@ Status GrpoLoop::StartFrom(Checkpoint c) {
   best_reward_ema_ = c.extra.value("best_reward_ema", 0.0);
   reward_ema_ = c.extra.value("reward_ema", -1.0);
   std::optional<model::Transformer> ref;
-  if (o_.grpo.kl_coef > 0) {
+  if (o_.grpo.kl_coef > 0 && !o_.grpo.ref_from_rows) {
     RL_ASSIGN_OR_RETURN(model::LoadedModel r, model::LoadModelFile(WeightsPath(o_.checkpoint_dir, 0)));
     ref = r.model;
   }
@@ -180,12 +182,34 @@ Status GrpoLoop::StartFresh() {
     RL_RETURN_IF_ERROR(model::SaveModelFile(WeightsPath(o_.checkpoint_dir, 0), loaded->model, 0));
   }
   std::optional<model::Transformer> ref;
-  if (o_.grpo.kl_coef > 0) {
+  if (o_.grpo.kl_coef > 0 && !o_.grpo.ref_from_rows) {
     RL_ASSIGN_OR_RETURN(ref, loaded->model.Clone());
   }
   RL_ASSIGN_OR_RETURN(trainer_, GrpoTrainer::Create(loaded->model, ref, o_.grpo));
   spdlog::info("starting from {} as version 0", path);
   return Status::OK();
+}
+
+// --ref-from-queue: the reference role (`rl-train score`, ref_loop.h) writes ref_logprobs into
+// the rows of its task, and task train must wait for that column. A row then stays alive until
+// train consumed it, which it cannot before the row has ref_logprobs, so the reference's task sees
+// every row whenever it is declared (by rl-queue serve --declare or by the role's first get): no
+// order of starting matters. A train task declared without ref_logprobs would hand out rows
+// before they are scored: refused (Config). No train task yet: declared here with the column.
+Status GrpoLoop::CheckTrainTask() {
+  RL_ASSIGN_OR_RETURN(nlohmann::json stat, client_.Stat());
+  const std::vector<std::string> want = {"prompt_ids", "response_ids", "logprobs", "reward", "version", kRefColumn};
+  for (const auto& t : stat.value("tasks", nlohmann::json::array())) {
+    if (t.value("name", "") != kTrainTask) continue;
+    auto cols = t.value("columns", std::vector<std::string>());
+    if (std::find(cols.begin(), cols.end(), kRefColumn) != cols.end()) return Status::OK();
+    std::string list;
+    for (const auto& c : want) list += (list.empty() ? "" : ",") + c;
+    return Status::Config(std::string("--ref-from-queue: the queue's task train does not need column ") + kRefColumn +
+                          ", so it would hand out rows before the reference role scored them; declare it as train=" +
+                          list + " (rl-queue serve --declare)");
+  }
+  return client_.Declare(kTrainTask, want);
 }
 
 // A version served over UCX and lost with the trainer before its checkpoint was written may be

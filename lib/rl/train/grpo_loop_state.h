@@ -74,6 +74,7 @@ class GrpoLoop {
   Status StartFrom(Checkpoint c);
   Status StartFresh();
   Status SkipServedVersions();
+  Status CheckTrainTask();
   Status CollectAndTrain(std::vector<uint64_t>* consumed, int64_t* samples);
   Status TrainOrDrop(const queue::GetReply& reply, std::vector<Group>* pending, std::vector<uint64_t>* consumed);
   Status RedrawLimit(int64_t dropped_groups, int64_t kept_rows, const std::vector<uint64_t>& consumed);

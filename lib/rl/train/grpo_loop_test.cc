@@ -21,6 +21,7 @@
 #include "rl/queue/server.h"
 #include "rl/train/checkpoint.h"
 #include "rl/train/feeder.h"
+#include "rl/train/ref_loop.h"
 
 namespace rl::train {
 namespace {
@@ -383,6 +384,55 @@ TEST_F(GrpoLoopTest, AResumedTrainerNumbersOnPastVersionsItServedButNeverCheckpo
   std::ifstream events(dir_ + "/run/events/train-0.jsonl");
   std::string all((std::istreambuf_iterator<char>(events)), std::istreambuf_iterator<char>());
   EXPECT_NE(all.find("\"event\":\"version-skip\""), std::string::npos);
+}
+
+}  // namespace
+}  // namespace rl::train
+
+namespace rl::train {
+namespace {
+
+// --ref-from-queue: refused against a train task without ref_logprobs; with none declared the
+// trainer declares it with the column, and trains on rows the reference role (RunRefLoop, in a
+// thread) scored: every trained row went through task ref, and the KL term is live.
+TEST_F(GrpoLoopTest, WithTheReferenceAsARoleEveryTrainedRowWasScoredByIt) {
+  std::atomic<bool> stop{false};
+  GrpoLoopOptions o = Loop(3);
+  o.grpo.kl_coef = 0.5;
+  o.grpo.ref_from_rows = true;
+  Status s = RunGrpo(o, stop);
+  EXPECT_EQ(s.code(), Code::kConfig) << s.ToString();
+  queue::QueueClient c(Options());
+  ASSERT_TRUE(c.Retire("train").ok());
+  model::Transformer ref = model::LoadModelFile(dir_ + "/ckpt/weights-0.safetensors").value().model;
+  std::atomic<bool> stop_ref{false};
+  RefStats ref_stats;
+  std::thread role([&] {
+    RefLoopOptions r;
+    r.client = Options();
+    r.holder = "ref/0";
+    r.wait_ms = 100;
+    r.progress_ms = 0;
+    EXPECT_TRUE(RunRefLoop(r, ref, stop_ref, &ref_stats).ok());
+  });
+  s = RunGrpo(o, stop);
+  stop_ref = true;
+  role.join();
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  auto steps = StepEvents();
+  ASSERT_EQ(steps.size(), 3u);
+  EXPECT_GT(steps.back()["kl"].get<double>(), 0) << steps.back();
+  auto ckpt = LoadNewestCheckpoint(dir_ + "/ckpt");
+  ASSERT_TRUE(ckpt.ok() && ckpt->has_value());
+  EXPECT_EQ((*ckpt)->step, 3);
+  EXPECT_GE(ref_stats.rows, 24u);  // 3 steps of 2 groups of 4, and what was fed ahead
+  EXPECT_EQ(ref_stats.lost + ref_stats.failed, 0u);
+  auto stat = c.Stat().value();
+  for (const auto& t : stat["tasks"]) {
+    if (t["name"] == "train") {
+      EXPECT_EQ(t["columns"].back(), "ref_logprobs") << t;
+    }
+  }
 }
 
 }  // namespace

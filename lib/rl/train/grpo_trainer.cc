@@ -31,6 +31,9 @@ Status ValidateGrpoOptions(const GrpoOptions& options) {
   if (!(options.critic_lr >= 0) || !std::isfinite(options.critic_lr)) {
     return Status::InvalidArgument("the critic's learning rate must be 0 (the policy's) or positive");
   }
+  if (options.ref_from_rows && !(options.kl_coef > 0)) {
+    return Status::InvalidArgument("--ref-from-queue is the KL term's reference: it needs --kl-coef above 0");
+  }
   if (options.norm == LossNorm::kSequenceSumNorm && !(options.norm_constant > 0)) {
     return Status::InvalidArgument("--loss-norm seq-mean-token-sum-norm needs --loss-norm-constant C > 0");
   }
@@ -40,7 +43,12 @@ Status ValidateGrpoOptions(const GrpoOptions& options) {
 Result<std::unique_ptr<GrpoTrainer>> GrpoTrainer::Create(model::Transformer policy,
                                                          std::optional<model::Transformer> reference,
                                                          GrpoOptions options, std::optional<ValueModel> critic) {
-  if (options.kl_coef > 0 && !reference) return Status::InvalidArgument("a KL term needs a reference model");
+  if (options.kl_coef > 0 && !reference && !options.ref_from_rows) {
+    return Status::InvalidArgument("a KL term needs a reference model");
+  }
+  if (reference && options.ref_from_rows) {
+    return Status::InvalidArgument("the reference log-probabilities come from the rows or from a model, not both");
+  }
   RL_RETURN_IF_ERROR(ValidateGrpoOptions(options));
   if (!options.dump_dir.empty()) RL_RETURN_IF_ERROR(MakeDirs(options.dump_dir));
   if (options.advantage != Advantage::kGae) {
@@ -248,11 +256,7 @@ Result<GrpoTrainer::Totals> GrpoTrainer::Backward(const std::vector<const Sample
 Result<GrpoTrainer::Totals> GrpoTrainer::BackwardPiece(const std::vector<const Sample*>& samples) {
   return model::TorchGuard("grpo accumulate", [&]() -> Result<Totals> {
     TokenBatch batch = MakeTokenBatch(samples, options_.pad_id);
-    at::Tensor ref_lp;
-    if (reference_ && options_.kl_coef > 0) {
-      c10::NoGradGuard no_grad;
-      RL_ASSIGN_OR_RETURN(ref_lp, TokenLogprobs(*reference_, batch.tokens, batch.mask, options_.temperature));
-    }
+    RL_ASSIGN_OR_RETURN(at::Tensor ref_lp, ReferenceLogprobs(samples, batch));
     RL_ASSIGN_OR_RETURN(at::Tensor new_lp, TokenLogprobs(policy_, batch.tokens, batch.mask, options_.temperature));
     at::Tensor a = PerToken(samples, batch.mask, adv_);
     at::Tensor prox_lp;
@@ -454,6 +458,31 @@ Status GrpoTrainer::RecordPerToken(const std::vector<const Sample*>& samples, bo
     }
     return Status::OK();
   });
+}
+
+Result<at::Tensor> GrpoTrainer::ReferenceLogprobs(const std::vector<const Sample*>& samples,
+                                                  const TokenBatch& batch) const {
+  if (options_.kl_coef <= 0) return at::Tensor();
+  if (reference_) {
+    c10::NoGradGuard no_grad;
+    return TokenLogprobs(*reference_, batch.tokens, batch.mask, options_.temperature);
+  }
+  // As the model's: the value at each position the mask keeps, 0 elsewhere.
+  at::Tensor out = at::zeros(batch.mask.sizes(), at::kFloat);
+  auto acc = out.accessor<float, 2>();
+  auto mask = batch.mask.accessor<float, 2>();
+  for (size_t i = 0; i < samples.size(); ++i) {
+    const Sample& s = *samples[i];
+    if (s.ref_logprobs.size() != s.response_ids.size()) {
+      return Status::DataError("row " + std::to_string(s.index) + " has no column 'ref_logprobs' (the reference "
+                               "role's): the KL term needs it with --ref-from-queue");
+    }
+    const int64_t p = static_cast<int64_t>(s.prompt_ids.size());
+    for (size_t j = 0; j < s.ref_logprobs.size(); ++j) {
+      if (mask[i][p + j - 1] != 0) acc[i][p + j - 1] = s.ref_logprobs[j];
+    }
+  }
+  return out;
 }
 
 at::Tensor GrpoTrainer::PerToken(const std::vector<const Sample*>& samples, const at::Tensor& mask,

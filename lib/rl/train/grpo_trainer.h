@@ -47,7 +47,10 @@ namespace rl::train {
 struct GrpoOptions {
   LrSchedule schedule;  // lr 1e-4, constant, no warm-up unless set
   double clip = 0.2;
-  double kl_coef = 0;      // > 0 needs a reference model
+  double kl_coef = 0;      // > 0 needs a reference model, or ref_from_rows
+  // With kl_coef > 0 and no reference model: the reference log-probabilities are the samples'
+  // ref_logprobs (rows scored by `rl-train score`, ref_loop.h); a sample without them is a DataError.
+  bool ref_from_rows = false;
   double grad_clip = 1.0;  // global norm; <= 0: none
   LossNorm norm = LossNorm::kToken;
   double norm_constant = 0;   // C of seq-mean-token-sum-norm (> 0 there)
@@ -96,8 +99,8 @@ Status ValidateGrpoOptions(const GrpoOptions& options);
 
 class GrpoTrainer {
  public:
-  // `reference` may be empty when options.kl_coef == 0 (InvalidArgument otherwise, and for what
-  // ValidateGrpoOptions refuses). With advantage gae, `critic` (empty: ValueModel::FromPolicy of
+  // `reference` may be empty when options.kl_coef == 0 or options.ref_from_rows, and must be then
+  // (InvalidArgument otherwise, and for what ValidateGrpoOptions refuses). With advantage gae, `critic` (empty: ValueModel::FromPolicy of
   // the policy) is trained alongside; other estimators ignore it.
   static Result<std::unique_ptr<GrpoTrainer>> Create(model::Transformer policy,
                                                      std::optional<model::Transformer> reference,
@@ -162,6 +165,9 @@ class GrpoTrainer {
   // A [B, L-1] matrix of samples' per-token values, at the positions of their response tokens.
   static at::Tensor PerToken(const std::vector<const Sample*>& samples, const at::Tensor& mask,
                              const TokenValues& values);
+  // The reference log-probabilities of a piece: the reference model's, or (ref_from_rows) the
+  // samples' ref_logprobs where mask is nonzero; undefined without a KL term.
+  Result<at::Tensor> ReferenceLogprobs(const std::vector<const Sample*>& samples, const TokenBatch& batch) const;
   Status DumpBatch();
 
   model::Transformer policy_;

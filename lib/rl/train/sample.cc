@@ -26,17 +26,25 @@ Result<double> Number(const queue::GotRow& row, const std::string& col) {
   return Missing(row, col, "is not a number");
 }
 
+// The floats of a column that holds one per response token.
+Result<std::vector<float>> PerTokenFloats(const queue::GotRow& row, const std::string& col, size_t tokens) {
+  const Value* v = FindColumn(row.columns, col);
+  const auto* t = v ? std::get_if<Tensor>(v) : nullptr;
+  if (!t || (t->dtype != DType::kF32 && t->dtype != DType::kF64)) return Missing(row, col, "is not a float tensor");
+  std::vector<float> out;
+  for (double x : t->ToF64()) out.push_back(static_cast<float>(x));
+  if (out.size() != tokens) return Missing(row, col, "does not have one value per response token");
+  return out;
+}
+
 Result<Sample> SampleOf(const queue::GotRow& row) {
   Sample s;
   s.index = row.index;
   RL_ASSIGN_OR_RETURN(s.prompt_ids, IntTensor(row, "prompt_ids"));
   RL_ASSIGN_OR_RETURN(s.response_ids, IntTensor(row, "response_ids"));
-  const Value* lp = FindColumn(row.columns, "logprobs");
-  const auto* t = lp ? std::get_if<Tensor>(lp) : nullptr;
-  if (!t || (t->dtype != DType::kF32 && t->dtype != DType::kF64)) return Missing(row, "logprobs", "is not a float tensor");
-  for (double x : t->ToF64()) s.logprobs.push_back(static_cast<float>(x));
-  if (s.logprobs.size() != s.response_ids.size()) {
-    return Missing(row, "logprobs", "does not have one value per response token");
+  RL_ASSIGN_OR_RETURN(s.logprobs, PerTokenFloats(row, "logprobs", s.response_ids.size()));
+  if (FindColumn(row.columns, "ref_logprobs") != nullptr) {
+    RL_ASSIGN_OR_RETURN(s.ref_logprobs, PerTokenFloats(row, "ref_logprobs", s.response_ids.size()));
   }
   if (s.prompt_ids.empty()) return Missing(row, "prompt_ids", "is empty");
   if (FindColumn(row.columns, "loss_mask") != nullptr) {

@@ -9,7 +9,9 @@
 // tool's tokens) when the row has one: a conversation, or a rollout that switched weights
 // mid-generation (rl-rollout --on-new-weights interrupt). The row's version is then taken as the
 // oldest of its model tokens' versions if that is older than the version column says, so the
-// staleness bound is applied to the oldest token (rl-rollout writes it so already).
+// staleness bound is applied to the oldest token (rl-rollout writes it so already); and ref_logprobs (f32
+// tensor, one per response token: the reference model's, written by `rl-train score`) when the
+// row has one.
 // Thread safety: values.
 #pragma once
 
@@ -30,6 +32,7 @@ struct Sample {
   int64_t version = 0;
   std::vector<int64_t> loss_mask;  // empty: all ones
   std::vector<int64_t> token_versions;  // empty: every token is `version`'s (tests build samples by aggregate up to here)
+  std::vector<float> ref_logprobs = {};  // the reference model's per response token; empty: none given
   // Multi-turn rows: per turn, one past its last model token in response_ids (-1: unknown) and its
   // reward (advantage.h, "Turn rewards"); empty for single-turn rows.
   std::vector<int64_t> turn_ends = {};
@@ -44,8 +47,9 @@ struct Group {
 
 // The rows of a get, grouped by their group column in order of first appearance. DataError names
 // the row and column when a column is missing or has the wrong type, or logprobs and
-// response_ids differ in length, or loss_mask is not one 0 or 1 per response token, or turn_ends
-// and turn_rewards (optional, together) differ in length or hold an end outside [-1, length].
+// response_ids differ in length, or loss_mask is not one 0 or 1 per response token, or
+// ref_logprobs is not one float per response token, or turn_ends and turn_rewards (optional,
+// together) differ in length or hold an end outside [-1, length].
 Result<std::vector<Group>> GroupsOf(const std::vector<queue::GotRow>& rows);
 
 // Trained tokens (loss mask 1) of the groups, and how many of them were sampled with weights older
