@@ -113,10 +113,14 @@ std::string Fixed(double v, int digits) {
 
 std::string Describe(const AdaptiveResult& r) {
   if (r.switches.empty()) return "no switch";
-  const SwitchRecord& s = r.switches[0];
-  return "switch after round " + std::to_string(s.round) + ": " + std::to_string(s.sequences) +
-         " sequences, " + (s.recompute ? "recomputed" : "cache moved") + ", predicted " +
-         Fixed(s.predicted.total_s(), 2) + " s vs " + Fixed(s.predicted.stay_s, 2) + " s staying";
+  std::string out;
+  for (const SwitchRecord& s : r.switches) {
+    out += std::string(out.empty() ? "" : "; ") + "tp " + std::to_string(s.from) + " -> " + std::to_string(s.to) +
+           " after round " + std::to_string(s.round) + ": " + std::to_string(s.sequences) + " sequences, " +
+           (s.recompute ? "recomputed" : "cache moved") + ", predicted " + Fixed(s.predicted.total_s(), 2) +
+           " s vs " + Fixed(s.predicted.stay_s, 2) + " s staying";
+  }
+  return out;
 }
 
 int RunProfile(const AdaptiveProfileOptions& o) {
@@ -136,7 +140,9 @@ int RunProfile(const AdaptiveProfileOptions& o) {
   auto whole = LoadModel(o);
   if (!whole.ok()) return Fail("rl-profile", whole.status());
   const int n = o.ranks;
-  Progress(o, "profiling decode at tp 1 and " + std::to_string(n));
+  std::string degrees;
+  for (int t : ProfiledDegrees(whole->config(), n)) degrees += (degrees.empty() ? "" : ", ") + std::to_string(t);
+  Progress(o, "profiling decode at tp " + degrees);
   DecodeGridOptions grid;
   grid.steps = o.steps;
   grid.seed = o.seed;
