@@ -68,8 +68,9 @@ man_examples() {
     pids+=($!)
   done
   run rl-profile adaptive "${common[@]}" --rank 0 --profile-out "$TMP/profile.json"
-  for r in "${pids[@]}"; do wait "$r"; done
   echo "$output"
+  cat "$TMP"/rank*.log
+  for r in "${pids[@]}"; do wait "$r"; done
   [ "$status" -eq 0 ]
   [[ "$output" == *"| workload | static tp 1 (dp 4) s | static tp 2 (dp 2) s | static tp 4 (dp 1) s | adaptive s |"* ]]
   printf '%s\n' "$output" | grep -Eq '^\| long-tail \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \| '

@@ -293,7 +293,7 @@ profile::Subcommand AddAdaptiveProfile(CommandLine& cl) {
             if (!o->load_only && (o->rendezvous.empty() || o->rank >= o->ranks)) {
               return Fail("rl-profile", Status::InvalidArgument("adaptive: --rendezvous HOST:PORT and a --rank below --ranks are needed"));
             }
-            if (o->short_tokens >= o->max_new_tokens) {
+            if (!o->load_only && o->short_tokens >= o->max_new_tokens) {  // a load needs no workload
               return Fail("rl-profile", Status::InvalidArgument("adaptive: --short-tokens must be below --max-new-tokens"));
             }
             return RunProfile(*o);
