@@ -9,6 +9,7 @@
 
 #include "rl/dist/adaptive_generate.h"
 #include "rl/dist/decode_grid.h"
+#include "rl/dist/group_generate.h"
 #include "rl/dist/test_ranks.h"
 #include "rl/model/test_util.h"
 
@@ -184,6 +185,41 @@ TEST(AdaptiveDegreesTest, ThePredictorWidensStepByStepWhenEachStepPays) {
   results = RunStage(f, o);
   ExpectSameTokens(f, results, "tp 1 and 4 only");
   EXPECT_EQ(Path(results), (PathT{{1, 4}}));
+}
+
+// A rollout group of four (a leader and three followers whose own weights differ until the
+// leader's arrive) generates as the whole model does with a profile that widens it step by step,
+// twice in a row: the second batch reuses the subgroups the first made.
+TEST(AdaptiveDegreesTest, ARolloutGroupOfFourGivesTheWholeModelsTokens) {
+  std::vector<int64_t> caps(8, 2);
+  caps[2] = 20;
+  caps[3] = 44;
+  const Fixture f = MakeFixture(Architecture::kQwen2, caps);
+  const LatencyModel stepwise = Profile({{1, {0, 0.010}}, {2, {0.002, 0.006}}, {4, {0.0005, 0.006}}}, 0.0001);
+  std::vector<Status> followers(kRanks, Status::OK());
+  RunRanks(kRanks, [&](Group& g) {
+    GroupGenerateOptions opts;
+    opts.predictor = &stepwise;
+    opts.check_every = 2;
+    if (g.rank() != 0) {
+      auto own = Transformer::Create(f.config, 99);
+      ASSERT_TRUE(own.ok());
+      followers[static_cast<size_t>(g.rank())] = RunGroupFollower(g, *own, opts);
+      return;
+    }
+    GroupLeader leader(&g, opts);
+    model::GenerateOptions go = f.gen;
+    go.slots = 12;  // three per replica, as in the fixture
+    for (int batch = 0; batch < 2; ++batch) {
+      auto got = leader.Generate(*f.whole, 1, f.prompts, go, nullptr);
+      ASSERT_TRUE(got.ok()) << got.status().ToString();
+      for (size_t i = 0; i < f.expected.size(); ++i) {
+        EXPECT_EQ((*got)[i].response_ids, f.expected[i].response_ids) << "batch " << batch << " prompt " << i;
+      }
+    }
+    EXPECT_TRUE(leader.Stop().ok());
+  });
+  for (const Status& s : followers) EXPECT_TRUE(s.ok()) << s.ToString();
 }
 
 TEST(AdaptiveDegreesTest, SubgroupsOfEachDegreeAreMadeOnceAndReused) {
