@@ -187,7 +187,8 @@ SwitchEstimate LatencyModel::EstimateSwitch(int from, int to, const std::vector<
     double squares = 0;
     for (const auto& seq : load) squares += static_cast<double>(seq.first) * static_cast<double>(seq.first);
     const double rms = std::sqrt(squares / static_cast<double>(load.size()));
-    slowest = std::max(slowest, static_cast<double>(load.size()) * Prefill(to, static_cast<int64_t>(std::lround(rms))));
+    const double prefill = Prefill(to, static_cast<int64_t>(std::lround(rms)));
+    slowest = std::max(slowest, static_cast<double>(load.size()) * prefill);
   }
   e.recompute_s = costs_.reshard_s + slowest;
   e.recompute = e.recompute_s < e.migrate_s;
