@@ -55,8 +55,8 @@ man_examples() {
   cp "$RL_SOURCE_DIR/share/models/addition-tiny/tokenizer.json" \
      "$RL_SOURCE_DIR/share/models/addition-tiny/tokenizer_config.json" "$TMP/model4/"
   # Four key/value heads, so that the model splits over 1, 2 and 4 ranks.
-  sed -e 's/"num_key_value_heads": 2/"num_key_value_heads": 4/' -e 's/"intermediate_size": 344/"intermediate_size": 64/' \
-      -e 's/"hidden_size": 128/"hidden_size": 64/' -e 's/"head_dim": 32/"head_dim": 16/' \
+  sed -e 's/"num_key_value_heads": 2/"num_key_value_heads": 4/' \
+      -e 's/"intermediate_size": 344/"intermediate_size": 64/' -e 's/"hidden_size": 128/"hidden_size": 64/' -e 's/"head_dim": 32/"head_dim": 16/' \
       -e 's/"max_position_embeddings": 32/"max_position_embeddings": 64/' \
     "$RL_SOURCE_DIR/share/models/addition-tiny/config.json" > "$TMP/model4/config.json"
   local port common pids=() r
@@ -75,10 +75,11 @@ man_examples() {
   [[ "$output" == *"| workload | static tp 1 (dp 4) s | static tp 2 (dp 2) s | static tp 4 (dp 1) s | adaptive s |"* ]]
   printf '%s\n' "$output" | grep -Eq '^\| long-tail \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \| '
   # The profile holds every degree.
-  python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert sorted({p[0] for p in d["decode"]}) == [1, 2, 4]' \
-    "$TMP/profile.json"
-  printf '%s\n' "$output" | tail -n 1 |
-    grep -Eq '^adaptive/best-static: long-tail [0-9.]+ uniform [0-9.]+; switch/naive-restart [0-9.]+; predictor error [0-9.]+%$'
+  python3 -c 'import json, sys
+d = json.load(open(sys.argv[1]))
+assert sorted({p[0] for p in d["decode"]}) == [1, 2, 4]' "$TMP/profile.json"
+  printf '%s\n' "$output" | tail -n 1 | grep -Eq \
+    '^adaptive/best-static: long-tail [0-9.]+ uniform [0-9.]+; switch/naive-restart [0-9.]+; predictor error [0-9.]+%$'
 }
 
 @test "exits 64 without a subcommand" {
