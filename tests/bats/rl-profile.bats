@@ -56,7 +56,8 @@ man_examples() {
      "$RL_SOURCE_DIR/share/models/addition-tiny/tokenizer_config.json" "$TMP/model4/"
   # Four key/value heads, so that the model splits over 1, 2 and 4 ranks.
   sed -e 's/"num_key_value_heads": 2/"num_key_value_heads": 4/' \
-      -e 's/"intermediate_size": 344/"intermediate_size": 64/' -e 's/"hidden_size": 128/"hidden_size": 64/' -e 's/"head_dim": 32/"head_dim": 16/' \
+      -e 's/"intermediate_size": 344/"intermediate_size": 64/' -e 's/"hidden_size": 128/"hidden_size": 64/' \
+      -e 's/"head_dim": 32/"head_dim": 16/' \
       -e 's/"max_position_embeddings": 32/"max_position_embeddings": 64/' \
     "$RL_SOURCE_DIR/share/models/addition-tiny/config.json" > "$TMP/model4/config.json"
   local port common pids=() r
