@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Adaptive tensor parallelism for long-tail generation, measured: rl-profile adaptive on two
-# processes (one rank each, one core each). A Llama-style model of about 78M parameters with random
+# processes (one rank each, one core each; --ranks 4 for four). A Llama-style model of about 78M parameters with random
 # weights (decoding it is bound by compute and memory, not by overheads) generates greedily on
 # a long-tail workload (most responses short, one in ten at the length limit) and a uniform one
 # (the same tokens, every response alike), each as static tensor parallelism 1 (two data-parallel
@@ -12,17 +12,25 @@
 # The last line:
 #   adaptive/best-static: long-tail X.XX uniform X.XX; switch/naive-restart X.XX; predictor error X.X%
 #
-# Usage: adaptive-tp.sh [--short]
+# Usage: adaptive-tp.sh [--short] [--ranks N]
 #   --short   a tiny model and workload for CI: shows it runs, not the speed-ups
+#   --ranks N the measurement on N processes (2 or 4; default 2): static at each degree 1, 2 .. N
+#             and adaptive, which may widen several times (1 -> 2 -> 4). On a 2-core machine 4
+#             ranks share the cores, so their timings say nothing about the speed-ups.
 # Environment: RL_BUILD_DIR (default ./build), RL_RUN_DIR (default a new /tmp directory).
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 rl_tools
 
 short=0
+ranks=2
 while [ $# -gt 0 ]; do
   case "$1" in
     --short) short=1 ;;
+    --ranks)
+      ranks="${2:-}"
+      [ "$ranks" = 2 ] || [ "$ranks" = 4 ] || { echo "adaptive-tp: --ranks is 2 or 4" >&2; exit 64; }
+      shift ;;
     *) echo "adaptive-tp: unknown argument $1" >&2; exit 64 ;;
   esac
   shift
@@ -32,7 +40,7 @@ mkdir -p "$run/model"
 cp "$RL_MODEL/tokenizer.json" "$RL_MODEL/tokenizer_config.json" "$run/model/"
 if [ "$short" = 1 ]; then
   shape='"hidden_size": 128, "intermediate_size": 256, "num_hidden_layers": 2, "num_attention_heads": 4,
-         "num_key_value_heads": 2, "head_dim": 32, "vocab_size": 64'
+         "num_key_value_heads": '"$ranks"', "head_dim": 32, "vocab_size": 64'
   bench=(--requests 8 --slots 2 --max-new-tokens 24 --short-tokens 4 --prompt-tokens 8 --steps 2)
 else
   shape='"hidden_size": 768, "intermediate_size": 2048, "num_hidden_layers": 12, "num_attention_heads": 12,
@@ -45,13 +53,16 @@ cat > "$run/model/config.json" <<JSON
  "tie_word_embeddings": true, "torch_dtype": "float32", $shape}
 JSON
 
-echo "== rl-profile adaptive: profile, then static tp 1, static tp 2 and adaptive on two workloads" >&2
+echo "== rl-profile adaptive on $ranks ranks: profile, then static at each degree and adaptive on two workloads" >&2
 rendezvous="127.0.0.1:$(free_port)"
-common=(--model "$run/model" --ranks 2 --rendezvous "$rendezvous" --threads 1 --seed 1 "${bench[@]}")
-rl-profile adaptive "${common[@]}" --rank 1 2> "$run/rank1.log" &
-rank1=$!
+common=(--model "$run/model" --ranks "$ranks" --rendezvous "$rendezvous" --threads 1 --seed 1 "${bench[@]}")
+followers=()
+for r in $(seq 1 $((ranks - 1))); do
+  rl-profile adaptive "${common[@]}" --rank "$r" 2> "$run/rank$r.log" &
+  followers+=($!)
+done
 rl-profile adaptive "${common[@]}" --rank 0 --profile-out "$run/profile.json" | tee "$run/report.txt"
-wait "$rank1"
+for p in "${followers[@]}"; do wait "$p"; done
 
 # The rollout group over rl-queue, killed in a switch: leases come back, nothing is lost.
 bash "$(dirname "$0")/adaptive-tp-drill.sh" "$run" >&2

@@ -50,6 +50,39 @@ man_examples() {
   [[ "$output" == *"--short-tokens must be below --max-new-tokens"* ]]
 }
 
+@test "adaptive on four ranks: profiled and static at tp 1, 2 and 4, adaptive, the last line" {
+  mkdir -p "$TMP/model4"
+  cp "$RL_SOURCE_DIR/share/models/addition-tiny/tokenizer.json" \
+     "$RL_SOURCE_DIR/share/models/addition-tiny/tokenizer_config.json" "$TMP/model4/"
+  # Four key/value heads, so that the model splits over 1, 2 and 4 ranks.
+  sed -e 's/"num_key_value_heads": 2/"num_key_value_heads": 4/' \
+      -e 's/"intermediate_size": 344/"intermediate_size": 64/' -e 's/"hidden_size": 128/"hidden_size": 64/' \
+      -e 's/"head_dim": 32/"head_dim": 16/' \
+      -e 's/"max_position_embeddings": 32/"max_position_embeddings": 64/' \
+    "$RL_SOURCE_DIR/share/models/addition-tiny/config.json" > "$TMP/model4/config.json"
+  local port common pids=() r
+  port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
+  common=(--model "$TMP/model4" --ranks 4 --rendezvous "127.0.0.1:$port" --threads 1 --requests 8 --slots 2
+          --max-new-tokens 16 --short-tokens 3 --prompt-tokens 4 --steps 1 --check-every 2)
+  for r in 1 2 3; do
+    rl-profile adaptive "${common[@]}" --rank "$r" 2> "$TMP/rank$r.log" &
+    pids+=($!)
+  done
+  run rl-profile adaptive "${common[@]}" --rank 0 --profile-out "$TMP/profile.json"
+  echo "$output"
+  cat "$TMP"/rank*.log
+  for r in "${pids[@]}"; do wait "$r"; done
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"| workload | static tp 1 (dp 4) s | static tp 2 (dp 2) s | static tp 4 (dp 1) s | adaptive s |"* ]]
+  printf '%s\n' "$output" | grep -Eq '^\| long-tail \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \| '
+  # The profile holds every degree.
+  python3 -c 'import json, sys
+d = json.load(open(sys.argv[1]))
+assert sorted({p[0] for p in d["decode"]}) == [1, 2, 4]' "$TMP/profile.json"
+  printf '%s\n' "$output" | tail -n 1 | grep -Eq \
+    '^adaptive/best-static: long-tail [0-9.]+ uniform [0-9.]+; switch/naive-restart [0-9.]+; predictor error [0-9.]+%$'
+}
+
 @test "exits 64 without a subcommand" {
   run rl-profile
   [ "$status" -eq 64 ]

@@ -102,7 +102,8 @@ void AppendRolloutOptions(std::vector<OptionSpec>* table) {
       {"--check-every", "", "decode rounds between the coordinator's switch checks (adaptive tensor parallelism)",
        {"rl-profile adaptive", "rl-rollout run"}},
       {"--switch-margin", "",
-       "switch to tensor parallelism only when predicted this fraction faster than staying (0.05: 5%)",
+       "widen tensor parallelism only when a wider layout is predicted this fraction faster than staying "
+       "(0.05: 5%)",
        {"rl-profile adaptive", "rl-rollout run"}},
       {"--steps", "", "decode steps timed per profile point", adaptive},
       {"--load-only", "", "load the model and exit (times the restart of a naive switch)", adaptive},

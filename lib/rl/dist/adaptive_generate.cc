@@ -7,6 +7,8 @@
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <memory>
 #include <optional>
 
 #include "rl/dist/replica.h"
@@ -56,18 +58,21 @@ at::Tensor PadTo(const at::Tensor& t, int64_t dim, int64_t size) {
   return out;
 }
 
-// Moves every rank's unfinished sequences into `merged` (a replica over all ranks, each holding
-// its key/value heads). `counts[r]`: how many rank r has.
-Status Merge(Group& group, Replica::Exported mine, const std::vector<int64_t>& counts,
-             const model::ModelConfig& config, bool recompute, Replica* merged,
-             SwitchRecord* record) {
+// Moves the unfinished sequences of the replicas of degree `from` into those of degree `to`:
+// `place[k][i]` is the new replica of old replica k's i-th sequence (MergeInto). Over the whole
+// group, so that sequences may move between any replicas; this rank keeps the sequences of its new
+// replica (rank / to) and, of their KV cache, the key/value heads its new shard holds, which the
+// old replica's rank holding them sends (every rank of an old replica holds the same sequences).
+Status Merge(Group& group, Replica::Exported mine, int from, int to, const std::vector<std::vector<int>>& place,
+             const model::ModelConfig& config, bool recompute, Replica* merged, SwitchRecord* record) {
   // A fail point for drills: RL_FAILPOINT=adaptive-switch stops this process (SIGSTOP) as the
   // switch begins, so that a test can kill it in the middle of one.
   if (const char* f = std::getenv("RL_FAILPOINT"); f != nullptr && std::strcmp(f, "adaptive-switch") == 0) {
     std::raise(SIGSTOP);
   }
-  const int n = group.size();
-  const int64_t n_max = *std::max_element(counts.begin(), counts.end());
+  const int rank = group.rank(), target = rank / to;
+  int64_t n_max = 1;
+  for (const auto& p : place) n_max = std::max<int64_t>(n_max, static_cast<int64_t>(p.size()));
   Clock::time_point t = Clock::now();
   // Metadata: prompt, token count and generated count per sequence; tokens, logprobs, logits.
   int64_t len_max = 1;
@@ -96,18 +101,25 @@ Status Merge(Group& group, Replica::Exported mine, const std::vector<int64_t>& c
   RL_RETURN_IF_ERROR(group.AllGather(tokens, &all_tokens));
   RL_RETURN_IF_ERROR(group.AllGather(logprobs, &all_logprobs));
   RL_RETURN_IF_ERROR(group.AllGather(logits, &all_logits));
+  // This rank's new replica's sequences, old replica by old replica, each from the old replica's
+  // first rank.
+  std::vector<std::pair<size_t, int64_t>> sources;  // (sending rank, row)
   std::vector<SequenceState> sequences;
-  for (int r = 0; r < n; ++r) {
-    for (int64_t i = 0; i < counts[static_cast<size_t>(r)]; ++i) {
+  for (size_t k = 0; k < place.size(); ++k) {
+    const size_t src = k * static_cast<size_t>(from);
+    for (size_t i = 0; i < place[k].size(); ++i) {
+      if (place[k][i] != target) continue;
+      const auto row = static_cast<int64_t>(i);
+      sources.emplace_back(src, row);
       SequenceState s;
-      const int64_t* m = metas[static_cast<size_t>(r)][i].data_ptr<int64_t>();
+      const int64_t* m = metas[src][row].data_ptr<int64_t>();
       s.prompt = m[0];
-      const at::Tensor tk = all_tokens[static_cast<size_t>(r)][i].narrow(0, 0, m[1]).contiguous();
+      const at::Tensor tk = all_tokens[src][row].narrow(0, 0, m[1]).contiguous();
       s.tokens.assign(tk.data_ptr<int64_t>(), tk.data_ptr<int64_t>() + m[1]);
       s.generation.response_ids.assign(s.tokens.end() - m[2], s.tokens.end());
-      const at::Tensor lp = all_logprobs[static_cast<size_t>(r)][i].narrow(0, 0, m[2]).contiguous();
+      const at::Tensor lp = all_logprobs[src][row].narrow(0, 0, m[2]).contiguous();
       s.generation.logprobs.assign(lp.data_ptr<float>(), lp.data_ptr<float>() + m[2]);
-      s.logits = all_logits[static_cast<size_t>(r)][i].clone();
+      s.logits = all_logits[src][row].clone();
       sequences.push_back(std::move(s));
     }
   }
@@ -118,8 +130,11 @@ Status Merge(Group& group, Replica::Exported mine, const std::vector<int64_t>& c
     record->state_s = Since(t);
     return Status::OK();
   }
-  // The KV cache, layer by layer: gather every rank's valid entries, keep this rank's heads.
-  const int64_t heads = config.kv_heads() / n, first = heads * group.rank();
+  // The KV cache, layer by layer: gather every rank's valid entries, keep this rank's new heads.
+  // They are [first, first + heads) of the whole model's; at degree `from` the old replica's rank
+  // first / old_heads held them, from offset first % old_heads of its own.
+  const int64_t heads = config.kv_heads() / to, first = heads * (rank % to);
+  const int64_t old_heads = config.kv_heads() / from, holder = first / old_heads, offset = first % old_heads;
   std::vector<at::Tensor> keys, values;
   for (size_t l = 0; l < mine.keys.size(); ++l) {
     for (int kv = 0; kv < 2; ++kv) {
@@ -130,11 +145,10 @@ Status Merge(Group& group, Replica::Exported mine, const std::vector<int64_t>& c
       std::vector<at::Tensor> parts;
       RL_RETURN_IF_ERROR(group.AllGather(padded, &parts));
       std::vector<at::Tensor> kept;
-      for (int r = 0; r < n; ++r) {
-        kept.push_back(parts[static_cast<size_t>(r)].narrow(0, 0, counts[static_cast<size_t>(r)])
-                           .narrow(1, first, heads));
+      for (const auto& [src, row] : sources) {
+        kept.push_back(parts[src + static_cast<size_t>(holder)].narrow(0, row, 1).narrow(1, offset, heads));
       }
-      (kv == 0 ? keys : values).push_back(at::cat(kept, 0));
+      (kv == 0 ? keys : values).push_back(kept.empty() ? padded.narrow(0, 0, 0).narrow(1, 0, heads) : at::cat(kept, 0));
     }
   }
   RL_RETURN_IF_ERROR(merged->PutActive(std::move(sequences), keys, values));
@@ -177,131 +191,193 @@ Status ShareOutputs(Group& group, const std::vector<bool>& owned, std::vector<mo
   return Status::OK();
 }
 
+// The decision at a check: the degree to widen to (0: stay) and the estimate it was taken on.
+struct Decision {
+  int to = 0;
+  SwitchEstimate estimate;
+};
+
+Decision Decide(const AdaptiveOptions& o, const std::vector<int>& degrees, int tp, int n, int this_check,
+                const std::vector<ReplicaLoad>& replicas) {
+  Decision d;
+  std::vector<int> wider;
+  for (int t : degrees) {
+    if (t > tp && t % tp == 0) wider.push_back(t);
+  }
+  if (wider.empty()) return d;
+  const int64_t slots = o.generate.slots;
+  if (o.force_switch_check >= 0) {
+    if (this_check < o.force_switch_check) return d;
+    d.to = wider.front();
+    if (o.predictor != nullptr && o.predictor->Has(tp) && o.predictor->Has(d.to)) {
+      d.estimate = o.predictor->EstimateSwitch(tp, d.to, replicas, n / d.to, slots * d.to);
+    }
+    return d;
+  }
+  double best = 0;
+  for (int t : wider) {
+    if (!o.predictor->Has(t)) continue;  // a degree the profile lacks is no candidate
+    const SwitchEstimate e = o.predictor->EstimateSwitch(tp, t, replicas, n / t, slots * t);
+    if (d.to == 0 || e.total_s() < best) {
+      d.to = t;
+      d.estimate = e;
+      best = e.total_s();
+    }
+  }
+  if (d.to != 0 && !(best < d.estimate.stay_s * (1 - o.margin))) d.to = 0;
+  return d;
+}
+
+// Responses finished by this rank's replica (degree tp) so far move to `generations`; the
+// replica's first rank speaks for them when they are shared.
+void Collect(std::vector<model::Generation>* out, int tp, int rank, std::vector<model::Generation>* generations,
+             std::vector<bool>* owned) {
+  for (size_t i = 0; i < out->size(); ++i) {
+    if ((*out)[i].response_ids.empty()) continue;
+    (*generations)[i] = std::move((*out)[i]);
+    (*out)[i] = model::Generation{};
+    (*owned)[i] = rank % tp == 0;
+  }
+}
+
 }  // namespace
+
+std::vector<int> TensorParallelDegrees(const model::ModelConfig& config, int ranks) {
+  std::vector<int> out;
+  for (int t = 1; t <= ranks; ++t) {
+    if (ranks % t == 0 && (t == 1 || model::CheckTensorParallel(config, t).ok())) out.push_back(t);
+  }
+  return out;
+}
 
 Result<AdaptiveResult> AdaptiveGenerate(Group& group, const model::Transformer& whole,
                                         const std::vector<std::vector<int64_t>>& prompts,
                                         const AdaptiveOptions& o) {
   const int n = group.size(), rank = group.rank();
-  if (o.start_tp != 1 && o.start_tp != n) {
-    return Status::InvalidArgument("adaptive generate: start_tp must be 1 or the group's size " +
+  if (o.start_tp < 1 || n % o.start_tp != 0) {
+    return Status::InvalidArgument("adaptive generate: start_tp must divide the group's size " +
                                    std::to_string(n));
   }
   if (o.check_every < 1 || o.generate.slots < 1) {
     return Status::InvalidArgument("adaptive generate: check_every and slots must be >= 1");
   }
-  if (o.adaptive && o.start_tp == 1 && n > 1 && o.predictor == nullptr && o.force_switch_check < 0) {
+  if (o.adaptive && o.start_tp < n && o.predictor == nullptr && o.force_switch_check < 0) {
     return Status::InvalidArgument("adaptive generate: adaptive needs a predictor");
   }
-  if (o.predictor != nullptr && o.adaptive && (!o.predictor->Has(1) || !o.predictor->Has(n))) {
-    return Status::InvalidArgument("adaptive generate: the profile lacks tp 1 or tp " + std::to_string(n));
+  if (o.predictor != nullptr && o.adaptive && o.start_tp < n && !o.predictor->Has(o.start_tp)) {
+    return Status::InvalidArgument("adaptive generate: the profile lacks tp " + std::to_string(o.start_tp));
   }
-  RL_RETURN_IF_ERROR(model::CheckTensorParallel(whole.config(), n));
+  RL_RETURN_IF_ERROR(model::CheckTensorParallel(whole.config(), o.start_tp));
   RL_RETURN_IF_ERROR(model::CheckGenerateRequest(whole.config(), prompts, o.generate));
   const Clock::time_point start = Clock::now();
   AdaptiveResult result;
   result.generations.resize(prompts.size());
   if (o.generate.max_new_tokens == 0 && o.generate.max_new_tokens_each.empty()) return result;
-  // Responses finished by this rank's data-parallel replica, and by the replica over every rank.
-  std::vector<model::Generation> dp_out(prompts.size()), merged_out(prompts.size());
+  // The degrees this stage may take, and their communication groups: made once (kept in `group`
+  // for later stages), before anything is timed.
+  std::vector<int> degrees;
+  for (int t : TensorParallelDegrees(whole.config(), n)) {
+    if (t >= o.start_tp && (o.adaptive || t == o.start_tp)) degrees.push_back(t);
+  }
+  std::map<int, model::TensorParallel> comms;
+  for (int t : degrees) {
+    if (t == 1) continue;
+    RL_ASSIGN_OR_RETURN(Group g, group.TensorParallelGroup(t));
+    RL_ASSIGN_OR_RETURN(comms[t], g.TensorParallel());
+  }
+  // Responses finished by this rank's replica since the last switch, and those collected so far.
+  std::vector<model::Generation> out(prompts.size());
+  std::vector<bool> owned(prompts.size(), false);
   const int64_t slots = o.generate.slots;
   int tp = o.start_tp;
-  // The tensor-parallel all-reduce is connected once, before anything is timed, and reused.
-  model::TensorParallel tp_comm;
-  if (n > 1) {
-    RL_ASSIGN_OR_RETURN(tp_comm, group.TensorParallel());
+  // The shard the replica decodes with (none at degree 1: the whole model); held by pointer, as
+  // the replica points at it.
+  std::unique_ptr<model::Transformer> shard;
+  if (tp > 1) {
+    RL_ASSIGN_OR_RETURN(model::Transformer s, whole.Shard(comms.at(tp)));
+    shard = std::make_unique<model::Transformer>(std::move(s));
   }
-  std::optional<model::Transformer> shard;
   std::optional<Replica> replica;
-  if (tp == 1) {
-    RL_ASSIGN_OR_RETURN(Replica r, Replica::Create(&whole, slots, &prompts, &o.generate,
-                                                   o.generate.seed + static_cast<uint64_t>(rank)));
+  {
+    const int replicas = n / tp, me = rank / tp;
+    RL_ASSIGN_OR_RETURN(Replica r, Replica::Create(shard ? shard.get() : &whole, slots * tp, &prompts, &o.generate,
+                                                   o.generate.seed + static_cast<uint64_t>(me)));
     replica.emplace(std::move(r));
-    for (size_t i = static_cast<size_t>(rank); i < prompts.size(); i += static_cast<size_t>(n)) {
+    for (size_t i = static_cast<size_t>(me); i < prompts.size(); i += static_cast<size_t>(replicas)) {
       replica->AddPending(static_cast<int64_t>(i));
     }
-  } else {
-    RL_ASSIGN_OR_RETURN(model::Transformer s, whole.Shard(tp_comm));
-    shard.emplace(std::move(s));
-    RL_ASSIGN_OR_RETURN(Replica r, Replica::Create(&*shard, slots * n, &prompts, &o.generate,
-                                                   o.generate.seed));
-    replica.emplace(std::move(r));
-    for (size_t i = 0; i < prompts.size(); ++i) replica->AddPending(static_cast<int64_t>(i));
   }
   int64_t round = 0;
   int check = 0;
   for (;;) {
-    const bool merged_phase = tp == n && n > 1;
     if (!replica->done()) {
       const Clock::time_point t = Clock::now();
-      RL_ASSIGN_OR_RETURN(RoundStats stats, replica->Round(tp == 1 ? &dp_out : &merged_out));
+      RL_ASSIGN_OR_RETURN(RoundStats stats, replica->Round(&out));
       result.trace.push_back({tp, stats.batch, stats.context_tokens, stats.prefills > 0, Since(t)});
     }
     ++round;
-    if (merged_phase || n == 1) {
+    if (tp == n) {
       // One replica over every rank: the ranks move in lockstep and finish together.
       if (replica->done()) break;
       continue;
     }
-    // Static data-parallel replicas run on their own: they meet once, each when done (a rank done
-    // first waits there for the others, as long as they take).
+    // Static replicas run on their own: they meet once, each when done (a replica done first
+    // waits there for the others, as long as they take).
     if (!o.adaptive && !replica->done()) continue;
     // Adaptive ones meet every check_every rounds; a replica with nothing left idles to the next.
     if (round % o.check_every != 0 && !replica->done()) continue;
     if (replica->done()) round = (round + o.check_every - 1) / o.check_every * o.check_every;
     int64_t pending = 0;
     RL_ASSIGN_OR_RETURN(std::vector<ReplicaLoad> loads,
-                        ExchangeLoads(group, *replica, slots, &pending, o.adaptive ? 0 : o.idle_timeout_ms));
+                        ExchangeLoads(group, *replica, slots * tp, &pending, o.adaptive ? 0 : o.idle_timeout_ms));
     const int this_check = check++;
     bool all_done = pending == 0;
     for (const ReplicaLoad& l : loads) all_done = all_done && l.empty();
     if (all_done) break;
     if (!o.adaptive || pending > 0) continue;
+    // Every rank of a replica reports its loads; its first rank's stand for it (pending counted
+    // once per replica is not needed: any pending prompt stops the decision).
+    std::vector<ReplicaLoad> by_replica;
+    for (int k = 0; k < n / tp; ++k) by_replica.push_back(loads[static_cast<size_t>(k * tp)]);
+    Decision d = Decide(o, degrees, tp, n, this_check, by_replica);
+    // Rank 0's decision is the group's.
+    at::Tensor decided = at::tensor(std::vector<int64_t>{d.to, d.estimate.recompute ? 1 : 0}, at::kLong);
+    RL_RETURN_IF_ERROR(group.Broadcast(decided, 0));
+    d.to = static_cast<int>(decided[0].item<int64_t>());
+    d.estimate.recompute = decided[1].item<int64_t>() != 0;
+    if (d.to == 0) continue;
+    if (d.to <= tp || n % d.to != 0 || comms.count(d.to) == 0) {
+      return Status::Internal("adaptive generate: rank 0 chose tp " + std::to_string(d.to) + " from tp " +
+                              std::to_string(tp));
+    }
     SwitchRecord record;
     record.round = round;
-    record.from = 1;
-    record.to = n;
-    bool go = o.force_switch_check >= 0 && this_check >= o.force_switch_check;
-    if (o.predictor != nullptr) {
-      record.predicted = o.predictor->EstimateSwitch(1, n, loads);
-      if (o.force_switch_check < 0) go = record.predicted.total_s() < record.predicted.stay_s * (1 - o.margin);
-    }
-    if (!go) continue;
+    record.from = tp;
+    record.to = d.to;
+    record.predicted = d.estimate;
     record.recompute = o.move == AdaptiveOptions::Move::kRecompute ||
-                       (o.move == AdaptiveOptions::Move::kAuto && record.predicted.recompute);
-    std::vector<int64_t> counts;
-    for (const ReplicaLoad& l : loads) {
-      counts.push_back(static_cast<int64_t>(l.size()));
-      record.sequences += static_cast<int64_t>(l.size());
-    }
+                       (o.move == AdaptiveOptions::Move::kAuto && d.estimate.recompute);
+    for (const ReplicaLoad& l : by_replica) record.sequences += static_cast<int64_t>(l.size());
+    const std::vector<std::vector<int>> place = MergeInto(by_replica, n / d.to, slots * d.to);
     Clock::time_point t = Clock::now();
-    RL_ASSIGN_OR_RETURN(model::Transformer s, whole.Shard(tp_comm));
-    shard.emplace(std::move(s));
+    RL_ASSIGN_OR_RETURN(model::Transformer s, whole.Shard(comms.at(d.to)));
+    auto next_shard = std::make_unique<model::Transformer>(std::move(s));
     record.reshard_s = Since(t);
     t = Clock::now();
     RL_ASSIGN_OR_RETURN(Replica::Exported mine, replica->TakeActive());
-    RL_ASSIGN_OR_RETURN(Replica next, Replica::Create(&*shard, slots * n, &prompts, &o.generate,
-                                                      o.generate.seed + 7919u * static_cast<uint64_t>(check)));
+    Collect(&out, tp, rank, &result.generations, &owned);
+    const uint64_t seed = o.generate.seed + 7919u * (result.switches.size() + 1) + static_cast<uint64_t>(rank / d.to);
+    RL_ASSIGN_OR_RETURN(Replica next, Replica::Create(next_shard.get(), slots * d.to, &prompts, &o.generate, seed));
     record.other_s = Since(t);
     RL_RETURN_IF_ERROR(TorchGuard("adaptive generate: switch", [&]() -> Status {
-      return Merge(group, std::move(mine), counts, whole.config(), record.recompute, &next, &record);
+      return Merge(group, std::move(mine), tp, d.to, place, whole.config(), record.recompute, &next, &record);
     }));
     replica.emplace(std::move(next));
-    tp = n;
+    shard = std::move(next_shard);
+    tp = d.to;
     result.switches.push_back(record);
   }
-  // Responses finished before a switch are held by their replica's rank; those finished after it
-  // by every rank (rank 0 speaks for them).
-  std::vector<bool> owned(prompts.size(), false);
-  for (size_t i = 0; i < prompts.size(); ++i) {
-    if (!dp_out[i].response_ids.empty()) {
-      result.generations[i] = std::move(dp_out[i]);
-      owned[i] = true;
-    } else if (!merged_out[i].response_ids.empty()) {
-      result.generations[i] = std::move(merged_out[i]);
-      owned[i] = rank == 0;
-    }
-  }
+  Collect(&out, tp, rank, &result.generations, &owned);
   if (n > 1) {
     RL_RETURN_IF_ERROR(TorchGuard("adaptive generate: share", [&]() -> Status {
       return ShareOutputs(group, owned, &result.generations);

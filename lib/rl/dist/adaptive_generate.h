@@ -1,19 +1,24 @@
-// AdaptiveGenerate: one generation stage over a group of N processes that starts as N
-// data-parallel replicas (tensor-parallel degree 1, each decoding its share of the prompts with
-// its own continuous batch) and, when PAT's rule says so, merges every unfinished sequence into
-// one replica spread over all N ranks (degree N), which is fastest for the long tail of a few
-// long responses.
+// AdaptiveGenerate: one generation stage over a group of N processes laid out as N/t
+// data-parallel replicas of tensor-parallel degree t (replica k on ranks [k*t, (k+1)*t), each
+// decoding its share of the prompts with its own continuous batch), whose degree widens during
+// the stage when PAT's rule says so: many narrow replicas are fastest while the batch is full,
+// wide ones for the long tail of a few long responses. The degrees are those t dividing N over
+// which the model splits; a stage may widen several times (1 -> 2 -> 4 as the tail shrinks).
 //
 // The rule: every check_every rounds the ranks exchange their loads (pending prompts, and each
-// unfinished sequence's length and remaining token budget). Once no prompt is pending, the
-// predictor (latency_model.h) compares the time to finish as is with the time after merging plus
-// the switch's cost; the switch happens only when that wins by `margin`. Every rank sees the same
-// loads and so takes the same decision.
+// unfinished sequence's length and remaining token budget) over the whole group. Once no prompt
+// is pending, the predictor (latency_model.h) compares the time to finish at the current degree
+// with, for each wider degree it was profiled at, the time after merging the unfinished sequences
+// into the wider replicas (balanced by remaining work, MergeInto) plus the switch's cost; the
+// switch goes to the best of them, and only when that wins by `margin`. Every rank computes the
+// decision from the same exchanged loads, and rank 0's is broadcast as the group's.
 // A switch restarts nothing: the weights are resharded from the whole model each rank holds (a
 // slice, no reload); the sequences keep their state, either by moving the KV cache (one
-// all-gather per layer of the valid entries, each rank keeping its key/value heads) or by
-// recomputing it (a prefill), whichever the predictor says is cheaper; the process group is the
-// one the stage was given. With greedy decoding the tokens are those of a run that never switches.
+// all-gather per layer of the valid entries over the group, each rank keeping the key/value heads
+// its new shard holds) or by recomputing it (a prefill), whichever the predictor says is cheaper;
+// the communication groups of every degree are made once, before the first round, and kept in
+// the group for later stages. With greedy decoding the tokens are those of a run that never
+// switches.
 // Thread safety: every rank calls this at once with the same prompts and options (SPMD).
 #pragma once
 
@@ -31,12 +36,14 @@ namespace rl::dist {
 struct AdaptiveOptions {
   model::GenerateOptions generate;  // slots: per data-parallel replica
   bool adaptive = true;             // false: stay at start_tp throughout
-  int start_tp = 1;                 // 1, or the group's size (one replica over every rank)
+  int start_tp = 1;                 // a degree dividing the group's size (N: one replica over all)
   int check_every = 8;              // rounds between the coordinator's checks
   double margin = 0.05;             // switch only if it is predicted this fraction faster
   const LatencyModel* predictor = nullptr;  // required when adaptive and force_switch_check < 0
   enum class Move { kAuto, kMigrate, kRecompute } move = Move::kAuto;
-  int force_switch_check = -1;  // tests: switch at this check (0-based) whatever the predictor
+  // Tests: from this check (0-based) on, widen to the next degree at every check, whatever the
+  // predictor (1 -> 2 -> 4 with N = 4).
+  int force_switch_check = -1;
   // Static replicas meet only when done: how long the first done may wait for the others.
   int64_t idle_timeout_ms = 24LL * 3600 * 1000;
 };
@@ -69,9 +76,14 @@ struct AdaptiveResult {
   double seconds = 0;  // the stage, on this rank (the last collective ends it on every rank)
 };
 
-// InvalidArgument for bad options (a start_tp that is neither 1 nor the group's size, no
-// predictor), Config when the model does not split over the group, Unavailable when a rank is
-// lost (the stage is then abandoned: its prompts' leases come back to the queue).
+// The degrees a group of `ranks` can take with this model, ascending: those dividing ranks over
+// which the model splits (1 always).
+std::vector<int> TensorParallelDegrees(const model::ModelConfig& config, int ranks);
+
+// InvalidArgument for bad options (a start_tp that does not divide the group's size, no
+// predictor, a predictor without start_tp), Config when the model does not split at start_tp,
+// Unavailable when a rank is lost (the stage is then abandoned: its prompts' leases come back to
+// the queue).
 Result<AdaptiveResult> AdaptiveGenerate(Group& group, const model::Transformer& whole,
                                         const std::vector<std::vector<int64_t>>& prompts,
                                         const AdaptiveOptions& options);

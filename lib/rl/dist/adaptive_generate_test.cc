@@ -177,7 +177,7 @@ TEST(AdaptiveGenerateTest, ARolloutGroupChecksAndSwitchesByItsLeadersSettings) {
         EXPECT_EQ((*got)[i].response_ids, f.expected[i].response_ids) << "margin " << margin << " prompt " << i;
       }
     }
-    GroupLeader(&g, opts).Stop();
+    EXPECT_TRUE(GroupLeader(&g, opts).Stop().ok());
   });
   EXPECT_TRUE(follower.ok()) << follower.ToString();
 }

@@ -113,10 +113,14 @@ std::string Fixed(double v, int digits) {
 
 std::string Describe(const AdaptiveResult& r) {
   if (r.switches.empty()) return "no switch";
-  const SwitchRecord& s = r.switches[0];
-  return "switch after round " + std::to_string(s.round) + ": " + std::to_string(s.sequences) +
-         " sequences, " + (s.recompute ? "recomputed" : "cache moved") + ", predicted " +
-         Fixed(s.predicted.total_s(), 2) + " s vs " + Fixed(s.predicted.stay_s, 2) + " s staying";
+  std::string out;
+  for (const SwitchRecord& s : r.switches) {
+    out += std::string(out.empty() ? "" : "; ") + "tp " + std::to_string(s.from) + " -> " + std::to_string(s.to) +
+           " after round " + std::to_string(s.round) + ": " + std::to_string(s.sequences) + " sequences, " +
+           (s.recompute ? "recomputed" : "cache moved") + ", predicted " + Fixed(s.predicted.total_s(), 2) +
+           " s vs " + Fixed(s.predicted.stay_s, 2) + " s staying";
+  }
+  return out;
 }
 
 int RunProfile(const AdaptiveProfileOptions& o) {
@@ -136,7 +140,9 @@ int RunProfile(const AdaptiveProfileOptions& o) {
   auto whole = LoadModel(o);
   if (!whole.ok()) return Fail("rl-profile", whole.status());
   const int n = o.ranks;
-  Progress(o, "profiling decode at tp 1 and " + std::to_string(n));
+  std::string degrees;
+  for (int t : ProfiledDegrees(whole->config(), n)) degrees += (degrees.empty() ? "" : ", ") + std::to_string(t);
+  Progress(o, "profiling decode at tp " + degrees);
   DecodeGridOptions grid;
   grid.steps = o.steps;
   grid.seed = o.seed;
@@ -152,18 +158,23 @@ int RunProfile(const AdaptiveProfileOptions& o) {
     out << predictor->ToJson().dump() << "\n";
     if (!out.flush()) return Fail("rl-profile", Status::IOError("--profile-out " + o.profile_out + ": cannot write"));
   }
+  // Static runs at every profiled degree (N/t replicas of degree t), then adaptive from 1.
+  const std::vector<int> statics = ProfiledDegrees(whole->config(), n);
   struct Row {
     std::string name;
-    Run static1, staticn, adaptive;
+    std::vector<Run> statics;
+    Run adaptive;
   };
   std::vector<Row> rows;
   for (const Workload& w : MakeWorkloads(o, whole->config().vocab_size)) {
-    Row row{w.name, {}, {}, {}};
-    for (int mode = 0; mode < 3; ++mode) {
-      Progress(o, w.name + ": " + (mode == 0 ? "static tp 1" : mode == 1 ? "static tp " + std::to_string(n) : "adaptive"));
-      auto run = RunStage(*group, *whole, w, o, *predictor, mode == 2, mode == 1 ? n : 1);
+    Row row{w.name, {}, {}};
+    for (size_t mode = 0; mode <= statics.size(); ++mode) {
+      const bool adaptive = mode == statics.size();
+      const int tp = adaptive ? 1 : statics[mode];
+      Progress(o, w.name + ": " + (adaptive ? std::string("adaptive") : "static tp " + std::to_string(tp)));
+      auto run = RunStage(*group, *whole, w, o, *predictor, adaptive, tp);
       if (!run.ok()) return Fail("rl-profile", run.status());
-      (mode == 0 ? row.static1 : mode == 1 ? row.staticn : row.adaptive) = std::move(*run);
+      (adaptive ? row.adaptive : row.statics.emplace_back()) = std::move(*run);
     }
     rows.push_back(std::move(row));
   }
@@ -189,7 +200,9 @@ int RunProfile(const AdaptiveProfileOptions& o) {
   double predicted = 0, measured = 0;
   std::vector<double> step_errors;
   for (const Row& row : rows) {
-    for (const Run* run : {&row.static1, &row.staticn, &row.adaptive}) {
+    std::vector<const Run*> runs{&row.adaptive};
+    for (const Run& r : row.statics) runs.push_back(&r);
+    for (const Run* run : runs) {
       for (const RoundTrace& r : run->result.trace) {
         if (r.prefill || r.batch == 0) continue;
         const double p = predictor->Step(r.tp, r.batch, r.context_tokens);
@@ -207,15 +220,23 @@ int RunProfile(const AdaptiveProfileOptions& o) {
             << o.prompt_tokens << " tokens, " << o.slots << " slots per replica, long tail "
             << o.max_new_tokens << " tokens (" << Fixed(o.tail * 100, 0) << "%), short " << o.short_tokens
             << "; profile " << Fixed(profile_s, 1) << " s\n";
-  std::cout << "| workload | static tp 1 (dp " << n << ") s | static tp " << n << " (dp 1) s | adaptive s | "
-            << "adaptive/best static | decision |\n| --- | --- | --- | --- | --- | --- |\n";
+  std::cout << "| workload |";
+  for (int tp : statics) std::cout << " static tp " << tp << " (dp " << n / tp << ") s |";
+  std::cout << " adaptive s | adaptive/best static | decision |\n";
+  std::cout << "| --- |";
+  for (size_t i = 0; i < statics.size(); ++i) std::cout << " --- |";
+  std::cout << " --- | --- | --- |\n";
   std::vector<double> ratios;
   const SwitchRecord* measured_switch = nullptr;
   for (const Row& row : rows) {
-    const double best = std::min(row.static1.seconds, row.staticn.seconds);
+    double best = row.statics[0].seconds;
+    std::cout << "| " << row.name << " |";
+    for (const Run& r : row.statics) {
+      best = std::min(best, r.seconds);
+      std::cout << " " << Fixed(r.seconds, 2) << " |";
+    }
     ratios.push_back(row.adaptive.seconds / best);
-    std::cout << "| " << row.name << " | " << Fixed(row.static1.seconds, 2) << " | " << Fixed(row.staticn.seconds, 2)
-              << " | " << Fixed(row.adaptive.seconds, 2) << " | " << Fixed(ratios.back(), 2) << " | "
+    std::cout << " " << Fixed(row.adaptive.seconds, 2) << " | " << Fixed(ratios.back(), 2) << " | "
               << Describe(row.adaptive.result) << " |\n";
     if (!row.adaptive.result.switches.empty() && measured_switch == nullptr) {
       measured_switch = &row.adaptive.result.switches[0];
@@ -249,7 +270,7 @@ int RunProfile(const AdaptiveProfileOptions& o) {
 profile::Subcommand AddAdaptiveProfile(CommandLine& cl) {
   auto o = std::make_shared<AdaptiveProfileOptions>();
   CLI::App* app = cl.Sub("adaptive",
-                         "adaptive tensor parallelism on a model: static tp 1, static tp N and adaptive on a "
+                         "adaptive tensor parallelism on a model: static at each tp 1, 2, 4 .. N and adaptive on a "
                          "long-tail and a uniform workload, the switch against a naive restart, the predictor's error");
   cl.Require(cl.Bind(app, "--model", &o->model));
   cl.Bind(app, "--ranks", &o->ranks)->check(CLI::Range(1, 64));
@@ -272,7 +293,7 @@ profile::Subcommand AddAdaptiveProfile(CommandLine& cl) {
             if (!o->load_only && (o->rendezvous.empty() || o->rank >= o->ranks)) {
               return Fail("rl-profile", Status::InvalidArgument("adaptive: --rendezvous HOST:PORT and a --rank below --ranks are needed"));
             }
-            if (o->short_tokens >= o->max_new_tokens) {
+            if (!o->load_only && o->short_tokens >= o->max_new_tokens) {  // a load needs no workload
               return Fail("rl-profile", Status::InvalidArgument("adaptive: --short-tokens must be below --max-new-tokens"));
             }
             return RunProfile(*o);

@@ -1,9 +1,10 @@
 // rl-profile adaptive: adaptive tensor parallelism measured on one model, run as one process per
-// rank (examples/pipelines/adaptive-tp.sh starts them). It profiles decoding (decode_grid.h),
-// then runs two workloads of greedy generation, a long-tail one (most responses short, a few at
-// the limit, as in reasoning workloads) and a uniform one, each three ways: static degree 1
-// (N data-parallel replicas), static degree N (one replica over every rank) and adaptive; it
-// times a naive switch (a fresh process loading the model, a fresh group, the prefill of the
+// rank (examples/pipelines/adaptive-tp.sh starts them). It profiles decoding at every degree of
+// ProfiledDegrees (decode_grid.h: 1, 2, 4, ... dividing the ranks, and N), then runs two
+// workloads of greedy generation, a long-tail one (most responses short, a few at the limit, as in
+// reasoning workloads) and a uniform one, each static at every profiled degree t (N/t replicas of
+// degree t) and adaptive (from degree 1, widening as the predictor says, possibly several times);
+// it times a naive switch (a fresh process loading the model, a fresh group, the prefill of the
 // moved sequences) and checks the predictor on the real trajectories. Rank 0 prints the table
 // and a last line:
 //   adaptive/best-static: long-tail X.XX uniform X.XX; switch/naive-restart X.XX; predictor error X.X%

@@ -6,7 +6,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <memory>
 
+#include "rl/dist/adaptive_generate.h"
 #include "rl/dist/replica.h"
 #include "rl/model/kv_cache.h"
 #include "rl/model/tensor_parallel.h"
@@ -52,6 +54,14 @@ Result<std::pair<double, double>> TimePoint(const model::Transformer& m, int64_t
 
 }  // namespace
 
+std::vector<int> ProfiledDegrees(const model::ModelConfig& config, int ranks) {
+  std::vector<int> out;
+  for (int t : TensorParallelDegrees(config, ranks)) {
+    if ((t & (t - 1)) == 0 || t == ranks) out.push_back(t);
+  }
+  return out;
+}
+
 Result<LatencyModel> MeasureDecodeGrid(Group& group, const model::Transformer& whole,
                                        const DecodeGridOptions& o) {
   const int n = group.size();
@@ -62,17 +72,22 @@ Result<LatencyModel> MeasureDecodeGrid(Group& group, const model::Transformer& w
   RL_RETURN_IF_ERROR(model::TorchGuard("decode grid", [&]() -> Status {
     c10::NoGradGuard no_grad;
     at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(o.seed + static_cast<uint64_t>(group.rank()));
-    RL_ASSIGN_OR_RETURN(model::TensorParallel tp_comm, group.TensorParallel());
-    auto t = Clock::now();
-    RL_ASSIGN_OR_RETURN(model::Transformer shard, whole.Shard(tp_comm));
-    costs.reshard_s = Since(t);
-    for (int tp : {1, n}) {
-      if (tp == 1 && n == 1 && !decode.empty()) break;
-      const model::Transformer& m = tp == 1 ? whole : shard;
+    for (int tp : ProfiledDegrees(whole.config(), n)) {
+      // The degree's communication group (made once, kept in `group`, as AdaptiveGenerate uses).
+      std::unique_ptr<model::Transformer> shard;
+      if (tp > 1) {
+        RL_ASSIGN_OR_RETURN(Group g, group.TensorParallelGroup(tp));
+        RL_ASSIGN_OR_RETURN(model::TensorParallel tp_comm, g.TensorParallel());
+        auto t = Clock::now();
+        RL_ASSIGN_OR_RETURN(model::Transformer s, whole.Shard(tp_comm));
+        costs.reshard_s = std::max(costs.reshard_s, Since(t));
+        shard = std::make_unique<model::Transformer>(std::move(s));
+      }
+      const model::Transformer& m = shard ? *shard : whole;
       for (int64_t b : o.batches) {
         for (int64_t len : o.lengths) {
           if (len + o.steps + 1 > context) continue;  // not feasible in this context
-          const int64_t batch = tp == 1 ? b : b * n;
+          const int64_t batch = b * tp;
           RL_RETURN_IF_ERROR(group.Barrier());  // replicas measure at once, as they would run
           RL_ASSIGN_OR_RETURN(auto figures, TimePoint(m, batch, len, o.steps, gen));
           // The timed rounds run at lengths len .. len+steps-1: their middle is the point's.
@@ -85,7 +100,7 @@ Result<LatencyModel> MeasureDecodeGrid(Group& group, const model::Transformer& w
     const at::Tensor block = at::ones({int64_t{4} << 20}, at::kFloat);
     std::vector<at::Tensor> parts;
     RL_RETURN_IF_ERROR(group.AllGather(block, &parts));  // warm up the connections
-    t = Clock::now();
+    auto t = Clock::now();
     RL_RETURN_IF_ERROR(group.AllGather(block, &parts));
     costs.gather_bytes_per_s = static_cast<double>(block.nbytes()) * (n - 1) / std::max(Since(t), 1e-9);
     const model::ModelConfig& c = whole.config();

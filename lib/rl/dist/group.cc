@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <exception>
+#include <map>
 #include <utility>
 
 #include "rl/dist/sync_all_reduce.h"
@@ -18,6 +19,7 @@ struct Group::State {
   c10::intrusive_ptr<c10d::ProcessGroupGloo> pg;
   GroupOptions options;
   std::shared_ptr<SyncAllReduce> tp_sum;  // made by the first TensorParallel(), then reused
+  std::map<int, std::shared_ptr<State>> tp_groups;  // TensorParallelGroup's, by degree
 };
 
 namespace {
@@ -150,12 +152,33 @@ Result<Group> Group::Subgroup(const std::vector<int>& ranks, const std::string& 
   if (me < 0) return Status::InvalidArgument("process group: subgroup without this rank");
   auto state = std::make_shared<State>(*state_);
   state->tp_sum = nullptr;  // the subgroup's own
+  state->tp_groups.clear();
   state->options.name = state_->options.name + "/" + name;
   state->options.rank = me;
   state->options.size = static_cast<int>(ranks.size());
   RL_ASSIGN_OR_RETURN(state->pg, MakeGloo(state_->store, state->options.name, me,
                                           static_cast<int>(ranks.size()), state->options));
   return Group(std::move(state));
+}
+
+Result<Group> Group::TensorParallelGroup(int degree) {
+  if (degree < 1 || size() % degree != 0) {
+    return Status::InvalidArgument("process group: tensor-parallel degree " + std::to_string(degree) +
+                                   " does not divide " + std::to_string(size()));
+  }
+  if (degree == size()) {
+    RL_RETURN_IF_ERROR(TensorParallel().status());
+    return *this;
+  }
+  auto found = state_->tp_groups.find(degree);
+  if (found != state_->tp_groups.end()) return Group(found->second);
+  const int k = rank() / degree;
+  std::vector<int> ranks;
+  for (int r = k * degree; r < (k + 1) * degree; ++r) ranks.push_back(r);
+  RL_ASSIGN_OR_RETURN(Group g, Subgroup(ranks, "tp" + std::to_string(degree) + "-" + std::to_string(k)));
+  RL_RETURN_IF_ERROR(g.TensorParallel().status());
+  state_->tp_groups[degree] = g.state_;
+  return g;
 }
 
 Result<model::TensorParallel> Group::TensorParallel() {

@@ -58,6 +58,13 @@ class Group {
   // name() + "/" + name. Called by the members only; they become ranks 0.. in that order.
   Result<Group> Subgroup(const std::vector<int>& ranks, const std::string& name) const;
 
+  // The tensor-parallel group of `degree` (dividing size()) that holds this rank: ranks
+  // [k*degree, (k+1)*degree) for this rank's k, named "tp<degree>-<k>". Made by the first call
+  // (a collective of its members, with its TensorParallel() connected too) and kept in this
+  // group, so that later calls, and later generation stages, reuse it. degree == size() is this
+  // group itself. InvalidArgument for a degree that does not divide size().
+  Result<Group> TensorParallelGroup(int degree);
+
   // The all-reduce the model's tensor-parallel layers call (sync_all_reduce.h: Gloo in
   // synchronous mode; it throws model::PeerLost on a broken group). The first call connects it,
   // a collective: every rank calls this at once; later calls reuse it. Unavailable when the

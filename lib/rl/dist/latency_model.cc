@@ -131,29 +131,66 @@ double LatencyModel::Remaining(int tp, const std::vector<ReplicaLoad>& replicas)
   return slowest;
 }
 
-SwitchEstimate LatencyModel::EstimateSwitch(int from, int to,
-                                            const std::vector<ReplicaLoad>& replicas) const {
+std::vector<std::vector<int>> MergeInto(const std::vector<ReplicaLoad>& replicas, int count, int64_t capacity) {
+  struct Seq {
+    int64_t budget;
+    size_t replica, index;
+  };
+  std::vector<Seq> order;
+  std::vector<std::vector<int>> out(replicas.size());
+  for (size_t r = 0; r < replicas.size(); ++r) {
+    out[r].assign(replicas[r].size(), 0);
+    for (size_t i = 0; i < replicas[r].size(); ++i) order.push_back({replicas[r][i].second, r, i});
+  }
+  std::stable_sort(order.begin(), order.end(), [](const Seq& a, const Seq& b) { return a.budget > b.budget; });
+  std::vector<int64_t> work(static_cast<size_t>(count), 0), held(static_cast<size_t>(count), 0);
+  for (const Seq& s : order) {
+    size_t best = 0;
+    bool found = false;
+    for (size_t j = 0; j < work.size(); ++j) {
+      if (held[j] >= capacity) continue;
+      if (!found || work[j] < work[best]) best = j;
+      found = true;
+    }
+    work[best] += s.budget;
+    ++held[best];
+    out[s.replica][s.index] = static_cast<int>(best);
+  }
+  return out;
+}
+
+SwitchEstimate LatencyModel::EstimateSwitch(int from, int to, const std::vector<ReplicaLoad>& replicas, int count,
+                                            int64_t capacity) const {
   SwitchEstimate e;
   e.stay_s = Remaining(from, replicas);
-  ReplicaLoad merged;
-  int64_t tokens = 0;
-  double squares = 0;
-  for (const ReplicaLoad& load : replicas) {
-    for (const auto& seq : load) {
-      merged.push_back(seq);
-      tokens += seq.first;
-      squares += static_cast<double>(seq.first) * static_cast<double>(seq.first);
+  const std::vector<std::vector<int>> place = MergeInto(replicas, std::max(count, 1), capacity);
+  std::vector<ReplicaLoad> merged(static_cast<size_t>(std::max(count, 1)));
+  int64_t tokens = 0, sequences = 0;
+  for (size_t r = 0; r < replicas.size(); ++r) {
+    for (size_t i = 0; i < replicas[r].size(); ++i) {
+      merged[static_cast<size_t>(place[r][i])].push_back(replicas[r][i]);
+      tokens += replicas[r][i].first;
+      ++sequences;
     }
   }
-  e.after_s = Remaining(to, {merged});
-  if (merged.empty()) return e;
+  e.after_s = Remaining(to, merged);
+  if (sequences == 0) return e;
   // Every rank receives the other ranks' sequences' cache, padded to the longest (all-gather).
   const double bytes = static_cast<double>(tokens) * static_cast<double>(costs_.kv_bytes_per_token);
   e.migrate_s = costs_.reshard_s +
                 (costs_.gather_bytes_per_s > 0 ? bytes / costs_.gather_bytes_per_s : 0);
-  const double rms = std::sqrt(squares / static_cast<double>(merged.size()));
-  e.recompute_s = costs_.reshard_s + static_cast<double>(merged.size()) *
-                                         Prefill(to, static_cast<int64_t>(std::lround(rms)));
+  // Recomputing: each new replica prefills its sequences at their root-mean-square length; the
+  // replicas do so at once, so the slowest counts.
+  double slowest = 0;
+  for (const ReplicaLoad& load : merged) {
+    if (load.empty()) continue;
+    double squares = 0;
+    for (const auto& seq : load) squares += static_cast<double>(seq.first) * static_cast<double>(seq.first);
+    const double rms = std::sqrt(squares / static_cast<double>(load.size()));
+    const double prefill = Prefill(to, static_cast<int64_t>(std::lround(rms)));
+    slowest = std::max(slowest, static_cast<double>(load.size()) * prefill);
+  }
+  e.recompute_s = costs_.reshard_s + slowest;
   e.recompute = e.recompute_s < e.migrate_s;
   return e;
 }

@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <string>
 #include <utility>
@@ -58,6 +59,14 @@ struct SwitchEstimate {
   double total_s() const { return after_s + (recompute ? recompute_s : migrate_s); }
 };
 
+// Where the unfinished sequences of `replicas` go when they merge into `count` wider replicas of
+// at most `capacity` sequences each: out[r][i] is the new replica of replicas[r][i]. Balanced by
+// remaining work: the longest remaining budgets first, each to the new replica with the least
+// budget so far (ties: the lower index); sequences keep their order within a new replica. Integer
+// arithmetic only, so every rank that holds the same loads places them alike. REQUIRES: count >= 1
+// and count * capacity >= the number of sequences.
+std::vector<std::vector<int>> MergeInto(const std::vector<ReplicaLoad>& replicas, int count, int64_t capacity);
+
 class LatencyModel {
  public:
   // DataError when a degree has no decode points, or a point is not positive.
@@ -74,8 +83,10 @@ class LatencyModel {
   double Prefill(int tp, int64_t tokens) const;
   // The time until every replica has finished (each at degree tp).
   double Remaining(int tp, const std::vector<ReplicaLoad>& replicas) const;
-  // Staying at `from` with these replicas against merging them all into one replica at `to`.
-  SwitchEstimate EstimateSwitch(int from, int to, const std::vector<ReplicaLoad>& replicas) const;
+  // Staying at `from` with these replicas against merging them into `count` replicas at `to`
+  // as MergeInto places them (count 1: all into one).
+  SwitchEstimate EstimateSwitch(int from, int to, const std::vector<ReplicaLoad>& replicas, int count = 1,
+                                int64_t capacity = std::numeric_limits<int64_t>::max()) const;
 
  private:
   // decode_[tp][batch] = (T, seconds) points sorted by T.
