@@ -11,6 +11,11 @@ float64:
               gae: rewards 0 but the last token's, delta = r + gamma V' - V (V' = 0 after the
               end), A = delta + gamma lambda A', return = A + V; then whiten(A)
               whiten over every response token: (x - mean) / sqrt(var(n - 1) + 1e-8)
+  turn rewards (turn_rewards, turn_ends: the reward at each turn's last token, 1 where a turn ends)
+              grpo: DeepSeekMath's process supervision: a group's turn rewards normalised by
+              their mean and std (n - 1) + 1e-4 (none when fewer than two, or all 0), and a
+              token gains the sum of the normalised rewards of the turns ending at or after it
+              gae: they are token rewards beside the outcome at the last token
   value loss  0.5 max((V - R)^2, (clamp(V, V_old - c, V_old + c) - R)^2) summed over tokens
   ratio       exp(new_lp - old_lp)
   per token   -min(ratio A, clamp(ratio, 1 - clip, 1 + clip) A) + kl_coef (exp(d) - d - 1), d = ref - new
@@ -82,13 +87,31 @@ def whiten(x, mask):
     return (x - mean) / torch.sqrt(var + 1e-8) * mask
 
 
-def gae(rewards, values, lengths, gamma, lam):
+def process(turn_rewards, turn_ends, groups, lengths):
+    """DeepSeekMath's process-supervision advantages, [N, T]."""
+    out = torch.zeros_like(turn_rewards)
+    for g in torch.unique(groups):
+        idx = (groups == g).nonzero().flatten().tolist()
+        steps = [(i, k) for i in idx for k in range(int(lengths[i])) if turn_ends[i, k] > 0]
+        values = torch.tensor([turn_rewards[i, k].item() for i, k in steps], dtype=torch.float64)
+        if len(steps) < 2 or not bool((values != 0).any()):
+            continue
+        mean = values.mean()
+        std = math.sqrt(((values - mean) ** 2).sum().item() / (len(steps) - 1))
+        for (i, k), v in zip(steps, values):
+            out[i, : k + 1] += (v - mean) / (std + 1e-4)  # every token at or before the turn's end
+    return out
+
+
+def gae(rewards, values, lengths, gamma, lam, turn_rewards=None):
     adv, ret = torch.zeros_like(values), torch.zeros_like(values)
     for i in range(len(rewards)):
         n = int(lengths[i])
         a, next_v = 0.0, 0.0
         for k in reversed(range(n)):
             r = rewards[i].item() if k == n - 1 else 0.0
+            if turn_rewards is not None:
+                r += turn_rewards[i, k].item()
             delta = r + gamma * next_v - values[i, k].item()
             a = delta + gamma * lam * a
             next_v = values[i, k].item()
@@ -102,8 +125,11 @@ def token_advantages(t, meta):
     width = t["token_adv"].shape[1]
     mask = (torch.arange(width).unsqueeze(0) < lengths.unsqueeze(1)).double()
     name = meta.get("advantage", "grpo")
+    turns = t.get("turn_rewards")
+    if turns is not None and turns.shape[1] == 0:
+        turns = None
     if name == "gae":
-        adv, ret = gae(rewards, t["values"], lengths, float(meta["gamma"]), float(meta["lambda"]))
+        adv, ret = gae(rewards, t["values"], lengths, float(meta["gamma"]), float(meta["lambda"]), turns)
         return whiten(adv, mask), ret * mask, mask
     if name == "grpo":
         per = advantages(rewards, groups)
@@ -116,6 +142,8 @@ def token_advantages(t, meta):
     tokens = per.unsqueeze(1) * mask
     if name.startswith("reinforce++"):
         tokens = whiten(tokens, mask)
+    if name == "grpo" and turns is not None:
+        tokens = tokens + process(turns, t["turn_ends"], groups, lengths) * mask
     return tokens, None, mask
 
 

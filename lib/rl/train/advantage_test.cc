@@ -92,5 +92,33 @@ TEST(ValueModelTest, StartsAtZeroAndLoadsWhatItSaves) {
   EXPECT_EQ(copy.Values(tokens).value().abs().max().item<float>(), 0.0f);
 }
 
+// DeepSeekMath's process supervision by hand: turn rewards 1, 0 (response 0, ends 1 and 3) and 0
+// (response 1, end 2): mean 1/3, std sqrt(1/3); 1 -> 2/3 / (0.57735 + 1e-4), 0 -> -1/3 / (...).
+TEST(AdvantageTest, ProcessAdvantagesSumTheNormalisedRewardsOfTheTurnsEndingAtOrAfterAToken) {
+  const double sd = std::sqrt(1.0 / 3) + 1e-4, hi = (2.0 / 3) / sd, lo = (-1.0 / 3) / sd;
+  auto p = ProcessAdvantages({3, 2}, {{1, 3}, {2}}, {{1.0f, 0.0f}, {0.0f}});
+  ASSERT_EQ(p.size(), 2u);
+  ASSERT_EQ(p[0].size(), 3u);
+  EXPECT_NEAR(p[0][0], hi + lo, 1e-6);
+  EXPECT_NEAR(p[0][1], lo, 1e-6);
+  EXPECT_NEAR(p[0][2], lo, 1e-6);
+  EXPECT_NEAR(p[1][0], lo, 1e-6);
+  EXPECT_NEAR(p[1][1], lo, 1e-6);
+  // Unknown ends (-1) count for nothing; fewer than two known rewards: all 0.
+  auto one = ProcessAdvantages({2, 2}, {{-1, 2}, {}}, {{5.0f, 1.0f}, {}});
+  EXPECT_EQ(one[0], (std::vector<float>{0, 0}));
+  EXPECT_EQ(one[1], (std::vector<float>{0, 0}));
+}
+
+TEST(AdvantageTest, TokenRewardsPutTurnRewardsAtTheirLastTokensAndTheOutcomeLast) {
+  EXPECT_EQ(TokenRewards(1.0, 4, {2, 4}, {0.5f, 0.25f}), (std::vector<float>{0, 0.5f, 0, 1.25f}));
+  EXPECT_EQ(TokenRewards(1.0, 3, {-1}, {9.0f}), (std::vector<float>{0, 0, 1.0f}));
+  EXPECT_TRUE(TokenRewards(1.0, 0, {}, {}).empty());
+  // Gae over token rewards equals the outcome-only Gae when there are none.
+  std::vector<float> values = {0.1f, -0.2f, 0.3f}, r1, r2;
+  EXPECT_EQ(Gae(1.0, values, 0.9, 0.8, &r1), Gae(TokenRewards(1.0, 3, {}, {}), values, 0.9, 0.8, &r2));
+  EXPECT_EQ(r1, r2);
+}
+
 }  // namespace
 }  // namespace rl::train

@@ -232,6 +232,30 @@ std::vector<Group> Batch(uint64_t seed) {
   return out;
 }
 
+// The batch as multi-turn rows: a first turn ending after the first token (reward -0.25, 0 or 0.5)
+// when there is room, the answer turn to the end (reward 0), and on every fourth sample an
+// unknown end first (its reward must count for nothing).
+std::vector<Group> WithTurns(std::vector<Group> batch, uint64_t seed) {
+  std::mt19937_64 gen(seed * 7 + 1);
+  for (Group& g : batch) {
+    for (size_t i = 0; i < g.samples.size(); ++i) {
+      Sample& s = g.samples[i];
+      const auto n = static_cast<int64_t>(s.response_ids.size());
+      if (i % 4 == 3) {
+        s.turn_ends.push_back(-1);
+        s.turn_rewards.push_back(0.3f);
+      }
+      if (n >= 2) {
+        s.turn_ends.push_back(1);
+        s.turn_rewards.push_back(std::vector<float>{-0.25f, 0.0f, 0.5f}[gen() % 3]);
+      }
+      s.turn_ends.push_back(n);
+      s.turn_rewards.push_back(0.0f);
+    }
+  }
+  return batch;
+}
+
 std::unique_ptr<GrpoTrainer> NewTrainer(model::Transformer m) {
   GrpoOptions o;
   o.schedule.lr = 1e-2;
@@ -501,6 +525,7 @@ TEST(GrpoTrainerTest, DumpedStepsAgreeWithTheIndependentReference) {
     double kl;
     Correction correction = Correction::kNone;
     Advantage advantage = Advantage::kGrpo;
+    bool turns = false;  // multi-turn rows with turn rewards
   };
   const std::vector<Case> cases = {{"token-kl", LossNorm::kToken, 1, 1, 0.1},
                                    {"seqmean-epochs", LossNorm::kSequence, 2, 2, 0},
@@ -515,7 +540,11 @@ TEST(GrpoTrainerTest, DumpedStepsAgreeWithTheIndependentReference) {
                                     Advantage::kReinforcePPBaseline},
                                    {"gae-kl-epochs", LossNorm::kToken, 2, 2, 0.1, Correction::kNone, Advantage::kGae},
                                    {"gae-decoupled", LossNorm::kToken, 3, 1, 0, Correction::kDecoupled,
-                                    Advantage::kGae}};
+                                    Advantage::kGae},
+                                   {"grpo-turns", LossNorm::kToken, 1, 1, 0, Correction::kNone, Advantage::kGrpo, true},
+                                   {"grpo-turns-epochs", LossNorm::kSequence, 2, 2, 0, Correction::kNone,
+                                    Advantage::kGrpo, true},
+                                   {"gae-turns", LossNorm::kToken, 2, 1, 0, Correction::kNone, Advantage::kGae, true}};
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
     GrpoOptions o;
@@ -539,8 +568,24 @@ TEST(GrpoTrainerTest, DumpedStepsAgreeWithTheIndependentReference) {
     if (c.kl > 0) ref = policy.Clone().value();
     auto t = GrpoTrainer::Create(std::move(policy), std::move(ref), o);
     ASSERT_TRUE(t.ok()) << t.status().ToString();
-    for (uint64_t step = 1; step <= 2; ++step) TrainStep(t->get(), Batch(step));
+    for (uint64_t step = 1; step <= 2; ++step) TrainStep(t->get(), c.turns ? WithTurns(Batch(step), step) : Batch(step));
     EXPECT_EQ(RunLossReference(o.dump_dir), 0);
+    if (c.turns && c.advantage == Advantage::kGrpo) {
+      // The turn rewards acted: some response's tokens have different advantages.
+      auto batch = model::ReadSafetensorsFile(o.dump_dir + "/step-0-batch.safetensors");
+      ASSERT_TRUE(batch.ok());
+      at::Tensor adv, lengths;
+      for (auto& [name, x] : batch->tensors) {
+        if (name == "token_adv") adv = x;
+        if (name == "lengths") lengths = x;
+      }
+      bool varies = false;
+      for (int64_t i = 0; i < adv.size(0); ++i) {
+        const auto n = static_cast<int64_t>(lengths[i].item<float>());
+        if (n >= 2 && std::abs(adv[i][0].item<float>() - adv[i][n - 1].item<float>()) > 1e-3) varies = true;
+      }
+      EXPECT_TRUE(varies);
+    }
     if (c.advantage == Advantage::kGae) {
       // The check means something: the critic learned in step 0 (step 1's V_old are not all 0)
       // and its clip acted.
