@@ -4,6 +4,8 @@
 // Thread safety: that of the QueueClient (one thread).
 #pragma once
 
+#include <atomic>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -45,6 +47,24 @@ class WatchedQueue {
                                                         ? " and gave back the " + std::to_string(r->done.size()) +
                                                               " rows it had been leased meanwhile"
                                                         : "");
+  }
+  // A consumer role's loop: while !stop and more(), gets `g` and hands each reply that has rows
+  // to `batch`, then calls progress(false); progress(true) once at the end. A get given up on a
+  // stop (ClientOptions::stop) drops the holder's parked get (GiveUpWaitingGet).
+  Status Consume(const GetRequest& g, const std::atomic<bool>& stop, const std::function<bool()>& more,
+                 const std::function<Status(const GetReply&)>& batch, const std::function<void(bool)>& progress) {
+    while (!stop.load() && more()) {
+      auto got = Get(g);
+      if (!got.ok() && stop.load()) {
+        GiveUpWaitingGet(g.task, g.holder);
+        break;
+      }
+      RL_RETURN_IF_ERROR(got.status());
+      if (!got->rows.empty()) RL_RETURN_IF_ERROR(batch(*got));
+      progress(false);
+    }
+    progress(true);
+    return Status::OK();
   }
 
  private:

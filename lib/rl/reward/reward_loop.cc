@@ -37,26 +37,17 @@ class Loop {
   Status Run(const std::atomic<bool>& stop) {
     RL_RETURN_IF_ERROR(queue_.ReleaseEarlierLeases(kRewardTask, o_.holder, o_.events));
     Phase("waiting-for-data");
-    while (!stop.load() && (o_.max_rows == 0 || stats_->rows < o_.max_rows)) {
-      queue::GetRequest g;
-      g.task = kRewardTask;
-      g.columns = {"prompt", "response", "answer"};
-      g.count = o_.count;
-      g.min = 1;
-      g.lease_ms = o_.lease_ms;
-      g.wait_ms = o_.wait_ms;
-      g.holder = o_.holder;
-      auto got = queue_.Get(g);
-      if (!got.ok() && stop.load()) {  // stopped while waiting (ClientOptions::stop)
-        queue_.GiveUpWaitingGet(kRewardTask, o_.holder);
-        break;
-      }
-      RL_RETURN_IF_ERROR(got.status());
-      if (!got->rows.empty()) RL_RETURN_IF_ERROR(Batch(*got));
-      Progress(false);
-    }
-    Progress(true);
-    return Status::OK();
+    queue::GetRequest g;
+    g.task = kRewardTask;
+    g.columns = {"prompt", "response", "answer"};
+    g.count = o_.count;
+    g.min = 1;
+    g.lease_ms = o_.lease_ms;
+    g.wait_ms = o_.wait_ms;
+    g.holder = o_.holder;
+    return queue_.Consume(
+        g, stop, [this] { return o_.max_rows == 0 || stats_->rows < o_.max_rows; },
+        [this](const queue::GetReply& got) { return Batch(got); }, [this](bool last) { Progress(last); });
   }
 
  private:
