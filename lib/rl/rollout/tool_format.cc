@@ -98,7 +98,10 @@ Result<ToolFormat> ToolFormatFromTemplate(const model::PromptEncoder& encoder, T
   auto plain = encoder.Render({{{"role", "user"}, {"content", kUser}}, {{"role", "assistant"}, {"content", kUser}}},
                               false);
   if (!plain.ok()) return plain.status().WithContext("--tool-format template: rendering an answer");
-  if (plain->find(f.call_open) != std::string::npos) {
+  // Only the turns count: a system prompt listing the tools (Qwen's, with `tools` given) names the
+  // tags as text.
+  const size_t turns = plain->find(kUser);
+  if (plain->find(f.call_open, turns == std::string::npos ? 0 : turns) != std::string::npos) {
     return Status::Config("--tool-format template: the chat template writes no tag of its own before a tool call "
                           "(the JSON follows '" + f.call_open + "'); give --tool-format tags and the tags");
   }

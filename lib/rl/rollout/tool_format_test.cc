@@ -66,6 +66,10 @@ std::optional<std::string> RenderWithJinja2(const fs::path& models, const Json& 
   Json config = Json::parse(Slurp(models / "tokenizer_config.json"));
   Json spec = {{"template", config["chat_template"]}, {"messages", messages}, {"add_generation_prompt", true},
                {"variables", variables}};
+  if (variables.contains("tools")) {  // the script passes tools as apply_chat_template's own argument
+    spec["tools"] = variables["tools"];
+    spec["variables"].erase("tools");
+  }
   std::string dir = testing::TestDir("jinja");
   std::ofstream(dir + "/in.json") << Json::array({spec}).dump();
   std::string cmd = "python3 " RL_SOURCE_DIR "/tests/chat/render_reference.py " + dir + "/in.json " + dir + "/out.json";
@@ -80,7 +84,11 @@ TEST(ToolFormatTest, Qwen3sTagsAreThoseJinja2RendersAroundACallAndItsResult) {
   const fs::path models = NpmModels("tokenizer-qwen3");
   if (models.empty()) GTEST_SKIP() << "the Qwen3 tokenizer (npm) cannot be had: not checked";
   const std::string dir = ModelDirOf(models, "qwen3");
-  const Json vars = {{"enable_thinking", false}};
+  // With the tools listed (Qwen's system prompt then names the tags as text).
+  const Json calc = {{"type", "function"},
+                     {"function", {{"name", "calc"}, {"description", "integer arithmetic"},
+                                   {"parameters", {{"type", "object"}, {"properties", {{"expr", {{"type", "string"}}}}}}}}}};
+  const Json vars = {{"enable_thinking", false}, {"tools", Json::array({calc})}};
   auto md = model::OpenModelDir(dir);
   ASSERT_TRUE(md.ok()) << md.status().ToString();
   auto enc = model::PromptEncoder::Create(*md, "auto", vars);
@@ -104,6 +112,7 @@ TEST(ToolFormatTest, Qwen3sTagsAreThoseJinja2RendersAroundACallAndItsResult) {
   }
   auto reference = RenderWithJinja2(models, messages, vars);
   if (!reference) GTEST_SKIP() << "no python3-jinja2 (or it failed): not checked";
+  ASSERT_NE(reference->find("<tools>"), std::string::npos) << "the tools were not listed: the case shows nothing";
   const std::string json = R"({"name": "calc", "arguments": {"expr": "12*34"}})";
   const size_t at = reference->rfind(json);
   ASSERT_NE(at, std::string::npos) << *reference;
