@@ -160,8 +160,13 @@ TEST(TensorParallelTest, ADeadPeerIsUnavailableNotAHang) {
   ASSERT_TRUE(whole.ok());
   std::atomic<int> rank0_code{-1};
   RunRanks(2, [&](Group& g) {
-    auto shard = whole->Shard(*g.TensorParallel());
-    ASSERT_TRUE(shard.ok());
+    auto tp = g.TensorParallel();
+    ASSERT_TRUE(tp.ok()) << tp.status().ToString();
+    auto shard = whole->Shard(*tp);
+    ASSERT_TRUE(shard.ok()) << shard.status().ToString();
+    // Both ranks hold their tensor-parallel connection before rank 1 leaves: leaving while rank 0
+    // still connects failed rank 0's TensorParallel() instead of its forward pass (a CI flake).
+    ASSERT_TRUE(g.Barrier().ok());
     if (g.rank() == 1) return;  // rank 1 leaves: its group (and Gloo's connections) are closed
     const auto start = std::chrono::steady_clock::now();
     // Rank 1's thread may still be leaving: retry until the broken group shows.
