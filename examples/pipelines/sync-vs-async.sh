@@ -10,7 +10,8 @@
 # (mean and sample standard deviation of the final accuracy over the seeds; samples/s over the
 # whole run, wall clock; x sync against the first configuration).
 # Usage: sync-vs-async.sh [--short] [--steps N] [--seeds N] [--first-seed N] [--configs "A B ..."]
-#   configurations: sync-none async-none async-tis async-decoupled sync-ppo (default: all)
+#   configurations: sync-none async-none async-tis async-decoupled sync-ppo sync-ppo-small
+#   (default: all but sync-ppo-small, PPO with a critic smaller than the policy)
 #   --short: a smoke run for CI (1 seed, a few steps, sync-none and async-decoupled unless given)
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -35,6 +36,8 @@ options() {
     async-tis) echo "--mode async -- --max-staleness 2 --correction tis" ;;
     async-decoupled) echo "--mode async -- --max-staleness 2 --correction decoupled" ;;
     sync-ppo) echo "--mode sync -- --advantage gae --critic-lr 1e-3" ;;
+    # The critic a model of its own, 1 layer 64 wide against the policy's 3 layers 128 wide.
+    sync-ppo-small) echo "--mode sync -- --advantage gae --critic-lr 1e-3 --critic-config $here/../../share/models/critic-tiny" ;;
     *) echo "sync-vs-async: unknown configuration $1" >&2; exit 64 ;;
   esac
 }

@@ -124,6 +124,9 @@ PY
     run rl-train grpo --checkpoint-dir "$TMP/c" --prompts "$TMP/none.jsonl" $bad
     [ "$status" -eq 64 ] || { echo "$bad: $status $output"; false; }
   done
+  run rl-train grpo --checkpoint-dir "$TMP/c" --prompts "$TMP/none.jsonl" --critic-config '{}'
+  [ "$status" -eq 64 ]
+  [ "$output" = "rl-train: --critic-config is the critic of --advantage gae" ]
   [ ! -e "$TMP/c" ]
 }
 

@@ -70,6 +70,10 @@ void AppendTrainOptions(std::vector<OptionSpec>* table) {
       {"--lambda", "RL_TRAIN_LAMBDA", "GAE's lambda (advantage gae)", {grpo}},
       {"--value-clip", "RL_TRAIN_VALUE_CLIP", "clip range of the critic's value around its value before the step (0: none)",
        {grpo}},
+      {"--critic-config", "RL_TRAIN_CRITIC_CONFIG",
+       "gae: the critic's own backbone (a smaller model reading the same token ids), initialised at random from "
+       "--seed: config.json text, or a config.json or a directory holding one; default: a copy of the policy",
+       {grpo}},
       {"--critic-lr", "RL_TRAIN_CRITIC_LR", "the critic's learning rate, on --lr's schedule (0: --lr)", {grpo}},
       {"--correction-cap", "RL_TRAIN_CORRECTION_CAP", "C: the cap of the correction's importance weight", {grpo}},
       {"--dump-dir", "RL_TRAIN_DUMP_DIR",

@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <iostream>
 #include <map>
 #include <optional>
@@ -167,6 +168,18 @@ Status ExportFinalVersion(const GrpoLoopOptions& o, const ExportOptions& x) {
 }
 
 // --world, --rank, --rendezvous or the environment torchrun and srun set (data_parallel.h).
+// --critic-config is config.json text, or the path of a config.json or of a directory holding one.
+Status ReadCriticConfig(std::string* config) {
+  size_t first = config->find_first_not_of(" \t\r\n");
+  if (config->empty() || (first != std::string::npos && (*config)[first] == '{')) return Status::OK();
+  std::string path = *config;
+  if (std::filesystem::is_directory(path)) path += "/config.json";
+  Result<std::string> text = ReadFile(path);
+  if (!text.ok()) return Status::Config("--critic-config: " + text.status().message());
+  *config = std::move(*text);
+  return Status::OK();
+}
+
 Status PlaceRank(const GrpoFlags& f, GrpoLoopOptions* o) {
   std::map<std::string, std::string> env;
   for (const char* k : {"WORLD_SIZE", "RANK", "MASTER_ADDR", "MASTER_PORT", "SLURM_NTASKS", "SLURM_PROCID"}) {
@@ -208,6 +221,10 @@ int RunGrpoCommand(GrpoFlags f, const std::atomic<bool>& stop) {
   if (!advantage.ok()) return Fail(kTool, advantage.status());
   o.grpo.advantage = *advantage;
   if (Status s = ValidateGrpoOptions(o.grpo); !s.ok()) return Fail(kTool, s);
+  if (!o.critic_config.empty() && o.grpo.advantage != Advantage::kGae) {
+    return Fail(kTool, Status::InvalidArgument("--critic-config is the critic of --advantage gae"));
+  }
+  if (Status s = ReadCriticConfig(&o.critic_config); !s.ok()) return Fail(kTool, s);
   if (Status s = ApplyLrDecay(f.lr_decay, o.max_steps, &o.grpo.schedule); !s.ok()) return Fail(kTool, s);
   o.regenerate_stale = f.stale_rows == "regenerate";
   if (Status s = PlaceRank(f, &o); !s.ok()) return Fail(kTool, s);

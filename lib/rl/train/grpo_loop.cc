@@ -139,14 +139,18 @@ Status GrpoLoop::StartFrom(Checkpoint c) {
     ref = r.model;
   }
   RL_RETURN_IF_ERROR(model::CheckVocabulary(*c.model, encoder_->dir(), "checkpoint step " + std::to_string(c.step)));
-  std::optional<ValueModel> critic;
-  if (o_.grpo.advantage == Advantage::kGae && !c.critic.empty()) {
-    RL_ASSIGN_OR_RETURN(critic, ValueModel::FromPolicy(*c.model));
-    RL_RETURN_IF_ERROR(critic->LoadNamedParameters(c.critic));
-  } else if (o_.grpo.advantage == Advantage::kGae) {
-    spdlog::warn("checkpoint step {} has no critic: starting one from its policy", c.step);
+  RL_ASSIGN_OR_RETURN(std::optional<ValueModel> critic, NewCritic(*c.model));
+  const bool critic_resumed = critic.has_value() && !c.critic.empty();
+  if (critic_resumed) {
+    Status s = critic->LoadNamedParameters(c.critic);
+    if (!s.ok()) {
+      return Status::Config("checkpoint step " + std::to_string(c.step) + "'s critic does not fit " +
+                            (o_.critic_config.empty() ? "a copy of the policy" : "--critic-config") +
+                            " (give the critic it was trained with): " + s.message());
+    }
+  } else if (critic) {
+    spdlog::warn("checkpoint step {} has no critic: starting a new one", c.step);
   }
-  const bool critic_resumed = critic.has_value();
   RL_ASSIGN_OR_RETURN(trainer_, GrpoTrainer::Create(*c.model, ref, o_.grpo, std::move(critic)));
   RL_RETURN_IF_ERROR(trainer_->optimizer().LoadState(c.adam, c.adam_steps));
   if (critic_resumed) RL_RETURN_IF_ERROR(trainer_->critic_optimizer()->LoadState(c.critic_adam, c.critic_adam_steps));
@@ -185,9 +189,28 @@ Status GrpoLoop::StartFresh() {
   if (o_.grpo.kl_coef > 0 && !o_.grpo.ref_from_rows) {
     RL_ASSIGN_OR_RETURN(ref, loaded->model.Clone());
   }
-  RL_ASSIGN_OR_RETURN(trainer_, GrpoTrainer::Create(loaded->model, ref, o_.grpo));
+  RL_ASSIGN_OR_RETURN(std::optional<ValueModel> critic, NewCritic(loaded->model));
+  RL_ASSIGN_OR_RETURN(trainer_, GrpoTrainer::Create(loaded->model, ref, o_.grpo, std::move(critic)));
   spdlog::info("starting from {} as version 0", path);
   return Status::OK();
+}
+
+Result<std::optional<ValueModel>> GrpoLoop::NewCritic(const model::Transformer& policy) const {
+  if (o_.grpo.advantage != Advantage::kGae) return std::optional<ValueModel>();
+  if (o_.critic_config.empty()) {
+    RL_ASSIGN_OR_RETURN(ValueModel copy, ValueModel::FromPolicy(policy));
+    return std::optional<ValueModel>(std::move(copy));
+  }
+  auto config = model::ConfigFromString(o_.critic_config);
+  if (!config.ok()) return Status::Config("--critic-config: " + config.status().message());
+  if (config->vocab_size < encoder_->dir().tokenizer->vocab_size()) {
+    return Status::Config("--critic-config: vocab_size " + std::to_string(config->vocab_size) + " is below the " +
+                          std::to_string(encoder_->dir().tokenizer->vocab_size()) + " tokens of " +
+                          encoder_->dir().path);
+  }
+  RL_ASSIGN_OR_RETURN(model::Transformer backbone, model::Transformer::Create(*config, o_.seed, policy.dtype()));
+  RL_ASSIGN_OR_RETURN(ValueModel own, ValueModel::FromBackbone(std::move(backbone)));
+  return std::optional<ValueModel>(std::move(own));
 }
 
 // --ref-from-queue: the reference role (`rl-train score`, ref_loop.h) writes ref_logprobs into

@@ -67,6 +67,9 @@ struct GrpoLoopOptions {
   std::string rendezvous;         // HOST:PORT of the group's c10d store (rank 0 hosts it)
   std::string group_epoch = "0";  // names this forming of the group (the watchdog's RL_GROUP_EPOCH)
   double group_timeout_s = 120;   // for the rendezvous and each collective
+  // With advantage gae: config.json text of the critic's backbone, a model of its own (usually
+  // smaller than the policy) initialised from `seed`; empty: a copy of the policy.
+  std::string critic_config;
 };
 
 // Sets staleness and start_fraction from "sync", "semi-sync" or "async"; InvalidArgument otherwise.

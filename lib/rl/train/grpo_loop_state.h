@@ -73,6 +73,9 @@ class GrpoLoop {
   std::string Holder() const { return "train/" + o_.id; }
   Status StartFrom(Checkpoint c);
   Status StartFresh();
+  // The critic of --advantage gae, fresh: over a copy of `policy`, or a backbone of its own from
+  // --critic-config. nullopt for the other estimators.
+  Result<std::optional<ValueModel>> NewCritic(const model::Transformer& policy) const;
   Status SkipServedVersions();
   Status CheckTrainTask();
   Status CollectAndTrain(std::vector<uint64_t>* consumed, int64_t* samples);

@@ -336,6 +336,47 @@ TEST_F(GrpoLoopTest, PpoWithACriticCheckpointsTheCriticAndResumesIt) {
   EXPECT_EQ((*ckpt)->critic_adam_steps, 6) << "the critic's optimizer came back with the checkpoint";
 }
 
+// A critic smaller than the policy (--critic-config): its own backbone, checkpointed with its own
+// shapes and resumed from them; a resumed run given another critic is refused, not retrained.
+TEST_F(GrpoLoopTest, ASmallerCriticOfItsOwnConfigIsCheckpointedAndAnotherOneRefusedOnResume) {
+  std::atomic<bool> stop{false};
+  GrpoLoopOptions o = Loop(2);
+  o.grpo.advantage = Advantage::kGae;
+  o.grpo.critic_lr = 1e-2;
+  o.group_size = 1;
+  o.prompts_per_step = 4;
+  model::ModelConfig small = model::testing::TinyLlama(8, 16, 1, 2, 0, 32);  // the policy: 16 wide
+  o.critic_config = model::ConfigToString(small);
+  Status s = RunGrpo(o, stop);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  auto ckpt = LoadNewestCheckpoint(dir_ + "/ckpt");
+  ASSERT_TRUE(ckpt.ok() && ckpt->has_value());
+  at::Tensor head;
+  for (const auto& [name, t] : (*ckpt)->critic) {
+    if (name == kValueHeadName) head = t;
+  }
+  ASSERT_TRUE(head.defined());
+  EXPECT_EQ(head.size(1), 8) << "the critic's own hidden size, not the policy's 16";
+  EXPECT_GT(head.abs().max().item<float>(), 0.0f);
+  for (const auto& e : StepEvents()) EXPECT_GT(e["value_loss"].get<double>(), 0.0) << e;
+
+  o.max_steps = 3;
+  s = RunGrpo(o, stop);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(LoadNewestCheckpoint(dir_ + "/ckpt").value()->critic_adam_steps, 3);
+
+  o.max_steps = 4;
+  o.critic_config.clear();  // a copy of the policy: not the critic the checkpoint holds
+  s = RunGrpo(o, stop);
+  EXPECT_EQ(s.code(), Code::kConfig) << s.ToString();
+  EXPECT_NE(s.message().find("step 3's critic does not fit a copy of the policy"), std::string::npos) << s.message();
+  small.vocab_size = 4;
+  o.critic_config = model::ConfigToString(small);
+  s = RunGrpo(o, stop);
+  EXPECT_EQ(s.code(), Code::kConfig) << s.ToString();
+  EXPECT_NE(s.message().find("--critic-config: vocab_size 4 is below"), std::string::npos) << s.message();
+}
+
 TEST_F(GrpoLoopTest, ARolloutAtAnotherTemperatureIsReported) {
   rollout_temperature_ = 0.5;
   std::atomic<bool> stop{false};

@@ -9,6 +9,10 @@ namespace rl::train {
 
 Result<ValueModel> ValueModel::FromPolicy(const model::Transformer& policy) {
   RL_ASSIGN_OR_RETURN(model::Transformer backbone, policy.Clone());
+  return FromBackbone(std::move(backbone));
+}
+
+Result<ValueModel> ValueModel::FromBackbone(model::Transformer backbone) {
   return model::TorchGuard("value model: create", [&]() -> Result<ValueModel> {
     at::Tensor head = at::zeros({1, backbone.config().hidden_size}, at::TensorOptions().dtype(
                                                                         model::ScalarTypeOf(backbone.dtype())));

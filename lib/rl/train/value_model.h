@@ -5,7 +5,8 @@
 //                 -> score.weight [1, D] -> V [B, T] = h . score
 //
 // V at position p is the value of the state after tokens 0..p: the expected outcome reward of a
-// response continued from there. The backbone's LM head (lm_head.weight, untied models only) is
+// response continued from there. The backbone is a copy of the policy (FromPolicy) or a model of
+// its own, usually smaller, that reads the same token ids (FromBackbone; rl-train --critic-config). The backbone's LM head (lm_head.weight, untied models only) is
 // kept so that the backbone loads and saves as a whole model, but never gets a gradient.
 // Thread safety: as model::Transformer (a shared handle; Clone makes an independent copy).
 #pragma once
@@ -24,6 +25,8 @@ class ValueModel {
   // A critic whose backbone is an independent copy of `policy` and whose head is zero: every value
   // is 0 until it learns (GAE then starts from the plain reward-to-go).
   static Result<ValueModel> FromPolicy(const model::Transformer& policy);
+  // A critic over `backbone` as it is (taken, not copied), with a zero head.
+  static Result<ValueModel> FromBackbone(model::Transformer backbone);
 
   // [B, T] float32 values of every position of tokens [B, T]; records gradients in grad mode.
   Result<at::Tensor> Values(const at::Tensor& tokens) const;
