@@ -139,6 +139,12 @@ std::vector<OptionSpec> CoreOptionTable() {
       {"--runs", "",
        "runs of each figure; the median run's is printed (queue: the systems alternate; 0: 3, or 1 with --rows)",
        {"rl-profile queue"}},
+      {"--unit-counts", "",
+       "storage unit counts to compare (0: a server without units): rows of --fields int32 tensors of --tokens "
+       "tokens, rows/s and the controller's and the units' CPU per row, instead of the Redis comparison",
+       {"rl-profile queue"}},
+      {"--fields", "", "with --unit-counts: tensor columns per row", {"rl-profile queue"}},
+      {"--tokens", "", "with --unit-counts: int32 tokens per tensor column", {"rl-profile queue"}},
   };
 }
 
