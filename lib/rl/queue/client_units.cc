@@ -136,6 +136,13 @@ Result<const Value*> Fetched(const std::vector<Fetch>& fetches, const Cell& ref,
   const Value* v = it == f.rows.end() ? nullptr : FindColumn(it->second->columns, column);
   std::string where = "unit " + std::to_string(ref.ref().unit) + " row " + std::to_string(ref.ref().row);
   if (v == nullptr) return Status::NotFound(where + " has no column '" + column + "' (freed?)");
+  // A unit that lost acknowledged rows (--fsync never) stages new ones under the same numbers.
+  const Value* staged = FindColumn(it->second->columns, kStagedColumn);
+  const auto* ms = staged ? std::get_if<int64_t>(staged) : nullptr;
+  if (ms == nullptr || *ms != ref.ref().staged_ms) {
+    return Status::Corruption(where + " is not the row staged at " + std::to_string(ref.ref().staged_ms) +
+                              ": the unit lost rows it had acknowledged");
+  }
   const auto* t = std::get_if<Tensor>(v);
   const auto* shell = std::get_if<Tensor>(&ref.value());
   bool same = v->index() == ref.value().index() && DataBytes(*v) == ref.ref().bytes &&
@@ -193,6 +200,7 @@ Status CollectRefs(const msgpack::object& body, size_t units, std::vector<Fetch>
       if (ref.ref().unit >= units) return Status::Protocol("get reply refers to unit " + std::to_string(ref.ref().unit));
       ReadRequest& req = (*fetches)[ref.ref().unit].req;
       if (req.indices.empty() || req.indices.back() != ref.ref().row) req.indices.push_back(ref.ref().row);
+      if (req.columns.empty()) req.columns.push_back(kStagedColumn);  // checked against the reference's
       if (std::find(req.columns.begin(), req.columns.end(), name) == req.columns.end()) req.columns.push_back(name);
       *any = true;
     }

@@ -293,6 +293,24 @@ TEST_F(UnitsTest, TheControllerRefusesStaleStagingAndUnitsItDoesNotHave) {
   EXPECT_EQ(c.Call(Op::kPut, std::move(m.body), std::move(m.blobs)).status().code(), Code::kInvalidArgument);
 }
 
+TEST_F(UnitsTest, AGetRefusesAUnitRowStagedAtAnotherTimeThanItsReferenceSays) {
+  UnitClient unit = Unit(0);
+  PutRequest p;
+  p.rows.push_back({std::nullopt, {{"prompt", Prompt(1)}}});
+  auto staged = unit.Stage(p);
+  ASSERT_TRUE(staged.ok());
+  // As if the unit had lost that row (--fsync never) and staged another under its number.
+  std::vector<std::vector<std::optional<UnitRef>>> refs{{UnitRef{0, staged->done[0], staged->staged_ms - 1, 2400}}};
+  Message m = EncodePutRefs(p, refs);
+  rl::Client raw(To(controller_endpoint_));
+  ASSERT_TRUE(raw.Call(Op::kPut, std::move(m.body), std::move(m.blobs)).ok());
+  GetRequest get;
+  get.task = "gen";
+  QueueClient c = Client();
+  auto got = c.Get(get);
+  EXPECT_EQ(got.status().code(), Code::kCorruption) << got.status().ToString();
+}
+
 TEST_F(UnitsTest, TheJanitorFreesOrphansOnceAGraceOldAndNeverARowReferredTo) {
   StartController(1000);
   QueueClient c = Client();
