@@ -133,7 +133,7 @@ Status Server::DispatchUnitOp(const std::string& routing, const Request& req) {
     RL_ASSIGN_OR_RETURN(ListRequest r, DecodeList(req.body));
     ListReply out;
     out.now_ms = WallMillis();
-    out.indices = ds_->store().RowsBefore(kStagedColumn, out.now_ms - r.age_ms + 1, r.limit);
+    out.indices = ds_->store().RowsBefore(kStagedColumn, out.now_ms - r.age_ms + 1, r.from, r.limit);
     Reply(routing, h, Status::OK(), BodyOf(EncodeListReply(out)));
     return Status::OK();
   }
@@ -144,6 +144,9 @@ Status Server::DispatchUnitOp(const std::string& routing, const Request& req) {
 // should the controller die before the record is written.
 Status Server::HandleHeld(const std::string& routing, const Request& req) {
   RL_ASSIGN_OR_RETURN(HeldRequest r, DecodeHeld(req.body));
+  if (r.unit >= options_.units.size()) {
+    return Status::InvalidArgument("held: unit " + std::to_string(r.unit) + " of " + std::to_string(options_.units.size()));
+  }
   std::unordered_set<uint64_t> pending;
   for (const auto& [pos, keys] : releasing_) pending.insert(keys.begin(), keys.end());
   std::vector<uint64_t> held;

@@ -153,8 +153,8 @@ class Store {
   uint64_t unit_refs() const { return unit_refs_.size(); }
   // A unit's side: a kFree record deleting the live rows of `indices` (the others in `rejected`).
   Result<Record> PlanFree(const std::vector<uint64_t>& indices) const;
-  // Live rows whose int64 `column` is below `before`, ascending, at most `limit` of them.
-  std::vector<uint64_t> RowsBefore(const std::string& column, int64_t before, size_t limit) const;
+  // Live rows from index `from` whose int64 `column` is below `before`, ascending, at most `limit`.
+  std::vector<uint64_t> RowsBefore(const std::string& column, int64_t before, uint64_t from, size_t limit) const;
   // The `columns` each of `indices` that is live has, in that order (a unit's read).
   RowsView ViewColumns(const std::vector<uint64_t>& indices, const std::vector<std::string>& columns) const;
 

@@ -27,14 +27,15 @@ void Store::ApplyFree(const Record& r) {
   }
 }
 
-std::vector<uint64_t> Store::RowsBefore(const std::string& column, int64_t before, size_t limit) const {
+std::vector<uint64_t> Store::RowsBefore(const std::string& column, int64_t before, uint64_t from,
+                                        size_t limit) const {
   std::vector<uint64_t> out;
   uint32_t col = ColumnId(column);
   if (col == UINT32_MAX) return out;
   for (const auto& [index, row] : rows_) {
     const Cell* c = Find(row, col);
     const auto* ms = c ? std::get_if<int64_t>(&c->value()) : nullptr;
-    if (ms != nullptr && *ms < before) out.push_back(index);
+    if (ms != nullptr && *ms < before && index >= from) out.push_back(index);
   }
   std::sort(out.begin(), out.end());
   if (out.size() > limit) out.resize(limit);

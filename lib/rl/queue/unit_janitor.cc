@@ -46,11 +46,14 @@ std::vector<uint64_t> FreeKeys(Peers& peers, const std::vector<uint64_t>& keys, 
   return left;
 }
 
-// Orphans of one unit: staged at least grace ago, and no row of the controller refers to them.
-Status Reconcile(Peers& peers, uint32_t unit, int64_t grace_ms, std::atomic<uint64_t>* freed) {
+// Orphans of one unit among its rows from `*from`: staged at least grace ago, and no row of the
+// controller refers to them. Moves *from past the page; 0 when it was the last.
+Status ReconcilePage(Peers& peers, uint32_t unit, int64_t grace_ms, uint64_t* from, std::atomic<uint64_t>* freed) {
   ListRequest list;
   list.age_ms = grace_ms;
+  list.from = *from;
   RL_ASSIGN_OR_RETURN(ListReply old, peers.units[unit]->List(list));
+  *from = old.indices.size() < list.limit ? 0 : old.indices.back() + 1;
   if (old.indices.empty()) return Status::OK();
   // As a call that waits on the server (1 ms), it gives up at once when the janitor stops: the
   // controller, which stops first, does not answer any more.
@@ -107,8 +110,14 @@ void UnitJanitor::Loop() {
     std::vector<uint64_t> left = keys.empty() ? keys : FreeKeys(peers, keys, &freed_);
     if (MonoMillis() >= next_pass) {
       for (uint32_t u = 0; u < peers.units.size(); ++u) {
-        Status s = Reconcile(peers, u, options_.grace_ms, &freed_);
-        if (!s.ok()) spdlog::warn("janitor: unit {} not reconciled: {}", u, s.ToString());
+        uint64_t from = 0;  // page by page, so that old live rows never hide the orphans after them
+        do {
+          Status s = ReconcilePage(peers, u, options_.grace_ms, &from, &freed_);
+          if (!s.ok()) {
+            spdlog::warn("janitor: unit {} not reconciled: {}", u, s.ToString());
+            break;
+          }
+        } while (from != 0 && !halt_.load());
       }
       ++passes_;
       next_pass = MonoMillis() + options_.interval_ms;

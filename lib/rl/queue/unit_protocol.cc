@@ -51,11 +51,13 @@ std::string EncodeFree(const std::vector<uint64_t>& indices) {
 std::string EncodeList(const ListRequest& req) {
   msgpack::sbuffer buf;
   Packer pk(buf);
-  pk.pack_map(2);
+  pk.pack_map(3);
   PackString(pk, "age_ms");
   pk.pack_int64(req.age_ms);
   PackString(pk, "limit");
   pk.pack_uint64(req.limit);
+  PackString(pk, "from");
+  pk.pack_uint64(req.from);
   return Done(buf);
 }
 
@@ -94,8 +96,11 @@ Result<ListRequest> DecodeList(std::string_view body) {
   ListRequest req;
   auto age = b.I64("age_ms", 0);
   auto limit = b.U64("limit", req.limit);
+  auto from = b.U64("from", 0);
   if (!age.ok()) return Invalid(age.status());
   if (!limit.ok()) return Invalid(limit.status());
+  if (!from.ok()) return Invalid(from.status());
+  req.from = *from;
   if (*age < 0) return Status::InvalidArgument("age_ms is negative");
   req.age_ms = *age;
   req.limit = std::min<uint64_t>(*limit, kMaxUnitIndices);

@@ -36,6 +36,7 @@ struct ReadRequest {
 struct ListRequest {
   int64_t age_ms = 0;     // rows staged at least this long ago by the unit's clock
   uint64_t limit = 65536;
+  uint64_t from = 0;      // rows of this index and above (a cursor for the next page)
 };
 struct ListReply {
   std::vector<uint64_t> indices;  // ascending

@@ -148,8 +148,9 @@ TEST(UnitRefTest, AUnitStoreFreesOnlyTheRowsItHasAndListsThemByStagingTime) {
                        "", 0);
   ASSERT_TRUE(put.ok());
   s.Apply(std::move(*put));
-  EXPECT_EQ(s.RowsBefore("staged_ms", 150, 10), std::vector<uint64_t>{0});
-  EXPECT_EQ(s.RowsBefore("staged_ms", 201, 1), std::vector<uint64_t>{0});
+  EXPECT_EQ(s.RowsBefore("staged_ms", 150, 0, 10), std::vector<uint64_t>{0});
+  EXPECT_EQ(s.RowsBefore("staged_ms", 201, 0, 1), std::vector<uint64_t>{0});
+  EXPECT_EQ(s.RowsBefore("staged_ms", 201, 1, 5), std::vector<uint64_t>{1});
   auto free = s.PlanFree({0, 0, 7});
   ASSERT_TRUE(free.ok());
   EXPECT_EQ(free->indices, std::vector<uint64_t>{0});
