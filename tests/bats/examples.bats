@@ -41,6 +41,13 @@ man_examples() {
   [ "$(printf '%s\n' "$output" | grep -cE '^ +[123] ')" -eq 3 ]
 }
 
+@test "examples/pipelines/grpo-demo.sh --units 2 in short form: the queue's data on two storage units" {
+  run bash "$RL_SOURCE_DIR/examples/pipelines/grpo-demo.sh" --short --units 2
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [ "$(printf '%s\n' "$output" | grep -cE '^ +[123] ')" -eq 3 ]
+}
+
 @test "examples/pipelines/grpo-demo.sh --ref-role in short form: the KL reference as its own role scores every trained row" {
   export RL_RUN_DIR="$TMP/ref-run"
   run bash "$RL_SOURCE_DIR/examples/pipelines/grpo-demo.sh" --short --ref-role

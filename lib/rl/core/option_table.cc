@@ -84,6 +84,10 @@ std::vector<OptionSpec> CoreOptionTable() {
        "a unit row no row refers to is freed once staged this long ago; puts of rows staged over half of it ago "
        "are refused (clocks must agree to well within half)",
        {"rl-queue serve"}},
+      {"--unit-min-bytes", "RL_QUEUE_UNIT_MIN_BYTES",
+       "with --units: strings, bytes and tensors of this many bytes or more go to the units; smaller values stay in "
+       "the controller (published as queue.unit_min_bytes)",
+       {"rl-queue serve"}},
       {"--snapshot-bytes", "RL_QUEUE_SNAPSHOT_BYTES", "write a snapshot once the log grows past this many bytes",
        {"rl-queue serve", "rl-queue unit"}},
       {"--declare", "", "declare a task: NAME=COL1,COL2 (repeatable)", {"rl-queue serve"}},

@@ -61,6 +61,7 @@ int QueueMain(int argc, char** argv) {
   std::string units;
   cl.Bind(serve, "--units", &units);
   cl.Bind(serve, "--unit-grace-ms", &so.unit_grace_ms)->check(CLI::Range(int64_t{1000}, int64_t{86400000}));
+  cl.Bind(serve, "--unit-min-bytes", &so.unit_min_bytes)->check(CLI::Range(uint64_t{1}, uint64_t{1} << 30));
   health::HeartbeatFlags heartbeat;
   heartbeat.Bind(cl, serve);
   CLI::App* unit = cl.Sub("unit", "run a storage unit: row data for the controller 'serve --units' names it in");

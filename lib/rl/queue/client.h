@@ -82,6 +82,7 @@ class QueueClient {
   std::vector<std::string> unit_endpoints_;
   std::vector<std::unique_ptr<UnitClient>> units_;
   uint64_t spread_ = 0;  // the unit of the next new row's values
+  size_t unit_min_bytes_ = kLendBytes;  // the controller's queue.unit_min_bytes
   std::shared_ptr<std::string> put_body_;  // PutColumn's buffer, used again once the socket let go
 };
 

@@ -1,6 +1,7 @@
 // QueueClient with storage units: staging a put's large values on the units, and fetching a
 // get's referenced values from them (docs/design.md "Storage units").
 #include <algorithm>
+#include <cstdlib>
 #include <map>
 #include <thread>
 
@@ -60,6 +61,15 @@ Result<std::vector<std::string>> QueueClient::Units() {
   if (units_known_) return unit_endpoints_;
   RL_ASSIGN_OR_RETURN(std::optional<std::string> list, MetaGet(kUnitsKey));
   unit_endpoints_ = list ? Split(*list) : std::vector<std::string>();
+  if (!unit_endpoints_.empty()) {
+    RL_ASSIGN_OR_RETURN(std::optional<std::string> min, MetaGet(kUnitMinBytesKey));
+    char* end = nullptr;
+    unsigned long long n = min ? std::strtoull(min->c_str(), &end, 10) : kLendBytes;
+    if (min && (min->empty() || *end != '\0' || n < 1)) {
+      return Status::Protocol("queue.unit_min_bytes is not a size: '" + *min + "'");
+    }
+    unit_min_bytes_ = static_cast<size_t>(n);
+  }
   for (const auto& endpoint : unit_endpoints_) {
     ClientOptions o = options_;
     o.endpoint = endpoint;
@@ -89,7 +99,7 @@ Result<Message> QueueClient::StagePut(const PutRequest& req) {
     const ClientRow& row = req.rows[r];
     std::vector<size_t> cols;
     for (size_t c = 0; c < row.columns.size(); ++c) {
-      if (IsUnitValue(row.columns[c].first, row.columns[c].second)) cols.push_back(c);
+      if (IsUnitValue(row.columns[c].first, row.columns[c].second, unit_min_bytes_)) cols.push_back(c);
     }
     if (cols.empty()) continue;
     Staging& s = staging[(row.index ? *row.index : spread_++) % endpoints.size()];

@@ -375,7 +375,9 @@ Status Server::HandleMeta(const std::string& routing, const Request& req) {
     return Status::OK();
   }
   RL_ASSIGN_OR_RETURN(MetaRequest m, DecodeMetaSet(req.body));
-  if (m.key == kUnitsKey) return Status::InvalidArgument("queue.units is set by the server (--units) alone");
+  if (m.key == kUnitsKey || m.key == kUnitMinBytesKey) {
+    return Status::InvalidArgument(m.key + " is set by the server alone (--units, --unit-min-bytes)");
+  }
   RL_ASSIGN_OR_RETURN(Record rec, ds_->store().PlanMetaSet(m.key, m.value, m.if_equals));
   Commit(std::move(rec), routing, req.header);
   return Status::OK();

@@ -44,6 +44,7 @@ struct ServerOptions {
   // unit by its place here. Published as the metadata key queue.units.
   std::vector<std::string> units;
   int64_t unit_grace_ms = 60000;  // a staged row nothing refers to is freed once this old
+  uint64_t unit_min_bytes = 1024;  // values from this size go to the units (queue.unit_min_bytes)
 };
 
 

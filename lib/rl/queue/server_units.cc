@@ -46,11 +46,16 @@ Status Server::OpenUnits() {
   if (published && *published != list) {
     return Status::Config("--units " + list + " is not the list this queue's rows refer to: " + *published);
   }
-  if (!published) {
-    RL_ASSIGN_OR_RETURN(Record rec, ds_->store().PlanMetaSet(kUnitsKey, list, std::nullopt));
+  if (options_.unit_min_bytes < 1) return Status::InvalidArgument("--unit-min-bytes below 1");
+  // The size may change from one start to the next: it decides only where new values go.
+  std::vector<std::pair<const char*, std::string>> meta = {{kUnitsKey, list},
+                                                           {kUnitMinBytesKey, std::to_string(options_.unit_min_bytes)}};
+  for (const auto& [key, value] : meta) {
+    if (ds_->store().Meta(key) == value) continue;
+    RL_ASSIGN_OR_RETURN(Record rec, ds_->store().PlanMetaSet(key, value, std::nullopt));
     ds_->Commit(rec);
-    RL_RETURN_IF_ERROR(ds_->Sync());
   }
+  RL_RETURN_IF_ERROR(ds_->Sync());
   JanitorOptions jo;
   jo.units = options_.units;
   jo.controller = endpoint_;

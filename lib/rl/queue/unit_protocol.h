@@ -21,6 +21,8 @@ constexpr Op kOpHeld = static_cast<Op>(14);  // controller: which unit rows its 
 
 // The metadata key under which a controller publishes its units' endpoints, comma-separated.
 constexpr char kUnitsKey[] = "queue.units";
+// ... and the size from which a value goes to a unit (IsUnitValue), in bytes, as a decimal string.
+constexpr char kUnitMinBytesKey[] = "queue.unit_min_bytes";
 // How a controller's refusal of a reference staged too long ago begins (status timeout): the
 // client stages the value again and repeats its put.
 constexpr char kStaleStaging[] = "stale staging";

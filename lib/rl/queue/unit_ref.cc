@@ -86,11 +86,11 @@ Result<Cell> UnpackUnitRef(const msgpack::object& o) {
   return Cell::Ref(std::move(t), ref);
 }
 
-bool IsUnitValue(const std::string& column, const Value& v) {
+bool IsUnitValue(const std::string& column, const Value& v, size_t min_bytes) {
   if (column == kGroupColumn) return false;
-  if (const auto* s = std::get_if<std::string>(&v)) return s->size() >= kLendBytes;
-  if (const auto* b = std::get_if<Bytes>(&v)) return b->data.size() >= kLendBytes;
-  if (const auto* t = std::get_if<Tensor>(&v)) return t->data.size() >= kLendBytes;
+  if (const auto* s = std::get_if<std::string>(&v)) return !s->empty() && s->size() >= min_bytes;
+  if (const auto* b = std::get_if<Bytes>(&v)) return !b->data.empty() && b->data.size() >= min_bytes;
+  if (const auto* t = std::get_if<Tensor>(&v)) return !t->data.empty() && t->data.size() >= min_bytes;
   return false;
 }
 

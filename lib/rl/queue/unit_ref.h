@@ -35,8 +35,9 @@ bool IsUnitRef(const msgpack::object& o);
 Result<Cell> UnpackUnitRef(const msgpack::object& o);
 
 // Whether a value goes to a storage unit when the queue has units: strings, bytes and tensors of
-// at least kLendBytes bytes, except the group column (the controller reads it).
-bool IsUnitValue(const std::string& column, const Value& v);
+// at least `min_bytes` bytes (the controller's --unit-min-bytes), except the group column (the
+// controller reads it).
+bool IsUnitValue(const std::string& column, const Value& v, size_t min_bytes = kLendBytes);
 
 // One number for (unit, row), for sets and maps of references.
 inline uint64_t UnitKey(uint32_t unit, uint64_t row) { return uint64_t{unit} << 48 | row; }

@@ -71,7 +71,7 @@ class UnitsTest : public ::testing::Test {
     units_.clear();
     std::filesystem::remove_all(dir_);
   }
-  void StartController(int64_t grace_ms = 60000) {
+  void StartController(int64_t grace_ms = 60000, uint64_t min_bytes = 1024) {
     controller_.reset();
     ServerOptions o;
     o.bind = controller_endpoint_.empty() ? "tcp://127.0.0.1:0" : controller_endpoint_;
@@ -79,6 +79,7 @@ class UnitsTest : public ::testing::Test {
     o.declare = {{"gen", {"prompt"}}, {"train", {"prompt", "response"}}};
     for (const auto& u : units_) o.units.push_back(u->endpoint());
     o.unit_grace_ms = grace_ms;
+    o.unit_min_bytes = min_bytes;
     controller_ = std::make_unique<Running>(o);
     ASSERT_TRUE(controller_->status().ok()) << controller_->status().ToString();
     controller_endpoint_ = controller_->endpoint();
@@ -202,6 +203,29 @@ TEST_F(UnitsTest, RowsPutThroughTheControllerComeBackWithTheirValuesFromTheUnits
   // Consumed by both tasks: the rows go, and the janitor frees their unit rows.
   ASSERT_TRUE(c.Ack("train", view->lease, {0, 1, 2, 3}).ok());
   EXPECT_TRUE(UnitsReach(0));
+}
+
+TEST_F(UnitsTest, SmallValuesStayInTheControllerUnlessItsUnitMinBytesSaysOtherwise) {
+  PutRequest p;
+  p.rows.push_back({std::nullopt, {{"prompt", Tensor::FromI64({1, 2})}, {"note", Value(std::string("hi"))}}});
+  ASSERT_TRUE(Client().Put(p).ok());
+  EXPECT_EQ(UnitRows(0) + UnitRows(1), 0u);
+  StartController(60000, 1);
+  QueueClient c = Client();
+  ASSERT_TRUE(c.Put(p).ok());
+  EXPECT_EQ(UnitRows(0) + UnitRows(1), 1u);
+  GetRequest get;
+  get.task = "gen";
+  get.count = 2;
+  get.also = {"note"};
+  auto got = c.Get(get);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  ASSERT_EQ(got->rows.size(), 2u);
+  for (const auto& row : got->rows) {
+    EXPECT_EQ(*FindColumn(row.columns, "prompt"), Value(Tensor::FromI64({1, 2})));
+    EXPECT_EQ(*FindColumn(row.columns, "note"), Value(std::string("hi")));
+  }
+  EXPECT_EQ(c.MetaSet({"queue.unit_min_bytes", "5", std::nullopt}).code(), Code::kInvalidArgument);
 }
 
 TEST_F(UnitsTest, AnUpdateFreesTheValueItReplacesAndRegenerationTheValuesItDrops) {
