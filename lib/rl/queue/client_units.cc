@@ -37,7 +37,6 @@ void ForUnits(const std::vector<uint32_t>& units, Fn&& fn) {
 
 // The new rows one unit stages for a put: (row of the put, its columns going to the unit).
 struct Staging {
-  PutRequest req;
   std::vector<std::pair<size_t, std::vector<size_t>>> picks;
   Result<IndexReply> reply = Status::Internal("not staged");
 };
@@ -103,9 +102,6 @@ Result<Message> QueueClient::StagePut(const PutRequest& req) {
     }
     if (cols.empty()) continue;
     Staging& s = staging[(row.index ? *row.index : spread_++) % endpoints.size()];
-    ClientRow staged;
-    for (size_t c : cols) staged.columns.push_back(row.columns[c]);
-    s.req.rows.push_back(std::move(staged));
     s.picks.emplace_back(r, std::move(cols));
   }
   std::vector<uint32_t> busy;
@@ -113,7 +109,9 @@ Result<Message> QueueClient::StagePut(const PutRequest& req) {
     if (!staging[u].picks.empty()) busy.push_back(u);
   }
   if (busy.empty()) return EncodePut(req);
-  ForUnits(busy, [&](uint32_t u) { staging[u].reply = units_[u]->Stage(staging[u].req); });
+  ForUnits(busy, [&](uint32_t u) {
+    staging[u].reply = units_[u]->Stage(EncodePutPicks(req, staging[u].picks), staging[u].picks.size());
+  });
   std::vector<std::vector<std::optional<UnitRef>>> refs(req.rows.size());
   for (uint32_t u : busy) {
     if (!staging[u].reply.ok()) return staging[u].reply.status();

@@ -77,6 +77,32 @@ Message EncodePutRefs(const PutRequest& req, const std::vector<std::vector<std::
   return m;
 }
 
+Message EncodePutPicks(const PutRequest& req, const std::vector<std::pair<size_t, std::vector<size_t>>>& picks) {
+  Message m;
+  size_t bytes = 64;
+  for (const auto& [r, cols] : picks) {
+    for (size_t c : cols) bytes += 16 + req.rows[r].columns[c].first.size() + ValueBytes(req.rows[r].columns[c].second);
+  }
+  m.body.reserve(bytes);
+  StringSink sink{&m.body};
+  StringPacker pk(sink);
+  pk.pack_map(3);
+  PackString(pk, "rows");
+  pk.pack_array(static_cast<uint32_t>(picks.size()));
+  for (const auto& [r, cols] : picks) {
+    pk.pack_map(static_cast<uint32_t>(cols.size()));
+    for (size_t c : cols) {
+      PackString(pk, req.rows[r].columns[c].first);
+      PackValue(pk, req.rows[r].columns[c].second, &m.blobs);
+    }
+  }
+  PackString(pk, "ack_task");
+  PackString(pk, "");
+  PackString(pk, "ack_lease");
+  pk.pack_uint64(0);
+  return m;
+}
+
 std::string EncodePutColumn(std::string_view column, const std::vector<std::string>& values) {
   std::string body;
   EncodePutColumnInto(&body, column, values);

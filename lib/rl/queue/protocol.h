@@ -62,6 +62,9 @@ Message EncodePut(const PutRequest& req);
 // The same with references in place of values: refs[r][c], when set, is packed (PackUnitRef)
 // instead of column c of row r (the value's type, dtype and shape go with it, its bytes do not).
 Message EncodePutRefs(const PutRequest& req, const std::vector<std::vector<std::optional<UnitRef>>>& refs);
+// A put of new rows made of some columns of req's rows, picked as (row, its columns), packed
+// straight from req: what a client stages on a storage unit.
+Message EncodePutPicks(const PutRequest& req, const std::vector<std::pair<size_t, std::vector<size_t>>>& picks);
 // The body EncodePut makes for new rows of one bytes column each, packed straight from `values`
 // (no Value is built, so the bytes are copied once, into the body).
 std::string EncodePutColumn(std::string_view column, const std::vector<std::string>& values);

@@ -2,13 +2,14 @@
 
 namespace rl::queue {
 
-Result<IndexReply> UnitClient::Stage(const PutRequest& req) {
-  Message m = EncodePut(req);
-  RL_ASSIGN_OR_RETURN(Message reply, client_.Call(Op::kPut, std::move(m.body), std::move(m.blobs)));
+Result<IndexReply> UnitClient::Stage(const PutRequest& req) { return Stage(EncodePut(req), req.rows.size()); }
+
+Result<IndexReply> UnitClient::Stage(Message put, size_t rows) {
+  RL_ASSIGN_OR_RETURN(Message reply, client_.Call(Op::kPut, std::move(put.body), std::move(put.blobs)));
   RL_ASSIGN_OR_RETURN(IndexReply r, DecodeIndexReply(reply));
-  if (r.done.size() != req.rows.size() || r.staged_ms == 0) {
+  if (r.done.size() != rows || r.staged_ms == 0) {
     return Status::Protocol("a unit's put reply names " + std::to_string(r.done.size()) + " rows of " +
-                            std::to_string(req.rows.size()) + (r.staged_ms == 0 ? " and no staged_ms" : ""));
+                            std::to_string(rows) + (r.staged_ms == 0 ? " and no staged_ms" : ""));
   }
   return r;
 }

@@ -19,6 +19,8 @@ class UnitClient {
   // Stages new rows (no index, no ack, no update); the reply names their unit rows in order and
   // says when the unit staged them (staged_ms, by its clock).
   Result<IndexReply> Stage(const PutRequest& req);
+  // The same for a put already encoded (EncodePutPicks) of `rows` rows.
+  Result<IndexReply> Stage(Message put, size_t rows);
   // The named columns of rows; a row the unit does not hold is left out of the reply.
   Result<GetReply> Read(const ReadRequest& req);
   // Deletes rows; the reply's rejected are those it did not hold.
