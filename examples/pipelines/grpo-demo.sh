@@ -10,7 +10,7 @@
 #
 # Usage: grpo-demo.sh [--short] [--seed N] [--steps N] [--mode sync|semi-sync|async] [--weights ucx|file]
 #                     [--rollout-group N] [--rollouts N] [--train-ranks N] [--final-eval N] [--sft-from RUN]
-#                     [--judge DIR] [--kl-coef X] [--ref-role] [-- rl-train grpo options...]
+#                     [--judge DIR] [--kl-coef X] [--ref-role] [--units N] [-- rl-train grpo options...]
 #   --short     a smoke run for CI (a few steps; it shows the pipeline works, not that it learns)
 #   --weights   how the rollout gets new versions: ucx (default) or checkpoint files only
 #   --rollout-group N  the rollout is a group of N processes generating with tensor parallelism
@@ -28,6 +28,9 @@
 #   --ref-role  the reference model runs as a role of its own instead (rl-train score on task ref,
 #               rl-train grpo --ref-from-queue; --kl-coef 0.01 unless given), supervised: restarted
 #               whenever it dies, as rl-watchdog would
+#   --units N   the queue's data on N storage units (rl-queue unit) under a controller (serve --units
+#               --unit-min-bytes 1: the demo's values are small, and every one goes to the units);
+#               the roles find the units by themselves (man rl-queue, STORAGE UNITS)
 #   -- ...      more options for rl-train grpo, e.g. -- --advantage gae --critic-lr 1e-3
 # Environment: RL_BUILD_DIR (default ./build), RL_RUN_DIR (default a new /tmp directory).
 set -euo pipefail
@@ -35,7 +38,7 @@ source "$(dirname "$0")/lib.sh"
 rl_tools
 
 seed=1 steps=600 mode=async sft_steps=2000 target=0.3 extra=() more=() via=ucx final_eval=2000 group=1 ranks=1
-rollouts=1 scorer=(--verifier addition) kl=0 ref_role=0
+rollouts=1 scorer=(--verifier addition) kl=0 ref_role=0 units=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --short)  # the untrained model gets uniform (all-zero) groups: no dynamic sampling, small steps
@@ -52,6 +55,7 @@ while [ $# -gt 0 ]; do
     --judge) scorer=(--judge "$2" --judge-template "$demo_judge_template" --judge-verdict 1); shift ;;
     --kl-coef) kl="$2"; shift ;;
     --ref-role) ref_role=1 ;;
+    --units) units="$2"; shift ;;
     --) shift; more=("$@"); break ;;
     *) echo "grpo-demo: unknown argument $1" >&2; exit 64 ;;
   esac
@@ -98,7 +102,15 @@ demo_start "$run" "$seed" "$target" "$sft_steps"
 roles="rl-queue, rl-rollout, rl-reward, rl-train"
 [ "$ref_role" = 0 ] || roles="rl-queue, rl-rollout, rl-reward, rl-train score, rl-train"
 echo "== GRPO: $roles ($mode, $steps steps, weights over $via${kl_opts[*]:+, ${kl_opts[*]}})" >&2
-rl-queue serve --dir "$run/queue" --bind "$RL_QUEUE" --id 0 --log-level warn \
+unit_list=""
+for ((u = 0; u < units; u++)); do
+  endpoint="$(free_endpoint)"
+  rl-queue unit --dir "$run/unit$u" --bind "$endpoint" --id "$u" --log-level warn &
+  pids+=($!)
+  until rl-queue stat --connect "$endpoint" --timeout 0.2 >/dev/null 2>&1; do sleep 0.1; done
+  unit_list+="${unit_list:+,}$endpoint"
+done
+rl-queue serve --dir "$run/queue" --bind "$RL_QUEUE" --id 0 --log-level warn ${unit_list:+--units "$unit_list" --unit-min-bytes 1} \
   --declare generate=prompt_ids --declare reward=prompt,response,answer "${ref_task[@]}" \
   --declare train="$train_columns" &
 pids+=($!)

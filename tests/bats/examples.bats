@@ -14,12 +14,16 @@ man_examples() {
 
 @test "the EXAMPLES of rl-queue(1) run against a live server" {
   start_queue "$TMP/q" --declare generate=prompt --declare train=prompt,response,reward
+  # The storage units' example: its units and controller on free ports.
+  U0="tcp://127.0.0.1:$(free_port)" U1="tcp://127.0.0.1:$(free_port)" CTL="tcp://127.0.0.1:$(free_port)"
+  export U0 U1 CTL
   man_examples "$RL_SOURCE_DIR/man/rl-queue.1" > "$TMP/examples.sh"
   [ "$(wc -l < "$TMP/examples.sh")" -gt 10 ]
   run bash -euo pipefail "$TMP/examples.sh"
   echo "$output"
   [ "$status" -eq 0 ]
   [[ "$output" == *'"name":"judge"'* ]]
+  [[ "$output" == *'{"index":0,"lease":1,"text":"aaaa'* ]]
 }
 
 @test "examples/pipelines/queue-demo.sh runs in its short form" {
@@ -34,6 +38,13 @@ man_examples() {
   echo "$output"
   [ "$status" -eq 0 ]
   [[ "$output" == *"step  reward  heldout"* ]]
+  [ "$(printf '%s\n' "$output" | grep -cE '^ +[123] ')" -eq 3 ]
+}
+
+@test "examples/pipelines/grpo-demo.sh --units 2 in short form: the queue's data on two storage units" {
+  run bash "$RL_SOURCE_DIR/examples/pipelines/grpo-demo.sh" --short --units 2
+  echo "$output"
+  [ "$status" -eq 0 ]
   [ "$(printf '%s\n' "$output" | grep -cE '^ +[123] ')" -eq 3 ]
 }
 

@@ -119,6 +119,27 @@ PY
   [ "$output" = "ok 8 figures" ]
 }
 
+# The short form of the TransferQueue-shaped configuration (batch 1024, 10 fields of 8192 tokens).
+@test "queue --unit-counts prints rows/s and the controller's and units' CPU per row for each unit count" {
+  run rl-profile queue --unit-counts 0,1,2 --fields 10 --tokens 256 --batch 32 --rows 64 --json
+  [ "$status" -eq 0 ]
+  printf '%s\n' "$output" | grep '^{' > "$TMP/units.jsonl"
+  run python3 - "$TMP/units.jsonl" <<'PY'
+import json, sys
+figs = [json.loads(line) for line in open(sys.argv[1])]
+assert [f["units"] for f in figs] == [0, 1, 2], figs
+for f in figs:
+    assert f["exactly_once"] is True and f["rows"] == 256 and f["rows_per_s"] > 0, f
+    assert f["fields"] == 10 and f["tokens"] == 256 and f["batch"] == 32, f
+    # CPU time comes in clock ticks (10 ms): a run this short may show none
+    assert f["controller_cpu_us_per_row"] >= 0 and f["unit_cpu_us_per_row"] >= 0, f
+    assert f["units"] > 0 or f["unit_cpu_us_per_row"] == 0 == f["units_per_controller"], f
+print("ok")
+PY
+  echo "$output"
+  [ "$output" = "ok" ]
+}
+
 @test "queue --window 1 acks one request at a time only: no ack-pipelined figure" {
   run rl-profile queue --rows 200 --row-bytes 64 --runs 1 --fsync never --redis off --json --window 1
   [ "$status" -eq 0 ]

@@ -6,6 +6,7 @@
 #include "rl/queue/durable.h"
 #include "rl/queue/protocol.h"
 #include "rl/queue/store.h"
+#include "rl/queue/unit_protocol.h"
 #include "rl/queue/wal.h"
 
 namespace rl::fuzz {
@@ -32,6 +33,13 @@ void FuzzFrames(const uint8_t* data, size_t size) {
   (void)queue::DecodeRetire(*m);
   (void)queue::DecodeGetReply(*m);
   (void)queue::DecodeIndexReply(*m);
+  (void)queue::DecodePutCommand(m->body, m->blobs, nullptr);  // unit references (ext 3) too
+  (void)queue::DecodeRead(m->body);
+  (void)queue::DecodeFree(m->body);
+  (void)queue::DecodeList(m->body);
+  (void)queue::DecodeHeld(m->body);
+  (void)queue::DecodeListReply(m->body);
+  (void)queue::DecodeHeldReply(m->body);
 }
 
 void FuzzWal(const uint8_t* data, size_t size) {

@@ -43,12 +43,12 @@ std::vector<OptionSpec> CoreOptionTable() {
       {"--log-level", "RL_LOG_LEVEL", "stderr log level: trace, debug, info, warn, error, off",
        {"rl-queue", "rl-profile", "rl-rollout", "rl-reward", "rl-train", "rl-relay", "rl-watchdog"}},
       {"--run-dir", "RL_RUN_DIR", "run directory; event logs go to RUN_DIR/events",
-       {"rl-queue serve", "rl-rollout", "rl-reward", "rl-train", "rl-relay", "rl-watchdog"}},
+       {"rl-queue serve", "rl-queue unit", "rl-rollout", "rl-reward", "rl-train", "rl-relay", "rl-watchdog"}},
       {"--id", "RL_ID",
        "instance id of this role in event logs and heartbeats; rollout, reward, ref (rl-train score) and train also "
        "hold their queue leases as KIND/ID and give back, at start, those an earlier process with this id left: unique "
        "per kind",
-       {"rl-queue serve", "rl-rollout", "rl-reward", "rl-train", "rl-relay", "rl-watchdog"}},
+       {"rl-queue serve", "rl-queue unit", "rl-rollout", "rl-reward", "rl-train", "rl-relay", "rl-watchdog"}},
       {"--connect", "RL_QUEUE", "rl-queue endpoint to talk to, e.g. tcp://127.0.0.1:5555",
        {"rl-queue", "rl-rollout", "rl-reward", "rl-train", "rl-profile queue"}},
       {"--timeout", "RL_TIMEOUT", "seconds to keep retrying an unanswered request before giving up",
@@ -68,16 +68,28 @@ std::vector<OptionSpec> CoreOptionTable() {
 
       // rl-queue serve
       {"--bind", "RL_QUEUE_BIND", "endpoint the server listens on, e.g. tcp://127.0.0.1:5555",
-       {"rl-queue serve"}},
-      {"--dir", "RL_QUEUE_DIR", "data directory: write-ahead log and snapshots", {"rl-queue serve"}},
+       {"rl-queue serve", "rl-queue unit"}},
+      {"--dir", "RL_QUEUE_DIR", "data directory: write-ahead log and snapshots", {"rl-queue serve", "rl-queue unit"}},
       {"--fsync", "RL_QUEUE_FSYNC", "when the log is fsynced: always, batch (group commit) or never",
-       {"rl-queue serve", "rl-profile queue"}},
+       {"rl-queue serve", "rl-queue unit", "rl-profile queue"}},
       {"--fsync-interval-ms", "RL_QUEUE_FSYNC_INTERVAL_MS", "--fsync batch: the most a power loss may lose, in ms of replies",
-       {"rl-queue serve"}},
+       {"rl-queue serve", "rl-queue unit"}},
       {"--max-message", "RL_QUEUE_MAX_MESSAGE", "largest request in bytes; larger ones get TooLarge",
+       {"rl-queue serve", "rl-queue unit"}},
+      {"--units", "RL_QUEUE_UNITS",
+       "storage units' endpoints (rl-queue unit), comma-separated, in an order kept for the queue's life: the "
+       "server becomes their controller and rows' large values live on them",
+       {"rl-queue serve"}},
+      {"--unit-grace-ms", "RL_QUEUE_UNIT_GRACE_MS",
+       "a unit row no row refers to is freed once staged this long ago; puts of rows staged over half of it ago "
+       "are refused (clocks must agree to well within half)",
+       {"rl-queue serve"}},
+      {"--unit-min-bytes", "RL_QUEUE_UNIT_MIN_BYTES",
+       "with --units: strings, bytes and tensors of this many bytes or more go to the units; smaller values stay in "
+       "the controller (published as queue.unit_min_bytes)",
        {"rl-queue serve"}},
       {"--snapshot-bytes", "RL_QUEUE_SNAPSHOT_BYTES", "write a snapshot once the log grows past this many bytes",
-       {"rl-queue serve"}},
+       {"rl-queue serve", "rl-queue unit"}},
       {"--declare", "", "declare a task: NAME=COL1,COL2 (repeatable)", {"rl-queue serve"}},
 
       // rl-queue clients
@@ -131,6 +143,12 @@ std::vector<OptionSpec> CoreOptionTable() {
       {"--runs", "",
        "runs of each figure; the median run's is printed (queue: the systems alternate; 0: 3, or 1 with --rows)",
        {"rl-profile queue"}},
+      {"--unit-counts", "",
+       "storage unit counts to compare (0: a server without units): rows of --fields int32 tensors of --tokens "
+       "tokens, rows/s and the controller's and the units' CPU per row, instead of the Redis comparison",
+       {"rl-profile queue"}},
+      {"--fields", "", "with --unit-counts: tensor columns per row", {"rl-profile queue"}},
+      {"--tokens", "", "with --unit-counts: int32 tokens per tensor column", {"rl-profile queue"}},
   };
 }
 

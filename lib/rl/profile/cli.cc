@@ -8,6 +8,7 @@
 #include "rl/core/signals.h"
 #include "rl/profile/plan_cmd.h"
 #include "rl/profile/report_cmd.h"
+#include "rl/profile/units_profile.h"
 #include "rl/profile/weights_profile.h"
 
 namespace rl::profile {
@@ -32,6 +33,21 @@ void BindQueue(CommandLine& cl, CLI::App* queue, QueueProfileOptions* o) {
   cl.BindFlag(queue, "--json", &o->json);
 }
 
+// rl-profile queue --unit-counts: the workload options of the queue benchmark, over storage units.
+int RunUnits(const QueueProfileOptions& qo, UnitsProfileOptions uo) {
+  uo.workload = qo.workload;
+  uo.workload.rows = qo.rows;
+  uo.fsync = qo.fsync.size() == 1 ? qo.fsync[0] : "batch";  // one policy given, else batch
+  uo.json = qo.json;
+  uo.stop = &InstallStopSignals();
+  auto figures = RunUnitsProfile(uo, std::cout);
+  if (!figures.ok()) return Fail(kTool, figures.status());
+  for (const UnitsFigure& f : *figures) {
+    if (!f.exactly_once) return Fail(kTool, Status::Internal("a run did not consume every row exactly once"));
+  }
+  return kExitOk;
+}
+
 }  // namespace
 
 int ProfileMain(int argc, char** argv, const ProfileHooks& hooks, const std::vector<SubcommandFactory>& extra) {
@@ -40,10 +56,14 @@ int ProfileMain(int argc, char** argv, const ProfileHooks& hooks, const std::vec
   cl.Bind(nullptr, "--log-level", &log_level);
 
   QueueProfileOptions qo;
+  UnitsProfileOptions uo;
   CLI::App* queue = cl.Sub("queue",
                            "benchmark rl-queue: put, get, ack and end-to-end rows/s and latency, against the ZeroMQ "
                            "floor and Redis streams in the same run");
   BindQueue(cl, queue, &qo);
+  CLI::Option* unit_counts = cl.Bind(queue, "--unit-counts", &uo.units)->delimiter(',')->check(CLI::Range(0, 64));
+  cl.Bind(queue, "--fields", &uo.fields)->check(CLI::Range(1, 64));
+  cl.Bind(queue, "--tokens", &uo.tokens)->check(CLI::Range(2, 1 << 20));
   // Subcommands in files of their own; one line each.
   WeightsProfileOptions weights_options;
   std::vector<Subcommand> more = {AddWeightsProfile(cl, &weights_options)};
@@ -56,6 +76,7 @@ int ProfileMain(int argc, char** argv, const ProfileHooks& hooks, const std::vec
   for (const Subcommand& sub : more) {
     if (sub.app->parsed()) return sub.run();
   }
+  if (queue->parsed() && unit_counts->count() > 0) return RunUnits(qo, std::move(uo));
   if (queue->parsed()) {
     if (qo.row_bytes.empty() || qo.fsync.empty()) return Fail(kTool, Status::InvalidArgument("--row-bytes and --fsync need a value"));
     qo.stop = &InstallStopSignals();  // ^C ends the run early and still stops the servers

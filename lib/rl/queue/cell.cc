@@ -1,5 +1,7 @@
 #include "rl/queue/cell.h"
 
+#include "rl/queue/unit_ref.h"
+
 namespace rl::queue {
 namespace {
 
@@ -20,6 +22,13 @@ Cell Cell::Lend(Value shell, std::string_view bytes, std::shared_ptr<const void>
   return c;
 }
 
+Cell Cell::Ref(Value shell, UnitRef ref) {
+  Cell c(std::move(shell));
+  c.is_ref_ = true;
+  c.ref_ = ref;
+  return c;
+}
+
 std::string_view Cell::bytes() const { return lent() ? lent_ : OwnBytes(value_); }
 
 size_t Cell::MemoryBytes() const { return ValueBytes(value_) + (lent() ? lent_.size() : 0); }
@@ -37,6 +46,7 @@ Value Cell::TakeValue() {
 }
 
 bool Cell::operator==(const Cell& o) const {
+  if (is_ref_ || o.is_ref_) return is_ref_ == o.is_ref_ && ref_ == o.ref_ && value_ == o.value_;
   if (!lent() && !o.lent()) return value_ == o.value_;
   if (value_.index() != o.value_.index() || bytes() != o.bytes()) return false;
   const auto* t = std::get_if<Tensor>(&value_);
@@ -45,6 +55,7 @@ bool Cell::operator==(const Cell& o) const {
 }
 
 void PackCell(Packer& pk, const Cell& c, std::vector<std::string>* frames) {
+  if (c.is_ref()) return PackUnitRef(pk, c.value(), c.ref());
   if (!c.lent()) return PackValue(pk, c.value(), frames);
   std::string_view b = c.bytes();
   auto size = static_cast<uint32_t>(b.size());

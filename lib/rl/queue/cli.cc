@@ -58,8 +58,21 @@ int QueueMain(int argc, char** argv) {
   cl.Bind(serve, "--declare", &declares);
   cl.Bind(serve, "--run-dir", &run_dir);
   cl.Bind(serve, "--id", &id);
+  std::string units;
+  cl.Bind(serve, "--units", &units);
+  cl.Bind(serve, "--unit-grace-ms", &so.unit_grace_ms)->check(CLI::Range(int64_t{1000}, int64_t{86400000}));
+  cl.Bind(serve, "--unit-min-bytes", &so.unit_min_bytes)->check(CLI::Range(uint64_t{1}, uint64_t{1} << 30));
   health::HeartbeatFlags heartbeat;
   heartbeat.Bind(cl, serve);
+  CLI::App* unit = cl.Sub("unit", "run a storage unit: row data for the controller 'serve --units' names it in");
+  cl.Bind(unit, "--bind", &so.bind);
+  cl.Require(cl.Bind(unit, "--dir", &so.dir));
+  cl.Bind(unit, "--fsync", &fsync);
+  cl.Bind(unit, "--fsync-interval-ms", &so.fsync_interval_ms)->check(CLI::Range(0, 60000));
+  cl.Bind(unit, "--max-message", &so.max_message);
+  cl.Bind(unit, "--snapshot-bytes", &so.snapshot_bytes);
+  cl.Bind(unit, "--run-dir", &run_dir);
+  cl.Bind(unit, "--id", &id);
 
   ClientFlags c;
   PutFlags pf;
@@ -132,10 +145,13 @@ int QueueMain(int argc, char** argv) {
   if (auto code = cl.Parse(argc, argv)) return *code;
   if (Status s = InitLogging("rl-queue", log_level); !s.ok()) return Fail(s);
 
-  if (serve->parsed()) {
+  if (serve->parsed() || unit->parsed()) {
     auto policy = ParseFsyncPolicy(fsync);
     if (!policy.ok()) return Fail(policy.status());
     so.fsync = *policy;
+    so.unit = unit->parsed();
+    so.units = SplitList(units);
+    if (so.unit) return RunServe(std::move(so), run_dir, id);
     for (const auto& d : declares) {
       size_t eq = d.find('=');
       if (eq == std::string::npos || eq == 0) return Fail(Status::InvalidArgument("--declare wants NAME=COL1,COL2, not '" + d + "'"));

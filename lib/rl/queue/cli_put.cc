@@ -12,6 +12,7 @@
 #include "rl/core/clock.h"
 #include "rl/core/log.h"
 #include "rl/queue/cli.h"
+#include "rl/queue/client.h"
 #include "rl/queue/pipeline.h"
 #include "rl/wire/json_value.h"
 
@@ -51,7 +52,7 @@ class PutBatcher {
  public:
   // Every request it sends is an update when `update` names a task.
   PutBatcher(const ClientFlags& c, const PutRequest& update, int window, std::ostream& out)
-      : pipeline_(c.ToOptions(), window), out_(out) {
+      : stager_(c.ToOptions()), pipeline_(c.ToOptions(), window), out_(out) {
     req_.update_task = update.update_task;
     req_.update_lease = update.update_lease;
     req_.renew_ms = update.renew_ms;
@@ -66,6 +67,12 @@ class PutBatcher {
   size_t rows() const { return req_.rows.size(); }
   size_t bytes() const { return bytes_; }
   size_t pending() const { return pipeline_.pending(); }
+  // A queue with storage units has the large values of each put staged on them first.
+  Status LearnUnits() {
+    RL_ASSIGN_OR_RETURN(std::vector<std::string> units, stager_.Units());
+    if (!units.empty()) pipeline_.StageWith(&stager_);
+    return Status::OK();
+  }
 
   // Submits the rows added so far; collects the oldest put first when the window is full.
   Status Flush() {
@@ -76,7 +83,7 @@ class PutBatcher {
         return s;
       }
     }
-    pipeline_.SubmitPut(req_);
+    RL_RETURN_IF_ERROR(pipeline_.SubmitPut(req_));
     in_flight_.push_back(std::move(lines_));
     req_.rows.clear();
     lines_.clear();
@@ -114,6 +121,7 @@ class PutBatcher {
     return Status::OK();
   }
 
+  QueueClient stager_;
   QueuePipeline pipeline_;
   std::ostream& out_;
   PutRequest req_;
@@ -161,6 +169,7 @@ int RunPut(const ClientFlags& c, const PutFlags& f, std::istream& given, std::os
   PutRequest update;
   if (Status s = ParseUpdate(f, &update); !s.ok()) return Fail(s);
   PutBatcher batcher(c, update, f.window, out);
+  if (Status s = batcher.LearnUnits(); !s.ok()) return Fail(s);
   std::random_device rd;
   char prefix[32];
   std::snprintf(prefix, sizeof(prefix), "%08x%08x", rd(), rd());  // groups of --repeat: unique per run

@@ -31,15 +31,13 @@ nlohmann::json MsgpackToJson(const msgpack::object& o) {
 }
 
 Result<std::vector<uint64_t>> QueueClient::Put(const PutRequest& req) {
-  Message m = EncodePut(req);
-  RL_ASSIGN_OR_RETURN(Message reply, client_.Call(Op::kPut, std::move(m.body), std::move(m.blobs)));
+  RL_ASSIGN_OR_RETURN(Message reply, CallPut(req, nullptr));
   RL_ASSIGN_OR_RETURN(IndexReply r, DecodeIndexReply(reply));
   return r.done;
 }
 
 Result<std::vector<uint64_t>> QueueClient::PutOnce(uint64_t rid, const PutRequest& req) {
-  Message m = EncodePut(req);
-  RL_ASSIGN_OR_RETURN(Message reply, client_.CallWithRid(rid, Op::kPut, std::move(m.body), std::move(m.blobs)));
+  RL_ASSIGN_OR_RETURN(Message reply, CallPut(req, &rid));
   RL_ASSIGN_OR_RETURN(IndexReply r, DecodeIndexReply(reply));
   return r.done;
 }
@@ -47,6 +45,12 @@ Result<std::vector<uint64_t>> QueueClient::PutOnce(uint64_t rid, const PutReques
 // The body is packed into the buffer of the last put when the socket has let go of it: a producer
 // putting megabytes at a time reuses one allocation instead of faulting in a fresh one each time.
 Result<std::vector<uint64_t>> QueueClient::PutColumn(std::string_view column, const std::vector<std::string>& values) {
+  RL_ASSIGN_OR_RETURN(std::vector<std::string> units, Units());
+  if (!units.empty()) {  // the values go to the units: a put like any other
+    PutRequest req;
+    for (const auto& v : values) req.rows.push_back({std::nullopt, {{std::string(column), Bytes{v}}}});
+    return Put(req);
+  }
   if (!put_body_ || put_body_.use_count() > 1) put_body_ = std::make_shared<std::string>();
   EncodePutColumnInto(put_body_.get(), column, values);
   RL_ASSIGN_OR_RETURN(Message reply, client_.CallShared(Op::kPut, put_body_));
@@ -66,25 +70,27 @@ Result<int64_t> UpdateDeadline(Result<Message> reply) {
 
 Result<int64_t> QueueClient::Update(const PutRequest& req) {
   if (req.update_task.empty()) return Status::InvalidArgument("an update names the task whose lease holds its rows");
-  Message m = EncodePut(req);
-  return UpdateDeadline(client_.Call(Op::kPut, std::move(m.body), std::move(m.blobs)));
+  return UpdateDeadline(CallPut(req, nullptr));
 }
 
 Result<int64_t> QueueClient::UpdateOnce(uint64_t rid, const PutRequest& req) {
   if (req.update_task.empty()) return Status::InvalidArgument("an update names the task whose lease holds its rows");
-  Message m = EncodePut(req);
-  return UpdateDeadline(client_.CallWithRid(rid, Op::kPut, std::move(m.body), std::move(m.blobs)));
+  return UpdateDeadline(CallPut(req, &rid));
 }
 
 Result<GetReply> QueueClient::Get(const GetRequest& req) {
   Message m = EncodeGet(req);
   RL_ASSIGN_OR_RETURN(Message reply, client_.Call(Op::kGet, std::move(m.body), {}, req.wait_ms));
-  return DecodeGetReply(reply);
+  MessageView view{reply.header, reply.body, {reply.blobs.begin(), reply.blobs.end()}, nullptr};
+  RL_ASSIGN_OR_RETURN(std::optional<Message> resolved, ResolveRefs(view));
+  return DecodeGetReply(resolved ? *resolved : reply);
 }
 
 Result<GetReplyView> QueueClient::GetView(const GetRequest& req) {
   Message m = EncodeGet(req);
   RL_ASSIGN_OR_RETURN(MessageView reply, client_.CallView(Op::kGet, std::move(m.body), {}, req.wait_ms));
+  RL_ASSIGN_OR_RETURN(std::optional<Message> resolved, ResolveRefs(reply));
+  if (resolved) return DecodeGetReplyView(std::move(*resolved));
   return DecodeGetReplyView(std::move(reply));
 }
 

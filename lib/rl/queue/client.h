@@ -1,6 +1,11 @@
 // QueueClient: typed calls to an rl-queue server over the retrying wire Client. Every call that
 // changes state is sent with one request id and retried with it, so it takes effect once even
 // when replies are lost or the server restarts in between.
+// When the server is a controller with storage units (it publishes queue.units; the client asks
+// once, at its first put or get), puts and gets go through the units without the caller seeing
+// it: a put stages its large values (IsUnitValue) on the units first and puts references to them,
+// a get fetches the values its reply refers to from the units and hands back the reply the caller
+// would have had from a queue without units (docs/design.md "Storage units").
 // Thread safety: one QueueClient per thread.
 #pragma once
 
@@ -13,13 +18,15 @@
 
 #include "rl/core/event_log.h"
 #include "rl/queue/protocol.h"
+#include "rl/queue/unit_client.h"
 #include "rl/wire/client.h"
 
 namespace rl::queue {
 
 class QueueClient {
  public:
-  explicit QueueClient(ClientOptions options) : client_(std::move(options)) {}
+  explicit QueueClient(ClientOptions options) : options_(options), client_(std::move(options)) {}
+  ~QueueClient();
 
   Result<std::vector<uint64_t>> Put(const PutRequest& req);
   // A put under a chosen request id (see Client::CallWithRid): with a stable sender id, repeating
@@ -53,9 +60,29 @@ class QueueClient {
   Status Ping();
 
   Client& wire() { return client_; }
+  // The storage units' endpoints (empty: the server has none). Asks the server the first time.
+  Result<std::vector<std::string>> Units();
+  // The request a put sends: with units, its large values are first staged on them (the units
+  // hold them durably on return) and the request refers to them; without, EncodePut(req). For a
+  // pipeline of puts (QueuePipeline), which sends it itself.
+  Result<Message> StagePut(const PutRequest& req);
 
  private:
+  // Storage units (client_units.cc). A put's request, its large values staged on the units when
+  // there are any, sent under `rid` when not null; staged again when the controller finds the
+  // staging stale (kStaleStaging).
+  Result<Message> CallPut(const PutRequest& req, const uint64_t* rid);
+  // The reply with every reference replaced by the value fetched from its unit; nullopt when the
+  // reply refers to none.
+  Result<std::optional<Message>> ResolveRefs(const MessageView& reply);
+
+  ClientOptions options_;
   Client client_;
+  bool units_known_ = false;
+  std::vector<std::string> unit_endpoints_;
+  std::vector<std::unique_ptr<UnitClient>> units_;
+  uint64_t spread_ = 0;  // the unit of the next new row's values
+  size_t unit_min_bytes_ = kLendBytes;  // the controller's queue.unit_min_bytes
   std::shared_ptr<std::string> put_body_;  // PutColumn's buffer, used again once the socket let go
 };
 

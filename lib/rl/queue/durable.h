@@ -48,6 +48,8 @@ class DurableStore {
   // Queues r for the log and applies it; r.rows is left empty (the values move into the store).
   // The bytes of lent cells go to the log from where they lie. Returns the log position after r.
   uint64_t Commit(Record& r);
+  // Store::TakeReleased: unit rows no row refers to any more (a controller's).
+  std::vector<uint64_t> TakeReleased() { return store_.TakeReleased(); }
   void Submit() { wal_->Submit(); }
   void RequestSync() { wal_->Submit(), wal_->RequestSync(); }
   uint64_t appended() const { return wal_->appended(); }

@@ -2,9 +2,15 @@
 
 namespace rl::queue {
 
-void QueuePipeline::SubmitPut(const PutRequest& req) {
-  Message m = EncodePut(req);
+Status QueuePipeline::SubmitPut(const PutRequest& req) {
+  Message m;
+  if (stager_) {
+    RL_ASSIGN_OR_RETURN(m, stager_->StagePut(req));
+  } else {
+    m = EncodePut(req);
+  }
   pipeline_.Submit(Op::kPut, std::move(m.body), std::move(m.blobs));
+  return Status::OK();
 }
 
 void QueuePipeline::SubmitAck(const std::string& task, uint64_t lease, const std::vector<uint64_t>& indices) {

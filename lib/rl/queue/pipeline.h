@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "rl/queue/client.h"
 #include "rl/queue/protocol.h"
 #include "rl/wire/pipeline.h"
 
@@ -24,14 +25,19 @@ namespace rl::queue {
 class QueuePipeline {
  public:
   QueuePipeline(ClientOptions options, int window) : pipeline_(std::move(options), window) {}
+  // Puts from now on stage their large values through `stager` (a client of the same queue, whose
+  // Units() is not empty) before they are sent. REQUIRES: *stager outlives the pipeline.
+  void StageWith(QueueClient* stager) { stager_ = stager; }
 
   bool full() const { return pipeline_.full(); }
   size_t pending() const { return pipeline_.pending(); }
   int window() const { return pipeline_.window(); }
 
   // Each REQUIRES: !full(). A put's reply names the new rows (an update's: its rows and the
-  // lease's deadline_ms); an ack's the rows acked; a nack's the rows released.
-  void SubmitPut(const PutRequest& req);
+  // lease's deadline_ms); an ack's the rows acked; a nack's the rows released. With StageWith, a
+  // put's large values are staged on the units first (QueueClient::StagePut), which can fail; a
+  // put still in flight half the units' grace after it was staged is refused.
+  [[nodiscard]] Status SubmitPut(const PutRequest& req);
   void SubmitAck(const std::string& task, uint64_t lease, const std::vector<uint64_t>& indices);
   void SubmitNack(const std::string& task, uint64_t lease, const std::vector<uint64_t>& indices);
   // The reply of the oldest call not collected. REQUIRES: pending() > 0.
@@ -40,6 +46,7 @@ class QueuePipeline {
   Pipeline& wire() { return pipeline_; }
 
  private:
+  QueueClient* stager_ = nullptr;
   Pipeline pipeline_;
 };
 

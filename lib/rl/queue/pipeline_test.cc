@@ -85,7 +85,7 @@ class PipelineTest : public ::testing::Test {
     };
     for (int i = 0; i < requests; ++i) {
       if (p.full()) collect();
-      p.SubmitPut(Prompts(i % 5 + 1, i * 10));
+      EXPECT_TRUE(p.SubmitPut(Prompts(i % 5 + 1, i * 10)).ok());
     }
     while (p.pending() > 0) collect();
     return out;
@@ -169,7 +169,7 @@ TEST_F(PipelineTest, RequestsWaitingAreSentAgainAsSoonAsTheRestartedServerIsBack
   g.count = 2;
   g.wait_ms = 5000;
   p.wire().Submit(Op::kGet, EncodeGet(g).body, {}, g.wait_ms);
-  p.SubmitPut(Prompts(1, 0));  // on the other lane, while the get waits on the first
+  ASSERT_TRUE(p.SubmitPut(Prompts(1, 0)).ok());  // on the other lane, while the get waits on the first
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   Stop();
   Start(endpoint_);

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <functional>
 
+#include "rl/queue/unit_ref.h"
+
 namespace rl::queue {
 namespace {
 
@@ -22,7 +24,9 @@ Status InvalidField(const Status& s) {
 
 }  // namespace
 
-Message EncodePut(const PutRequest& req) {
+Message EncodePut(const PutRequest& req) { return EncodePutRefs(req, {}); }
+
+Message EncodePutRefs(const PutRequest& req, const std::vector<std::vector<std::optional<UnitRef>>>& refs) {
   Message m;
   size_t bytes = 160 + req.ack_task.size() + req.update_task.size();
   for (const auto& row : req.rows) {
@@ -43,9 +47,15 @@ Message EncodePut(const PutRequest& req) {
       PackString(pk, kIndexField);
       pk.pack_uint64(*row.index);
     }
-    for (const auto& [name, v] : row.columns) {
+    size_t r = &row - req.rows.data();
+    for (size_t c = 0; c < row.columns.size(); ++c) {
+      const auto& [name, v] = row.columns[c];
       PackString(pk, name);
-      PackValue(pk, v, &m.blobs);
+      if (r < refs.size() && c < refs[r].size() && refs[r][c]) {
+        PackUnitRef(pk, v, *refs[r][c]);
+      } else {
+        PackValue(pk, v, &m.blobs);
+      }
     }
   }
   PackString(pk, "ack_task");
@@ -64,6 +74,32 @@ Message EncodePut(const PutRequest& req) {
     PackString(pk, "renew_ms");
     pk.pack_int64(req.renew_ms);
   }
+  return m;
+}
+
+Message EncodePutPicks(const PutRequest& req, const std::vector<std::pair<size_t, std::vector<size_t>>>& picks) {
+  Message m;
+  size_t bytes = 64;
+  for (const auto& [r, cols] : picks) {
+    for (size_t c : cols) bytes += 16 + req.rows[r].columns[c].first.size() + ValueBytes(req.rows[r].columns[c].second);
+  }
+  m.body.reserve(bytes);
+  StringSink sink{&m.body};
+  StringPacker pk(sink);
+  pk.pack_map(3);
+  PackString(pk, "rows");
+  pk.pack_array(static_cast<uint32_t>(picks.size()));
+  for (const auto& [r, cols] : picks) {
+    pk.pack_map(static_cast<uint32_t>(cols.size()));
+    for (size_t c : cols) {
+      PackString(pk, req.rows[r].columns[c].first);
+      PackValue(pk, req.rows[r].columns[c].second, &m.blobs);
+    }
+  }
+  PackString(pk, "ack_task");
+  PackString(pk, "");
+  PackString(pk, "ack_lease");
+  pk.pack_uint64(0);
   return m;
 }
 
@@ -100,6 +136,7 @@ namespace {
 // One column value of a put; with a hold, lent when it is large and lies in `body`.
 Result<Cell> DecodeCell(const msgpack::object& o, const std::vector<std::string>& blobs, std::string_view body,
                         const std::shared_ptr<const void>& hold) {
+  if (IsUnitRef(o)) return UnpackUnitRef(o);
   std::string_view bytes;
   RL_ASSIGN_OR_RETURN(Value shell, UnpackValueShell(o, &blobs, &bytes));
   bool in_body = !bytes.empty() && std::less_equal<const char*>()(body.data(), bytes.data()) &&
@@ -183,7 +220,10 @@ Result<PutRequest> DecodePut(std::string_view m, const std::vector<std::string>&
   for (PutRow& pr : put.rows) {
     ClientRow row;
     if (!pr.is_new) row.index = pr.index;
-    for (auto& [name, c] : pr.columns) row.columns.emplace_back(std::move(name), c.TakeValue());
+    for (auto& [name, c] : pr.columns) {
+      if (c.is_ref()) return Status::InvalidArgument("column '" + name + "' is a unit reference, not a value");
+      row.columns.emplace_back(std::move(name), c.TakeValue());
+    }
     req.rows.push_back(std::move(row));
   }
   return req;

@@ -59,6 +59,12 @@ struct DeclareRequest {
 
 // Client side: body + frames for each op.
 Message EncodePut(const PutRequest& req);
+// The same with references in place of values: refs[r][c], when set, is packed (PackUnitRef)
+// instead of column c of row r (the value's type, dtype and shape go with it, its bytes do not).
+Message EncodePutRefs(const PutRequest& req, const std::vector<std::vector<std::optional<UnitRef>>>& refs);
+// A put of new rows made of some columns of req's rows, picked as (row, its columns), packed
+// straight from req: what a client stages on a storage unit.
+Message EncodePutPicks(const PutRequest& req, const std::vector<std::pair<size_t, std::vector<size_t>>>& picks);
 // The body EncodePut makes for new rows of one bytes column each, packed straight from `values`
 // (no Value is built, so the bytes are copied once, into the body).
 std::string EncodePutColumn(std::string_view column, const std::vector<std::string>& values);
@@ -125,6 +131,7 @@ struct IndexReply {
   std::vector<uint64_t> done;  // put: written; ack: acked; nack: released
   std::vector<uint64_t> rejected;
   int64_t deadline_ms = 0;  // an update put: when its lease ends now; else 0
+  int64_t staged_ms = 0;    // a storage unit's put: when the unit staged the rows (its clock)
 };
 
 // A reply's body and blob frames as the server builds them: the body's buffer goes to the socket
@@ -153,6 +160,8 @@ struct GetReplyView {
   std::vector<Row> rows;
 };
 
+// A storage unit's reply to a read: a get reply's rows alone (DecodeGetReply reads it).
+ReplyBody ReadReplyFor(const RowsView& view);
 // Builds the reply to the request that `r` carried out (also for a retry of it).
 ReplyBody ReplyFor(const Record& r, const Store& store);
 Result<GetReply> DecodeGetReply(const Message& m);

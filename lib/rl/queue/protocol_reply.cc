@@ -21,12 +21,32 @@ Result<double> Number(const msgpack::object* o) {
   return Status::Protocol("get reply: uniform_sum is not a number");
 }
 
-ReplyBody GetReplyFor(const Record& r, const Store& store) {
-  RowsView view = store.ViewRows(r.indices, r.task, r.also);
+// The rows of a get or read reply: an array of maps, "index" first, then the columns.
+void PackRows(Packer& pk, const RowsView& view, std::vector<std::string>* blobs) {
+  pk.pack_array(static_cast<uint32_t>(view.rows.size()));
+  for (const RowsView::Row& row : view.rows) {
+    pk.pack_map(static_cast<uint32_t>(row.end - row.begin + 1));
+    PackString(pk, kIndexField);
+    pk.pack_uint64(row.index);
+    for (size_t i = row.begin; i < row.end; ++i) {
+      PackString(pk, view.columns[i].name);
+      PackCell(pk, *view.columns[i].cell, blobs);
+    }
+  }
+}
+
+// One allocation for the body of a reply of `view`'s rows: one copy of each value.
+ReplyBody SizedFor(const RowsView& view) {
   size_t bytes = 128 + 24 * view.rows.size();  // and per row: its map, its index
   for (const auto& [name, c] : view.columns) bytes += 16 + name.size() + c->MemoryBytes();
   ReplyBody m;
-  m.body = msgpack::sbuffer(bytes);  // one allocation, one copy of each value
+  m.body = msgpack::sbuffer(bytes);
+  return m;
+}
+
+ReplyBody GetReplyFor(const Record& r, const Store& store) {
+  RowsView view = store.ViewRows(r.indices, r.task, r.also);
+  ReplyBody m = SizedFor(view);
   Packer pk(m.body);
   pk.pack_map(r.uniform > 0 ? 7 : 5);
   PackString(pk, "lease");
@@ -44,20 +64,20 @@ ReplyBody GetReplyFor(const Record& r, const Store& store) {
     pk.pack_double(r.uniform_sum);
   }
   PackString(pk, "rows");
-  pk.pack_array(static_cast<uint32_t>(view.rows.size()));
-  for (const RowsView::Row& row : view.rows) {
-    pk.pack_map(static_cast<uint32_t>(row.end - row.begin + 1));
-    PackString(pk, kIndexField);
-    pk.pack_uint64(row.index);
-    for (size_t i = row.begin; i < row.end; ++i) {
-      PackString(pk, view.columns[i].name);
-      PackCell(pk, *view.columns[i].cell, &m.blobs);
-    }
-  }
+  PackRows(pk, view, &m.blobs);
   return m;
 }
 
 }  // namespace
+
+ReplyBody ReadReplyFor(const RowsView& view) {
+  ReplyBody m = SizedFor(view);
+  Packer pk(m.body);
+  pk.pack_map(1);
+  PackString(pk, "rows");
+  PackRows(pk, view, &m.blobs);
+  return m;
+}
 
 ReplyBody ReplyFor(const Record& r, const Store& store) {
   if (r.type == RecordType::kLease) return GetReplyFor(r, store);
@@ -65,6 +85,16 @@ ReplyBody ReplyFor(const Record& r, const Store& store) {
   Packer pk(m.body);
   switch (r.type) {
     case RecordType::kPut:
+      if (r.update_task.empty() && r.deadline_ms != 0) {  // a storage unit's put: when it staged them
+        pk.pack_map(3);
+        PackString(pk, "indices");
+        PackU64List(pk, r.indices);
+        PackString(pk, "rejected");
+        PackU64List(pk, {});
+        PackString(pk, "staged_ms");
+        pk.pack_int64(r.deadline_ms);
+        break;
+      }
       if (r.update_task.empty()) {
         PackIndexReply(pk, "indices", r.indices, {});
         break;
@@ -97,6 +127,7 @@ ReplyBody ReplyFor(const Record& r, const Store& store) {
         pk.pack_true();
       }
       break;
+    case RecordType::kFree: PackIndexReply(pk, "freed", r.indices, r.rejected); break;
     case RecordType::kRetire:
       pk.pack_map(2);
       PackString(pk, "task");
@@ -176,13 +207,14 @@ Result<IndexReply> DecodeIndexReply(const Message& m) {
   RL_ASSIGN_OR_RETURN(msgpack::object_handle oh, ParseMsgpack(m.body.data(), m.body.size()));
   RL_ASSIGN_OR_RETURN(MapView b, MapView::Of(oh.get(), "reply"));
   IndexReply reply;
-  for (const char* name : {"indices", "acked", "released"}) {
+  for (const char* name : {"indices", "acked", "released", "freed"}) {
     if (b.Find(name)) {
       RL_ASSIGN_OR_RETURN(reply.done, b.U64List(name));
     }
   }
   RL_ASSIGN_OR_RETURN(reply.rejected, b.U64List("rejected"));
   RL_ASSIGN_OR_RETURN(reply.deadline_ms, b.I64("deadline_ms", 0));
+  RL_ASSIGN_OR_RETURN(reply.staged_ms, b.I64("staged_ms", 0));
   return reply;
 }
 

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <functional>
 
+#include "rl/queue/unit_ref.h"
+
 namespace rl::queue {
 
 void PackU64List(Packer& pk, const std::vector<uint64_t>& v) {
@@ -21,6 +23,11 @@ Result<std::vector<std::pair<std::string, Cell>>> UnpackColumns(const msgpack::o
   cols.reserve(m.size());
   for (const auto& kv : m) {
     RL_ASSIGN_OR_RETURN(std::string name, AsString(kv.key, "column name"));
+    if (IsUnitRef(kv.val)) {
+      RL_ASSIGN_OR_RETURN(Cell c, UnpackUnitRef(kv.val));
+      cols.emplace_back(std::move(name), std::move(c));
+      continue;
+    }
     RL_ASSIGN_OR_RETURN(Value v, UnpackValue(kv.val, nullptr));
     cols.emplace_back(std::move(name), std::move(v));
   }
@@ -235,7 +242,7 @@ Result<Record> DecodeRecordObject(const msgpack::object& o) {
   RL_ASSIGN_OR_RETURN(MapView m, MapView::Of(o, "record"));
   Record r;
   RL_ASSIGN_OR_RETURN(uint64_t type, m.U64("t"));
-  if (type < 1 || type > static_cast<uint64_t>(RecordType::kRetire)) {
+  if (type < 1 || type > static_cast<uint64_t>(RecordType::kFree)) {
     return Status::Corruption("unknown record type " + std::to_string(type));
   }
   r.type = static_cast<RecordType>(type);

@@ -29,6 +29,7 @@ enum class RecordType : uint8_t {
   kMetaSet = 5,  // run metadata key := value
   kDeclare = 6,  // a task and the columns it needs
   kRetire = 7,   // a task removed: it holds no row any more
+  kFree = 8,     // a storage unit's rows deleted (`indices`; `rejected`: those it did not have)
 };
 
 struct PutRow {
@@ -52,7 +53,7 @@ struct Record {
   std::string task;              // kLease, kAck, kRelease, kDeclare, kRetire; kPut when it acks
   uint64_t lease = 0;            // kLease: the new lease; kAck/kRelease/kPut: the lease acked (0: any)
   int64_t deadline_ms = 0;       // kLease: wall-clock expiry; kPut update: the lease's after it
-  std::vector<uint64_t> indices; // kLease/kAck/kRelease: the rows; kPut: the rows written
+  std::vector<uint64_t> indices; // kLease/kAck/kRelease/kFree: the rows; kPut: the rows written
   std::vector<uint64_t> dropped;      // kLease: rows dropped for `task` (stale, uniform group)
   std::vector<uint64_t> regenerated;  // kLease: rows reset to their first columns
   // kLease: how many of `dropped` were in uniform groups (GetRequest::drop_uniform), and the sum
@@ -60,7 +61,7 @@ struct Record {
   // dropped, so that a trainer can tell the mean reward of all it was sent.
   uint64_t uniform = 0;
   double uniform_sum = 0;
-  std::vector<uint64_t> rejected;     // kAck/kRelease: rows refused (kept for the reply only)
+  std::vector<uint64_t> rejected;     // kAck/kRelease/kFree: rows refused (kept for the reply only)
   std::vector<ReservedLease> reserved;  // kLease: further parts of a balanced round
   bool takeover = false;          // kLease: the lease already exists (a reserved part claimed)
   std::string holder;             // kLease: who takes it (GetRequest::holder); "" when not named

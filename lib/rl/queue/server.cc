@@ -8,6 +8,8 @@
 
 #include "rl/core/clock.h"
 #include "rl/core/log.h"
+#include "rl/queue/unit_janitor.h"
+#include "rl/queue/unit_protocol.h"
 #include "rl/wire/client.h"
 
 namespace rl::queue {
@@ -50,6 +52,9 @@ Result<std::unique_ptr<Server>> Server::Open(ServerOptions options) {
   if (report.torn_bytes > 0) {
     spdlog::warn("cut a torn log tail of {} bytes ({})", report.torn_bytes, report.torn_reason);
   }
+  if (s->options_.unit && !s->options_.declare.empty()) {
+    return Status::InvalidArgument("a storage unit has no tasks to declare");
+  }
   for (const auto& d : s->options_.declare) {
     // A task declared optional since (rl-queue task --optional) stays so, as under a get.
     bool optional = d.optional || s->ds_->store().IsOptional(d.task);
@@ -69,6 +74,7 @@ Result<std::unique_ptr<Server>> Server::Open(ServerOptions options) {
   } catch (const zmq::error_t& e) {
     return Status::Unavailable("bind " + s->options_.bind + ": " + e.what());
   }
+  RL_RETURN_IF_ERROR(s->OpenUnits());
   if (s->options_.events) {
     s->options_.events->Emit("serve", {{"endpoint", s->endpoint_}, {"records", report.records},
                                        {"torn_bytes", report.torn_bytes}});
@@ -159,7 +165,7 @@ void Server::Dispatch(const std::string& routing, const Request& req) {
   const Header& h = req.header;
   Op op = static_cast<Op>(h.op);
   bool mutating = op == Op::kPut || op == Op::kGet || op == Op::kAck || op == Op::kNack || op == Op::kMetaSet ||
-                  op == Op::kDeclare || op == kOpRetire;
+                  op == Op::kDeclare || op == kOpRetire || op == kOpFree;
   if (mutating && !h.from.empty()) {
     // A retry of a request already carried out gets the same answer, and changes nothing.
     const Record* last = ds_->store().LastOf(h.from);
@@ -175,6 +181,12 @@ void Server::Dispatch(const std::string& routing, const Request& req) {
     }
   }
   Status s;
+  bool unit_op = op == kOpRead || op == kOpFree || op == kOpList || op == kOpHeld;
+  if (unit_op || (options_.unit && op != Op::kPing && op != Op::kStat)) {
+    s = DispatchUnitOp(routing, req);
+    if (!s.ok()) Reply(routing, h, s);
+    return;
+  }
   switch (op) {
     case Op::kPing: {
       ReplyBody m;
@@ -205,6 +217,13 @@ void Server::Dispatch(const std::string& routing, const Request& req) {
 
 Status Server::HandlePut(const std::string& routing, const Request& req) {
   RL_ASSIGN_OR_RETURN(PutCommand put, DecodePutCommand(req.body, req.blobs, req.frame));
+  int64_t staged_ms = 0;  // a unit's stamp, which its reply tells
+  if (options_.unit) {
+    staged_ms = WallMillis();
+    RL_RETURN_IF_ERROR(StageOnUnit(put, staged_ms));
+  } else {
+    RL_RETURN_IF_ERROR(CheckRefs(put));
+  }
   // Several tensors may name one frame; the log stores each in full, so the limit applies to
   // the values as stored, not only to the message (a log record must stay below 1 GiB).
   size_t stored = 0;
@@ -221,6 +240,7 @@ Status Server::HandlePut(const std::string& routing, const Request& req) {
                  : ds_->store().PlanUpdate(std::move(put.rows), put.update_task, put.update_lease, put.renew_ms,
                                            WallMillis());
   if (!rec.ok()) return rec.status();
+  rec->deadline_ms = options_.unit ? staged_ms : rec->deadline_ms;
   Commit(std::move(*rec), routing, req.header);
   return Status::OK();
 }
@@ -355,6 +375,9 @@ Status Server::HandleMeta(const std::string& routing, const Request& req) {
     return Status::OK();
   }
   RL_ASSIGN_OR_RETURN(MetaRequest m, DecodeMetaSet(req.body));
+  if (m.key == kUnitsKey || m.key == kUnitMinBytesKey) {
+    return Status::InvalidArgument(m.key + " is set by the server alone (--units, --unit-min-bytes)");
+  }
   RL_ASSIGN_OR_RETURN(Record rec, ds_->store().PlanMetaSet(m.key, m.value, m.if_equals));
   Commit(std::move(rec), routing, req.header);
   return Status::OK();
@@ -387,6 +410,7 @@ Status Server::SendPending(bool force_sync) {
     ds_->Submit();
   }
   uint64_t synced = ds_->synced();
+  PassReleased(syncs ? synced : ds_->written());
   int64_t now = MonoMillis();
   uint64_t done = gate_.Limit(ds_->written(), synced, now);
   while (!pending_.empty() && pending_.front().need <= done) {
@@ -449,6 +473,7 @@ Status Server::Run(const std::atomic<bool>& stop) {
     ExpireLeases();
     ServeWaiters(!changed_);
     RL_RETURN_IF_ERROR(ds_->MaybeSnapshot(options_.fsync != FsyncPolicy::kNever));
+    CollectReleased();
     RL_RETURN_IF_ERROR(SendPending(false));
   }
   RL_RETURN_IF_ERROR(SendPending(true));

@@ -24,6 +24,7 @@
 #include "rl/queue/durable.h"
 #include "rl/queue/protocol.h"
 #include "rl/queue/reply_gate.h"
+#include "rl/queue/unit_janitor.h"
 
 namespace rl::queue {
 
@@ -36,7 +37,16 @@ struct ServerOptions {
   uint64_t snapshot_bytes = 256u << 20;
   std::vector<DeclareRequest> declare;
   EventLog* events = nullptr;  // may be null; must outlive the server
+  // A storage unit (rl-queue unit): takes puts of new rows, stamped with its clock (staged_ms),
+  // read, free and list; no tasks, and its rows go only when freed (docs/design.md "Storage units").
+  bool unit = false;
+  // A controller (rl-queue serve --units): the units' endpoints, in order; a reference names its
+  // unit by its place here. Published as the metadata key queue.units.
+  std::vector<std::string> units;
+  int64_t unit_grace_ms = 60000;  // a staged row nothing refers to is freed once this old
+  uint64_t unit_min_bytes = 1024;  // values from this size go to the units (queue.unit_min_bytes)
 };
+
 
 class Server {
  public:
@@ -69,6 +79,15 @@ class Server {
   Status HandleMeta(const std::string& routing, const Request& req);
   Status HandleDeclare(const std::string& routing, const Request& req);
   Status HandleRetire(const std::string& routing, const Request& req);
+  // Storage units (server_units.cc).
+  Status OpenUnits();  // publishes queue.units and starts the janitor (a controller)
+  Status CheckRefs(const PutCommand& put) const;
+  Status StageOnUnit(PutCommand& put, int64_t staged_ms) const;  // a unit's put: new rows only, stamped
+  Status DispatchUnitOp(const std::string& routing, const Request& req);
+  Status HandleHeld(const std::string& routing, const Request& req);
+  // Unit rows no row refers to any more go to the janitor once the log holds why.
+  void CollectReleased();
+  void PassReleased(uint64_t durable);
   // Tries to serve a get; returns false when it should wait longer.
   bool TryServe(Waiter& w, bool final_attempt);
   void ServeWaiters(bool expire_only);
@@ -91,6 +110,8 @@ class Server {
   bool changed_ = false;          // records committed this turn
   uint64_t served_ = 0;
   uint64_t commits_ = 0;          // records committed in all (ServeWaiters' passes compare it)
+  std::deque<std::pair<uint64_t, std::vector<uint64_t>>> releasing_;  // (log position, UnitKeys)
+  std::unique_ptr<UnitJanitor> janitor_;
 };
 
 }  // namespace rl::queue

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <climits>
 
+#include "rl/queue/unit_ref.h"
+
 namespace rl::queue {
 
 namespace {
@@ -57,6 +59,20 @@ bool Store::IsLeased(const Row& row, uint32_t task) const {
     if (t == task) return true;
   }
   return false;
+}
+
+void Store::Hold(const Cell& c) {
+  live_bytes_ += c.MemoryBytes();
+  if (c.is_ref()) ++unit_refs_[UnitKey(c.ref().unit, c.ref().row)];
+}
+
+void Store::Unhold(const Cell& c) {
+  live_bytes_ -= c.MemoryBytes();
+  if (!c.is_ref()) return;
+  auto it = unit_refs_.find(UnitKey(c.ref().unit, c.ref().row));
+  if (it == unit_refs_.end() || --it->second > 0) return;
+  released_.push_back(it->first);
+  unit_refs_.erase(it);
 }
 
 void Store::UpdateHoldMask() {
@@ -154,7 +170,7 @@ void Store::MaybeFree(uint64_t index) {
       UpdateGroupReady(tasks_[t], row.group);
     }
   }
-  for (const auto& [id, c] : row.cols) live_bytes_ -= c.MemoryBytes();
+  for (const auto& [id, c] : row.cols) Unhold(c);
   if (!row.group.empty()) {
     auto g = groups_.find(row.group);
     if (g != groups_.end() && --g->second.live == 0) {
@@ -183,7 +199,7 @@ void Store::Regenerate(uint64_t index) {
     }
   }
   row.consumed = 0;
-  for (size_t i = row.origin; i < row.cols.size(); ++i) live_bytes_ -= row.cols[i].second.MemoryBytes();
+  for (size_t i = row.origin; i < row.cols.size(); ++i) Unhold(row.cols[i].second);
   row.cols.resize(row.origin);
   Refresh(index, row);
 }
@@ -227,6 +243,7 @@ void Store::Apply(Record&& r) {
     case RecordType::kMetaSet: meta_[r.key] = r.value; break;
     case RecordType::kDeclare: ApplyDeclare(r); break;
     case RecordType::kRetire: ApplyRetire(r); break;
+    case RecordType::kFree: ApplyFree(r); break;
   }
   r.rows.clear();  // the values now live in the store
   Remember(r);
@@ -242,7 +259,7 @@ void Store::ApplyPut(Record& r) {
       uint32_t id = InternColumn(name);
       if (Find(row, id)) continue;  // planned away; a replayed log never has it
       if (id == group_col_ && pr.is_new) row.group = GroupKey(value);
-      live_bytes_ += value.MemoryBytes();
+      Hold(value);
       row.cols.emplace_back(id, std::move(value));
     }
     if (pr.is_new) {
@@ -280,11 +297,11 @@ void Store::ApplyUpdate(Record& r) {
       uint32_t id = InternColumn(name);
       auto col = std::find_if(row.cols.begin(), row.cols.end(), [id](const auto& c) { return c.first == id; });
       if (col == row.cols.end()) {
-        live_bytes_ += value.MemoryBytes();
+        Hold(value);
         row.cols.emplace_back(id, std::move(value));
       } else if (static_cast<size_t>(col - row.cols.begin()) >= row.origin) {
-        live_bytes_ += value.MemoryBytes();
-        live_bytes_ -= col->second.MemoryBytes();
+        Hold(value);
+        Unhold(col->second);
         col->second = std::move(value);
       }
     }

@@ -145,6 +145,19 @@ class Store {
   // The last mutation this sender made, for replying to a retry (rows' values are not kept).
   const Record* LastOf(const std::string& sender) const;
 
+  // --- storage units (docs/design.md "Storage units") --------------------------------------
+  // A controller's side: whether a cell refers to unit row UnitKey(unit, row) (Cell::is_ref), and
+  // the unit rows no cell has referred to since they were last taken, each once, in order.
+  bool HoldsUnitRow(uint64_t key) const { return unit_refs_.count(key) > 0; }
+  std::vector<uint64_t> TakeReleased() { return std::move(released_); }
+  uint64_t unit_refs() const { return unit_refs_.size(); }
+  // A unit's side: a kFree record deleting the live rows of `indices` (the others in `rejected`).
+  Result<Record> PlanFree(const std::vector<uint64_t>& indices) const;
+  // Live rows from index `from` whose int64 `column` is below `before`, ascending, at most `limit`.
+  std::vector<uint64_t> RowsBefore(const std::string& column, int64_t before, uint64_t from, size_t limit) const;
+  // The `columns` each of `indices` that is live has, in that order (a unit's read).
+  RowsView ViewColumns(const std::vector<uint64_t>& indices, const std::vector<std::string>& columns) const;
+
   // --- snapshots ---------------------------------------------------------------------------
   std::string EncodeSnapshot() const;
   // The same bytes as a payload that lends the bytes of lent cells (PiecePacker): it may be
@@ -193,6 +206,9 @@ class Store {
   bool IsStale(const Row& row, int64_t min_version) const;
   uint64_t Tokens(const Row& row, uint32_t col) const;
   void UpdateHoldMask();
+  // A cell enters or leaves the store: live_bytes_ and the unit references follow.
+  void Hold(const Cell& c);
+  void Unhold(const Cell& c);
 
   void Refresh(uint64_t index, Row& row);
   void SetReady(uint32_t t, uint64_t index, const Row& row, bool ready);
@@ -215,6 +231,7 @@ class Store {
   void ApplyRelease(const Record& r);
   void ApplyDeclare(const Record& r);
   void ApplyRetire(const Record& r);
+  void ApplyFree(const Record& r);
 
   // Planning helpers (store_plan.cc).
   struct Unit {  // a row, or a whole group, handed out together
@@ -245,6 +262,8 @@ class Store {
   uint64_t next_index_ = 0;
   uint64_t next_lease_ = 1;
   uint64_t live_bytes_ = 0;
+  std::unordered_map<uint64_t, uint32_t> unit_refs_;  // UnitKey -> cells referring to it
+  std::vector<uint64_t> released_;                    // unit rows no cell refers to any more
   uint64_t hold_mask_ = 0;  // bit t: task t is required (a row waits for its consumption)
   uint32_t group_col_, version_col_;
 };

@@ -36,7 +36,7 @@ uint64_t Store::Tokens(const Row& row, uint32_t col) const {
   const Cell* v = Find(row, col);
   if (v == nullptr) return 0;
   if (auto* t = std::get_if<Tensor>(&v->value())) return static_cast<uint64_t>(t->NumElements());
-  if (std::holds_alternative<std::string>(v->value())) return v->bytes().size();
+  if (std::holds_alternative<std::string>(v->value())) return v->byte_length();
   return 1;
 }
 

@@ -189,7 +189,7 @@ Status Store::LoadSnapshot(const char* data, size_t size) {
     for (auto& [name, v] : cols) {
       uint32_t id = InternColumn(name);
       if (id == group_col_) row.group = GroupKey(v);
-      live_bytes_ += v.MemoryBytes();
+      Hold(v);
       row.cols.emplace_back(id, std::move(v));
     }
     if (!row.group.empty()) {

@@ -71,9 +71,9 @@ Result<Message> Decode(std::vector<std::string>&& frames, bool reply) {
 
 std::string OpName(uint8_t op) {
   static const char* queue[] = {"", "ping", "put", "get", "ack", "nack", "stat", "meta_get", "meta_set", "declare",
-                                "retire"};
+                                "retire", "read", "free", "list", "held"};
   static const char* weights[] = {"info", "open", "close", "send"};
-  if (op >= 1 && op <= 10) return queue[op];
+  if (op >= 1 && op <= 14) return queue[op];
   if (op == 32) return "heartbeat";
   if (op == 33) return "probe";
   if (op >= 64 && op <= 67) return weights[op - 64];

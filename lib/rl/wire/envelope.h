@@ -32,9 +32,9 @@ enum class Op : uint8_t {
   kMetaSet = 8,
   kDeclare = 9,
 };
-// The name of any op of the RLP1 protocols (man/rl-protocol.7): the queue's 1-10 (retire, 10, is
-// declared in rl/queue/protocol.h), health's 32-33, weights' 64-67 and rl-env's call, 96; "op17" for a
-// number without a name.
+// The name of any op of the RLP1 protocols (man/rl-protocol.7): the queue's 1-14 (retire, 10, in
+// rl/queue/protocol.h; the storage units' 11-14 in rl/queue/unit_protocol.h), health's 32-33,
+// weights' 64-67 and rl-env's call, 96; "op17" for a number without a name.
 std::string OpName(uint8_t op);
 
 struct Header {

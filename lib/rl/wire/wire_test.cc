@@ -133,7 +133,8 @@ TEST(EnvelopeTest, EveryProtocolsOpsHaveNames) {
   EXPECT_EQ(OpName(67), "send");
   EXPECT_EQ(OpName(96), "call");
   EXPECT_EQ(OpName(0), "op0");
-  EXPECT_EQ(OpName(11), "op11");
+  EXPECT_EQ(OpName(11), "read");
+  EXPECT_EQ(OpName(15), "op15");
   EXPECT_EQ(OpName(255), "op255");
 }
 
