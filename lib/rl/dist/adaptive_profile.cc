@@ -193,6 +193,9 @@ int RunProfile(const AdaptiveProfileOptions& o) {
   auto fresh = group->Subgroup(all, "naive-restart");
   if (!fresh.ok()) return Fail("rl-profile", fresh.status());
   const double group_s = Since(t);
+  // Every rank has joined before any leaves: a rank that left while rank 0 still joined closed
+  // its connections under rank 0's join (Gloo: "Connection closed by peer", seen under load).
+  if (Status b = fresh->Barrier(); !b.ok()) return Fail("rl-profile", b);
   if (o.rank != 0) return kExitOk;
 
   // Predictor error on the real trajectories: pure decode rounds of every run, predicted against
