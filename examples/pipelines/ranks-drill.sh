@@ -3,8 +3,9 @@
 # two ranks (a role with `group = true`, rl-train grpo --world 2), and one rank killed with SIGKILL
 # mid-run, `trials` times (rank 1, then rank 0, alternating). After each kill it checks that both
 # ranks got new pids and the other roles kept theirs, and times the fault to the re-formed group's
-# next step. At the end, with the pipeline stopped, it checks at the queue that no train row was
-# lost (every row the reward stage acked is consumed, ready, leased or dropped for task train) or
+# next step. At the end, with the pipeline stopped, it checks at the queue that no row was lost
+# (every row put is held by task generate, and every row the reward stage acked by task train:
+# consumed, ready, leased or dropped) or
 # trained twice (the rows consumed by task train equal the samples of the steps the model kept).
 # It ends with one line:
 #   ranks killed N: group back in X.XX s (max), rows lost L, duplicated D
@@ -110,9 +111,15 @@ kept = {}  # step -> samples of all ranks (rank 0's events); a step done again r
 for e in map(json.loads, open(f"{run}/events/train-0.jsonl")):
     if e["event"] == "step":
         kept[e["step"]] = e["samples"]
-lost = task["reward"]["consumed"] - held(task["train"])
+# A stale row sent back for regeneration (async, k = 1: a group that re-forms may skip a version)
+# counts twice in generate's and reward's consumed, once before and once after, and until it is
+# generated again it is held by generate, not by train. Counted over both stages, as kill-matrix.sh
+# does, each such row adds one to the second term and takes one from the first.
+lost = (stat["next_index"] - held(task["generate"])) + (task["reward"]["consumed"] - held(task["train"]))
 dup = sum(kept.values()) - task["train"]["consumed"]
-print(f"{len(kept)} steps kept, {task['train']['consumed']} train rows consumed", file=sys.stderr)
+print(f"{len(kept)} steps kept, {task['train']['consumed']} train rows consumed; rows put {stat['next_index']}, "
+      f"held by generate {held(task['generate'])}; acked by reward {task['reward']['consumed']}, held by train "
+      f"{held(task['train'])}", file=sys.stderr)
 print(f"ranks killed {trials}: group back in {worst:.2f} s (max), rows lost {lost}, duplicated {dup}")
 sys.exit(1 if lost or dup or failed else 0)
 PY
