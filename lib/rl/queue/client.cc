@@ -79,19 +79,28 @@ Result<int64_t> QueueClient::UpdateOnce(uint64_t rid, const PutRequest& req) {
 }
 
 Result<GetReply> QueueClient::Get(const GetRequest& req) {
-  Message m = EncodeGet(req);
-  RL_ASSIGN_OR_RETURN(Message reply, client_.Call(Op::kGet, std::move(m.body), {}, req.wait_ms));
-  MessageView view{reply.header, reply.body, {reply.blobs.begin(), reply.blobs.end()}, nullptr};
-  RL_ASSIGN_OR_RETURN(std::optional<Message> resolved, ResolveRefs(view));
-  return DecodeGetReply(resolved ? *resolved : reply);
+  for (int attempt = 1;; ++attempt) {
+    Message m = EncodeGet(req);
+    RL_ASSIGN_OR_RETURN(Message reply, client_.Call(Op::kGet, std::move(m.body), {}, req.wait_ms));
+    MessageView view{reply.header, reply.body, {reply.blobs.begin(), reply.blobs.end()}, nullptr};
+    Result<std::optional<Message>> resolved = ResolveRefs(view);
+    if (resolved.ok()) return DecodeGetReply(*resolved ? **resolved : reply);
+    RL_RETURN_IF_ERROR(RetryAfterFreed(req.task, view, resolved.status(), attempt));
+  }
 }
 
 Result<GetReplyView> QueueClient::GetView(const GetRequest& req) {
-  Message m = EncodeGet(req);
-  RL_ASSIGN_OR_RETURN(MessageView reply, client_.CallView(Op::kGet, std::move(m.body), {}, req.wait_ms));
-  RL_ASSIGN_OR_RETURN(std::optional<Message> resolved, ResolveRefs(reply));
-  if (resolved) return DecodeGetReplyView(std::move(*resolved));
-  return DecodeGetReplyView(std::move(reply));
+  for (int attempt = 1;; ++attempt) {
+    Message m = EncodeGet(req);
+    RL_ASSIGN_OR_RETURN(MessageView reply, client_.CallView(Op::kGet, std::move(m.body), {}, req.wait_ms));
+    Result<std::optional<Message>> resolved = ResolveRefs(reply);
+    if (!resolved.ok()) {
+      RL_RETURN_IF_ERROR(RetryAfterFreed(req.task, reply, resolved.status(), attempt));
+      continue;
+    }
+    if (*resolved) return DecodeGetReplyView(std::move(**resolved));
+    return DecodeGetReplyView(std::move(reply));
+  }
 }
 
 Result<IndexReply> QueueClient::Ack(const std::string& task, uint64_t lease, const std::vector<uint64_t>& indices) {

@@ -75,6 +75,13 @@ class QueueClient {
   // The reply with every reference replaced by the value fetched from its unit; nullopt when the
   // reply refers to none.
   Result<std::optional<Message>> ResolveRefs(const MessageView& reply);
+  // After ResolveRefs failed with `why` on the `attempt`th get: OK when the get is to be asked
+  // again, `why` otherwise. A reply may refer to a value its unit freed meanwhile (kFreedValue):
+  // the controller stopped referring to it after it replied, as when the lease ran out and the
+  // row was regenerated or consumed by the next holder. The reply's rows are then given back
+  // (Nack; refused for a lease that ran out) and the get repeated, 3 times at most; the rows of
+  // the last are given back too.
+  Status RetryAfterFreed(const std::string& task, const MessageView& reply, const Status& why, int attempt);
 
   ClientOptions options_;
   Client client_;

@@ -13,6 +13,7 @@ namespace rl::queue {
 namespace {
 
 constexpr int kMaxStagings = 3;  // a put restaged this often is refused for another reason
+constexpr int kMaxGets = 3;      // a get still referring to a freed value this often is an error
 
 std::vector<std::string> Split(const std::string& list) {
   std::vector<std::string> out;
@@ -50,6 +51,24 @@ size_t DataBytes(const Value& v) {
 
 bool IsStale(const Status& s) {
   return s.code() == Code::kTimeout && s.message().rfind(kStaleStaging, 0) == 0;
+}
+
+bool IsFreed(const Status& s) { return s.code() == Code::kNotFound && s.message().rfind(kFreedValue, 0) == 0; }
+
+// The lease of a get reply and the indices of its rows, read from the reply as it came (its
+// values may be references, which DecodeGetReply refuses).
+Status LeasedRows(const MessageView& reply, uint64_t* lease, std::vector<uint64_t>* indices) {
+  RL_ASSIGN_OR_RETURN(msgpack::object_handle oh, ParseMsgpack(reply.body.data(), reply.body.size()));
+  RL_ASSIGN_OR_RETURN(MapView b, MapView::Of(oh.get(), "get reply"));
+  RL_ASSIGN_OR_RETURN(*lease, b.U64("lease", 0));
+  const msgpack::object* rows = b.Find("rows");
+  if (rows == nullptr || rows->type != msgpack::type::ARRAY) return Status::Protocol("get reply has no rows");
+  for (uint32_t r = 0; r < rows->via.array.size; ++r) {
+    RL_ASSIGN_OR_RETURN(MapView row, MapView::Of(rows->via.array.ptr[r], "get reply row"));
+    RL_ASSIGN_OR_RETURN(uint64_t index, row.U64("index"));
+    indices->push_back(index);
+  }
+  return Status::OK();
 }
 
 }  // namespace
@@ -143,7 +162,7 @@ Result<const Value*> Fetched(const std::vector<Fetch>& fetches, const Cell& ref,
   auto it = f.rows.find(ref.ref().row);
   const Value* v = it == f.rows.end() ? nullptr : FindColumn(it->second->columns, column);
   std::string where = "unit " + std::to_string(ref.ref().unit) + " row " + std::to_string(ref.ref().row);
-  if (v == nullptr) return Status::NotFound(where + " has no column '" + column + "' (freed?)");
+  if (v == nullptr) return Status::NotFound(std::string(kFreedValue) + ": " + where + " has no column '" + column + "'");
   // A unit that lost acknowledged rows (--fsync never) stages new ones under the same numbers.
   const Value* staged = FindColumn(it->second->columns, kStagedColumn);
   const auto* ms = staged ? std::get_if<int64_t>(staged) : nullptr;
@@ -217,6 +236,16 @@ Status CollectRefs(const msgpack::object& body, size_t units, std::vector<Fetch>
 }
 
 }  // namespace
+
+Status QueueClient::RetryAfterFreed(const std::string& task, const MessageView& reply, const Status& why, int attempt) {
+  if (!IsFreed(why)) return why;
+  uint64_t lease = 0;
+  std::vector<uint64_t> indices;
+  RL_RETURN_IF_ERROR(LeasedRows(reply, &lease, &indices));
+  // Rows of a lease that ran out are refused here (IndexReply::rejected); any still held go back.
+  if (lease != 0 && !indices.empty()) RL_RETURN_IF_ERROR(Nack(task, lease, indices).status());
+  return attempt >= kMaxGets ? why : Status::OK();
+}
 
 Result<std::optional<Message>> QueueClient::ResolveRefs(const MessageView& reply) {
   RL_ASSIGN_OR_RETURN(std::vector<std::string> endpoints, Units());

@@ -26,6 +26,9 @@ constexpr char kUnitMinBytesKey[] = "queue.unit_min_bytes";
 // How a controller's refusal of a reference staged too long ago begins (status timeout): the
 // client stages the value again and repeats its put.
 constexpr char kStaleStaging[] = "stale staging";
+// How a client's error begins when a get reply refers to a unit row that is gone (status not
+// found): the controller stopped referring to it after it replied (QueueClient::Get).
+constexpr char kFreedValue[] = "freed value";
 // The column a unit stamps on every row it stages: its clock (ms since the epoch) then.
 constexpr char kStagedColumn[] = "staged_ms";
 // At most this many indices in one read, free, list or held.

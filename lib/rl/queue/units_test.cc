@@ -335,6 +335,40 @@ TEST_F(UnitsTest, AGetRefusesAUnitRowStagedAtAnotherTimeThanItsReferenceSays) {
   EXPECT_EQ(got.status().code(), Code::kCorruption) << got.status().ToString();
 }
 
+// A get reply may refer to a value its unit frees before the client reads it (the lease ran out
+// and the row was regenerated meanwhile). Here the controller keeps referring to a freed value,
+// so every repeat fails the same way: the client gives the rows back each time and, after its
+// last try, says which value is gone; no row is left leased. (The race itself, a lease running
+// out between the reply and the read, has no hook to time it from a test.)
+TEST_F(UnitsTest, AGetReferringToAFreedValueGivesItsRowsBackAndTriesAgain) {
+  UnitClient unit = Unit(0);
+  PutRequest p;
+  p.rows.push_back({std::nullopt, {{"prompt", Prompt(1)}}});
+  auto staged = unit.Stage(p);
+  ASSERT_TRUE(staged.ok());
+  std::vector<std::vector<std::optional<UnitRef>>> refs{{UnitRef{0, staged->done[0], staged->staged_ms, 2400}}};
+  Message m = EncodePutRefs(p, refs);
+  rl::Client raw(To(controller_endpoint_));
+  ASSERT_TRUE(raw.Call(Op::kPut, std::move(m.body), std::move(m.blobs)).ok());
+  QueueClient c = Client();
+  ASSERT_TRUE(c.Put(Prompts(1)).ok());  // a row whose value is where it should be, beside it
+  ASSERT_TRUE(unit.Free({staged->done[0]}).ok());
+  GetRequest get;
+  get.task = "gen";
+  get.count = 2;
+  for (bool view : {false, true}) {
+    Status s = view ? c.GetView(get).status() : c.Get(get).status();
+    EXPECT_EQ(s.code(), Code::kNotFound) << s.ToString();
+    EXPECT_EQ(s.message().rfind(kFreedValue, 0), 0u) << s.message();
+    auto stat = c.Stat();
+    ASSERT_TRUE(stat.ok());
+    const nlohmann::json& gen = (*stat)["tasks"][0];
+    ASSERT_EQ(gen["name"], "gen");
+    EXPECT_EQ(gen["leased"].get<uint64_t>(), 0u) << stat->dump();
+    EXPECT_EQ(gen["ready"].get<uint64_t>(), 2u) << stat->dump();
+  }
+}
+
 TEST_F(UnitsTest, TheJanitorFreesOrphansOnceAGraceOldAndNeverARowReferredTo) {
   StartController(1000);
   QueueClient c = Client();
