@@ -11,10 +11,13 @@
 # period, what it would have taken at most without the fault), and how many faults were back
 # within the bound. Each trial ends with
 # rl-watchdog itself killed (SIGKILL): the roles must keep their pids and the trainer must complete
-# a step without it; a new watchdog on the same run directory must adopt all four roles, hear from
+# a step without it; a new watchdog on the same run directory must adopt all the roles, hear from
 # each of them again, and start none.
+# With --units N the queue is a controller of N storage units (rl-queue unit), each a role of its
+# own (kind unit, listed before the controller: started first, stopped last), killed and frozen
+# like the others; at the end every row still live is read back through the units as well.
 #
-# Usage: kill-matrix.sh [--short] [--long] [--trials N] [--seed N] [--bound S]
+# Usage: kill-matrix.sh [--short] [--long] [--trials N] [--seed N] [--bound S] [--units N]
 #   --short   one trial of each role and signal, small steps (CI)
 #   --long    20 trials of each (160 faults, about half an hour on two cores)
 #   (default) 5 trials of each
@@ -23,7 +26,7 @@ set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 rl_tools
 
-seed=1 trials=5 bound=60 small=(--dynamic-sampling false --prompts-per-step 16)
+seed=1 trials=5 bound=60 units=0 small=(--dynamic-sampling false --prompts-per-step 16)
 while [ $# -gt 0 ]; do
   case "$1" in
     --short) trials=1 ;;
@@ -31,6 +34,7 @@ while [ $# -gt 0 ]; do
     --trials) trials="$2"; shift ;;
     --seed) seed="$2"; shift ;;
     --bound) bound="$2"; shift ;;
+    --units) units="$2"; shift ;;
     *) echo "kill-matrix: unknown argument $1" >&2; exit 64 ;;
   esac
   shift
@@ -46,13 +50,24 @@ echo "== data and a random model in $run" >&2
 rl-train make-data --problems 20000 --seed "$((seed + 1000))" > "$run/prompts.jsonl"
 rl-rollout random-model --out "$run/ckpt/weights-0.safetensors" --seed "$seed" 2> /dev/null
 export RL_QUEUE="$(free_endpoint)"
-cat > "$run/pipeline.toml" <<TOML
-[watchdog]
-heartbeat_interval = 1
-max_full_restarts = 0
-grace = 5
+# members: the role instances faults are tried on, as the watchdog names them (kind/id).
+members=(queue/0 rollout/0 reward/0 train/0)
+unit_list="" unit_flags=""
+for ((u = 0; u < units; u++)); do
+  unit_list+="${unit_list:+,}$(free_endpoint)"
+  members+=("unit/$u")
+done
+[ "$units" -eq 0 ] || unit_flags="--units $unit_list --unit-min-bytes 1"
+tr , '\n' <<< "$unit_list" > "$run/units.txt"
+{
+  printf '[watchdog]\nheartbeat_interval = 1\nmax_full_restarts = 0\ngrace = 5\n'
+  # Unit RL_ID binds the RL_ID-th line of units.txt; exec keeps the watchdog's pid the unit's.
+  [ "$units" -eq 0 ] || printf '[role.unit]\ncount = %d\ncommand = "exec rl-queue unit --dir %s/unit$RL_ID --bind $(sed -n $((RL_ID + 1))p %s/units.txt) --log-level warn"\n' \
+    "$units" "$run" "$run"
+} > "$run/pipeline.toml"
+cat >> "$run/pipeline.toml" <<TOML
 [role.queue]
-command = "rl-queue serve --dir $run/queue --bind $RL_QUEUE --log-level warn --declare generate=prompt_ids --declare reward=prompt,response,answer --declare train=prompt_ids,response_ids,logprobs,reward,version"
+command = "rl-queue serve --dir $run/queue --bind $RL_QUEUE $unit_flags --log-level warn --declare generate=prompt_ids --declare reward=prompt,response,answer --declare train=prompt_ids,response_ids,logprobs,reward,version"
 [role.rollout]
 command = "rl-rollout run --checkpoint-dir $run/ckpt --threads 1 --seed $seed --lease 20 --log-level warn"
 [role.reward]
@@ -67,8 +82,11 @@ start_watchdog() {
 }
 start_watchdog
 
-pid_of() { cut -d' ' -f1 "$run/watchdog/$1-0.pid" 2>/dev/null || echo 0; }
-pids() { echo "$(pid_of queue) $(pid_of rollout) $(pid_of reward) $(pid_of train)"; }
+# pid_of KIND/ID (ID 0 when left out)
+pid_of() { local m="$1"; [[ "$m" == */* ]] || m="$m/0"; cut -d' ' -f1 "$run/watchdog/${m%/*}-${m#*/}.pid" 2>/dev/null || echo 0; }
+pids() { local m out=""; for m in "${members[@]}"; do out+="${out:+ }$(pid_of "$m")"; done; echo "$out"; }
+# label KIND/ID: the name a member's faults are counted under (queue, ..., unit0, unit1).
+label() { case "$1" in unit/*) echo "unit${1#unit/}" ;; *) echo "${1%/0}" ;; esac; }
 steps_done() { local n; n=$(grep -c '"event":"step"' "$run/events/train-0.jsonl" 2>/dev/null) || true; echo "${n:-0}"; }
 # wait_steps N: until the trainer has completed N more steps (and a heartbeat has told the watchdog).
 wait_steps() {
@@ -95,18 +113,18 @@ watchdog_trial() {
   for p in $after; do kill -0 "$p" 2> /dev/null || ok="FAIL (pid $p gone)"; done
   local mark; mark=$(wc -l < "$log")
   start_watchdog
-  for m in queue rollout reward train; do
-    until tail -n +"$((mark + 1))" "$log" | grep -q "\"event\":\"ready\".*\"member\":\"$m/0\".*\"pid\":$(pid_of "$m"),"; do
-      [ "$(date +%s)" -lt "$deadline" ] || { ok="FAIL ($m/0 not heard from by the new watchdog)"; break; }
+  for m in "${members[@]}"; do
+    until tail -n +"$((mark + 1))" "$log" | grep -q "\"event\":\"ready\".*\"member\":\"$m\".*\"pid\":$(pid_of "$m"),"; do
+      [ "$(date +%s)" -lt "$deadline" ] || { ok="FAIL ($m not heard from by the new watchdog)"; break; }
       sleep 0.05
     done
   done
   local adopted; adopted=$(tail -n +"$((mark + 1))" "$log" | grep -c '"event":"adopted"' || true)
-  [ "$adopted" -eq 4 ] || ok="FAIL (adopted $adopted of 4)"
+  [ "$adopted" -eq "${#members[@]}" ] || ok="FAIL (adopted $adopted of ${#members[@]})"
   [ "$(grep -c '"event":"start-role"' "$log")" -eq "$starts" ] || ok="FAIL (the new watchdog started roles)"
   [ "$(pids)" = "$before" ] || ok="FAIL (pids changed after the new watchdog)"
   [ "$ok" = ok ] || failed=1
-  printf '%-8s %-5s roles kept pids, trainer stepped without it; adopted %s/4 in %s s  %s\n' watchdog KILL "$adopted" \
+  printf '%-8s %-5s roles kept pids, trainer stepped without it; adopted %s/%s in %s s  %s\n' watchdog KILL "$adopted" "${#members[@]}" \
     "$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.2f", b - a }')" "$ok" | tee -a "$run/watchdog-trials.txt" >&2
 }
 
@@ -117,30 +135,30 @@ results="$run/matrix.txt"
 wait_steps 2
 failed=0
 for ((t = 0; t < trials; t++)); do
-  for role in queue rollout reward train; do
+  for member in "${members[@]}"; do
+    role=$(label "$member")
     for sig in KILL STOP; do
       sleep "$((RANDOM % 2)).$((RANDOM % 10))"
       before=($(pids))
-      victim=$(pid_of "$role")
+      victim=$(pid_of "$member")
       t0=$(date +%s.%N)
       kill -s "$sig" "$victim"
       # Back: the watchdog's ready event for a new pid of this role.
       deadline=$(( $(date +%s) + bound ))
-      until grep -q "\"event\":\"ready\".*\"member\":\"$role/0\".*\"pid\":$(pid_of "$role")," "$log" 2>/dev/null &&
-            [ "$(pid_of "$role")" != "$victim" ]; do
+      until grep -q "\"event\":\"ready\".*\"member\":\"$member\".*\"pid\":$(pid_of "$member")," "$log" 2>/dev/null &&
+            [ "$(pid_of "$member")" != "$victim" ]; do
         [ "$(date +%s)" -lt "$deadline" ] || break
         sleep 0.05
       done
       t1=$(date +%s.%N)
       after=($(pids))
       changed=""
-      for i in 0 1 2 3; do
-        name=$(echo queue rollout reward train | cut -d' ' -f$((i + 1)))
-        [ "${before[$i]}" = "${after[$i]}" ] || changed="$changed $name"
+      for i in "${!members[@]}"; do
+        [ "${before[$i]}" = "${after[$i]}" ] || changed="$changed $(label "${members[$i]}")"
       done
-      detect=$(python3 - "$log" "$t0" "$role" <<'PY'
+      detect=$(python3 - "$log" "$t0" "$member" <<'PY'
 import json, sys
-t0, member = float(sys.argv[2]), sys.argv[3] + "/0"
+t0, member = float(sys.argv[2]), sys.argv[3]
 for e in map(json.loads, open(sys.argv[1])):
     if e["event"] == "failure" and e.get("member") == member and e["ts"] >= t0:
         print("%.2f" % (e["ts"] - t0)); break
@@ -166,11 +184,27 @@ echo "== stopping the pipeline and checking the queue" >&2
 rl-watchdog stop "$run" > /dev/null 2>&1
 wait "$wpid" 2> /dev/null || true
 port=$(free_port)
-rl-queue serve --dir "$run/queue" --bind "tcp://127.0.0.1:$port" --log-level warn &
+upids=()
+for ((u = 0; u < units; u++)); do
+  rl-queue unit --dir "$run/unit$u" --bind "$(sed -n "$((u + 1))p" "$run/units.txt")" --log-level warn &
+  upids+=($!)
+done
+rl-queue serve --dir "$run/queue" --bind "tcp://127.0.0.1:$port" $unit_flags --log-level warn &
 qpid=$!
 until rl-queue stat --connect "tcp://127.0.0.1:$port" --timeout 0.2 > /dev/null 2>&1; do sleep 0.1; done
 rl-queue stat --json --connect "tcp://127.0.0.1:$port" > "$run/stat.json"
-kill "$qpid"; wait "$qpid" 2> /dev/null || true
+# With units: every row still live for a task is read back, its values from the units, which
+# fails if a unit lost a value the controller refers to (units.txt: the rows read per task).
+: > "$run/unit-reads.txt"
+if [ "$units" -gt 0 ]; then
+  for task in generate reward train; do
+    ready=$(python3 -c 'import json,sys; print(next(t["ready"] for t in json.load(open(sys.argv[1]))["tasks"] if t["name"] == sys.argv[2]))' "$run/stat.json" "$task")
+    [ "$ready" -gt 0 ] || continue
+    got=$(rl-queue get --connect "tcp://127.0.0.1:$port" --task "$task" --count "$ready" --lease 1 2>> "$run/unit-reads.err" | wc -l) || true
+    echo "$task $ready $got" >> "$run/unit-reads.txt"
+  done
+fi
+kill "$qpid" "${upids[@]}"; wait "$qpid" "${upids[@]}" 2> /dev/null || true
 python3 - "$run" "$results" "$failed" "$bound" <<'PY'
 import json, math, sys
 run, results, failed, bound = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
@@ -192,7 +226,7 @@ def next_step(t0):
 print("%-8s %-5s %6s  %21s  %21s  %21s  %s" % ("role", "sig", "trials", "detect p50/p99/max (s)",
       "back p50/p99/max (s)", "next step p50/max (s)", "back within bound"))
 kill_detect = []
-for role in ("queue", "rollout", "reward", "train"):
+for role in dict.fromkeys(r[0] for r in rows):
     for sig in ("KILL", "STOP"):
         rs = [r for r in rows if r[0] == role and r[1] == sig]
         if not rs:
@@ -230,8 +264,14 @@ faults = [l for l in open(results) if l.strip()]
 bad = [l for l in faults if "FAIL" in l]
 print(f"{len(faults)} faults, {len(bad)} not recovered as they should; {len(kept)} steps kept")
 print(f"acknowledged samples lost: {lost}  duplicates reaching the trainer: {dup}")
+reads = [l.split() for l in open(f"{run}/unit-reads.txt") if l.strip()]
+unread = sum(int(want) - int(got) for _, want, got in reads)
+if reads:
+    print("live rows read back through the storage units: %d of %d%s" % (
+        sum(int(g) for _, _, g in reads), sum(int(w) for _, w, _ in reads),
+        "" if unread == 0 else "  (" + open(f"{run}/unit-reads.err").read().strip().splitlines()[-1] + ")"))
 wd = [l for l in open(f"{run}/watchdog-trials.txt") if l.strip()]
 print(f"watchdog killed {len(wd)} times: {sum('FAIL' not in l for l in wd)} with every role untouched and adopted")
 bad += [l for l in wd if "FAIL" in l]
-sys.exit(1 if bad or lost or dup or failed else 0)
+sys.exit(1 if bad or lost or dup or failed or unread else 0)
 PY

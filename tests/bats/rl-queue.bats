@@ -459,6 +459,8 @@ units_list() { echo "tcp://127.0.0.1:${UPORT[0]},tcp://127.0.0.1:${UPORT[1]}"; }
   start_queue "$TMP/q" --units "$(units_list)" --declare t=data,n
   run rl-queue meta get queue.units
   [ "$output" = "$(units_list)" ]
+  run rl-queue stat
+  [[ "$output" == *"units  0 tcp://127.0.0.1:${UPORT[0]}  1 tcp://127.0.0.1:${UPORT[1]}"* ]]
   python3 -c "
 for n in range(10): print('{\"n\":%d,\"data\":\"%s\"}' % (n, str(n) * 2000))" | rl-queue put >/dev/null
   run rl-queue stat --connect "tcp://127.0.0.1:${UPORT[1]}" --json

@@ -6,8 +6,8 @@
 namespace rl {
 void AppendHealthOptions(std::vector<OptionSpec>* table) {
   AddTools(table, "--json", {"rl-watchdog"});
-  const std::vector<std::string> roles = {"rl-queue serve", "rl-rollout run", "rl-reward run", "rl-train grpo",
-                                          "rl-train sft", "rl-train score", "rl-watchdog"};
+  const std::vector<std::string> roles = {"rl-queue serve", "rl-queue unit",  "rl-rollout run", "rl-reward run",
+                                          "rl-train grpo",  "rl-train sft",   "rl-train score", "rl-watchdog"};
   table->insert(table->end(), {
       // Every role, and the endpoint rl-watchdog binds.
       {"--heartbeat", "RL_HEARTBEAT", "rl-watchdog heartbeat endpoint, e.g. tcp://127.0.0.1:5560 (empty: no heartbeats)",

@@ -73,6 +73,7 @@ int QueueMain(int argc, char** argv) {
   cl.Bind(unit, "--snapshot-bytes", &so.snapshot_bytes);
   cl.Bind(unit, "--run-dir", &run_dir);
   cl.Bind(unit, "--id", &id);
+  heartbeat.Bind(cl, unit);
 
   ClientFlags c;
   PutFlags pf;
@@ -151,7 +152,12 @@ int QueueMain(int argc, char** argv) {
     so.fsync = *policy;
     so.unit = unit->parsed();
     so.units = SplitList(units);
-    if (so.unit) return RunServe(std::move(so), run_dir, id);
+    if (so.unit) {
+      // A unit heartbeats as kind "unit": rl-watchdog supervises it as a role of its own.
+      auto beat = heartbeat.Start("unit", id, {{"bind", so.bind}});
+      if (!beat.ok()) return Fail(beat.status());
+      return RunServe(std::move(so), run_dir, id);
+    }
     for (const auto& d : declares) {
       size_t eq = d.find('=');
       if (eq == std::string::npos || eq == 0) return Fail(Status::InvalidArgument("--declare wants NAME=COL1,COL2, not '" + d + "'"));

@@ -124,6 +124,11 @@ int RunStat(const ClientFlags& c, bool json, std::ostream& out) {
   out << "rows " << j["rows"] << "  bytes " << j["bytes"] << "  next_index " << j["next_index"] << "  log_bytes "
       << j["log_bytes"] << "  snapshot_bytes " << j["snapshot_bytes"] << "  fsync " << j["fsync"].get<std::string>()
       << "\n";
+  if (j.contains("units") && j["units"].is_array()) {
+    out << "units";
+    for (size_t u = 0; u < j["units"].size(); ++u) out << "  " << u << " " << j["units"][u].get<std::string>();
+    out << "\n";
+  }
   out << std::left << std::setw(16) << "task" << std::right << std::setw(10) << "ready" << std::setw(8) << "groups"
       << std::setw(10) << "leased" << std::setw(12) << "consumed" << std::setw(10) << "dropped" << std::setw(10)
       << "holds" << "  columns\n";

@@ -168,6 +168,8 @@ Result<GetReply> DecodeGetReply(const Message& m);
 Result<GetReplyView> DecodeGetReplyView(MessageView m);
 Result<GetReplyView> DecodeGetReplyView(Message m);
 Result<IndexReply> DecodeIndexReply(const Message& m);
-ReplyBody EncodeStatReply(const Store& store, uint64_t log_bytes, uint64_t snapshot_bytes, const std::string& fsync);
+// units: a controller's storage units (its reply has "units" only when there are some).
+ReplyBody EncodeStatReply(const Store& store, uint64_t log_bytes, uint64_t snapshot_bytes, const std::string& fsync,
+                          const std::vector<std::string>& units = {});
 
 }  // namespace rl::queue

@@ -218,10 +218,15 @@ Result<IndexReply> DecodeIndexReply(const Message& m) {
   return reply;
 }
 
-ReplyBody EncodeStatReply(const Store& store, uint64_t log_bytes, uint64_t snapshot_bytes, const std::string& fsync) {
+ReplyBody EncodeStatReply(const Store& store, uint64_t log_bytes, uint64_t snapshot_bytes, const std::string& fsync,
+                          const std::vector<std::string>& units) {
   ReplyBody m;
   Packer pk(m.body);
-  pk.pack_map(7);
+  pk.pack_map(units.empty() ? 7 : 8);
+  if (!units.empty()) {
+    PackString(pk, "units");
+    PackStringList(pk, units);
+  }
   PackString(pk, "rows");
   pk.pack_uint64(store.live_rows());
   PackString(pk, "bytes");

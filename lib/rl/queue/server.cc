@@ -203,7 +203,8 @@ void Server::Dispatch(const std::string& routing, const Request& req) {
     case Op::kNack: s = HandleIndices(routing, req); break;
     case Op::kStat:
       Reply(routing, h, Status::OK(),
-            EncodeStatReply(ds_->store(), ds_->log_bytes(), ds_->snapshot_bytes(), FsyncPolicyName(options_.fsync)));
+            EncodeStatReply(ds_->store(), ds_->log_bytes(), ds_->snapshot_bytes(), FsyncPolicyName(options_.fsync),
+                            options_.units));
       return;
     case Op::kMetaGet:
     case Op::kMetaSet: s = HandleMeta(routing, req); break;
