@@ -61,8 +61,8 @@ done
 tr , '\n' <<< "$unit_list" > "$run/units.txt"
 {
   printf '[watchdog]\nheartbeat_interval = 1\nmax_full_restarts = 0\ngrace = 5\n'
-  # Unit RL_ID binds the RL_ID-th line of units.txt; exec keeps the watchdog's pid the unit's.
-  [ "$units" -eq 0 ] || printf '[role.unit]\ncount = %d\ncommand = "exec rl-queue unit --dir %s/unit$RL_ID --bind $(sed -n $((RL_ID + 1))p %s/units.txt) --log-level warn"\n' \
+  # Unit RL_ID binds line RL_ID + 1 of units.txt.
+  [ "$units" -eq 0 ] || printf '[role.unit]\ncount = %d\ncommand = "rl-queue unit --dir %s/unit$RL_ID --bind $(sed -n $((RL_ID + 1))p %s/units.txt) --log-level warn"\n' \
     "$units" "$run" "$run"
 } > "$run/pipeline.toml"
 cat >> "$run/pipeline.toml" <<TOML
@@ -193,12 +193,19 @@ rl-queue serve --dir "$run/queue" --bind "tcp://127.0.0.1:$port" $unit_flags --l
 qpid=$!
 until rl-queue stat --connect "tcp://127.0.0.1:$port" --timeout 0.2 > /dev/null 2>&1; do sleep 0.1; done
 rl-queue stat --json --connect "tcp://127.0.0.1:$port" > "$run/stat.json"
-# With units: every row still live for a task is read back, its values from the units, which
-# fails if a unit lost a value the controller refers to (units.txt: the rows read per task).
+# With units: every row still live for a task (the leases the stopped roles held given back) is
+# read back, its values from the units, which fails if a unit lost a value the controller refers
+# to (unit-reads.txt: task, rows ready, rows read).
 : > "$run/unit-reads.txt"
 if [ "$units" -gt 0 ]; then
+  python3 -c 'import json,sys
+for t in json.load(open(sys.argv[1]))["tasks"]:
+    for h in t["holders"]: print(t["name"], h)' "$run/stat.json" | while read -r task holder; do
+    rl-queue nack --connect "tcp://127.0.0.1:$port" --task "$task" --holder "$holder" > /dev/null
+  done
+  rl-queue stat --json --connect "tcp://127.0.0.1:$port" > "$run/stat-released.json"
   for task in generate reward train; do
-    ready=$(python3 -c 'import json,sys; print(next(t["ready"] for t in json.load(open(sys.argv[1]))["tasks"] if t["name"] == sys.argv[2]))' "$run/stat.json" "$task")
+    ready=$(python3 -c 'import json,sys; print(next(t["ready"] for t in json.load(open(sys.argv[1]))["tasks"] if t["name"] == sys.argv[2]))' "$run/stat-released.json" "$task")
     [ "$ready" -gt 0 ] || continue
     got=$(rl-queue get --connect "tcp://127.0.0.1:$port" --task "$task" --count "$ready" --lease 1 2>> "$run/unit-reads.err" | wc -l) || true
     echo "$task $ready $got" >> "$run/unit-reads.txt"

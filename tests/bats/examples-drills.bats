@@ -78,6 +78,19 @@ teardown() { teardown_sealed; }
   [[ "$output" =~ "queue SIGKILL: the trainer's next step after "[0-9.]+" s at p50" ]]
 }
 
+# The queue's data on two storage units, each unit a role of the watchdog's: the controller and
+# either unit killed and frozen too, and every row still live read back through the units.
+@test "examples/pipelines/kill-matrix.sh --units 2: the controller and each storage unit killed and frozen too, nothing lost" {
+  run bash "$RL_SOURCE_DIR/examples/pipelines/kill-matrix.sh" --short --units 2
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [ "$(printf '%s\n' "$output" | grep -cE '^(queue|rollout|reward|train|unit0|unit1) +(KILL|STOP) .* ok$')" -eq 12 ]
+  [[ "$output" == *"adopted 6/6"* ]]
+  [[ "$output" == *"acknowledged samples lost: 0  duplicates reaching the trainer: 0"* ]]
+  [[ "$output" =~ "live rows read back through the storage units: "([0-9]+)" of "([0-9]+) ]]
+  [ "${BASH_REMATCH[1]}" = "${BASH_REMATCH[2]}" ]
+}
+
 # The four parts of yatt.sh in their short forms (yatt-judge.sh's GRPO against the judge is above):
 # each part's own checks, then the five lines of the table.
 @test "examples/pipelines/yatt.sh in short form: ranks, judge, colocation, placement and plan, the five lines" {

@@ -5,7 +5,7 @@
 //   heartbeat = "tcp://127.0.0.1:5560"   # endpoint the watchdog binds, roles send to
 //   max_full_restarts = 3
 //   [role.train]
-//   kind = "train"                        # queue, rollout, reward, ref, train (its heartbeat role)
+//   kind = "train"                        # queue, unit, rollout, reward, ref, train, env (its heartbeat role)
 //   command = "rl-train grpo --checkpoint-dir ckpt --prompts p.jsonl"
 //   count = 1
 //   stall = 30                            # seconds without progress in its active phase
