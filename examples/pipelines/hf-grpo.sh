@@ -99,7 +99,22 @@ echo "== data (seed $seed) and the model directory in $run" >&2
 words=(--task words --max-number "$max_number")
 rl-train make-data "${words[@]}" --response-format gsm8k --problems 100000 --seed "$seed" > "$run/sft.jsonl"
 rl-train make-data "${words[@]}" --problems 100000 --seed "$((seed + 1000))" > "$run/prompts.jsonl"
-rl-train make-data "${words[@]}" --problems "$final_eval" --heldout > "$run/heldout.jsonl"
+# Held out: problems of the same distribution whose text is in neither training file (new names,
+# objects and numbers together, as a benchmark's test split is to its training split).
+rl-train make-data "${words[@]}" --problems 100000 --seed "$((seed + 2000))" |
+  python3 -c '
+import json, sys
+seen = {json.loads(l)["prompt"] for f in sys.argv[2:] for l in open(f)}
+kept = 0
+for line in sys.stdin:
+    p = json.loads(line)["prompt"]
+    if p not in seen and kept < int(sys.argv[1]):
+        seen.add(p)
+        kept += 1
+        sys.stdout.write(line)' "$final_eval" "$run/sft.jsonl" "$run/prompts.jsonl" > "$run/heldout.jsonl"
+# Stricter: problems whose numbers never come together in training (make-data --heldout), so a
+# small model must know arithmetic facts it was never shown.
+rl-train make-data "${words[@]}" --problems "$final_eval" --heldout > "$run/heldout-facts.jsonl"
 heldout=(--eval-data "$run/heldout.jsonl" --eval-size "$eval_size" --verifier math --max-new-tokens 40)
 
 echo "== SFT warm start until held-out greedy accuracy >= $target (at most $sft_steps steps)" >&2
@@ -129,12 +144,14 @@ rl-train eval --weights "$run/ckpt/weights-0.safetensors" --data "$run/heldout.j
 # The exported directory on its own: config, safetensors and tokenizer files, no roleflow file.
 rl-train eval --model "$run/final" --data "$run/heldout.jsonl" --verifier math \
   --max-new-tokens 40 --threads 2 --eval-size "$final_eval" > "$run/eval-final.json"
-# The same two versions on prompts of the training distribution (GRPO's own prompt file): what
-# the policy got better at where the held-out split asks for facts it never saw.
+# The same two versions on prompts of the training distribution (GRPO's own prompt file), and on
+# the stricter split of facts never trained on.
 for end in start final; do
   from=(--weights "$run/ckpt/weights-0.safetensors"); [ "$end" = start ] || from=(--model "$run/final")
   rl-train eval "${from[@]}" --data "$run/prompts.jsonl" --verifier math --max-new-tokens 40 --threads 2 \
     --eval-size "$final_eval" > "$run/train-eval-$end.json"
+  rl-train eval "${from[@]}" --data "$run/heldout-facts.jsonl" --verifier math --max-new-tokens 40 --threads 2 \
+    --eval-size "$final_eval" > "$run/facts-eval-$end.json"
 done
 # Reloaded, the directory gives the newest checkpoint's greedy responses and log-probabilities.
 head -n 16 "$run/heldout.jsonl" > "$run/probe.jsonl"
@@ -147,9 +164,11 @@ python3 "$(dirname "$0")/verdict.py" "$run"
 python3 - "$run" <<'PY'
 import json, sys
 run = sys.argv[1]
-a, b = (json.load(open(f"{run}/train-eval-{end}.json")) for end in ("start", "final"))
-print(f"training-distribution prompts ({a['problems']} of prompts.jsonl, greedy): {a['accuracy']:.3f} after SFT "
-      f"-> {b['accuracy']:.3f} after GRPO: {100 * (b['accuracy'] - a['accuracy']):+.1f} points")
+for name, what in (("train", "training-distribution prompts (%d of prompts.jsonl, greedy)"),
+                   ("facts", "held-out facts (%d problems whose numbers never come together in training)")):
+    a, b = (json.load(open(f"{run}/{name}-eval-{end}.json")) for end in ("start", "final"))
+    print(f"{what % a['problems']}: {a['accuracy']:.3f} after SFT -> {b['accuracy']:.3f} after GRPO: "
+          f"{100 * (b['accuracy'] - a['accuracy']):+.1f} points")
 PY
 python3 - "$run" <<'PY'
 import json, sys

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The same training budget under several configurations and seeds, side by side: on-policy sync
 # GRPO (k = 0), asynchronous GRPO with rollouts up to two versions ahead (k = 2, f = 0) without a
-# correction, with truncated importance sampling and with decoupled PPO, and sync PPO with a
-# critic (GAE). Each run is a full grpo-demo.sh; the runs of one seed share its SFT warm start
+# correction, with truncated importance sampling and with decoupled PPO, sync GRPO in minibatch
+# epochs (2 minibatches, 2 passes: 4 optimizer steps per batch on the same samples), and sync PPO
+# with a critic (GAE). Each run is a full grpo-demo.sh; the runs of one seed share its SFT warm start
 # (the first configuration's), so every configuration starts from the same weights.
 # It prints a table per run (steps, samples/s, s/step, start and final held-out accuracy on the
 # demo's final evaluation) and ends with one line per configuration:
@@ -10,12 +11,12 @@
 # (mean and sample standard deviation of the final accuracy over the seeds; samples/s over the
 # whole run, wall clock; x sync against the first configuration).
 # Usage: sync-vs-async.sh [--short] [--steps N] [--seeds N] [--first-seed N] [--configs "A B ..."]
-#   configurations: sync-none async-none async-tis async-decoupled sync-ppo sync-ppo-small
-#   (default: all but sync-ppo-small, PPO with a critic smaller than the policy)
+#   configurations: sync-none async-none async-tis async-decoupled sync-minibatch sync-ppo
+#   sync-ppo-small (default: all but sync-ppo-small, PPO with a critic smaller than the policy)
 #   --short: a smoke run for CI (1 seed, a few steps, sync-none and async-decoupled unless given)
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
-args=() steps=200 seeds=3 first=1 configs="sync-none async-none async-tis async-decoupled sync-ppo" short=0
+args=() steps=200 seeds=3 first=1 configs="sync-none async-none async-tis async-decoupled sync-minibatch sync-ppo" short=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --short) args+=(--short); steps=3; seeds=1; short=1 ;;
@@ -35,6 +36,7 @@ options() {
     async-none) echo "--mode async -- --max-staleness 2" ;;
     async-tis) echo "--mode async -- --max-staleness 2 --correction tis" ;;
     async-decoupled) echo "--mode async -- --max-staleness 2 --correction decoupled" ;;
+    sync-minibatch) echo "--mode sync -- --minibatches 2 --epochs 2" ;;
     sync-ppo) echo "--mode sync -- --advantage gae --critic-lr 1e-3" ;;
     # The critic a model of its own, 1 layer 64 wide against the policy's 3 layers 128 wide.
     sync-ppo-small) echo "--mode sync -- --advantage gae --critic-lr 1e-3 --critic-config $here/../../share/models/critic-tiny" ;;

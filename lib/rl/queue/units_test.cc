@@ -85,6 +85,14 @@ class UnitsTest : public ::testing::Test {
     controller_endpoint_ = controller_->endpoint();
   }
   QueueClient Client() { return QueueClient(To(controller_endpoint_)); }
+  // Puts the one row of `p` to the server at `endpoint` (the controller when empty), its prompt
+  // replaced by `ref`: what a client sends once it has staged the value.
+  Status PutRef(const PutRequest& p, const UnitRef& ref, const std::string& endpoint = "") {
+    std::vector<std::vector<std::optional<UnitRef>>> refs{{ref}};
+    Message m = EncodePutRefs(p, refs);
+    rl::Client c(To(endpoint.empty() ? controller_endpoint_ : endpoint));
+    return c.Call(Op::kPut, std::move(m.body), std::move(m.blobs)).status();
+  }
   UnitClient Unit(int u) { return UnitClient(To(units_[u]->endpoint())); }
   uint64_t UnitRows(int u) {
     QueueClient c(To(units_[u]->endpoint()));
@@ -294,27 +302,18 @@ TEST_F(UnitsTest, TheControllerRefusesStaleStagingAndUnitsItDoesNotHave) {
   p.rows.push_back({std::nullopt, {{"prompt", Prompt(1)}}});
   auto staged = unit.Stage(p);
   ASSERT_TRUE(staged.ok());
-  auto put_ref = [&](UnitRef ref) {
-    std::vector<std::vector<std::optional<UnitRef>>> refs{{ref}};
-    Message m = EncodePutRefs(p, refs);
-    rl::Client c(To(controller_endpoint_));
-    return c.Call(Op::kPut, std::move(m.body), std::move(m.blobs)).status();
-  };
-  Status stale = put_ref({0, staged->done[0], staged->staged_ms - 31000, 2400});
+  Status stale = PutRef(p, {0, staged->done[0], staged->staged_ms - 31000, 2400});
   EXPECT_EQ(stale.code(), Code::kTimeout);
   EXPECT_EQ(stale.message().rfind(kStaleStaging, 0), 0u) << stale.message();
-  EXPECT_EQ(put_ref({2, staged->done[0], staged->staged_ms, 2400}).code(), Code::kInvalidArgument);
-  EXPECT_TRUE(put_ref({0, staged->done[0], staged->staged_ms, 2400}).ok());
+  EXPECT_EQ(PutRef(p, {2, staged->done[0], staged->staged_ms, 2400}).code(), Code::kInvalidArgument);
+  EXPECT_TRUE(PutRef(p, {0, staged->done[0], staged->staged_ms, 2400}).ok());
   // A queue without units takes no references at all.
   ServerOptions o;
   o.bind = "tcp://127.0.0.1:0";
   o.dir = dir_ + "/plain";
   Running plain(o);
   ASSERT_TRUE(plain.status().ok());
-  std::vector<std::vector<std::optional<UnitRef>>> refs{{UnitRef{0, 0, WallMillis(), 2400}}};
-  Message m = EncodePutRefs(p, refs);
-  rl::Client c(To(plain.endpoint()));
-  EXPECT_EQ(c.Call(Op::kPut, std::move(m.body), std::move(m.blobs)).status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(PutRef(p, {0, 0, WallMillis(), 2400}, plain.endpoint()).code(), Code::kInvalidArgument);
 }
 
 TEST_F(UnitsTest, AGetRefusesAUnitRowStagedAtAnotherTimeThanItsReferenceSays) {
@@ -324,10 +323,7 @@ TEST_F(UnitsTest, AGetRefusesAUnitRowStagedAtAnotherTimeThanItsReferenceSays) {
   auto staged = unit.Stage(p);
   ASSERT_TRUE(staged.ok());
   // As if the unit had lost that row (--fsync never) and staged another under its number.
-  std::vector<std::vector<std::optional<UnitRef>>> refs{{UnitRef{0, staged->done[0], staged->staged_ms - 1, 2400}}};
-  Message m = EncodePutRefs(p, refs);
-  rl::Client raw(To(controller_endpoint_));
-  ASSERT_TRUE(raw.Call(Op::kPut, std::move(m.body), std::move(m.blobs)).ok());
+  ASSERT_TRUE(PutRef(p, {0, staged->done[0], staged->staged_ms - 1, 2400}).ok());
   GetRequest get;
   get.task = "gen";
   QueueClient c = Client();
@@ -346,10 +342,7 @@ TEST_F(UnitsTest, AGetReferringToAFreedValueGivesItsRowsBackAndTriesAgain) {
   p.rows.push_back({std::nullopt, {{"prompt", Prompt(1)}}});
   auto staged = unit.Stage(p);
   ASSERT_TRUE(staged.ok());
-  std::vector<std::vector<std::optional<UnitRef>>> refs{{UnitRef{0, staged->done[0], staged->staged_ms, 2400}}};
-  Message m = EncodePutRefs(p, refs);
-  rl::Client raw(To(controller_endpoint_));
-  ASSERT_TRUE(raw.Call(Op::kPut, std::move(m.body), std::move(m.blobs)).ok());
+  ASSERT_TRUE(PutRef(p, {0, staged->done[0], staged->staged_ms, 2400}).ok());
   QueueClient c = Client();
   ASSERT_TRUE(c.Put(Prompts(1)).ok());  // a row whose value is where it should be, beside it
   ASSERT_TRUE(unit.Free({staged->done[0]}).ok());
