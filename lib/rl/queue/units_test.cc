@@ -85,6 +85,11 @@ class UnitsTest : public ::testing::Test {
     controller_endpoint_ = controller_->endpoint();
   }
   QueueClient Client() { return QueueClient(To(controller_endpoint_)); }
+  static PutRequest OnePrompt() {
+    PutRequest p;
+    p.rows.push_back({std::nullopt, {{"prompt", Tensor::FromI64(std::vector<int64_t>(300, 1))}}});
+    return p;
+  }
   // Puts the one row of `p` to the server at `endpoint` (the controller when empty), its prompt
   // replaced by `ref`: what a client sends once it has staged the value.
   Status PutRef(const PutRequest& p, const UnitRef& ref, const std::string& endpoint = "") {
@@ -297,10 +302,8 @@ TEST_F(UnitsTest, ABalancedGetCountsTheTokensOfReferencedValues) {
 }
 
 TEST_F(UnitsTest, TheControllerRefusesStaleStagingAndUnitsItDoesNotHave) {
-  UnitClient unit = Unit(0);
-  PutRequest p;
-  p.rows.push_back({std::nullopt, {{"prompt", Prompt(1)}}});
-  auto staged = unit.Stage(p);
+  PutRequest p = OnePrompt();
+  auto staged = Unit(0).Stage(p);
   ASSERT_TRUE(staged.ok());
   Status stale = PutRef(p, {0, staged->done[0], staged->staged_ms - 31000, 2400});
   EXPECT_EQ(stale.code(), Code::kTimeout);
@@ -317,10 +320,8 @@ TEST_F(UnitsTest, TheControllerRefusesStaleStagingAndUnitsItDoesNotHave) {
 }
 
 TEST_F(UnitsTest, AGetRefusesAUnitRowStagedAtAnotherTimeThanItsReferenceSays) {
-  UnitClient unit = Unit(0);
-  PutRequest p;
-  p.rows.push_back({std::nullopt, {{"prompt", Prompt(1)}}});
-  auto staged = unit.Stage(p);
+  PutRequest p = OnePrompt();
+  auto staged = Unit(0).Stage(p);
   ASSERT_TRUE(staged.ok());
   // As if the unit had lost that row (--fsync never) and staged another under its number.
   ASSERT_TRUE(PutRef(p, {0, staged->done[0], staged->staged_ms - 1, 2400}).ok());
@@ -337,15 +338,13 @@ TEST_F(UnitsTest, AGetRefusesAUnitRowStagedAtAnotherTimeThanItsReferenceSays) {
 // last try, says which value is gone; no row is left leased. (The race itself, a lease running
 // out between the reply and the read, has no hook to time it from a test.)
 TEST_F(UnitsTest, AGetReferringToAFreedValueGivesItsRowsBackAndTriesAgain) {
-  UnitClient unit = Unit(0);
-  PutRequest p;
-  p.rows.push_back({std::nullopt, {{"prompt", Prompt(1)}}});
-  auto staged = unit.Stage(p);
+  PutRequest p = OnePrompt();
+  auto staged = Unit(0).Stage(p);
   ASSERT_TRUE(staged.ok());
   ASSERT_TRUE(PutRef(p, {0, staged->done[0], staged->staged_ms, 2400}).ok());
   QueueClient c = Client();
   ASSERT_TRUE(c.Put(Prompts(1)).ok());  // a row whose value is where it should be, beside it
-  ASSERT_TRUE(unit.Free({staged->done[0]}).ok());
+  ASSERT_TRUE(Unit(0).Free({staged->done[0]}).ok());
   GetRequest get;
   get.task = "gen";
   get.count = 2;
