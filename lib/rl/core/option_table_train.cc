@@ -104,6 +104,10 @@ void AppendTrainOptions(std::vector<OptionSpec>* table) {
        "calls the calculator (tools); none: no response",
        {data}},
       {"--prompts-per-step", "RL_TRAIN_PROMPTS_PER_STEP", "groups (prompts) per training batch", {grpo}},
+      {"--split", "",
+       "words: what --heldout holds out, numbers (problems whose numbers never come together in training) or cast "
+       "(new problems about a subject and objects never seen together)",
+       {data}},
       {"--sequences", "", "sequences in the measured GRPO step", {"rl-profile decode"}},
       {"--stale-rows", "RL_TRAIN_STALE_ROWS", "rows older than the staleness bound: regenerate or drop", {grpo}},
       {"--start-fraction", "RL_TRAIN_START_FRACTION",

@@ -15,6 +15,7 @@ Status WriteAddition(const MakeDataOptions& o, std::ostream& out) {
     return Status::InvalidArgument("--response-format is for --task words, multiply or chain");
   }
   if (o.max_number != 0) return Status::InvalidArgument("--max-number is for --task words");
+  if (o.split != "numbers") return Status::InvalidArgument("--split is for --task words");
   for (const Problem& p : o.held_out ? HeldOutSet(o.count) : MakeProblems(o.count, o.seed)) {
     out << nlohmann::json{{"prompt", p.prompt}, {"answer", p.answer}}.dump() << "\n";
   }
@@ -26,6 +27,7 @@ Status WriteMultiply(const MakeDataOptions& o, std::ostream& out) {
     return Status::InvalidArgument("--task " + o.task + " takes --response-format none or tools");
   }
   if (o.max_number != 0) return Status::InvalidArgument("--max-number is for --task words");
+  if (o.split != "numbers") return Status::InvalidArgument("--split is for --task words");
   const bool chain = o.task == "chain";
   const uint64_t seed = o.held_out ? kHeldOutSeed : o.seed;
   for (const Problem& p : chain ? DrawChainProblems(o.count, seed, o.held_out)
@@ -39,8 +41,10 @@ Status WriteMultiply(const MakeDataOptions& o, std::ostream& out) {
 
 Status WriteWords(const MakeDataOptions& o, std::ostream& out) {
   RL_ASSIGN_OR_RETURN(ResponseFormat format, ParseResponseFormat(o.response_format));
-  RL_ASSIGN_OR_RETURN(std::vector<WordProblem> problems, o.held_out ? WordProblemsHeldOut(o.count, o.max_number)
-                                                                      : DrawWordProblems(o.count, o.seed, false, o.max_number));
+  RL_ASSIGN_OR_RETURN(WordSplit split, ParseWordSplit(o.split));
+  RL_ASSIGN_OR_RETURN(std::vector<WordProblem> problems,
+                      o.held_out ? WordProblemsHeldOut(o.count, o.max_number, split)
+                                 : DrawWordProblems(o.count, o.seed, false, o.max_number, split));
   for (const WordProblem& p : problems) {
     nlohmann::ordered_json j = {{"prompt", p.prompt}, {"answer", p.answer}};
     if (format != ResponseFormat::kNone) j["response"] = WordProblemResponse(p, format);

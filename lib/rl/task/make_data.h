@@ -24,6 +24,7 @@ struct MakeDataOptions {
   bool held_out = false;
   std::string response_format = "none";  // words: "none", "gsm8k" or "boxed"; multiply: "none" or "tools"
   int64_t max_number = 0;                 // words only: every number at most this (0: no limit)
+  std::string split = "numbers";          // words only: what is held out, "numbers" or "cast" (word_problems.h)
 };
 
 // InvalidArgument for an unknown task or format (or a format for addition); IOError when the

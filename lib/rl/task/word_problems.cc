@@ -84,7 +84,9 @@ WordProblem Make(size_t t, std::mt19937_64& gen) {
   c.other = Pick(gen, kNames);
   c.item = Pick(gen, kItems);
   if (c.other == c.name) c.other = c.name == "Tom" ? "Ana" : "Tom";
-  return kTemplates[t](gen, c);
+  WordProblem p = kTemplates[t](gen, c);
+  p.cast = c.name + " " + c.item;
+  return p;
 }
 
 }  // namespace
@@ -94,6 +96,12 @@ Result<ResponseFormat> ParseResponseFormat(const std::string& name) {
   if (name == "gsm8k") return ResponseFormat::kGsm8k;
   if (name == "boxed") return ResponseFormat::kBoxed;
   return Status::InvalidArgument("unknown response format '" + name + "' (none, gsm8k or boxed)");
+}
+
+Result<WordSplit> ParseWordSplit(const std::string& name) {
+  if (name == "numbers") return WordSplit::kNumbers;
+  if (name == "cast") return WordSplit::kCast;
+  return Status::InvalidArgument("unknown split '" + name + "' (numbers or cast)");
 }
 
 bool IsHeldOutKey(const std::string& key) {
@@ -116,7 +124,8 @@ int64_t LargestNumber(const WordProblem& p) {
   return largest;
 }
 
-Result<std::vector<WordProblem>> DrawWordProblems(size_t count, uint64_t seed, bool held_out, int64_t max_number) {
+Result<std::vector<WordProblem>> DrawWordProblems(size_t count, uint64_t seed, bool held_out, int64_t max_number,
+                                                  WordSplit split) {
   if (max_number != 0 && max_number < kWordsLeastMaxNumber) {
     return Status::InvalidArgument("the largest number of word problems must be 0 (no limit) or at least " +
                                    std::to_string(kWordsLeastMaxNumber) + ", not " + std::to_string(max_number));
@@ -126,15 +135,20 @@ Result<std::vector<WordProblem>> DrawWordProblems(size_t count, uint64_t seed, b
   out.reserve(count);
   while (out.size() < count) {
     WordProblem p = Make(gen() % (sizeof kTemplates / sizeof kTemplates[0]), gen);
-    if (IsHeldOutKey(p.key) != held_out) continue;
+    // Under the split by cast, training leaves out both the held-out numbers and the held-out
+    // casts, so the held-out sets of both splits stay unseen.
+    bool numbers_out = IsHeldOutKey(p.key), cast_out = split == WordSplit::kCast && IsHeldOutKey(p.cast);
+    bool keep = held_out ? (split == WordSplit::kCast ? cast_out && !numbers_out : numbers_out)
+                         : !numbers_out && !cast_out;
+    if (!keep) continue;
     if (max_number != 0 && LargestNumber(p) > max_number) continue;
     out.push_back(std::move(p));
   }
   return out;
 }
 
-Result<std::vector<WordProblem>> WordProblemsHeldOut(size_t count, int64_t max_number) {
-  return DrawWordProblems(count, kWordsHeldOutSeed, true, max_number);
+Result<std::vector<WordProblem>> WordProblemsHeldOut(size_t count, int64_t max_number, WordSplit split) {
+  return DrawWordProblems(count, kWordsHeldOutSeed, true, max_number, split);
 }
 
 std::string WordProblemResponse(const WordProblem& p, ResponseFormat format) {

@@ -138,5 +138,51 @@ TEST(WordProblemsTest, SftResponsesScoreOneWithTheMathVerifier) {
   EXPECT_EQ(ParseResponseFormat("latex").status().code(), Code::kInvalidArgument);
 }
 
+// The split by cast: held-out problems are about (subject, objects) pairs training never has,
+// read off the prompt independently of the cast field (the prompt starts with the subject's name
+// and names its objects), while their templates and number keys are those of training.
+TEST(WordProblemsTest, TheSplitByCastHoldsOutPairsOfSubjectAndObjectsNotNumbers) {
+  auto cast_of = [](const WordProblem& p) {
+    std::string name = p.prompt.substr(0, p.prompt.find(' '));
+    for (const char* item : {"apples", "pencils", "marbles", "stickers", "cookies", "books", "cards", "shells",
+                             "stamps", "balloons", "coins", "eggs"}) {
+      if (p.prompt.find(std::string(" ") + item) != std::string::npos) return name + " " + item;
+    }
+    return std::string("?");
+  };
+  auto train = DrawWordProblems(20000, 7, false, 20, WordSplit::kCast);
+  auto held = WordProblemsHeldOut(500, 20, WordSplit::kCast);
+  ASSERT_TRUE(train.ok() && held.ok());
+  std::set<std::string> train_casts, train_keys, held_casts;
+  std::map<std::string, int> held_templates, train_templates;
+  for (const WordProblem& p : *train) {
+    EXPECT_EQ(cast_of(p), p.cast) << p.prompt;
+    EXPECT_FALSE(IsHeldOutKey(p.key)) << p.key;
+    train_casts.insert(p.cast);
+    train_keys.insert(p.key);
+    train_templates[p.key.substr(0, p.key.find(' '))]++;
+  }
+  size_t keys_seen = 0;
+  for (const WordProblem& p : *held) {
+    EXPECT_EQ(cast_of(p), p.cast) << p.prompt;
+    EXPECT_TRUE(IsHeldOutKey(p.cast));
+    EXPECT_FALSE(IsHeldOutKey(p.key)) << p.key;
+    EXPECT_EQ(train_casts.count(p.cast), 0u) << p.prompt;
+    held_casts.insert(p.cast);
+    keys_seen += train_keys.count(p.key);
+    held_templates[p.key.substr(0, p.key.find(' '))]++;
+  }
+  EXPECT_EQ(train_casts.size() + held_casts.size(), 144u);
+  EXPECT_GT(held_casts.size(), 5u);
+  // Facts are shared: nearly every held-out problem's numbers come up in training (and those of
+  // the split by numbers' held-out set never do, as checked above).
+  EXPECT_GT(keys_seen, held->size() * 9 / 10);
+  // The mix of templates stays: each within 10 points of its share in training.
+  for (const auto& [t, n] : train_templates) {
+    EXPECT_NEAR(double(held_templates[t]) / held->size(), double(n) / train->size(), 0.1) << t;
+  }
+  EXPECT_EQ(ParseWordSplit("names").status().code(), Code::kInvalidArgument);
+}
+
 }  // namespace
 }  // namespace rl::task

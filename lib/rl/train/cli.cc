@@ -177,6 +177,7 @@ int TrainMain(int argc, char** argv) {
   cl.BindFlag(data, "--heldout", &df.heldout);
   cl.Bind(data, "--response-format", &df.response_format)->check(CLI::IsMember({"none", "gsm8k", "boxed", "tools"}));
   cl.Bind(data, "--max-number", &df.max_number)->check(CLI::Range(int64_t{0}, int64_t{1000000}));
+  cl.Bind(data, "--split", &df.split)->check(CLI::IsMember({"numbers", "cast"}));
   model::PromptFlags encode_flags;
   CLI::App* encode = cl.Sub("encode", "JSON lines on stdin with the prompt_ids rl-train would feed for them added");
   model::BindPromptFlags(cl, encode, &encode_flags, false);

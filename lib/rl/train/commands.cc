@@ -322,6 +322,7 @@ int RunMakeData(const DataFlags& f, std::ostream& out) {
   o.held_out = f.heldout;
   o.response_format = f.response_format;
   o.max_number = f.max_number;
+  o.split = f.split;
   Status s = task::WriteTaskData(o, out);
   return s.ok() ? kExitOk : Fail(kTool, s);
 }

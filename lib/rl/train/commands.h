@@ -72,6 +72,7 @@ struct DataFlags {
   std::string task = "addition", response_format = "none";  // see rl/task/make_data.h
   bool heldout = false;
   int64_t max_number = 0;  // words only: every number at most this (0: no limit)
+  std::string split = "numbers";  // words only: numbers or cast
 };
 
 constexpr char kTool[] = "rl-train";  // for rl::Fail
