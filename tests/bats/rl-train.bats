@@ -102,6 +102,25 @@ PY
   [ "$output" = "rl-train: --max-number is for --task words" ]
 }
 
+@test "make-data --split cast holds out new subject and object pairs: no held-out prompt is in the training files" {
+  rl-train make-data --task words --split cast --max-number 20 --problems 20000 --seed 3 > "$TMP/train"
+  rl-train make-data --task words --split cast --max-number 20 --problems 300 --heldout > "$TMP/held"
+  [ "$(wc -l < "$TMP/held")" -eq 300 ]
+  # (first word, object) pairs of the held-out set never start a training prompt
+  pairs() { python3 -c '
+import json, re, sys
+for l in open(sys.argv[1]):
+    p = json.loads(l)["prompt"]
+    print(p.split()[0], re.search(r"(apples|pencils|marbles|stickers|cookies|books|cards|shells|stamps|balloons|coins|eggs)", p).group(1))' "$1" | sort -u; }
+  [ -z "$(comm -12 <(pairs "$TMP/train") <(pairs "$TMP/held"))" ]
+  [ "$(pairs "$TMP/held" | wc -l)" -ge 5 ]
+  run rl-train make-data --split cast
+  [ "$status" -eq 64 ]
+  [ "$output" = "rl-train: --split is for --task words" ]
+  run rl-train make-data --task words --split names
+  [ "$status" -eq 64 ]
+}
+
 @test "a learning-rate decay without a step limit beyond the warm-up exits 64 before reading anything" {
   run rl-train grpo --checkpoint-dir "$TMP/c" --prompts "$TMP/none.jsonl" --lr-decay cosine
   [ "$status" -eq 64 ]
