@@ -95,6 +95,9 @@ kill_schedule() {
     # A uniform moment of the step after it (the last step's duration says how long one takes),
     # and at least a heartbeat after it began: the watchdog has seen the step.
     sleep "$(awk -v s="$(last_seconds "$run")" -v r="$RANDOM" 'BEGIN { d = s - 1.1; if (d < 0) d = 0; printf "%.2f", 1.1 + d * r / 32768 }')"
+    # The final step may have come meanwhile (short steps under load): a kill then finds a trainer
+    # that is exiting, and no next step to time.
+    [ "$(last_step "$run")" -lt "$steps" ] || break
     local pid; pid=$(cut -d' ' -f1 "$run/watchdog/train-0.pid" 2>/dev/null) || continue
     local at; at=$(date +%s.%N)  # before the kill: the watchdog may see the exit before we could write the time
     if kill -9 "$pid" 2>/dev/null; then
@@ -123,7 +126,8 @@ PY
 
 # next_step RUN: the time from each kill to the trainer's next step event, "p50/max" in seconds,
 # and the usual step period (the median gap between steps with no kill between them) as "period"
-# ("-" without kills).
+# ("-" without kills). A kill after the final step (a race kill_schedule narrows but cannot close)
+# has no next step and is left out.
 next_step() {
   [ -f "$1/kills.txt" ] || { echo "-"; return; }
   python3 - "$1" <<'PY'
@@ -131,7 +135,10 @@ import json, math, statistics, sys
 run = sys.argv[1]
 kills = sorted(float(l) for l in open(f"{run}/kills.txt") if l.strip())
 steps = sorted(e["ts"] for e in map(json.loads, open(f"{run}/events/train-0.jsonl")) if e["event"] == "step")
-after = sorted(min((s for s in steps if s > k), default=math.inf) - k for k in kills)
+after = sorted(min(s for s in steps if s > k) - k for k in kills if steps and k < steps[-1])
+if not after:
+    print("-")
+    sys.exit(0)
 quiet = [b - a for a, b in zip(steps, steps[1:]) if not any(a < k <= b for k in kills)]
 period = statistics.median(quiet) if quiet else math.nan
 print("%.2f/%.2f (period %.2f)" % (after[(len(after) - 1) // 2], after[-1], period))
