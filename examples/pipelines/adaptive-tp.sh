@@ -5,7 +5,9 @@
 # a long-tail workload (most responses short, one in ten at the length limit) and a uniform one
 # (the same tokens, every response alike), each as static tensor parallelism 1 (two data-parallel
 # replicas), static 2 (one replica over both processes) and adaptive (two replicas that merge into
-# one when the predictor says so); 96 prompts, 32 slots per replica, about 5 minutes on 2 cores.
+# one when the predictor says so); 96 prompts, 32 slots per replica, each configuration run three
+# times in turn and its median time reported (one run apiece moved by up to 14% on a shared
+# machine), about 6 minutes on 2 cores.
 # Then it writes the decode profile, and a rollout group of two
 # (rl-rollout run --ranks 2 --adaptive-profile) serves rows from rl-queue with it; one rank is
 # killed while the group switches, and every row is still answered exactly once.
@@ -45,7 +47,7 @@ if [ "$short" = 1 ]; then
 else
   shape='"hidden_size": 768, "intermediate_size": 2048, "num_hidden_layers": 12, "num_attention_heads": 12,
          "num_key_value_heads": 4, "head_dim": 64, "vocab_size": 4096'
-  bench=(--requests 96 --slots 32 --max-new-tokens 160 --short-tokens 12 --prompt-tokens 16 --steps 4)
+  bench=(--requests 96 --slots 32 --max-new-tokens 160 --short-tokens 12 --prompt-tokens 16 --steps 4 --repeats 3)
 fi
 cat > "$run/model/config.json" <<JSON
 {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "bos_token_id": 1, "eos_token_id": 2,

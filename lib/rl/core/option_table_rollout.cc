@@ -106,6 +106,7 @@ void AppendRolloutOptions(std::vector<OptionSpec>* table) {
        "(0.05: 5%)",
        {"rl-profile adaptive", "rl-rollout run"}},
       {"--steps", "", "decode steps timed per profile point", adaptive},
+      {"--repeats", "", "runs of each configuration, taking turns; each reports its median time", adaptive},
       {"--load-only", "", "load the model and exit (times the restart of a naive switch)", adaptive},
       {"--profile-out", "", "write the measured decode profile (the predictor's input) to this JSON file",
        adaptive},

@@ -165,16 +165,34 @@ int RunProfile(const AdaptiveProfileOptions& o) {
     std::vector<Run> statics;
     Run adaptive;
   };
+  // With --repeats R every configuration runs R times, the configurations taking turns, so that
+  // a slow spell of a shared machine falls on all of them; each reports its median time, and the
+  // first repeat's run (its decisions, its switch) stands for it. Every run's rounds feed the
+  // predictor's error.
   std::vector<Row> rows;
+  std::vector<Run> extra_runs;
   for (const Workload& w : MakeWorkloads(o, whole->config().vocab_size)) {
     Row row{w.name, {}, {}};
+    std::vector<std::vector<double>> times(statics.size() + 1);
+    for (int rep = 0; rep < o.repeats; ++rep) {
+      for (size_t mode = 0; mode <= statics.size(); ++mode) {
+        const bool adaptive = mode == statics.size();
+        const int tp = adaptive ? 1 : statics[mode];
+        Progress(o, w.name + ": " + (adaptive ? std::string("adaptive") : "static tp " + std::to_string(tp)) +
+                        (o.repeats > 1 ? " (" + std::to_string(rep + 1) + "/" + std::to_string(o.repeats) + ")" : ""));
+        auto run = RunStage(*group, *whole, w, o, *predictor, adaptive, tp);
+        if (!run.ok()) return Fail("rl-profile", run.status());
+        times[mode].push_back(run->seconds);
+        if (rep > 0) {
+          extra_runs.push_back(std::move(*run));
+        } else {
+          (adaptive ? row.adaptive : row.statics.emplace_back()) = std::move(*run);
+        }
+      }
+    }
     for (size_t mode = 0; mode <= statics.size(); ++mode) {
-      const bool adaptive = mode == statics.size();
-      const int tp = adaptive ? 1 : statics[mode];
-      Progress(o, w.name + ": " + (adaptive ? std::string("adaptive") : "static tp " + std::to_string(tp)));
-      auto run = RunStage(*group, *whole, w, o, *predictor, adaptive, tp);
-      if (!run.ok()) return Fail("rl-profile", run.status());
-      (adaptive ? row.adaptive : row.statics.emplace_back()) = std::move(*run);
+      std::sort(times[mode].begin(), times[mode].end());
+      (mode == statics.size() ? row.adaptive : row.statics[mode]).seconds = times[mode][times[mode].size() / 2];
     }
     rows.push_back(std::move(row));
   }
@@ -202,9 +220,13 @@ int RunProfile(const AdaptiveProfileOptions& o) {
   // measured, summed over each run (the quantity the decision uses) and per step.
   double predicted = 0, measured = 0;
   std::vector<double> step_errors;
+  std::vector<const Run*> runs;
   for (const Row& row : rows) {
-    std::vector<const Run*> runs{&row.adaptive};
+    runs.push_back(&row.adaptive);
     for (const Run& r : row.statics) runs.push_back(&r);
+  }
+  for (const Run& r : extra_runs) runs.push_back(&r);
+  {
     for (const Run* run : runs) {
       for (const RoundTrace& r : run->result.trace) {
         if (r.prefill || r.batch == 0) continue;
@@ -222,7 +244,9 @@ int RunProfile(const AdaptiveProfileOptions& o) {
   std::cout << "adaptive tensor parallelism: " << n << " ranks, " << o.prompts << " prompts of "
             << o.prompt_tokens << " tokens, " << o.slots << " slots per replica, long tail "
             << o.max_new_tokens << " tokens (" << Fixed(o.tail * 100, 0) << "%), short " << o.short_tokens
-            << "; profile " << Fixed(profile_s, 1) << " s\n";
+            << "; profile " << Fixed(profile_s, 1) << " s"
+            << (o.repeats > 1 ? "; times are medians of " + std::to_string(o.repeats) + " runs" : std::string())
+            << "\n";
   std::cout << "| workload |";
   for (int tp : statics) std::cout << " static tp " << tp << " (dp " << n / tp << ") s |";
   std::cout << " adaptive s | adaptive/best static | decision |\n";
@@ -288,6 +312,7 @@ profile::Subcommand AddAdaptiveProfile(CommandLine& cl) {
   cl.Bind(app, "--check-every", &o->check_every)->check(CLI::Range(1, 1 << 16));
   cl.Bind(app, "--switch-margin", &o->margin)->check(CLI::Range(0.0, 10.0));
   cl.Bind(app, "--steps", &o->steps)->check(CLI::Range(1, 1000));
+  cl.Bind(app, "--repeats", &o->repeats)->check(CLI::Range(1, 100));
   cl.Bind(app, "--threads", &o->threads)->check(CLI::Range(1, 256));
   cl.Bind(app, "--seed", &o->seed);
   cl.BindFlag(app, "--load-only", &o->load_only);

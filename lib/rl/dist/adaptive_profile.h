@@ -33,6 +33,7 @@ struct AdaptiveProfileOptions {
   int check_every = 4;
   double margin = 0.05;  // AdaptiveOptions::margin
   int steps = 4;                 // decode steps timed per profile point
+  int repeats = 1;               // runs of each configuration, interleaved; the median time is reported
   int threads = 1;               // libtorch threads per rank
   uint64_t seed = 1;
   std::string profile_out;       // the measured profile, for rl-rollout run --adaptive-profile
