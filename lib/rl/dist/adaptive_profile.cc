@@ -226,15 +226,13 @@ int RunProfile(const AdaptiveProfileOptions& o) {
     for (const Run& r : row.statics) runs.push_back(&r);
   }
   for (const Run& r : extra_runs) runs.push_back(&r);
-  {
-    for (const Run* run : runs) {
-      for (const RoundTrace& r : run->result.trace) {
-        if (r.prefill || r.batch == 0) continue;
-        const double p = predictor->Step(r.tp, r.batch, r.context_tokens);
-        predicted += p;
-        measured += r.seconds;
-        step_errors.push_back(std::abs(p - r.seconds) / r.seconds);
-      }
+  for (const Run* run : runs) {
+    for (const RoundTrace& r : run->result.trace) {
+      if (r.prefill || r.batch == 0) continue;
+      const double p = predictor->Step(r.tp, r.batch, r.context_tokens);
+      predicted += p;
+      measured += r.seconds;
+      step_errors.push_back(std::abs(p - r.seconds) / r.seconds);
     }
   }
   std::sort(step_errors.begin(), step_errors.end());
