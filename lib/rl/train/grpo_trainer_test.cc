@@ -1,0 +1,330 @@
+// GrpoTrainer's steps: accumulation in pieces, minibatch epochs, the log-probability gap, option
+// checks, dumps checked by the independent reference, the learning-rate schedule across a resume,
+// and frozen parameters.
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <random>
+
+#include "rl/model/hf_reference.h"
+#include "rl/model/safetensors.h"
+#include "rl/train/grpo_test_util.h"
+#include "rl/train/grpo_trainer.h"
+
+namespace rl::train {
+namespace {
+
+using namespace grpo_fixture;
+
+TEST(GrpoTrainerTest, PiecesOfABatchAccumulateTheSameGradientAsTheWhole) {
+  at::set_num_threads(1);
+  auto whole = NewTrainer(model::Transformer::Create(Tiny(), 9).value());
+  auto pieces = NewTrainer(model::Transformer::Create(Tiny(), 9).value());
+  std::vector<Group> batch = Batch(3);
+  whole->BeginStep();
+  ASSERT_TRUE(whole->Accumulate(batch).ok());
+  pieces->BeginStep();
+  for (const Group& g : batch) ASSERT_TRUE(pieces->Accumulate({g}).ok());
+  auto a = whole->policy().NamedParameters(), b = pieces->policy().NamedParameters();
+  double largest = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    ASSERT_TRUE(a[i].second.grad().defined()) << a[i].first;
+    largest = std::max(largest, a[i].second.grad().abs().max().item<double>());
+    EXPECT_TRUE(at::allclose(a[i].second.grad(), b[i].second.grad(), 1e-4, 1e-6)) << a[i].first;
+  }
+  EXPECT_GT(largest, 1e-3);  // the batch did produce a gradient
+  EXPECT_TRUE(whole->FinishStep().ok());
+  EXPECT_TRUE(pieces->FinishStep().ok());
+}
+
+std::unique_ptr<GrpoTrainer> EpochTrainer(int64_t minibatches, int64_t epochs, uint64_t seed = 0) {
+  GrpoOptions o;
+  o.schedule.lr = 1e-2;
+  o.minibatches = minibatches;
+  o.epochs = epochs;
+  o.seed = seed;
+  auto t = GrpoTrainer::Create(model::Transformer::Create(Tiny(), 6).value(), std::nullopt, o);
+  EXPECT_TRUE(t.ok()) << t.status().ToString();
+  return std::move(*t);
+}
+
+// Two epochs of one minibatch are two updates on the same batch, each with the ratio against the
+// generation's log-probabilities: what two plain steps on that batch compute.
+TEST(GrpoTrainerTest, EpochsAreRepeatedUpdatesAgainstTheGenerationLogprobs) {
+  at::set_num_threads(1);
+  auto epochs = EpochTrainer(1, 2), plain = EpochTrainer(1, 1);
+  std::vector<Group> batch = Batch(7);
+  epochs->BeginStep();
+  ASSERT_TRUE(epochs->Accumulate({batch[0], batch[1]}).ok());  // in pieces, as streaming delivers
+  ASSERT_TRUE(epochs->Accumulate({batch[2]}).ok());
+  auto stats = epochs->FinishStep();
+  ASSERT_TRUE(stats.ok()) << stats.status().ToString();
+  EXPECT_EQ(stats->updates, 2);
+  EXPECT_EQ(epochs->optimizer().steps(), 2);
+  TrainStep(plain.get(), batch);
+  TrainStep(plain.get(), batch);
+  auto a = epochs->policy().NamedParameters(), b = plain->policy().NamedParameters();
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_TRUE(at::allclose(a[i].second, b[i].second, 1e-5, 1e-6)) << a[i].first;
+  }
+}
+
+TEST(GrpoTrainerTest, MinibatchesTakeOneStepEachInASeededOrder) {
+  at::set_num_threads(1);
+  std::vector<Group> batch = Batch(8);
+  int64_t tokens = 0;
+  for (const Group& g : batch) {
+    for (const Sample& s : g.samples) tokens += static_cast<int64_t>(s.response_ids.size());
+  }
+  auto run = [&](uint64_t seed) {
+    auto t = EpochTrainer(3, 2, seed);
+    t->BeginStep();
+    EXPECT_TRUE(t->Accumulate(batch).ok());
+    auto stats = t->FinishStep();
+    EXPECT_TRUE(stats.ok());
+    EXPECT_EQ(stats->updates, 6);
+    EXPECT_EQ(stats->tokens, tokens);  // the batch's tokens, not six minibatches' worth
+    EXPECT_EQ(t->optimizer().steps(), 6);
+    EXPECT_GT(stats->clip_fraction, 0);  // later updates move the ratio past the clip range
+    return t;
+  };
+  auto a = run(1), b = run(1), c = run(2);
+  bool differs = false;
+  auto pa = a->policy().NamedParameters(), pb = b->policy().NamedParameters(), pc = c->policy().NamedParameters();
+  for (size_t i = 0; i < pa.size(); ++i) {
+    EXPECT_TRUE(at::equal(pa[i].second, pb[i].second)) << pa[i].first;
+    differs = differs || !at::equal(pa[i].second, pc[i].second);
+  }
+  EXPECT_TRUE(differs) << "another seed, another minibatch order";
+}
+
+// Rows whose log-probabilities the policy itself recorded at temperature 0.7: a trainer at 0.7
+// finds them where it is (gap ~0), one at temperature 1 does not.
+TEST(GrpoTrainerTest, TheLogprobGapShowsATemperatureMismatch) {
+  at::set_num_threads(1);
+  model::Transformer policy = model::Transformer::Create(Tiny(), 21).value();
+  model::testing::ScaleWeights(&policy, 3.0);
+  std::vector<Group> batch = Batch(5);
+  for (Group& g : batch) {
+    for (Sample& s : g.samples) {
+      TokenBatch tb = MakeTokenBatch({&s}, 0);
+      at::Tensor lp = TokenLogprobs(policy, tb.tokens, tb.mask, 0.7).value();
+      int64_t p = static_cast<int64_t>(s.prompt_ids.size());
+      for (size_t j = 0; j < s.response_ids.size(); ++j) s.logprobs[j] = lp[0][p + j - 1].item<float>();
+    }
+  }
+  for (double t : {0.7, 1.0}) {
+    GrpoOptions o;
+    o.temperature = t;
+    o.minibatches = t == 1.0 ? 2 : 1;  // both paths report it
+    auto trainer = GrpoTrainer::Create(policy.Clone().value(), std::nullopt, o);
+    ASSERT_TRUE(trainer.ok());
+    (*trainer)->BeginStep();
+    ASSERT_TRUE((*trainer)->Accumulate(batch).ok());
+    auto stats = (*trainer)->FinishStep();
+    ASSERT_TRUE(stats.ok());
+    if (t == 0.7) {
+      EXPECT_LT(stats->logprob_gap, 1e-5);
+    } else {
+      EXPECT_GT(stats->logprob_gap, 1e-2);
+    }
+  }
+}
+
+TEST(GrpoTrainerTest, BadUpdateOptionsAreRefused) {
+  GrpoOptions o;
+  o.minibatches = 0;
+  EXPECT_FALSE(GrpoTrainer::Create(model::Transformer::Create(Tiny(), 1).value(), std::nullopt, o).ok());
+  o = GrpoOptions();
+  o.temperature = 0;
+  EXPECT_FALSE(GrpoTrainer::Create(model::Transformer::Create(Tiny(), 1).value(), std::nullopt, o).ok());
+  o = GrpoOptions();
+  o.norm = LossNorm::kSequenceSumNorm;
+  EXPECT_FALSE(GrpoTrainer::Create(model::Transformer::Create(Tiny(), 1).value(), std::nullopt, o).ok());
+  o.norm_constant = 64;
+  EXPECT_TRUE(GrpoTrainer::Create(model::Transformer::Create(Tiny(), 1).value(), std::nullopt, o).ok());
+}
+
+int RunLossReference(const std::string& dir) {
+  std::string cmd = model::testing::TorchPython() + " " RL_SOURCE_DIR "/tests/reference/grpo_loss_reference.py " + dir;
+  int rc = std::system(cmd.c_str());
+  return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+
+// The dumped tensors of real steps, recomputed by tests/reference/grpo_loss_reference.py
+// (python3-torch, from the public definitions): advantages, PPO-clip with the k3 KL term, and
+// each aggregation, streaming and over minibatch epochs.
+TEST(GrpoTrainerTest, DumpedStepsAgreeWithTheIndependentReference) {
+  if (model::testing::TorchPython().empty()) GTEST_SKIP() << "no python3 with torch: reference not run";
+  at::set_num_threads(1);
+  const std::string root = ::testing::TempDir() + "/grpo_dump." + std::to_string(::getpid());
+  struct Case {
+    std::string name;
+    LossNorm norm;
+    int64_t minibatches, epochs;
+    double kl;
+    Correction correction = Correction::kNone;
+    Advantage advantage = Advantage::kGrpo;
+    bool turns = false;  // multi-turn rows with turn rewards
+  };
+  const std::vector<Case> cases = {{"token-kl", LossNorm::kToken, 1, 1, 0.1},
+                                   {"seqmean-epochs", LossNorm::kSequence, 2, 2, 0},
+                                   {"seqsumnorm-kl-epochs", LossNorm::kSequenceSumNorm, 3, 1, 0.05},
+                                   {"tis", LossNorm::kToken, 1, 1, 0, Correction::kTis},
+                                   {"decoupled-kl-epochs", LossNorm::kToken, 2, 2, 0.1, Correction::kDecoupled},
+                                   {"decoupled-streaming", LossNorm::kSequence, 1, 1, 0, Correction::kDecoupled},
+                                   {"rloo-streaming", LossNorm::kToken, 1, 1, 0, Correction::kNone, Advantage::kRloo},
+                                   {"reinforce++", LossNorm::kToken, 1, 1, 0, Correction::kNone,
+                                    Advantage::kReinforcePP},
+                                   {"reinforce++-baseline-epochs", LossNorm::kSequence, 2, 2, 0, Correction::kNone,
+                                    Advantage::kReinforcePPBaseline},
+                                   {"gae-kl-epochs", LossNorm::kToken, 2, 2, 0.1, Correction::kNone, Advantage::kGae},
+                                   {"gae-decoupled", LossNorm::kToken, 3, 1, 0, Correction::kDecoupled,
+                                    Advantage::kGae},
+                                   {"grpo-turns", LossNorm::kToken, 1, 1, 0, Correction::kNone, Advantage::kGrpo, true},
+                                   {"grpo-turns-epochs", LossNorm::kSequence, 2, 2, 0, Correction::kNone,
+                                    Advantage::kGrpo, true},
+                                   {"gae-turns", LossNorm::kToken, 2, 1, 0, Correction::kNone, Advantage::kGae, true}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    GrpoOptions o;
+    o.schedule.lr = 3e-2;  // large, so that later updates move the ratio past the clip range
+    o.norm = c.norm;
+    o.norm_constant = 8;
+    o.minibatches = c.minibatches;
+    o.epochs = c.epochs;
+    o.kl_coef = c.kl;
+    o.temperature = 0.8;
+    o.micro_batch = 5;  // several pieces per update
+    o.off = {c.correction, 1.5};
+    o.advantage = c.advantage;
+    o.gamma = 0.99;
+    o.lambda = 0.9;
+    o.value_clip = 0.05;  // small, so that the clip acts from the second update on
+    o.critic_lr = 5e-2;
+    o.dump_dir = root + "/" + c.name;
+    model::Transformer policy = model::Transformer::Create(Tiny(), 12).value();
+    std::optional<model::Transformer> ref;
+    if (c.kl > 0) ref = policy.Clone().value();
+    auto t = GrpoTrainer::Create(std::move(policy), std::move(ref), o);
+    ASSERT_TRUE(t.ok()) << t.status().ToString();
+    for (uint64_t step = 1; step <= 2; ++step) TrainStep(t->get(), c.turns ? WithTurns(Batch(step), step) : Batch(step));
+    EXPECT_EQ(RunLossReference(o.dump_dir), 0);
+    if (c.turns && c.advantage == Advantage::kGrpo) {
+      // The turn rewards acted: some response's tokens have different advantages.
+      auto batch = model::ReadSafetensorsFile(o.dump_dir + "/step-0-batch.safetensors");
+      ASSERT_TRUE(batch.ok());
+      at::Tensor adv, lengths;
+      for (auto& [name, x] : batch->tensors) {
+        if (name == "token_adv") adv = x;
+        if (name == "lengths") lengths = x;
+      }
+      bool varies = false;
+      for (int64_t i = 0; i < adv.size(0); ++i) {
+        const auto n = static_cast<int64_t>(lengths[i].item<float>());
+        if (n >= 2 && std::abs(adv[i][0].item<float>() - adv[i][n - 1].item<float>()) > 1e-3) varies = true;
+      }
+      EXPECT_TRUE(varies);
+    }
+    if (c.advantage == Advantage::kGae) {
+      // The check means something: the critic learned in step 0 (step 1's V_old are not all 0)
+      // and its clip acted.
+      auto batch = model::ReadSafetensorsFile(o.dump_dir + "/step-1-batch.safetensors");
+      ASSERT_TRUE(batch.ok());
+      at::Tensor values;
+      for (auto& [name, x] : batch->tensors) {
+        if (name == "values") values = x;
+      }
+      ASSERT_TRUE(values.defined());
+      EXPECT_GT(values.abs().max().item<float>(), 1e-3);
+      double clipped = 0;
+      for (const auto& entry : std::filesystem::directory_iterator(o.dump_dir)) {
+        if (entry.path().string().find("piece") == std::string::npos) continue;
+        clipped += std::stod(model::ReadSafetensorsFile(entry.path().string())->metadata["value_clipped"]);
+      }
+      EXPECT_GT(clipped, 0);
+    }
+  }
+  // The reference does disagree with a wrong value.
+  const std::string piece = root + "/token-kl/step-1-update-0-piece-0.safetensors";
+  auto contents = model::ReadSafetensorsFile(piece);
+  ASSERT_TRUE(contents.ok()) << contents.status().ToString();
+  contents->metadata["sum"] = std::to_string(std::stod(contents->metadata["sum"]) + 0.01);
+  ASSERT_TRUE(model::WriteSafetensorsFile(piece, contents->tensors, contents->metadata).ok());
+  EXPECT_EQ(RunLossReference(root + "/token-kl"), 1);
+  std::filesystem::remove_all(root);
+}
+
+// The trainer steps with the schedule's rate for its optimizer's step count, resumed or not.
+TEST(GrpoTrainerTest, StepsFollowTheLearningRateScheduleAcrossAResume) {
+  at::set_num_threads(1);
+  GrpoOptions o;
+  o.schedule = {1e-2, 2, LrDecay::kCosine, 6, 0.1};
+  auto t = GrpoTrainer::Create(model::Transformer::Create(Tiny(), 4).value(), std::nullopt, o);
+  ASSERT_TRUE(t.ok());
+  std::vector<double> used;
+  auto step = [&used](GrpoTrainer* trainer, uint64_t seed) {
+    trainer->BeginStep();
+    ASSERT_TRUE(trainer->Accumulate(Batch(seed)).ok());
+    auto stats = trainer->FinishStep();
+    ASSERT_TRUE(stats.ok());
+    used.push_back(stats->lr);
+  };
+  for (int s = 0; s < 4; ++s) step(t->get(), s + 1);
+  auto resumed = GrpoTrainer::Create((*t)->policy().Clone().value(), std::nullopt, o);
+  ASSERT_TRUE(resumed.ok());
+  ASSERT_TRUE((*resumed)->optimizer().LoadState((*t)->optimizer().State(), (*t)->optimizer().steps()).ok());
+  for (int s = 4; s < 7; ++s) step(resumed->get(), s + 1);
+  // warm-up 0.5 and 1 (x 1e-2), then cosine over 4 steps to the floor 0.1 at step 6.
+  const double half = 0.1 + 0.9 * (1 + std::cos(M_PI / 4)) / 2, low = 0.1 + 0.9 * (1 + std::cos(3 * M_PI / 4)) / 2;
+  std::vector<double> want = {0.5, 1, 1, half, 0.55, low, 0.1};
+  ASSERT_EQ(used.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(used[i], 1e-2 * want[i], 1e-12) << "step " << i + 1;
+}
+
+
+// --freeze model.embed_tokens: the (tied) embedding gets no gradient and stays as it was, bit
+// for bit, while the body trains; a prefix that names no parameter is refused.
+TEST(GrpoTrainerTest, FrozenParametersStayAsTheyWere) {
+  at::set_num_threads(1);
+  GrpoOptions o;
+  o.schedule.lr = 1e-2;
+  o.adamw.weight_decay = 0.01;  // weight decay would move a parameter even with a zero gradient
+  o.freeze = {"model.embed_tokens"};
+  auto t = GrpoTrainer::Create(model::Transformer::Create(Tiny(), 4).value(), std::nullopt, o);
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  const model::NamedTensors before = (*t)->policy().Clone().value().NamedParameters();
+  TrainStep(t->get(), Batch(3));
+  TrainStep(t->get(), Batch(4));
+  const model::NamedTensors after = (*t)->policy().NamedParameters();
+  ASSERT_EQ(before.size(), after.size());
+  int frozen = 0, moved = 0;
+  for (size_t i = 0; i < after.size(); ++i) {
+    if (after[i].first.rfind("model.embed_tokens", 0) == 0) {
+      ++frozen;
+      EXPECT_TRUE(at::equal(before[i].second, after[i].second)) << after[i].first << " was trained";
+      EXPECT_FALSE(after[i].second.grad().defined());
+    } else {
+      moved += !at::equal(before[i].second, after[i].second);
+    }
+  }
+  EXPECT_EQ(frozen, 1);
+  EXPECT_EQ(moved, static_cast<int>(after.size()) - 1) << "every other parameter trains";
+
+  o.freeze = {"model.embed"};  // any prefix of a name
+  EXPECT_TRUE(GrpoTrainer::Create(model::Transformer::Create(Tiny(), 4).value(), std::nullopt, o).ok());
+  for (const std::string bad : {"embed_tokens", "", "model.layers.9"}) {
+    o.freeze = {bad};
+    auto refused = GrpoTrainer::Create(model::Transformer::Create(Tiny(), 4).value(), std::nullopt, o);
+    ASSERT_FALSE(refused.ok()) << "'" << bad << "'";
+    EXPECT_EQ(refused.status().code(), Code::kInvalidArgument);
+  }
+}
+
+}  // namespace
+}  // namespace rl::train
