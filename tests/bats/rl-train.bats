@@ -149,6 +149,14 @@ for l in open(sys.argv[1]):
   [ ! -e "$TMP/c" ]
 }
 
+@test "grpo --freeze: a prefix that names no parameter exits 64 with one line, before any queue is asked" {
+  small_sft
+  run rl-train grpo --checkpoint-dir "$TMP/ckpt" --prompts "$TMP/problems.jsonl" --freeze model.nothing \
+    --connect tcp://127.0.0.1:1 --timeout 1
+  [ "$status" -eq 64 ]
+  [ "$output" = "rl-train: --freeze 'model.nothing' names no parameter of the policy (names such as model.embed_tokens.weight)" ]
+}
+
 @test "grpo --world: bad ranks, a missing rendezvous and update options it cannot split exit 64 with one line" {
   g=(grpo --checkpoint-dir "$TMP/c" --prompts "$TMP/none.jsonl")
   run rl-train "${g[@]}" --world 2 --rank 2 --rendezvous 127.0.0.1:1
