@@ -197,8 +197,8 @@ struct Decision {
   SwitchEstimate estimate;
 };
 
-Decision Decide(const AdaptiveOptions& o, const std::vector<int>& degrees, int tp, int n, int this_check,
-                const std::vector<ReplicaLoad>& replicas) {
+Decision Decide(const AdaptiveOptions& o, const LatencyModel* predictor, const std::vector<int>& degrees, int tp,
+                int n, int this_check, const std::vector<ReplicaLoad>& replicas) {
   Decision d;
   std::vector<int> wider;
   for (int t : degrees) {
@@ -209,15 +209,15 @@ Decision Decide(const AdaptiveOptions& o, const std::vector<int>& degrees, int t
   if (o.force_switch_check >= 0) {
     if (this_check < o.force_switch_check) return d;
     d.to = wider.front();
-    if (o.predictor != nullptr && o.predictor->Has(tp) && o.predictor->Has(d.to)) {
-      d.estimate = o.predictor->EstimateSwitch(tp, d.to, replicas, n / d.to, slots * d.to);
+    if (predictor != nullptr && predictor->Has(tp) && predictor->Has(d.to)) {
+      d.estimate = predictor->EstimateSwitch(tp, d.to, replicas, n / d.to, slots * d.to);
     }
     return d;
   }
   double best = 0;
   for (int t : wider) {
-    if (!o.predictor->Has(t)) continue;  // a degree the profile lacks is no candidate
-    const SwitchEstimate e = o.predictor->EstimateSwitch(tp, t, replicas, n / t, slots * t);
+    if (!predictor->Has(t)) continue;  // a degree the profile lacks is no candidate
+    const SwitchEstimate e = predictor->EstimateSwitch(tp, t, replicas, n / t, slots * t);
     if (d.to == 0 || e.total_s() < best) {
       d.to = t;
       d.estimate = e;
@@ -313,7 +313,13 @@ Result<AdaptiveResult> AdaptiveGenerate(Group& group, const model::Transformer& 
     if (!replica->done()) {
       const Clock::time_point t = Clock::now();
       RL_ASSIGN_OR_RETURN(RoundStats stats, replica->Round(&out));
-      result.trace.push_back({tp, stats.batch, stats.context_tokens, stats.prefills > 0, Since(t)});
+      RoundTrace r{tp, stats.batch, stats.context_tokens, stats.prefills > 0, Since(t)};
+      if (o.predictor != nullptr && o.predictor->Has(tp) && !r.prefill && r.batch > 0) {
+        const double profiled = o.predictor->Step(tp, r.batch, r.context_tokens);
+        r.predicted = profiled * (o.calibration != nullptr ? o.calibration->scale() : 1.0);
+        if (o.calibration != nullptr) o.calibration->Observe(profiled, r.seconds);
+      }
+      result.trace.push_back(r);
     }
     ++round;
     if (tp == n) {
@@ -339,7 +345,10 @@ Result<AdaptiveResult> AdaptiveGenerate(Group& group, const model::Transformer& 
     // once per replica is not needed: any pending prompt stops the decision).
     std::vector<ReplicaLoad> by_replica;
     for (int k = 0; k < n / tp; ++k) by_replica.push_back(loads[static_cast<size_t>(k * tp)]);
-    Decision d = Decide(o, degrees, tp, n, this_check, by_replica);
+    // The profile as the calibration has followed the machine so far.
+    std::optional<LatencyModel> calibrated;
+    if (o.predictor != nullptr && o.calibration != nullptr) calibrated = o.predictor->Scaled(o.calibration->scale());
+    Decision d = Decide(o, calibrated ? &*calibrated : o.predictor, degrees, tp, n, this_check, by_replica);
     // Rank 0's decision is the group's.
     at::Tensor decided = at::tensor(std::vector<int64_t>{d.to, d.estimate.recompute ? 1 : 0}, at::kLong);
     RL_RETURN_IF_ERROR(group.Broadcast(decided, 0));

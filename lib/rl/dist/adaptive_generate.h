@@ -40,6 +40,10 @@ struct AdaptiveOptions {
   int check_every = 8;              // rounds between the coordinator's checks
   double margin = 0.05;             // switch only if it is predicted this fraction faster
   const LatencyModel* predictor = nullptr;  // required when adaptive and force_switch_check < 0
+  // With a predictor: every pure decode round is predicted from the profile times calibration's
+  // scale (RoundTrace::predicted) before the round is observed into it, and the decisions use the
+  // profile so scaled. Null: the profile as measured. It may live across stages.
+  LatencyCalibration* calibration = nullptr;
   enum class Move { kAuto, kMigrate, kRecompute } move = Move::kAuto;
   // Tests: from this check (0-based) on, widen to the next degree at every check, whatever the
   // predictor (1 -> 2 -> 4 with N = 4).
@@ -67,6 +71,9 @@ struct RoundTrace {
   int64_t context_tokens = 0;
   bool prefill = false;  // prompts were started in the round: not a pure decode step
   double seconds = 0;
+  // With a predictor, for a pure decode round: its predicted time, from what was known before it
+  // (the calibration's scale before this round); 0 otherwise.
+  double predicted = 0;
 };
 
 struct AdaptiveResult {

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include <ATen/ATen.h>
 
 #include "rl/dist/group_generate.h"
@@ -146,6 +148,65 @@ TEST(AdaptiveGenerateTest, ThePredictorDecidesWhetherToSwitch) {
   o.predictor = &costly;  // faster, but the switch costs more than it saves
   results = RunStage(f, o);
   EXPECT_TRUE(results[0].switches.empty());
+}
+
+// The decisions use the profile as the calibration scales it: a machine measured far slower than
+// the "costly" profile says makes the remaining decode time outweigh its 100 s reshard. Every pure
+// decode round of the trace carries its prediction; prefill rounds none.
+TEST(AdaptiveGenerateTest, DecisionsAndPredictionsFollowTheCalibration) {
+  const Fixture f = MakeFixture(Architecture::kQwen2);
+  const LatencyModel costly = Profile(1.8, 100);
+  AdaptiveOptions o;
+  o.generate = f.gen;
+  o.check_every = 2;
+  o.predictor = &costly;
+  LatencyCalibration slow_machine;
+  slow_machine.Observe(1e-3, 1000);  // measured a million times slower than profiled
+  std::vector<AdaptiveResult> results(2);
+  RunRanks(2, [&](Group& g) {
+    LatencyCalibration mine = slow_machine;  // each rank its own, as each process has
+    AdaptiveOptions ro = o;
+    ro.calibration = &mine;
+    auto r = AdaptiveGenerate(g, *f.whole, f.work.prompts, ro);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_LT(mine.scale(), 1e6) << "the stage's own rounds were observed";
+    results[static_cast<size_t>(g.rank())] = std::move(*r);
+  });
+  ExpectSameTokens(f, results, "calibrated costly tp 2");
+  ASSERT_EQ(results[0].switches.size(), 1u);
+  int decode_rounds = 0;
+  for (const RoundTrace& r : results[0].trace) {
+    if (r.prefill || r.batch == 0) {
+      EXPECT_EQ(r.predicted, 0.0);
+    } else {
+      ++decode_rounds;
+      EXPECT_GT(r.predicted, 0.0);
+    }
+  }
+  EXPECT_GT(decode_rounds, 0);
+}
+
+TEST(LatencyCalibrationTest, FollowsTheRatioOfMeasuredToProfiledTime) {
+  LatencyCalibration c(4);
+  EXPECT_EQ(c.scale(), 1.0);
+  for (int i = 0; i < 10; ++i) c.Observe(0.5, 0.6);
+  EXPECT_NEAR(c.scale(), 1.2, 1e-12);
+  for (double bad : {0.0, -1.0, std::nan("")}) {
+    c.Observe(bad, 5);
+    c.Observe(0.5, bad);
+  }
+  EXPECT_NEAR(c.scale(), 1.2, 1e-12) << "bad observations are ignored";
+  c.Observe(0.5, 0.5);  // one outlier moves it a little only
+  EXPECT_GT(c.scale(), 1.1);
+  for (int i = 0; i < 40; ++i) c.Observe(0.5, 0.5);  // ten half-lives of the machine back at speed
+  EXPECT_NEAR(c.scale(), 1.0, 0.01);
+}
+
+TEST(LatencyModelTest, ScaledStretchesComputeTimesNotTheSwitchCosts) {
+  const LatencyModel m = Profile(1.8, 0.25), twice = m.Scaled(2);
+  EXPECT_DOUBLE_EQ(twice.Step(1, 4, 200), 2 * m.Step(1, 4, 200));
+  EXPECT_DOUBLE_EQ(twice.Prefill(2, 30), 2 * m.Prefill(2, 30));
+  EXPECT_EQ(twice.ToJson()["switch"], m.ToJson()["switch"]);
 }
 
 // A rollout group decides with its leader's check interval and margin, whatever its followers

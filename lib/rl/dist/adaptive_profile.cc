@@ -68,7 +68,8 @@ struct Run {
 };
 
 Result<Run> RunStage(Group& group, const model::Transformer& whole, const Workload& w,
-                     const AdaptiveProfileOptions& o, const LatencyModel& predictor, bool adaptive, int start_tp) {
+                     const AdaptiveProfileOptions& o, const LatencyModel& predictor, LatencyCalibration* calibration,
+                     bool adaptive, int start_tp) {
   AdaptiveOptions a;
   a.generate.sampling.temperature = 0;
   a.generate.slots = o.slots;
@@ -78,6 +79,7 @@ Result<Run> RunStage(Group& group, const model::Transformer& whole, const Worklo
   a.check_every = o.check_every;
   a.margin = o.margin;
   a.predictor = &predictor;
+  a.calibration = calibration;
   RL_RETURN_IF_ERROR(group.Barrier());
   const auto t = Clock::now();
   RL_ASSIGN_OR_RETURN(AdaptiveResult r, AdaptiveGenerate(group, whole, w.prompts, a));
@@ -171,6 +173,8 @@ int RunProfile(const AdaptiveProfileOptions& o) {
   // predictor's error.
   std::vector<Row> rows;
   std::vector<Run> extra_runs;
+  // One calibration across every run, as a long-lived rollout keeps one across its batches.
+  LatencyCalibration calibration;
   for (const Workload& w : MakeWorkloads(o, whole->config().vocab_size)) {
     Row row{w.name, {}, {}};
     std::vector<std::vector<double>> times(statics.size() + 1);
@@ -180,7 +184,7 @@ int RunProfile(const AdaptiveProfileOptions& o) {
         const int tp = adaptive ? 1 : statics[mode];
         Progress(o, w.name + ": " + (adaptive ? std::string("adaptive") : "static tp " + std::to_string(tp)) +
                         (o.repeats > 1 ? " (" + std::to_string(rep + 1) + "/" + std::to_string(o.repeats) + ")" : ""));
-        auto run = RunStage(*group, *whole, w, o, *predictor, adaptive, tp);
+        auto run = RunStage(*group, *whole, w, o, *predictor, &calibration, adaptive, tp);
         if (!run.ok()) return Fail("rl-profile", run.status());
         times[mode].push_back(run->seconds);
         if (rep > 0) {
@@ -216,9 +220,10 @@ int RunProfile(const AdaptiveProfileOptions& o) {
   if (Status b = fresh->Barrier(); !b.ok()) return Fail("rl-profile", b);
   if (o.rank != 0) return kExitOk;
 
-  // Predictor error on the real trajectories: pure decode rounds of every run, predicted against
-  // measured, summed over each run (the quantity the decision uses) and per step.
-  double predicted = 0, measured = 0;
+  // Predictor error on the real trajectories: pure decode rounds of every run, each predicted
+  // before it ran (the profile times the calibration of the rounds before it) against measured,
+  // summed (the quantity the decision uses) and per step; and the profile alone, uncalibrated.
+  double predicted = 0, measured = 0, profiled = 0;
   std::vector<double> step_errors;
   std::vector<const Run*> runs;
   for (const Row& row : rows) {
@@ -229,14 +234,16 @@ int RunProfile(const AdaptiveProfileOptions& o) {
   for (const Run* run : runs) {
     for (const RoundTrace& r : run->result.trace) {
       if (r.prefill || r.batch == 0) continue;
-      const double p = predictor->Step(r.tp, r.batch, r.context_tokens);
+      const double p = r.predicted;
       predicted += p;
+      profiled += predictor->Step(r.tp, r.batch, r.context_tokens);
       measured += r.seconds;
       step_errors.push_back(std::abs(p - r.seconds) / r.seconds);
     }
   }
   std::sort(step_errors.begin(), step_errors.end());
   const double trajectory_error = measured > 0 ? std::abs(predicted - measured) / measured : 0;
+  const double profile_error = measured > 0 ? std::abs(profiled - measured) / measured : 0;
   const double step_median = step_errors.empty() ? 0 : step_errors[step_errors.size() / 2];
 
   std::cout << "adaptive tensor parallelism: " << n << " ranks, " << o.prompts << " prompts of "
@@ -283,7 +290,9 @@ int RunProfile(const AdaptiveProfileOptions& o) {
   }
   std::cout << "predictor: decode time of " << step_errors.size() << " real steps predicted "
             << Fixed(predicted, 2) << " s, measured " << Fixed(measured, 2) << " s (error "
-            << Fixed(trajectory_error * 100, 1) << "%); per-step median error " << Fixed(step_median * 100, 1) << "%\n";
+            << Fixed(trajectory_error * 100, 1) << "%); per-step median error " << Fixed(step_median * 100, 1)
+            << "%; the profile alone, uncalibrated, " << Fixed(profiled, 2) << " s (error "
+            << Fixed(profile_error * 100, 1) << "%)\n";
   std::cout << "adaptive/best-static: long-tail " << Fixed(ratios[0], 2) << " uniform " << Fixed(ratios[1], 2)
             << "; switch/naive-restart " << Fixed(switch_ratio, 2) << "; predictor error "
             << Fixed(trajectory_error * 100, 1) << "%" << std::endl;

@@ -82,6 +82,7 @@ Result<std::vector<model::Generation>> RunOnGroup(Group& group, const model::Tra
   a.adaptive = options.predictor != nullptr;
   a.start_tp = a.adaptive ? 1 : group.size();
   a.predictor = options.predictor;
+  a.calibration = options.calibration;
   a.check_every = options.check_every;
   a.margin = options.margin;
   // The leader's slots are the group's: each of the N replicas (or the N ranks' one) takes a share.

@@ -27,6 +27,8 @@ namespace rl::dist {
 
 struct GroupGenerateOptions {
   const LatencyModel* predictor = nullptr;  // adaptive when set, else static degree N
+  // Follows the machine from batch to batch (AdaptiveOptions::calibration); the leader's decides.
+  LatencyCalibration* calibration = nullptr;
   // The leader's are the group's: they travel in each request, so followers need not be given them.
   int check_every = 8;     // rounds between the coordinator's switch checks
   double margin = 0.05;    // switch only when it is predicted this fraction faster

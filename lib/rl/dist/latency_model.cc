@@ -107,6 +107,22 @@ double LatencyModel::Step(int tp, int64_t batch, int64_t context_tokens) const {
   return std::max(0.0, y0 + (y1 - y0) * (static_cast<double>(batch) - b0) / (b1 - b0));
 }
 
+LatencyModel LatencyModel::Scaled(double factor) const {
+  std::vector<DecodePoint> decode = decode_points_;
+  for (DecodePoint& d : decode) d.seconds *= factor;
+  std::vector<PrefillPoint> prefill = prefill_points_;
+  for (PrefillPoint& p : prefill) p.seconds *= factor;
+  return std::move(*Create(std::move(decode), std::move(prefill), costs_));  // positive stays positive
+}
+
+LatencyCalibration::LatencyCalibration(double half_life) : decay_(std::pow(0.5, 1.0 / std::max(half_life, 1.0))) {}
+
+void LatencyCalibration::Observe(double profiled_s, double measured_s) {
+  if (!(profiled_s > 0) || !(measured_s > 0) || !std::isfinite(profiled_s) || !std::isfinite(measured_s)) return;
+  profiled_ = decay_ * profiled_ + profiled_s;
+  measured_ = decay_ * measured_ + measured_s;
+}
+
 double LatencyModel::Prefill(int tp, int64_t tokens) const {
   return Interpolate(prefill_.at(tp), static_cast<double>(tokens));
 }

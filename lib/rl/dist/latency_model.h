@@ -12,6 +12,9 @@
 // it (a prefill of every sequence at the root-mean-square length, as PAT estimates it), whichever
 // is cheaper, plus resharding the weights (measured).
 // The profile is JSON (see ToJson). Thread safety: immutable after construction.
+// LatencyCalibration follows the machine as it drifts from the moment of the profile (other load
+// on shared cores, clocks): the ratio of measured to profiled decode time over recent rounds, by
+// which Scaled() stretches the profile's compute times.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -87,6 +90,9 @@ class LatencyModel {
   // as MergeInto places them (count 1: all into one).
   SwitchEstimate EstimateSwitch(int from, int to, const std::vector<ReplicaLoad>& replicas, int count = 1,
                                 int64_t capacity = std::numeric_limits<int64_t>::max()) const;
+  // This model with every decode and prefill time multiplied by `factor` (the switch's measured
+  // bandwidth and resharding time as they are). REQUIRES: factor > 0 and finite.
+  LatencyModel Scaled(double factor) const;
 
  private:
   // decode_[tp][batch] = (T, seconds) points sorted by T.
@@ -95,6 +101,23 @@ class LatencyModel {
   std::vector<DecodePoint> decode_points_;
   std::vector<PrefillPoint> prefill_points_;
   SwitchCosts costs_;
+};
+
+// The ratio of measured to predicted decode time over the recent rounds: sums of both decayed by
+// half every `half_life` observations, so that a slow spell of the machine is followed within a
+// few dozen rounds and one outlier moves it little. scale() is 1 until the first observation.
+// Thread safety: none.
+class LatencyCalibration {
+ public:
+  explicit LatencyCalibration(double half_life = 32);
+  // One round: what the uncalibrated profile predicted and what it took. Rounds with a
+  // non-positive or non-finite time are ignored.
+  void Observe(double profiled_s, double measured_s);
+  double scale() const { return profiled_ > 0 ? measured_ / profiled_ : 1.0; }
+
+ private:
+  double decay_;
+  double profiled_ = 0, measured_ = 0;
 };
 
 }  // namespace rl::dist

@@ -105,6 +105,7 @@ struct GroupFlags {
   std::string rendezvous, profile_path;
   double timeout_s = 120;
   std::optional<dist::LatencyModel> profile;
+  dist::LatencyCalibration calibration;  // the profile followed from batch to batch
   dist::GroupGenerateOptions options;
 
   void Bind(CommandLine& cl, CLI::App* sub) {
@@ -132,6 +133,7 @@ struct GroupFlags {
     if (!m.ok()) return m.status().WithContext("--adaptive-profile " + profile_path);
     profile.emplace(std::move(*m));
     options.predictor = &*profile;
+    options.calibration = &calibration;
     return Status::OK();
   }
   Result<dist::Group> Join(const std::string& id) const {
