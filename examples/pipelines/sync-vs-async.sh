@@ -16,7 +16,7 @@
 #   --short: a smoke run for CI (1 seed, a few steps, sync-none and async-decoupled unless given)
 #   --dir: keep the runs in DIR (default a new /tmp directory). A run DIR already holds finished
 #     (its final evaluation written) is not run again, so the same command goes on where a stopped
-#     table stopped (the whole default table is some 3 hours on 2 cores); an unfinished one starts over.
+#     table stopped (the whole default table took about 70 minutes on 2 quiet cores); an unfinished one starts over.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 args=() steps=200 seeds=3 first=1 root="" configs="sync-none async-none async-tis async-decoupled sync-minibatch sync-ppo" short=0

@@ -77,7 +77,8 @@ struct GrpoOptions {
   // Parameters whose names (Hugging Face names, transformer_module.h) begin with one of these are
   // not trained: no gradient is computed for them and the optimizer leaves them as they are. With
   // "model.embed_tokens" (tied to the LM head when tie_word_embeddings) a model with a large
-  // vocabulary skips the [V, D] weight gradient, most of its training compute. Each prefix must
+  // vocabulary skips the [V, D] weight gradient, a third of its LM head's training compute (hf-grpo's
+  // trainer: 450 -> ~590 tokens/s). Each prefix must
   // name at least one parameter (InvalidArgument otherwise).
   std::vector<std::string> freeze;
 };
