@@ -1,13 +1,18 @@
 #!/usr/bin/env bash
 # Adaptive tensor parallelism for long-tail generation, measured: rl-profile adaptive on two
-# processes (one rank each, one core each; --ranks 4 for four). A Llama-style model of about 78M parameters with random
-# weights (decoding it is bound by compute and memory, not by overheads) generates greedily on
-# a long-tail workload (most responses short, one in ten at the length limit) and a uniform one
-# (the same tokens, every response alike), each as static tensor parallelism 1 (two data-parallel
-# replicas), static 2 (one replica over both processes) and adaptive (two replicas that merge into
-# one when the predictor says so); 96 prompts, 32 slots per replica, each configuration run three
-# times in turn and its median time reported (one run apiece moved by up to 14% on a shared
-# machine), about 6 minutes on 2 cores.
+# processes (one rank each, one core each; --ranks 4 for four). A Llama-style model of about 78M
+# parameters with random weights, deep and thin as small models are (24 layers of width 512, as
+# SmolLM2-135M has 30 of 576; decoding it is bound by compute and memory, not by overheads),
+# generates greedily on a long-tail workload (most responses short, one in ten at the length
+# limit) and a uniform one (the same tokens, every response alike), each as static tensor
+# parallelism 1 (two data-parallel replicas), static 2 (one replica over both processes) and
+# adaptive (two replicas that merge into one when the predictor says so); 96 prompts, 32 slots per
+# replica, each configuration run five times in turn and its median time reported (one run apiece
+# moves by up to 15% on a shared machine), about 10 minutes on 2 cores.
+# Why deep and thin: a tensor-parallel replica pays two all-reduces per layer, and on a CPU it
+# also halves each rank's weight reads; with 12 layers of width 768 the two nearly cancelled and
+# two replicas decoded full batches only 3% faster than one over both ranks, too little for the
+# bulk phase to show. With twice the layers per FLOP the all-reduces show, as they do on GPUs.
 # Then it writes the decode profile, and a rollout group of two
 # (rl-rollout run --ranks 2 --adaptive-profile) serves rows from rl-queue with it; one rank is
 # killed while the group switches, and every row is still answered exactly once.
@@ -45,9 +50,9 @@ if [ "$short" = 1 ]; then
          "num_key_value_heads": '"$ranks"', "head_dim": 32, "vocab_size": 64'
   bench=(--requests 8 --slots 2 --max-new-tokens 24 --short-tokens 4 --prompt-tokens 8 --steps 2)
 else
-  shape='"hidden_size": 768, "intermediate_size": 2048, "num_hidden_layers": 12, "num_attention_heads": 12,
+  shape='"hidden_size": 512, "intermediate_size": 1536, "num_hidden_layers": 24, "num_attention_heads": 8,
          "num_key_value_heads": 4, "head_dim": 64, "vocab_size": 4096'
-  bench=(--requests 96 --slots 32 --max-new-tokens 160 --short-tokens 12 --prompt-tokens 16 --steps 4 --repeats 3)
+  bench=(--requests 96 --slots 32 --max-new-tokens 160 --short-tokens 12 --prompt-tokens 16 --steps 4 --repeats 5)
 fi
 cat > "$run/model/config.json" <<JSON
 {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "bos_token_id": 1, "eos_token_id": 2,

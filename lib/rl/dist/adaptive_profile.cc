@@ -182,10 +182,13 @@ int RunProfile(const AdaptiveProfileOptions& o) {
       for (size_t mode = 0; mode <= statics.size(); ++mode) {
         const bool adaptive = mode == statics.size();
         const int tp = adaptive ? 1 : statics[mode];
-        Progress(o, w.name + ": " + (adaptive ? std::string("adaptive") : "static tp " + std::to_string(tp)) +
-                        (o.repeats > 1 ? " (" + std::to_string(rep + 1) + "/" + std::to_string(o.repeats) + ")" : ""));
+        const std::string what = w.name + ": " + (adaptive ? std::string("adaptive") : "static tp " + std::to_string(tp)) +
+                                 (o.repeats > 1 ? " (" + std::to_string(rep + 1) + "/" + std::to_string(o.repeats) + ")" : "");
         auto run = RunStage(*group, *whole, w, o, *predictor, &calibration, adaptive, tp);
         if (!run.ok()) return Fail("rl-profile", run.status());
+        // Each run's own time, so that the spread behind a median can be seen.
+        Progress(o, what + ": " + Fixed(run->seconds, 2) + " s" +
+                        (adaptive && !run->result.switches.empty() ? ", " + Describe(run->result) : ""));
         times[mode].push_back(run->seconds);
         if (rep > 0) {
           extra_runs.push_back(std::move(*run));
