@@ -94,7 +94,8 @@ teardown() { teardown_sealed; }
 # The four parts of yatt.sh in their short forms (yatt-judge.sh's GRPO against the judge is above):
 # each part's own checks, then the five lines of the table.
 @test "examples/pipelines/yatt.sh in short form: ranks, judge, colocation, placement and plan, the five lines" {
-  run bash "$RL_SOURCE_DIR/examples/pipelines/yatt.sh" --short
+  dir="$BATS_TEST_TMPDIR/yatt"
+  run bash "$RL_SOURCE_DIR/examples/pipelines/yatt.sh" --short --dir "$dir"
   echo "$output"
   [ "$status" -eq 0 ]
   [[ "$output" == *"split (rollouts/reward)   sweep s/step"* ]]
@@ -106,4 +107,16 @@ teardown() { teardown_sealed; }
   [[ "${lines[n-3]}" =~ ^partial/full\ colocation\ rollout\ time\ [0-9]+\.[0-9]{2}$ ]]
   [[ "${lines[n-2]}" =~ ^placement:\ found\ [0-9]+/[0-9]+\ within\ [0-9]+\.[0-9]%\ of\ best\ [0-9]+/[0-9]+\ in\ [0-9]+\ moves ]]
   [[ "${lines[n-1]}" =~ ^plan\ error:\ [0-9]+\.[0-9]%\ [0-9]+\.[0-9]%$ ]]
+  # The same command again continues the run in --dir: every part is kept, the same five lines.
+  first=("${lines[@]:n-5}")
+  run bash "$RL_SOURCE_DIR/examples/pipelines/yatt.sh" --short --dir "$dir"
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [ "$(printf '%s\n' "$output" | grep -c '^== yatt: .* (kept)$')" -eq 4 ]
+  n=${#lines[@]}
+  [ "${lines[*]:n-5}" = "${first[*]}" ]
+  # A directory holding another seed's run is refused, not mixed.
+  run bash "$RL_SOURCE_DIR/examples/pipelines/yatt.sh" --short --seed 2 --dir "$dir"
+  [ "$status" -eq 73 ]
+  [[ "$output" == *"holds a run of seed 1 short, not seed 2 short"* ]]
 }
