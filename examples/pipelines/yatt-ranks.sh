@@ -11,8 +11,11 @@
 # "Data-parallel training").
 # Usage: yatt-ranks.sh [--short] [--steps N] [--seed N] [--mode sync|semi-sync|async]
 #   --short: a smoke run for CI (a few steps; it shows both forms run, not that they learn)
+# Environment: RL_BUILD_DIR (default ./build), RL_RUN_DIR (default a new /tmp directory; both runs
+# go under it, as ranks-1 and ranks-2).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
+source "$here/lib.sh"
 args=() steps=200 seed=1 mode=sync
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -24,7 +27,7 @@ while [ $# -gt 0 ]; do
   esac
   shift
 done
-root="$(mktemp -d /tmp/rl-yatt-ranks.XXXXXX)"
+root="$(fresh_run_dir yatt-ranks)"
 for ranks in 1 2; do
   sft=()
   [ "$ranks" = 1 ] || sft=(--sft-from "$root/ranks-1")

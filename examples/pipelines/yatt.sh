@@ -9,9 +9,10 @@
 #      that judge, from the worst split, against a sweep of every split (yatt-placement.sh --judge);
 #   4. resource planning: rl-profile plan's predicted seconds per step against real runs
 #      (yatt-plan.sh).
-# One SFT warm start serves every part (RL_SFT_FROM), so the whole takes about an hour on 2 cores
-# (the judge's SFT is the longest part); --short runs each part in its smoke form (a few minutes;
-# it shows the parts work, not the figures). The last five lines are the parts' own:
+# One SFT warm start serves every part (RL_SFT_FROM), so the whole takes about 25 minutes on 2
+# quiet cores (the SFT start 4, ranks 7, judge 6, placement 3, plan 4); --short runs each part in
+# its smoke form (a few minutes; it shows the parts work, not the figures). The last five lines
+# are the parts' own:
 #   ranks 2/1: accuracy X.XXX/X.XXX, s/step X.XX/X.XX
 #   judge agreement X.XXX
 #   partial/full colocation rollout time X.XX
