@@ -55,10 +55,7 @@ TEST_F(ServerTest, AWaitingGetIsSentAgainAsSoonAsTheRestartedServerIsBack) {
   o.give_up_s = 20;
   o.attempt_timeout_ms = 3000;
   QueueClient waiter(o);
-  GetRequest g;
-  g.task = "gen";
-  g.count = 2;
-  g.wait_ms = 5000;
+  GetRequest g = WaitingGet();
   Result<GetReply> got = Status::Internal("not run");
   std::thread consumer([&] { got = waiter.Get(g); });
   std::this_thread::sleep_for(std::chrono::milliseconds(300));  // parked by now

@@ -89,10 +89,7 @@ TEST_F(ServerTest, WaitingGetIsAnsweredWhenRowsArrive) {
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
     EXPECT_TRUE(Client().Put(Prompts(2)).ok());
   });
-  GetRequest g;
-  g.task = "gen";
-  g.count = 2;
-  g.wait_ms = 5000;
+  GetRequest g = WaitingGet();
   int64_t start = MonoMillis();
   auto got = Client().Get(g);
   producer.join();
@@ -152,10 +149,7 @@ TEST_F(ServerTest, AWaitingGetEndsSoonAfterTheClientsStopFlagIsSet) {
   o.endpoint = endpoint_;
   o.stop = &stop;
   QueueClient waiter(o);
-  GetRequest g;
-  g.task = "gen";
-  g.count = 2;
-  g.wait_ms = 5000;
+  GetRequest g = WaitingGet();
   Result<GetReply> got = Status::Internal("not run");
   std::thread consumer([&] { got = waiter.Get(g); });
   std::this_thread::sleep_for(std::chrono::milliseconds(300));  // parked by now
@@ -176,10 +170,7 @@ TEST_F(ServerTest, AGetGivenUpOnAStopIsDroppedByGivingBackItsHoldersLeases) {
   o.endpoint = endpoint_;
   o.stop = &stop;
   QueueClient waiter(o);
-  GetRequest g;
-  g.task = "gen";
-  g.count = 2;
-  g.wait_ms = 5000;
+  GetRequest g = WaitingGet();
   g.holder = "rollout/0";
   std::thread consumer([&] { (void)waiter.Get(g); });
   std::this_thread::sleep_for(std::chrono::milliseconds(300));

@@ -91,6 +91,14 @@ class ServerTest : public ::testing::Test {
     EXPECT_TRUE(stat.ok());
     return (*stat)["rows"].get<uint64_t>();
   }
+  // A get of two "gen" rows that waits up to 5 s: on an empty queue it parks at the server.
+  static GetRequest WaitingGet() {
+    GetRequest g;
+    g.task = "gen";
+    g.count = 2;
+    g.wait_ms = 5000;
+    return g;
+  }
   static PutRequest Prompts(int n) {
     PutRequest req;
     for (int i = 0; i < n; ++i) req.rows.push_back({std::nullopt, {{"prompt", std::string("p") + std::to_string(i)}}});
