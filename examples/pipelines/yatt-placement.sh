@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Dynamic placement, measured: the GRPO demo's pipeline under rl-watchdog run with a pool of P
 # slots split between rl-rollout instances and rl-reward instances (the rule verifier, or a judge
-# model with --judge), each instance pinned to its slot's CPU (rl-watchdog(1), SLOTS, PLACEMENT).
+# model with --judge), each instance in its slot (rl-watchdog(1), SLOTS, PLACEMENT).
 # Two runs from one SFT warm start:
 #   sweep    [placement] search = "sweep": every split measured (the median step time of `measure`
 #            trainer steps after `settle`), which gives the best split and the worst;
@@ -11,9 +11,19 @@
 # where the found split's time and the best are both the sweep's measurements (one run, one
 # condition of the machine), and N counts the slots the search moved.
 #
-# Usage: yatt-placement.sh [--short] [--pool P] [--measure N] [--seed N] [--judge DIR] [--keep]
-#   --pool    slots in the pool (default 6; slots alternate between the first and last CPU, so a
-#             2-core machine shares each core among P/2 processes)
+# Slots (--slots):
+#   quota    (the default) the trainer has the first CPU to itself; the pool shares the last CPU,
+#            each slot with a CPU quota of 1/P of it ("cpus=1 quota=0.167"): a slot is capacity
+#            that its role cannot lend, as a GPU is, so moving a slot moves 1/P of the pool's
+#            speed from one role to the other. Where the machine cannot make cgroups (rl-watchdog
+#            exits 69), the run falls back to shared, saying so.
+#   shared   slots alternate between the first and last CPU with no quota, the trainer on all
+#            CPUs: a role that waits leaves its core to the others, so the split hardly matters
+#            on 2 cores and the search measures mostly noise (docs/design.md, Placement).
+#
+# Usage: yatt-placement.sh [--short] [--pool P] [--measure N] [--seed N] [--judge DIR]
+#                          [--slots quota|shared] [--keep]
+#   --pool    slots in the pool (default 6)
 #   --measure trainer steps whose median times a split (default 12, after 3 that let a move settle)
 #   --judge   score with rl-reward --judge DIR instead of the addition rule
 #   --short   a smoke run for CI: a pool of 3, small steps from an untrained model
@@ -22,7 +32,7 @@ set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 rl_tools
 
-seed=1 pool=6 keep=0 target=0.3 sft_steps=2000 judge="" settle=3 measure=12 extra=()
+seed=1 pool=6 keep=0 target=0.3 sft_steps=2000 judge="" settle=3 measure=12 slots=quota extra=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --short) pool=3; target=0.99; sft_steps=20; settle=1; measure=2
@@ -31,12 +41,14 @@ while [ $# -gt 0 ]; do
     --measure) measure="$2"; shift ;;
     --seed) seed="$2"; shift ;;
     --judge) judge="$2"; shift ;;
+    --slots) slots="$2"; shift ;;
     --keep) keep=1 ;;
     *) echo "yatt-placement: unknown argument $1" >&2; exit 64 ;;
   esac
   shift
 done
 [[ "$pool" =~ ^[0-9]+$ ]] && [ "$pool" -ge 2 ] || { echo "yatt-placement: --pool must be 2 or more" >&2; exit 64; }
+case "$slots" in quota|shared) ;; *) echo "yatt-placement: --slots is quota or shared, not $slots" >&2; exit 64 ;; esac
 top="$(run_dir yatt-placement)"
 mkdir -p "$top"
 current=""
@@ -57,14 +69,19 @@ score="--verifier addition"
 # pipeline RUN SEARCH ROLLOUTS: the pipeline file of one run.
 pipeline() {
   local run="$1" weights; weights="$(free_endpoint)"
-  local slots="" i
-  for ((i = 0; i < pool; i++)); do slots+="\"cpus=$([ $((i % 2)) = 0 ] && echo "$first" || echo "$last")\", "; done
+  local list="" i quota
+  quota=$(python3 -c "print(f'{1 / $pool:.3f}')")
+  for ((i = 0; i < pool; i++)); do
+    if [ "$slots" = quota ]; then list+="\"cpus=$last quota=$quota\", "
+    else list+="\"cpus=$([ $((i % 2)) = 0 ] && echo "$first" || echo "$last")\", "; fi
+  done
+  if [ "$slots" = quota ]; then list+="\"cpus=$first\""; else list+="\"cpus=$cpus\""; fi
   cat <<TOML
 [watchdog]
 heartbeat_interval = 0.5
 max_full_restarts = 3
 grace = 5
-slots = [${slots}"cpus=$cpus"]
+slots = [$list]
 [placement]
 between = ["rollout", "reward"]
 search = "$2"
@@ -95,11 +112,19 @@ search_run() {
   cp "$top/sft/ckpt/weights-0.safetensors" "$run/ckpt/"
   export RL_QUEUE; RL_QUEUE="$(free_endpoint)"
   pipeline "$run" "$2" "$3" > "$run/pipeline.toml"
-  echo "== $1: a pool of $pool slots, starting at $3 rollout(s) / $((pool - $3)) reward role(s)" >&2
+  echo "== $1: a pool of $pool slots ($slots), starting at $3 rollout(s) / $((pool - $3)) reward role(s)" >&2
   rl-watchdog run "$run/pipeline.toml" --run-dir "$run" --heartbeat "$(free_endpoint)" 2> "$run/watchdog.log" &
   local wpid=$! log="$run/events/watchdog-0.jsonl"
   until grep -q '"event":"placement-found"' "$log" 2>/dev/null; do
     if ! kill -0 "$wpid" 2>/dev/null; then
+      if [ "$slots" = quota ] && grep -q "cannot enforce" "$run/watchdog.log"; then
+        echo "yatt-placement: $(grep -m1 "cannot enforce" "$run/watchdog.log")" >&2
+        echo "yatt-placement: no CPU quotas here; the slots share the cores instead (--slots shared)" >&2
+        slots=shared current=""
+        rm -rf "$run"
+        search_run "$@"
+        return
+      fi
       echo "yatt-placement: rl-watchdog ended before the search did; its log:" >&2
       tail -n 30 "$run/watchdog.log" >&2
       exit 70

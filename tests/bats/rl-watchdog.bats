@@ -557,6 +557,66 @@ TOML
   [ "$(cat "$TMP/rollout-env")" = "1 $last 1" ]
 }
 
+# quota_of PID: the CPU quota of PID's cgroup v1 cpu group, in microseconds per period ("-1": none),
+# and the group's directory, from /proc/PID/cgroup and /proc/self/mountinfo.
+quota_of() {
+  python3 - "$1" <<'PY'
+import sys
+pid = sys.argv[1]
+group = [l.strip().split(":", 2)[2] for l in open(f"/proc/{pid}/cgroup") if "cpu" in l.split(":")[1].split(",")][0]
+for line in open("/proc/self/mountinfo"):
+    pre, post = line.split(" - ")
+    fields, (fstype, _, sup) = pre.split(), post.split()
+    if fstype == "cgroup" and "cpu" in sup.split(","):
+        root, point = fields[3], fields[4]
+        rel = group[len(root):] if root != "/" and group.startswith(root) else group
+        d = point + ("" if rel == "/" else rel)
+        print(open(f"{d}/cpu.cfs_quota_us").read().strip(), d)
+        break
+PY
+}
+
+@test "slots with a quota: each role runs in a CPU quota group of its slots, RL_SLOT_QUOTA set, and the groups go with the pipeline" {
+  last=$(cpus_of $$ | tr ',-' '\n\n' | tail -1)
+  cat > "$TMP/p.toml" <<TOML
+[watchdog]
+heartbeat_interval = 0.2
+grace = 1
+slots = ["cpus=$last quota=0.25", "quota=0.5"]
+[role.rollout]
+command = "echo \$RL_SLOT_QUOTA \$RL_SLOT_THREADS > $TMP/rollout-env; exec rl-watchdog beat --role rollout --phase generate"
+slots = 1
+[role.train]
+command = "rl-watchdog beat --role train --phase train --step-every 0.3"
+slots = 1
+TOML
+  start_watchdog
+  log="$TMP/run/events/watchdog-0.jsonl"
+  for _ in $(seq 50); do
+    [ -f "$log" ] || ! grep -q "cannot enforce" "$TMP/wd.err" || break
+    grep -q '"event":"ready".*"member":"train/0"' "$log" 2>/dev/null && break
+    sleep 0.2
+  done
+  if grep -q "cannot enforce" "$TMP/wd.err"; then
+    # The refusal is the behaviour to check where no cgroup can be made: one line, exit 69.
+    wait "$WPID" || status=$?
+    [ "$status" -eq 69 ]
+    skip "no CPU quotas on this machine: $(grep -m1 'cannot enforce' "$TMP/wd.err")"
+  fi
+  wait_for "$log" '"event":"ready".*"member":"rollout/0"' 20
+  wait_for "$log" '"event":"ready".*"member":"train/0"' 20
+  [ "$(cat "$TMP/rollout-env")" = "0.25 1" ]
+  read -r quota dir < <(quota_of "$(pid_of rollout-0)")
+  [ "$quota" = 25000 ]
+  [[ "$dir" == */roleflow-*/slots-0 ]]
+  read -r tquota tdir < <(quota_of "$(pid_of train-0)")
+  [ "$tquota" = 50000 ]
+  [[ "$tdir" == */roleflow-*/slots-1 ]]
+  [ "$(cpus_of "$(pid_of rollout-0)")" = "$last" ]
+  rl-watchdog stop "$TMP/run"
+  [ ! -d "$dir" ] && [ ! -d "$tdir" ] && [ ! -d "$(dirname "$dir")" ]
+}
+
 @test "placement: the split moves one slot at a time through a ternary search, ends on the best split measured, and every process runs on its slot" {
   # Stand-ins step at a constant pace, so every split measures the same: the search measures all
   # three splits of a pool of four (1, 2 and 3 rollouts) and returns to the first of the equals.

@@ -1,11 +1,14 @@
 #include "rl/health/instance.h"
 
+#include <unistd.h>
+
 #include <cmath>
 #include <cstdio>
 #include <fstream>
 
 #include "rl/core/clock.h"
 #include "rl/core/fs.h"
+#include "rl/health/cpu_quota.h"
 #include "rl/health/process.h"
 
 namespace rl::health {
@@ -62,14 +65,22 @@ Status SpawnInstance(const PipelineSpec& p, const std::string& heartbeat, const 
     env["RL_GROUP_EPOCH"] = std::to_string(inst->restarts);
   }
   std::vector<int> cpus;
+  int join_fd = -1;
   if (!inst->slots.empty()) {
     SlotGrant g = InstanceGrant(p, *inst);
     env.merge(GrantEnv(g));
     cpus = g.cpus;
+    if (g.quota > 0) {
+      auto fd = OpenQuotaGroup(run_dir, g.slots, g.quota);
+      if (!fd.ok()) return Status::IOError(inst->key + "'s CPU quota: " + fd.status().message());
+      join_fd = *fd;
+    }
   }
   std::string log = run_dir + "/logs/" + inst->spec->kind + "-" + inst->id + ".log";
-  RL_ASSIGN_OR_RETURN(pid_t pid, SpawnRole(inst->spec->command, env, log, -1, cpus));
-  return TakeProcess(run_dir, pid, inst);
+  Result<pid_t> pid = SpawnRole(inst->spec->command, env, log, -1, cpus, join_fd);
+  if (join_fd >= 0) ::close(join_fd);
+  if (!pid.ok()) return pid.status();
+  return TakeProcess(run_dir, *pid, inst);
 }
 
 Status TakeProcess(const std::string& run_dir, pid_t pid, Instance* inst) {

@@ -108,7 +108,7 @@ TEST(PipelineTest, SlotMistakesAreConfigErrorsThatSayWhat) {
   EXPECT_EQ(error("[watchdog]\nslots = [\"cpus=0\"]\n" + roles),
             "p.toml: the roles' instances want 2 slots and [watchdog] slots has 1");
   EXPECT_EQ(error("[watchdog]\nslots = [\"cpu=0\", \"cpus=0\"]\n" + roles),
-            "p.toml: [watchdog] slot 'cpu=0': 'cpu=0' is not cpus=LIST or gpus=LIST");
+            "p.toml: [watchdog] slot 'cpu=0': 'cpu=0' is not cpus=LIST, gpus=LIST or quota=CPUS");
   EXPECT_NE(error("[watchdog]\nslots = [\"cpus=0\", \"cpus=9999\"]\n" + roles).find("CPU 9999"), std::string::npos);
   const std::string slots = "[watchdog]\nslots = [\"cpus=0\", \"cpus=0\", \"cpus=0\"]\n";
   EXPECT_EQ(error(slots + "[placement]\nbetween = [\"rollout\"]\n" + roles),

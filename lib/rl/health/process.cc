@@ -36,7 +36,7 @@ std::vector<std::string> StatFields(pid_t pid) {
 }  // namespace
 
 Result<pid_t> SpawnRole(const std::string& command, const std::map<std::string, std::string>& env,
-                        const std::string& log_path, int inherit_fd, const std::vector<int>& cpus) {
+                        const std::string& log_path, int inherit_fd, const std::vector<int>& cpus, int join_fd) {
   cpu_set_t affinity;
   CPU_ZERO(&affinity);
   for (int c : cpus) {
@@ -70,6 +70,11 @@ Result<pid_t> SpawnRole(const std::string& command, const std::map<std::string, 
     if (inherit_fd >= 0) ::fcntl(inherit_fd, F_SETFD, 0);
     if (!cpus.empty() && ::sched_setaffinity(0, sizeof affinity, &affinity) != 0) {
       static const char kWhy[] = "rl-watchdog: the kernel refused the CPU affinity of this role's slots\n";
+      (void)!::write(2, kWhy, sizeof kWhy - 1);
+      ::_exit(126);
+    }
+    if (join_fd >= 0 && ::write(join_fd, "0", 1) != 1) {
+      static const char kWhy[] = "rl-watchdog: the kernel refused to put this role in its slots' CPU quota group\n";
       (void)!::write(2, kWhy, sizeof kWhy - 1);
       ::_exit(126);
     }

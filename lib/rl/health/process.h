@@ -21,9 +21,12 @@ namespace rl::health {
 // /dev/null, stdout and stderr appended to log_path, with `env` added to the environment.
 // `inherit_fd` (when >= 0) stays open in the child under the same number; every other
 // descriptor of ours should be close-on-exec. `cpus` (when not empty) is the child's CPU affinity,
-// set before it executes anything, so every thread and process it makes inherits it.
+// set before it executes anything, so every thread and process it makes inherits it. `join_fd`
+// (when >= 0, close-on-exec) is a cgroup.procs the child writes "0" to before it executes
+// anything, joining that group (cpu_quota.h); the caller still owns and closes it.
 Result<pid_t> SpawnRole(const std::string& command, const std::map<std::string, std::string>& env,
-                        const std::string& log_path, int inherit_fd = -1, const std::vector<int>& cpus = {});
+                        const std::string& log_path, int inherit_fd = -1, const std::vector<int>& cpus = {},
+                        int join_fd = -1);
 
 // The kernel's start time of `pid` (clock ticks since boot, /proc/PID/stat field 22), or -1 when
 // there is no such process. With the pid it names one process for good.

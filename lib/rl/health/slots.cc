@@ -5,10 +5,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstdlib>
 #include <cerrno>
 #include <cstring>
 #include <set>
 #include <sstream>
+
+#include "rl/core/printf.h"
 
 namespace rl::health {
 namespace {
@@ -70,16 +74,41 @@ std::vector<int> AllowedCpus(pid_t pid) {
   return cpus;
 }
 
+namespace {
+
+// "quota=F": a plain decimal of CPUs, 0.01 to 4096.
+Result<double> ParseQuota(const std::string& text, const std::string& value) {
+  auto bad = [&] {
+    return Status::InvalidArgument("slot '" + text + "': quota '" + value + "' is not a number of CPUs from 0.01 to 4096");
+  };
+  if (value.empty() || value.size() > 12 ||
+      value.find_first_not_of("0123456789.") != std::string::npos || value.front() == '.') {
+    return bad();
+  }
+  char* end = nullptr;
+  double q = std::strtod(value.c_str(), &end);
+  if (end != value.c_str() + value.size() || !(q >= 0.01 && q <= 4096)) return bad();
+  return q;
+}
+
+}  // namespace
+
 Result<Slot> ParseSlot(const std::string& text) {
   Slot slot;
   slot.text = text;
   std::stringstream in(text);
-  bool any = false;
+  bool any = false, quota = false;
   for (std::string field; in >> field;) {
     size_t eq = field.find('=');
     std::string key = field.substr(0, eq);
-    if (eq == std::string::npos || (key != "cpus" && key != "gpus")) {
-      return Status::InvalidArgument("slot '" + text + "': '" + field + "' is not cpus=LIST or gpus=LIST");
+    if (eq == std::string::npos || (key != "cpus" && key != "gpus" && key != "quota")) {
+      return Status::InvalidArgument("slot '" + text + "': '" + field + "' is not cpus=LIST, gpus=LIST or quota=CPUS");
+    }
+    if (key == "quota") {
+      if (quota) return Status::InvalidArgument("slot '" + text + "': quota given twice");
+      RL_ASSIGN_OR_RETURN(slot.quota, ParseQuota(text, field.substr(eq + 1)));
+      quota = any = true;
+      continue;
     }
     std::vector<int>& ids = key == "cpus" ? slot.cpus : slot.gpus;
     if (!ids.empty()) return Status::InvalidArgument("slot '" + text + "': " + key + " given twice");
@@ -88,13 +117,18 @@ Result<Slot> ParseSlot(const std::string& text) {
     ids = *list;
     any = true;
   }
-  if (!any) return Status::InvalidArgument("slot '" + text + "' names no cpus and no gpus");
+  if (!any) return Status::InvalidArgument("slot '" + text + "' names no cpus, gpus or quota");
   std::vector<int> allowed = AllowedCpus();
   for (int c : slot.cpus) {
     if (!std::binary_search(allowed.begin(), allowed.end(), c)) {
       return Status::InvalidArgument("slot '" + text + "': CPU " + std::to_string(c) + " is not one this machine lets " +
                                      "us use (" + IdListText(allowed) + ")");
     }
+  }
+  const size_t cpus = slot.cpus.empty() ? allowed.size() : slot.cpus.size();
+  if (slot.quota > static_cast<double>(cpus)) {
+    return Status::InvalidArgument("slot '" + text + "': a quota of " + Printf("%g", slot.quota) + " CPUs on " +
+                                   std::to_string(cpus) + " CPUs could never be used");
   }
   return slot;
 }
@@ -104,11 +138,16 @@ SlotGrant Grant(const std::vector<Slot>& all, const std::vector<int>& slots) {
   g.slots = slots;
   std::sort(g.slots.begin(), g.slots.end());
   std::set<int> cpus, gpus;
+  bool every_quota = !g.slots.empty();
   for (int s : g.slots) {
     if (s < 0 || static_cast<size_t>(s) >= all.size()) continue;
     cpus.insert(all[s].cpus.begin(), all[s].cpus.end());
     gpus.insert(all[s].gpus.begin(), all[s].gpus.end());
+    every_quota = every_quota && all[s].quota > 0;
+    g.quota += all[s].quota;
   }
+  // A slot without a quota is as much CPU as its CPUs give: the grant has none either.
+  if (!every_quota) g.quota = 0;
   g.cpus.assign(cpus.begin(), cpus.end());
   g.gpus.assign(gpus.begin(), gpus.end());
   return g;
@@ -119,6 +158,10 @@ std::map<std::string, std::string> GrantEnv(const SlotGrant& g) {
   env["RL_SLOT_IDS"] = IdListText(g.slots);
   env["RL_SLOT_CPUS"] = IdListText(g.cpus);
   size_t threads = g.cpus.empty() ? AllowedCpus().size() : g.cpus.size();
+  if (g.quota > 0) {
+    threads = std::min(threads, static_cast<size_t>(std::ceil(g.quota - 1e-9)));
+    env["RL_SLOT_QUOTA"] = Printf("%g", g.quota);
+  }
   env["RL_SLOT_THREADS"] = std::to_string(std::max<size_t>(1, threads));
   if (!g.gpus.empty()) env["CUDA_VISIBLE_DEVICES"] = IdListText(g.gpus);
   return env;

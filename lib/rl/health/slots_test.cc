@@ -53,6 +53,31 @@ TEST(SlotsTest, AGrantIsTheUnionOfItsSlotsAndSaysSoInTheEnvironment) {
   EXPECT_EQ(GrantEnv(Grant(all, {0})).count("CUDA_VISIBLE_DEVICES"), 0u);
 }
 
+TEST(SlotsTest, AQuotaIsCpusOfTimeAndAGrantHasOneOnlyWhenEverySlotHas) {
+  auto s = ParseSlot("cpus=0 quota=0.25");
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_DOUBLE_EQ(s->quota, 0.25);
+  EXPECT_DOUBLE_EQ(ParseSlot("quota=1")->quota, 1.0);
+  for (const char* bad : {"quota=", "quota=0", "quota=0.001", "quota=-1", "quota=1e3", "quota=.5", "quota=0.5x",
+                          "quota=nan", "quota=inf", "quota=1 quota=1", "cpus=0 quota=1.5", "quota=99999"}) {
+    EXPECT_FALSE(ParseSlot(bad).ok()) << bad;
+  }
+  // More time than the slot's CPUs have could never be used: refused, saying so.
+  auto r = ParseSlot("cpus=0 quota=2");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("could never be used"), std::string::npos) << r.status().ToString();
+
+  std::vector<Slot> all = {*ParseSlot("cpus=0 quota=0.25"), *ParseSlot("cpus=0 quota=0.5"), *ParseSlot("cpus=0")};
+  SlotGrant both = Grant(all, {0, 1});
+  EXPECT_DOUBLE_EQ(both.quota, 0.75);
+  auto env = GrantEnv(both);
+  EXPECT_EQ(env["RL_SLOT_QUOTA"], "0.75");
+  EXPECT_EQ(env["RL_SLOT_THREADS"], "1");  // 0.75 CPUs: one thread
+  // With a slot of no quota, the grant is as much CPU as its CPUs: no quota at all.
+  EXPECT_DOUBLE_EQ(Grant(all, {0, 2}).quota, 0.0);
+  EXPECT_EQ(GrantEnv(Grant(all, {2})).count("RL_SLOT_QUOTA"), 0u);
+}
+
 std::string CpusAllowed(pid_t pid, const std::string& task = "") {
   std::ifstream in("/proc/" + std::to_string(pid) + task + "/status");
   for (std::string line; std::getline(in, line);) {

@@ -8,6 +8,7 @@
 
 #include "rl/core/fs.h"
 #include "rl/core/log.h"
+#include "rl/health/cpu_quota.h"
 #include "rl/health/process.h"
 #include "rl/health/spare.h"
 
@@ -66,6 +67,11 @@ Result<bool> SparePool::Activate(const PipelineSpec& p, const std::string& run_d
     env.merge(GrantEnv(grant));
     // Before the activation goes out: its work must not start on other CPUs.
     if (Status s = PinProcess(spare.pid, grant.cpus); !s.ok()) spdlog::warn("spare of {}: {}", inst->key, s.ToString());
+    if (grant.quota > 0) {
+      if (Status s = JoinQuotaGroup(run_dir, grant.slots, grant.quota, spare.pid); !s.ok()) {
+        spdlog::warn("spare of {}: {}", inst->key, s.ToString());
+      }
+    }
   }
   std::string message = EncodeActivation(env);
   ssize_t n = ::write(spare.fd, message.data(), message.size());  // a pipe takes 64 KiB without blocking

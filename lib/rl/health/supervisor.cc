@@ -14,6 +14,8 @@
 #include "rl/core/clock.h"
 #include "rl/core/fs.h"
 #include "rl/core/log.h"
+#include "rl/health/cpu_quota.h"
+#include "rl/health/slots.h"
 
 namespace rl::health {
 namespace supervisor_internal {
@@ -283,12 +285,29 @@ std::optional<int> Supervisor::OnFailure(Instance* inst, const std::string& reas
   return std::nullopt;
 }
 
+// Slots with quotas need a cpu controller we may make groups in: without one the roles would run
+// unbounded and a placement would measure the wrong thing, so the pipeline does not start.
+Status Supervisor::CheckQuotas() const {
+  for (const std::string& text : o_.pipeline.slots) {
+    auto slot = ParseSlot(text);
+    if (!slot.ok() || slot->quota <= 0) continue;
+    auto controller = FindCpuController();
+    if (!controller.ok()) {
+      return Status::Unavailable("slot '" + text + "' has a CPU quota and this machine cannot enforce one: " +
+                                 controller.status().message() + " (man rl-watchdog, SLOTS)");
+    }
+    return Status::OK();
+  }
+  return Status::OK();
+}
+
 Result<int> Supervisor::Run(const std::atomic<bool>& stop) {
   for (const RoleSpec& r : o_.pipeline.roles) {
     if (r.stall_s > 0) o_.detector.stall_ms[r.kind] = static_cast<int64_t>(r.stall_s * 1000);
   }
   o_.detector.missed = o_.pipeline.missed;
   o_.detector.probe_window_ms = static_cast<int64_t>(o_.pipeline.probe_window_s * 1000);
+  RL_RETURN_IF_ERROR(CheckQuotas());
   RL_ASSIGN_OR_RETURN(watcher_, Watcher::Open(o_.pipeline.heartbeat, o_.detector, events_));
   RL_RETURN_IF_ERROR(MakeDirs(o_.run_dir + "/watchdog"));
   {
@@ -330,6 +349,7 @@ Result<int> Supervisor::Run(const std::atomic<bool>& stop) {
     }
     if (auto code = CheckProcesses()) {
       std::remove((o_.run_dir + "/watchdog/watchdog.pid").c_str());
+      RemoveQuotaGroups(o_.run_dir);
       return *code;
     }
   }
@@ -393,6 +413,7 @@ Result<int> StopPipeline(const std::string& run_dir, double grace_s) {
     }
   }
   for (const Entry& e : entries) std::remove(e.path.c_str());
+  RemoveQuotaGroups(run_dir);
   return stopped;
 }
 

@@ -32,6 +32,7 @@ class Supervisor {
  private:
   Status StartSections(size_t first, size_t last, const std::atomic<bool>& stop);
   Status StartAll(const std::atomic<bool>& stop);
+  Status CheckQuotas() const;
   // Stops every role; `failed` (may be null) is the role whose failure made the stop.
   void StopAll(bool graceful, const Instance* failed = nullptr);
   void Observe(const std::vector<Detection>& ds);
