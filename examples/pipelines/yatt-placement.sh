@@ -69,7 +69,10 @@ score="--verifier addition"
 # pipeline RUN SEARCH ROLLOUTS: the pipeline file of one run.
 pipeline() {
   local run="$1" weights; weights="$(free_endpoint)"
-  local list="" i quota
+  # Gets of 8 groups, so that a step's 64 groups spread over every instance of a role: with the
+  # tools' 256 rows a get, two instances took all of a step's first wave and the split of the
+  # rest did not matter.
+  local list="" i quota count=64
   quota=$(python3 -c "print(f'{1 / $pool:.3f}')")
   for ((i = 0; i < pool; i++)); do
     if [ "$slots" = quota ]; then list+="\"cpus=$last quota=$quota\", "
@@ -90,11 +93,11 @@ measure = $measure
 [role.queue]
 command = "rl-queue serve --dir $run/queue --bind $RL_QUEUE --log-level warn --declare generate=prompt_ids --declare reward=prompt,response,answer --declare train=prompt_ids,response_ids,logprobs,reward,version"
 [role.rollout]
-command = "rl-rollout run --checkpoint-dir $run/ckpt --weights-from $weights --threads 1 --seed $seed --temperature 1 --max-new-tokens 8 --log-level warn"
+command = "rl-rollout run --checkpoint-dir $run/ckpt --weights-from $weights --threads 1 --count $count --seed $seed --temperature 1 --max-new-tokens 8 --log-level warn"
 count = $3
 slots = 1
 [role.reward]
-command = "rl-reward run $score --threads 1 --log-level warn"
+command = "rl-reward run $score --threads 1 --count $count --log-level warn"
 count = $((pool - $3))
 slots = 1
 [role.train]

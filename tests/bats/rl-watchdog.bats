@@ -557,7 +557,7 @@ TOML
   [ "$(cat "$TMP/rollout-env")" = "1 $last 1" ]
 }
 
-# quota_of PID: the CPU quota of PID's cgroup v1 cpu group, in microseconds per period ("-1": none),
+# quota_of PID: the CPU quota of PID's cgroup v1 cpu group in CPUs (quota over period; "-1": none),
 # and the group's directory, from /proc/PID/cgroup and /proc/self/mountinfo.
 quota_of() {
   python3 - "$1" <<'PY'
@@ -571,7 +571,8 @@ for line in open("/proc/self/mountinfo"):
         root, point = fields[3], fields[4]
         rel = group[len(root):] if root != "/" and group.startswith(root) else group
         d = point + ("" if rel == "/" else rel)
-        print(open(f"{d}/cpu.cfs_quota_us").read().strip(), d)
+        q, p = (int(open(f"{d}/cpu.cfs_{k}_us").read()) for k in ("quota", "period"))
+        print(-1 if q < 0 else round(q / p, 4), d)
         break
 PY
 }
@@ -607,10 +608,10 @@ TOML
   wait_for "$log" '"event":"ready".*"member":"train/0"' 20
   [ "$(cat "$TMP/rollout-env")" = "0.25 1" ]
   read -r quota dir < <(quota_of "$(pid_of rollout-0)")
-  [ "$quota" = 25000 ]
+  [ "$quota" = 0.25 ]
   [[ "$dir" == */roleflow-*/slots-0 ]]
   read -r tquota tdir < <(quota_of "$(pid_of train-0)")
-  [ "$tquota" = 50000 ]
+  [ "$tquota" = 0.5 ]
   [[ "$tdir" == */roleflow-*/slots-1 ]]
   [ "$(cpus_of "$(pid_of rollout-0)")" = "$last" ]
   rl-watchdog stop "$TMP/run"

@@ -1,9 +1,10 @@
 // CPU quotas: a slot's `quota=F` (man/rl-watchdog.1, SLOTS) made real with the kernel's CFS
 // bandwidth control. A process in slots with quotas runs in a cgroup of the cpu controller whose
-// quota is the sum of its slots' F, in CPUs of time: at most F x 100 ms of CPU per 100 ms period,
-// however idle the machine is. That is what a GPU slot is and a shared core is not: the share a
-// slot's role leaves unused is not taken by the roles of other slots, so moving a slot from one
-// role to another moves capacity (a split of shared cores moved nothing while one role waited).
+// quota is the sum of its slots' F, in CPUs of time: at most F x 10 ms of CPU in every 10 ms
+// period (a longer period below 0.1 CPUs), however idle the machine is. That is what a GPU slot
+// is and a shared core is not: the share a slot's role leaves unused is not taken by the roles of
+// other slots, so moving a slot from one role to another moves capacity (a split of shared cores
+// moved nothing while one role waited).
 //
 // The groups: <controller>/roleflow-<CRC-32C of the run directory, hex>/slots-<ids>, e.g.
 // /sys/fs/cgroup/cpu/roleflow-1a2b3c4d/slots-2 for slot 2 of one run (cgroup v1), made when a
