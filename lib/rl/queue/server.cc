@@ -295,11 +295,19 @@ bool Server::TryServe(Waiter& w, bool final_attempt) {
     Reply(w.routing, w.header, plan.status());
     return true;
   }
+  if (!plan->takeover && ClaimEmptyPart(w.req)) {
+    Record empty;
+    empty.type = RecordType::kLease;
+    empty.task = w.req.task;
+    Reply(w.routing, w.header, Status::OK(), ReplyFor(empty, ds_->store()));
+    return true;
+  }
   size_t got = plan->indices.size();
   for (const auto& r : plan->reserved) got += r.indices.size();
   size_t parts = w.req.balance.empty() ? 1 : w.req.parts;
   size_t need = size_t{w.req.min ? w.req.min : w.req.count} * parts;
   if (!final_attempt && !plan->takeover && !plan->full && got < need) return false;
+  NoteEmptyParts(w.req, *plan);
   bool effect = !plan->indices.empty() || !plan->dropped.empty() || !plan->regenerated.empty() || plan->takeover;
   if (effect) {
     Commit(std::move(*plan), w.routing, w.header);
@@ -307,6 +315,28 @@ bool Server::TryServe(Waiter& w, bool final_attempt) {
     Reply(w.routing, w.header, Status::OK(), ReplyFor(*plan, ds_->store()));
   }
   return true;
+}
+
+void Server::NoteEmptyParts(const GetRequest& req, const Record& plan) {
+  if (req.balance.empty() || req.parts < 2 || plan.takeover || plan.indices.empty()) return;
+  auto& owed = empty_parts_[req.task];
+  for (size_t p = 1 + plan.reserved.size(); p < req.parts; ++p) owed.push_back(plan.deadline_ms);
+}
+
+// Without it, a consumer whose part of a round was empty waited out its whole wait for rows the
+// round had dealt to the others, while they waited for it (a data-parallel trainer's ranks meet
+// after every get): about 0.2 s a step with two ranks.
+bool Server::ClaimEmptyPart(const GetRequest& req) {
+  if (req.balance.empty() || req.parts < 2) return false;
+  auto it = empty_parts_.find(req.task);
+  if (it == empty_parts_.end()) return false;
+  const int64_t now = WallMillis();
+  auto& owed = it->second;
+  while (!owed.empty() && owed.front() <= now) owed.pop_front();  // unclaimed until its deadline
+  bool claimed = !owed.empty();
+  if (claimed) owed.pop_front();
+  if (owed.empty()) empty_parts_.erase(it);
+  return claimed;
 }
 
 // Parked gets in arrival order: serve those that can be, answer those whose wait is over. A get

@@ -14,6 +14,7 @@
 
 #include <atomic>
 #include <deque>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -90,6 +91,12 @@ class Server {
   void PassReleased(uint64_t durable);
   // Tries to serve a get; returns false when it should wait longer.
   bool TryServe(Waiter& w, bool final_attempt);
+  // A balanced round dealt fewer non-empty parts than `parts`: the rest are empty parts, each
+  // owed to one of the other consumers of the round (man/rl-protocol.7, get, step 3). Held here,
+  // not in the log: an empty part holds no rows, and one lost with the server only makes a get
+  // wait out its wait.
+  void NoteEmptyParts(const GetRequest& req, const Record& plan);
+  bool ClaimEmptyPart(const GetRequest& req);
   void ServeWaiters(bool expire_only);
   // Answers the parked gets of `task` (of `holder` only, unless it is empty) with `why`.
   void DropWaiters(const std::string& task, const std::string& holder, const Status& why);
@@ -104,6 +111,7 @@ class Server {
   std::unique_ptr<zmq::socket_t> socket_;
   std::string endpoint_;
   std::deque<Waiter> waiters_;
+  std::map<std::string, std::deque<int64_t>> empty_parts_;  // task -> the deadlines of its empty parts
   std::deque<Outgoing> pending_;  // replies waiting for the log, in order of `need`
   uint64_t sync_asked_ = 0;       // the log position an fdatasync was last asked for
   ReplyGate gate_;

@@ -278,6 +278,47 @@ TEST_F(ServerTest, RequestsTheProtocolPageRefusesAreRefusedWithTheStatusItGives)
   EXPECT_EQ(status(static_cast<uint8_t>(Op::kMetaGet), 9, "raw", deep), Code::kProtocol);
 }
 
+// Two consumers meet after every balanced get (a data-parallel trainer's ranks): the one whose
+// part of a round came out empty is answered at once, not after its whole wait.
+TEST_F(ServerTest, AnEmptyPartOfABalancedRoundIsHandedOutAtOnce) {
+  QueueClient c = Client();
+  ASSERT_TRUE(c.Put(Prompts(1)).ok());
+  GetRequest g;
+  g.task = "gen";
+  g.count = 1;
+  g.parts = 2;
+  g.balance = "prompt";
+  g.wait_ms = 0;
+  auto first = c.Get(g);  // one row for two parts: [the row, nothing]
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  EXPECT_EQ(first->rows.size(), 1u);
+  g.wait_ms = 5000;
+  int64_t t0 = MonoMillis();
+  auto second = c.Get(g);
+  ASSERT_TRUE(second.ok()) << second.status().ToString();
+  EXPECT_TRUE(second->rows.empty());
+  EXPECT_EQ(second->lease, 0u);
+  EXPECT_LT(MonoMillis() - t0, 2000) << "the empty part waited for rows";
+  // Claimed once: the next balanced get waits for rows as any get does, and a plain get never
+  // takes an empty part.
+  ASSERT_TRUE(c.Put(Prompts(1)).ok());
+  g.wait_ms = 0;
+  ASSERT_EQ(c.Get(g)->rows.size(), 1u);  // a new round: [the row, nothing]
+  GetRequest plain = g;
+  plain.parts = 1;
+  plain.balance.clear();
+  plain.wait_ms = 300;
+  t0 = MonoMillis();
+  EXPECT_TRUE(c.Get(plain)->rows.empty());
+  EXPECT_GE(MonoMillis() - t0, 250);
+  g.wait_ms = 5000;
+  EXPECT_TRUE(c.Get(g)->rows.empty());  // the round's empty part, still owed
+  g.wait_ms = 300;
+  t0 = MonoMillis();
+  EXPECT_TRUE(c.Get(g)->rows.empty());
+  EXPECT_GE(MonoMillis() - t0, 250) << "a part was handed out twice";
+}
+
 TEST_F(ServerTest, ClientGivesUpWithUnavailableWhenNoServerAnswers) {
   Stop();
   ClientOptions o;
