@@ -7,8 +7,8 @@
 # accuracy: the final weights' held-out greedy accuracy (the demo's final evaluation); s/step: the
 # mean wall-clock seconds per training step (rank 0's step events, the first step left out: it
 # waits for the first rollouts). On a 2-core machine the two ranks share the cores with the rollout
-# and the reward, so two ranks of one thread are not expected to beat one (see docs/design.md
-# "Data-parallel training").
+# and the reward, and a sync step splits only its training between them, so two ranks are faster
+# by about what that saves (see docs/design.md "Data-parallel training").
 # Usage: yatt-ranks.sh [--short] [--steps N] [--seed N] [--mode sync|semi-sync|async]
 #   --short: a smoke run for CI (a few steps; it shows both forms run, not that they learn)
 # Environment: RL_BUILD_DIR (default ./build), RL_RUN_DIR (default a new /tmp directory; both runs

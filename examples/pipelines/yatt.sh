@@ -6,11 +6,12 @@
 #      verifier on held-out pairs, and rollout time with the judge beside the sampler (partial
 #      colocation) against generate-then-judge (full) (yatt-judge.sh);
 #   3. dynamic placement: rl-watchdog's ternary search over the split of slots between rollouts and
-#      that judge, from the worst split, against a sweep of every split (yatt-placement.sh --judge);
+#      that judge, from the worst split, against a sweep of every split, on slots with CPU quotas
+#      where the machine can make them (yatt-placement.sh --judge);
 #   4. resource planning: rl-profile plan's predicted seconds per step against real runs
 #      (yatt-plan.sh).
-# One SFT warm start serves every part (RL_SFT_FROM), so the whole takes about 25 minutes on 2
-# quiet cores (the SFT start 4, ranks 7, judge 6, placement 3, plan 4); --short runs each part in
+# One SFT warm start serves every part (RL_SFT_FROM), so the whole takes about 32 minutes on 2
+# quiet cores (the SFT start 4, ranks 7, judge 6, placement 8, plan 7); --short runs each part in
 # its smoke form (a few minutes; it shows the parts work, not the figures). The last five lines
 # are the parts' own:
 #   ranks 2/1: accuracy X.XXX/X.XXX, s/step X.XX/X.XX

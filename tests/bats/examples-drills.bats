@@ -99,6 +99,8 @@ teardown() { teardown_sealed; }
   echo "$output"
   [ "$status" -eq 0 ]
   [[ "$output" == *"split (rollouts/reward)   sweep s/step"* ]]
+  # Placement on CPU quota slots, or on shared cores where none can be made, saying so.
+  [[ "$output" == *"a pool of 3 slots (quota)"* || "$output" == *"no CPU quotas here"* ]]
   [[ "$output" == *"ranking: "*"configurations of 4 slots"* ]]
   [ "${#lines[@]}" -ge 5 ]
   n=${#lines[@]}
