@@ -10,8 +10,8 @@
 #      where the machine can make them (yatt-placement.sh --judge);
 #   4. resource planning: rl-profile plan's predicted seconds per step against real runs
 #      (yatt-plan.sh).
-# One SFT warm start serves every part (RL_SFT_FROM), so the whole takes about 32 minutes on 2
-# quiet cores (the SFT start 4, ranks 7, judge 6, placement 8, plan 7); --short runs each part in
+# One SFT warm start serves every part (RL_SFT_FROM), so the whole takes about 28 minutes on 2
+# quiet cores (the SFT start 3, ranks 6, judge 5, placement 7, plan 7); --short runs each part in
 # its smoke form (a few minutes; it shows the parts work, not the figures). The last five lines
 # are the parts' own:
 #   ranks 2/1: accuracy X.XXX/X.XXX, s/step X.XX/X.XX
