@@ -122,7 +122,7 @@ Result<CpuController> FindCpuController() {
     c.dir = DirOf(*m, GroupOf(0, false));
     if (::access((c.dir + "/cpu.cfs_quota_us").c_str(), F_OK) != 0) c.dir = m->point;  // our group is not visible
     if (::access(c.dir.c_str(), W_OK) != 0) {
-      return Status::Unavailable("the cgroup v1 cpu group " + c.dir + " is not writable by this user");
+      return Status::Unavailable("the cgroup v1 cpu group " + c.dir + " is not writable: " + std::strerror(errno));
     }
     return c;
   }
@@ -135,7 +135,7 @@ Result<CpuController> FindCpuController() {
                                "(cgroup.subtree_control)");
   }
   if (::access(c.dir.c_str(), W_OK) != 0) {
-    return Status::Unavailable("the cgroup v2 root " + c.dir + " is not writable by this user");
+    return Status::Unavailable("the cgroup v2 root " + c.dir + " is not writable: " + std::strerror(errno));
   }
   return c;
 }
