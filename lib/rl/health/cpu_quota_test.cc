@@ -5,8 +5,6 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <fstream>
-#include <sstream>
 #include <thread>
 
 #include "rl/health/process.h"
@@ -14,18 +12,11 @@
 namespace rl::health {
 namespace {
 
-// What the kernel has charged `pid` so far (user + system, /proc/PID/stat fields 14 and 15).
+// What the kernel has charged `pid` so far: user + system time (/proc/PID/stat fields 14, 15).
 double CpuSeconds(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string line;
-  std::getline(in, line);
-  std::istringstream rest(line.substr(line.rfind(')') + 2));
-  std::string field;
-  double ticks = 0;
-  for (int i = 3; i <= 15 && rest >> field; ++i) {
-    if (i >= 14) ticks += std::stod(field);
-  }
-  return ticks / static_cast<double>(::sysconf(_SC_CLK_TCK));
+  std::vector<std::string> f = StatFields(pid);
+  if (f.size() < 13) return 0;
+  return (std::stod(f[11]) + std::stod(f[12])) / static_cast<double>(::sysconf(_SC_CLK_TCK));
 }
 
 class CpuQuotaTest : public ::testing::Test {

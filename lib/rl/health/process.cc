@@ -18,9 +18,7 @@
 #include "rl/core/fs.h"
 
 namespace rl::health {
-namespace {
 
-// Fields of /proc/PID/stat after the command name (which may hold spaces and parentheses).
 std::vector<std::string> StatFields(pid_t pid) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
   std::string line;
@@ -30,10 +28,8 @@ std::vector<std::string> StatFields(pid_t pid) {
   std::istringstream rest(line.substr(close + 1));
   std::vector<std::string> fields;
   for (std::string f; rest >> f;) fields.push_back(f);
-  return fields;  // [0] is field 3 (state)
+  return fields;
 }
-
-}  // namespace
 
 Result<pid_t> SpawnRole(const std::string& command, const std::map<std::string, std::string>& env,
                         const std::string& log_path, int inherit_fd, const std::vector<int>& cpus, int join_fd) {

@@ -28,6 +28,11 @@ Result<pid_t> SpawnRole(const std::string& command, const std::map<std::string, 
                         const std::string& log_path, int inherit_fd = -1, const std::vector<int>& cpus = {},
                         int join_fd = -1);
 
+// The fields of /proc/PID/stat after the command name (which may hold spaces and parentheses):
+// [0] is field 3 (state), [11] and [12] are fields 14 and 15 (user and system time, in clock
+// ticks). Empty when there is no such process.
+std::vector<std::string> StatFields(pid_t pid);
+
 // The kernel's start time of `pid` (clock ticks since boot, /proc/PID/stat field 22), or -1 when
 // there is no such process. With the pid it names one process for good.
 int64_t ProcessStartTicks(pid_t pid);

@@ -8,7 +8,6 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <fstream>
 #include <string>
 #include <thread>
 
@@ -16,11 +15,8 @@ namespace rl::health {
 namespace {
 
 char StateOf(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string line;
-  std::getline(in, line);
-  size_t close = line.rfind(')');
-  return close == std::string::npos || close + 2 >= line.size() ? '?' : line[close + 2];
+  std::vector<std::string> f = StatFields(pid);
+  return f.empty() || f[0].empty() ? '?' : f[0][0];
 }
 
 void* SleepThenEnd(void*) {

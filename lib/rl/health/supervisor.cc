@@ -288,17 +288,15 @@ std::optional<int> Supervisor::OnFailure(Instance* inst, const std::string& reas
 // Slots with quotas need a cpu controller we may make groups in: without one the roles would run
 // unbounded and a placement would measure the wrong thing, so the pipeline does not start.
 Status Supervisor::CheckQuotas() const {
-  for (const std::string& text : o_.pipeline.slots) {
+  auto with_quota = std::find_if(o_.pipeline.slots.begin(), o_.pipeline.slots.end(), [](const std::string& text) {
     auto slot = ParseSlot(text);
-    if (!slot.ok() || slot->quota <= 0) continue;
-    auto controller = FindCpuController();
-    if (!controller.ok()) {
-      return Status::Unavailable("slot '" + text + "' has a CPU quota and this machine cannot enforce one: " +
-                                 controller.status().message() + " (man rl-watchdog, SLOTS)");
-    }
-    return Status::OK();
-  }
-  return Status::OK();
+    return slot.ok() && slot->quota > 0;
+  });
+  if (with_quota == o_.pipeline.slots.end()) return Status::OK();
+  auto controller = FindCpuController();
+  if (controller.ok()) return Status::OK();
+  return Status::Unavailable("slot '" + *with_quota + "' has a CPU quota and this machine cannot enforce one: " +
+                             controller.status().message() + " (man rl-watchdog, SLOTS)");
 }
 
 Result<int> Supervisor::Run(const std::atomic<bool>& stop) {
