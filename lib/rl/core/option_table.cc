@@ -65,6 +65,9 @@ std::vector<OptionSpec> CoreOptionTable() {
       {"--threads", "RL_THREADS", "compute threads of this role (roles share the cores: set it on purpose)",
        {"rl-rollout", "rl-reward", "rl-train", "rl-profile"}},
       {"--seed", "RL_SEED", "random seed", {"rl-rollout", "rl-train", "rl-profile"}},
+      {"--device", "RL_DEVICE",
+       "where this role's model computes: cpu, cuda or cuda:N (cuda needs a build with -DRL_WITH_CUDA=ON)",
+       {"rl-rollout", "rl-reward", "rl-train", "rl-profile"}},
 
       // rl-queue serve
       {"--bind", "RL_QUEUE_BIND", "endpoint the server listens on, e.g. tcp://127.0.0.1:5555",

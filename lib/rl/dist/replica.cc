@@ -20,7 +20,7 @@ Result<Replica> Replica::Create(const model::Transformer* model, int64_t slots,
   RL_RETURN_IF_ERROR(model::CheckGenerateRequest(model->config(), *prompts, check));
   RL_ASSIGN_OR_RETURN(model::KvCache cache,
                       model::KvCache::Create(model->config(), slots, model->dtype(),
-                                             model->tensor_parallel().size));
+                                             model->tensor_parallel().size, model->device()));
   RL_ASSIGN_OR_RETURN(model::Sampler sampler, model::Sampler::Create(options->sampling, seed));
   return Replica(model, std::move(cache), prompts, options, std::move(sampler));
 }

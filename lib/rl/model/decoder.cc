@@ -106,7 +106,7 @@ class FullDecoder final : public Decoder {
 
 Result<std::unique_ptr<Decoder>> NewCacheDecoder(const Transformer* model, int64_t slots) {
   RL_ASSIGN_OR_RETURN(KvCache cache, KvCache::Create(model->config(), slots, model->dtype(),
-                                                     model->tensor_parallel().size));
+                                                     model->tensor_parallel().size, model->device()));
   return std::unique_ptr<Decoder>(new CacheDecoder(model, std::move(cache)));
 }
 

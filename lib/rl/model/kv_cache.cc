@@ -9,7 +9,7 @@
 namespace rl::model {
 
 Result<KvCache> KvCache::Create(const ModelConfig& config, int64_t slots, DType dtype,
-                                int64_t tp_size) {
+                                int64_t tp_size, c10::Device device) {
   RL_RETURN_IF_ERROR(config.Validate());
   RL_RETURN_IF_ERROR(CheckTensorParallel(config, tp_size));
   if (slots < 1) {
@@ -20,12 +20,14 @@ Result<KvCache> KvCache::Create(const ModelConfig& config, int64_t slots, DType 
   cache.n_kv_heads_ = config.kv_heads() / tp_size;
   cache.head_dim_ = config.head_width();
   cache.dtype_ = dtype;
+  cache.device_ = device;
   cache.lengths_.assign(static_cast<size_t>(slots), 0);
   RL_RETURN_IF_ERROR(TorchGuard("kv cache: allocate", [&]() -> Status {
     const std::vector<int64_t> shape = {slots, cache.n_kv_heads_, cache.capacity_, cache.head_dim_};
     for (int64_t l = 0; l < config.num_hidden_layers; ++l) {
-      cache.keys_.push_back(at::zeros(shape, ScalarTypeOf(dtype)));
-      cache.values_.push_back(at::zeros(shape, ScalarTypeOf(dtype)));
+      const at::TensorOptions options = at::TensorOptions().dtype(ScalarTypeOf(dtype)).device(device);
+      cache.keys_.push_back(at::zeros(shape, options));
+      cache.values_.push_back(at::zeros(shape, options));
     }
     return Status::OK();
   }));

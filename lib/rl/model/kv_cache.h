@@ -33,8 +33,10 @@ class KvCache {
   // A cache for `slots` sequences of up to config.context() positions, all empty, for a model
   // computing in `dtype`. InvalidArgument if slots < 1; Config if the config is invalid.
   // A rank of a tensor-parallel group of `tp_size` holds num_key_value_heads / tp_size heads.
+  // The cache lives on `device`, which must be the model's (Internal when it has no room).
   static Result<KvCache> Create(const ModelConfig& config, int64_t slots,
-                                DType dtype = DType::kF32, int64_t tp_size = 1);
+                                DType dtype = DType::kF32, int64_t tp_size = 1,
+                                c10::Device device = c10::Device(c10::kCPU));
 
   int64_t slots() const { return static_cast<int64_t>(lengths_.size()); }
   int64_t capacity() const { return capacity_; }  // positions per slot (the context)
@@ -42,6 +44,7 @@ class KvCache {
   int64_t n_kv_heads() const { return n_kv_heads_; }
   int64_t head_dim() const { return head_dim_; }
   DType dtype() const { return dtype_; }
+  c10::Device device() const { return device_; }
   // REQUIRES: 0 <= slot < slots().
   int64_t length(int64_t slot) const { return lengths_[static_cast<size_t>(slot)]; }
 
@@ -59,6 +62,7 @@ class KvCache {
   KvCache() = default;
   int64_t capacity_ = 0, n_kv_heads_ = 0, head_dim_ = 0;
   DType dtype_ = DType::kF32;
+  c10::Device device_ = c10::Device(c10::kCPU);
   std::vector<at::Tensor> keys_, values_;
   std::vector<int64_t> lengths_;
 };

@@ -52,6 +52,11 @@ Rotary::Rotary(const ModelConfig& c) {
   sin_ = angles.sin().to(at::kFloat);
 }
 
+void Rotary::To(const at::Device& device) {
+  cos_ = cos_.to(device);
+  sin_ = sin_.to(device);
+}
+
 at::Tensor Rotary::Apply(const at::Tensor& x, const at::Tensor& positions) const {
   const int64_t b = positions.size(0), t = positions.size(1), half = cos_.size(1);
   const at::Tensor flat = positions.reshape({-1});

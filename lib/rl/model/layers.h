@@ -53,6 +53,9 @@ class Rotary {
   explicit Rotary(const ModelConfig& c);
   // x [B, heads, T, Dh], positions [B, T] int64 -> x rotated by the angle of each row's position.
   at::Tensor Apply(const at::Tensor& x, const at::Tensor& positions) const;
+  // Moves the tables to `device` (Module::to does not: they are neither parameters nor buffers,
+  // which a dtype change would round to bfloat16).
+  void To(const at::Device& device);
 
  private:
   at::Tensor cos_, sin_;  // [C, Dh/2] float32
@@ -69,6 +72,7 @@ class AttentionImpl : public torch::nn::Module {
   // at (slot, position) first and the queries attend over the slot's cached prefix; without one
   // they attend over x itself. Either way a query sees exactly the keys at positions <= its own.
   at::Tensor forward(const at::Tensor& x, const at::Tensor& positions, const CacheView* cache);
+  void MoveTables(const at::Device& device) { rope_.To(device); }
 
  private:
   int64_t n_heads_, n_kv_heads_, head_dim_;  // this rank's heads
@@ -97,6 +101,7 @@ class DecoderLayerImpl : public torch::nn::Module {
  public:
   DecoderLayerImpl(const ModelConfig& c, const TensorParallel& tp);
   at::Tensor forward(const at::Tensor& x, const at::Tensor& positions, const CacheView* cache);
+  void MoveTables(const at::Device& device) { self_attn_->MoveTables(device); }
 
  private:
   Attention self_attn_{nullptr};

@@ -34,12 +34,10 @@ at::Tensor TopP(const at::Tensor& logits, double p) {
   return logits.masked_fill(drop, kNegInf);
 }
 
-// One pick per row of probs [B, V] (float, rows summing to about 1, zeros where filtered out) by
-// inverting the cumulative distribution at a uniform draw u[b]: the first token whose cumulative
-// probability exceeds u[b] times the row's total. ATen's multinomial(1) draws V exponentials per
-// row instead (the Gumbel-style trick), which on Qwen3's 151936 tokens cost more than the model's
-// whole decode step; this costs one uniform and one pass over the row.
-at::Tensor InverseCdfPicks(const at::Tensor& probs, const at::Tensor& u) {
+// By inverting the cumulative distribution. ATen's multinomial(1) draws V exponentials per row
+// instead (the Gumbel-style trick), which on Qwen3's 151936 tokens cost more than the model's whole
+// decode step on the CPU; this costs one uniform and one pass over the row.
+at::Tensor LoopPicks(const at::Tensor& probs, const at::Tensor& u) {
   const at::Tensor p = probs.contiguous();
   const int64_t rows = p.size(0), vocab = p.size(1);
   at::Tensor ids = at::empty({rows}, at::kLong);
@@ -69,7 +67,25 @@ at::Tensor InverseCdfPicks(const at::Tensor& probs, const at::Tensor& u) {
   return ids;
 }
 
+// The same picks from tensor operations, where a loop on the host would first copy [B, V] back:
+// the number of cumulative sums at or below the target is the index of the first one above it,
+// and that token has a positive probability (the sum rises there). Rounding can leave the target
+// at or past the row's end: then the last token with a positive probability, as in the loop.
+at::Tensor TensorPicks(const at::Tensor& probs, const at::Tensor& u) {
+  const at::Tensor p = probs.to(at::kDouble);
+  const at::Tensor cumulative = p.cumsum(-1);
+  const at::Tensor target = u.to(p.device()).unsqueeze(1) * cumulative.narrow(-1, p.size(-1) - 1, 1);
+  const at::Tensor first_above = (cumulative <= target).sum(-1);
+  const at::Tensor index = at::arange(p.size(-1), p.options().dtype(at::kLong)).unsqueeze(0);
+  const at::Tensor last_positive = at::where(p > 0, index, at::zeros_like(index)).amax(-1);
+  return at::where(first_above < p.size(-1), first_above, last_positive);
+}
+
 }  // namespace
+
+at::Tensor InverseCdfPicks(const at::Tensor& probs, const at::Tensor& u, bool tensor_ops) {
+  return tensor_ops || !probs.is_cpu() ? TensorPicks(probs, u) : LoopPicks(probs, u);
+}
 
 Status SamplingOptions::Validate() const {
   if (!std::isfinite(temperature) || temperature < 0) {
@@ -107,7 +123,8 @@ Result<Sample> Sampler::Draw(const at::Tensor& logits) {
     // log_softmax at the picks only: no second [B, V] tensor.
     const at::Tensor logprobs =
         x.gather(-1, ids.unsqueeze(-1)).squeeze(-1) - at::logsumexp(x, {-1}, /*keepdim=*/false);
-    return Sample{ids, logprobs};
+    if (x.is_cpu()) return Sample{ids, logprobs};
+    return Sample{ids.to(at::kCPU), logprobs.to(at::kCPU)};
   });
 }
 

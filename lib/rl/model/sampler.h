@@ -12,6 +12,10 @@
 // distribution is not modelled, which is why rl-rollout run refuses top_k/top_p). Greedy
 // (temperature 0) reports the model's own log_softmax(logits)[chosen].
 //
+// Device: logits may be on a GPU; the filtering and the draw run there (the uniform draws come from
+// the sampler's CPU generator, one per row, so a seed means the same thing on every device), and
+// only the picks and their log-probabilities come back to the host.
+//
 // Determinism: the same seed, options and sequence of logits give the same picks.
 // Thread safety: a Sampler owns its generator; use one Sampler per thread. This header includes
 // only the ATen tensor and generator types.
@@ -35,10 +39,16 @@ struct SamplingOptions {
   Status Validate() const;
 };
 
-struct Sample {
+struct Sample {  // on the CPU, whatever the logits' device
   at::Tensor ids;       // [B] int64
   at::Tensor logprobs;  // [B] float32: log_softmax(logits / temperature)[b, ids[b]] (temperature 0: 1)
 };
+
+// One pick per row of probs [B, V] (float, rows summing to about 1, zeros where filtered out) at
+// the uniform draws u [B] (double, CPU): the first token whose cumulative probability exceeds u[b]
+// times the row's total. A loop over the row on the CPU; tensor operations on another device
+// (cumulative sums in float64), or on the CPU when `tensor_ops` (how a test compares the two).
+at::Tensor InverseCdfPicks(const at::Tensor& probs, const at::Tensor& u, bool tensor_ops = false);
 
 class Sampler {
  public:

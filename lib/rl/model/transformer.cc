@@ -101,6 +101,7 @@ Result<Transformer> Transformer::Shard(const TensorParallel& tp) const {
                       TorchGuard("transformer: shard", [&]() -> Result<Transformer> {
                         auto impl = std::make_shared<TransformerImpl>(config(), tp);
                         if (dtype() != DType::kF32) impl->to(ScalarTypeOf(dtype()));
+                        if (!device().is_cpu()) impl->MoveTo(device());
                         return Transformer(std::move(impl));
                       }));
   RL_RETURN_IF_ERROR(shard.LoadNamedParameters(shards));
@@ -117,37 +118,56 @@ DType Transformer::dtype() const {
   return t == at::kHalf ? DType::kF16 : DType::kF32;
 }
 
+c10::Device Transformer::device() const { return impl_->parameters().front().device(); }
+
+Status Transformer::To(const c10::Device& device) {
+  if (device == this->device()) return Status::OK();
+  return TorchGuard("transformer: to device", [&]() -> Status {
+    impl_->MoveTo(device);
+    return Status::OK();
+  });
+}
+
+Status Transformer::ToDType(DType dtype) {
+  if (dtype == this->dtype()) return Status::OK();
+  return TorchGuard("transformer: to dtype", [&]() -> Status {
+    impl_->to(ScalarTypeOf(dtype));
+    return Status::OK();
+  });
+}
+
 torch::nn::Module& Transformer::module() const { return *impl_; }
 
 Result<at::Tensor> Transformer::Forward(const at::Tensor& tokens) const {
   return TorchGuard("transformer: forward", [&]() -> Result<at::Tensor> {
     RL_RETURN_IF_ERROR(CheckTokens(tokens, config(), "forward"));
-    const at::Tensor positions =
-        at::arange(tokens.size(1), tokens.options()).unsqueeze(0).expand_as(tokens);
-    return impl_->forward(tokens, positions);
+    const at::Tensor t = tokens.to(device());
+    const at::Tensor positions = at::arange(t.size(1), t.options()).unsqueeze(0).expand_as(t);
+    return impl_->forward(t, positions);
   });
 }
 
 Result<at::Tensor> Transformer::HiddenStates(const at::Tensor& tokens) const {
   return TorchGuard("transformer: hidden states", [&]() -> Result<at::Tensor> {
     RL_RETURN_IF_ERROR(CheckTokens(tokens, config(), "hidden states"));
-    const at::Tensor positions =
-        at::arange(tokens.size(1), tokens.options()).unsqueeze(0).expand_as(tokens);
-    return impl_->hidden(tokens, positions);
+    const at::Tensor t = tokens.to(device());
+    const at::Tensor positions = at::arange(t.size(1), t.options()).unsqueeze(0).expand_as(t);
+    return impl_->hidden(t, positions);
   });
 }
 
-Result<at::Tensor> Transformer::MaskedTokenLogprobs(const at::Tensor& tokens, const at::Tensor& mask,
+Result<at::Tensor> Transformer::MaskedTokenLogprobs(const at::Tensor& tokens_in, const at::Tensor& mask_in,
                                                     double temperature) const {
   if (!(temperature > 0) || !std::isfinite(temperature)) {
     return Status::InvalidArgument("token logprobs: the temperature must be positive and finite");
   }
   return TorchGuard("transformer: token logprobs", [&]() -> Result<at::Tensor> {
-    RL_RETURN_IF_ERROR(CheckTokens(tokens, config(), "token logprobs"));
-    const int64_t len = tokens.size(1);
-    if (len < 2 || mask.dim() != 2 || mask.size(0) != tokens.size(0) || mask.size(1) != len - 1) {
+    RL_RETURN_IF_ERROR(CheckTokens(tokens_in, config(), "token logprobs"));
+    const int64_t len = tokens_in.size(1);
+    if (len < 2 || mask_in.dim() != 2 || mask_in.size(0) != tokens_in.size(0) || mask_in.size(1) != len - 1) {
       return Status::InvalidArgument("token logprobs: the mask must be [B, T-1] for tokens [B, T]");
     }
+    const at::Tensor tokens = tokens_in.to(device()), mask = mask_in.to(device());
     const at::Tensor positions = at::arange(len, tokens.options()).unsqueeze(0).expand_as(tokens);
     const at::Tensor x = impl_->hidden(tokens, positions).narrow(1, 0, len - 1);
     const at::Tensor keep = mask.ne(0);
@@ -168,7 +188,8 @@ Result<at::Tensor> Transformer::ForwardStep(const at::Tensor& tokens,
     if (cache == nullptr || cache->n_layers() != config().num_hidden_layers ||
         cache->capacity() != config().context() ||
         cache->n_kv_heads() != config().kv_heads() / tensor_parallel().size ||
-        cache->head_dim() != config().head_width() || cache->dtype() != dtype()) {
+        cache->head_dim() != config().head_width() || cache->dtype() != dtype() ||
+        cache->device() != device()) {
       return Status::InvalidArgument("forward step: the cache does not match the model");
     }
     RL_RETURN_IF_ERROR(CheckSlots(tokens, slots, *cache));
@@ -183,9 +204,10 @@ Result<at::Tensor> Transformer::ForwardStep(const at::Tensor& tokens,
       all_slots = all_slots && slots[b] == static_cast<int64_t>(b);
     }
     const at::Tensor positions =
-        at::tensor(starts, at::kLong).unsqueeze(1) + at::arange(t, at::kLong).unsqueeze(0);
-    const at::Tensor slot_t = at::tensor(slots, at::kLong);
-    at::Tensor logits = impl_->forward(tokens, positions, cache, slot_t, all_slots, kv_len, last_only);
+        (at::tensor(starts, at::kLong).unsqueeze(1) + at::arange(t, at::kLong).unsqueeze(0)).to(device());
+    const at::Tensor slot_t = at::tensor(slots, at::kLong).to(device());
+    at::Tensor logits =
+        impl_->forward(tokens.to(device()), positions, cache, slot_t, all_slots, kv_len, last_only);
     for (int64_t s : slots) cache->Advance(s, t);
     return logits;
   });
@@ -227,11 +249,14 @@ Status Transformer::LoadNamedParameters(const NamedTensors& tensors) {
   });
 }
 
-Result<Transformer> Transformer::Clone() const {
+Result<Transformer> Transformer::Clone() const { return Clone(device()); }
+
+Result<Transformer> Transformer::Clone(const c10::Device& device) const {
   RL_ASSIGN_OR_RETURN(Transformer copy,
                       TorchGuard("transformer: clone", [&]() -> Result<Transformer> {
                         auto impl = std::make_shared<TransformerImpl>(config(), tensor_parallel());
                         if (dtype() != DType::kF32) impl->to(ScalarTypeOf(dtype()));
+                        if (!device.is_cpu()) impl->MoveTo(device);
                         return Transformer(std::move(impl));
                       }));
   RL_RETURN_IF_ERROR(copy.LoadNamedParameters(NamedParameters()));

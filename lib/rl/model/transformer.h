@@ -6,6 +6,9 @@
 // bfloat16 or float16. Logits are float32 whatever the compute dtype; RMSNorm and softmax run in
 // float32 as in HF.
 //
+// Device: a model is made on the CPU and moved with To (device.h). Inputs may be on any device:
+// the calls below move tokens and masks to the model's, and return tensors on the model's device.
+//
 // The network itself is TransformerImpl (transformer_module.h, a torch::nn module); this header
 // keeps libtorch's heavy headers out (it includes only the ATen tensor type), validates inputs,
 // and turns every libtorch exception into a Status.
@@ -60,6 +63,12 @@ class Transformer {
   const ModelConfig& config() const;
   const TensorParallel& tensor_parallel() const;
   DType dtype() const;  // of the parameters and of the computation
+  c10::Device device() const;  // of the parameters and of the computation
+  // Moves the parameters (and the tables derived from the config) to `device`. Internal on a
+  // failure (out of device memory); the model is then unusable.
+  Status To(const c10::Device& device);
+  // Converts the parameters to `dtype` (what Create's dtype does). Internal on a failure.
+  Status ToDType(DType dtype);
 
   // tokens [B, T] int64 with 1 <= T <= config().context() and ids in [0, vocab) -> logits
   // [B, T, V] float32, positions 0..T-1. Records gradients when grad mode is on (the default).
@@ -103,8 +112,11 @@ class Transformer {
   // then no parameter has changed.
   Status LoadNamedParameters(const NamedTensors& tensors);
 
-  // An independent model with the same config, dtype and a copy of the weights.
+  // An independent model with the same config, dtype, device and a copy of the weights.
   Result<Transformer> Clone() const;
+  // The same on `device`: Clone(kCPU) of a model on a GPU is a snapshot in host memory (what a
+  // checkpoint writes and a weight publisher serves), the device-to-host copy its only cost.
+  Result<Transformer> Clone(const c10::Device& device) const;
 
   // The underlying torch::nn module (include transformer_module.h to use it as TransformerImpl).
   torch::nn::Module& module() const;

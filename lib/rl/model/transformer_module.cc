@@ -31,6 +31,10 @@ at::Tensor DecoderStackImpl::forward(const at::Tensor& tokens, const at::Tensor&
   return norm_->forward(x);
 }
 
+void DecoderStackImpl::MoveTables(const at::Device& device) {
+  for (DecoderLayer& layer : layer_list_) layer->MoveTables(device);
+}
+
 TransformerImpl::TransformerImpl(const ModelConfig& config, const TensorParallel& tp)
     : config_(config), tp_(tp) {
   model_ = register_module("model", DecoderStack(config, tp));
@@ -63,6 +67,11 @@ at::Tensor TransformerImpl::hidden(const at::Tensor& tokens, const at::Tensor& p
 at::Tensor TransformerImpl::logits(const at::Tensor& x) {
   const at::Tensor logits = lm_head_ ? lm_head_->forward(x) : at::matmul(x, model_->embedding().t());
   return logits.to(at::kFloat);
+}
+
+void TransformerImpl::MoveTo(const at::Device& device) {
+  to(device);
+  model_->MoveTables(device);
 }
 
 void TransformerImpl::InitWeights(uint64_t seed) {

@@ -40,6 +40,7 @@ class DecoderStackImpl : public torch::nn::Module {
   at::Tensor forward(const at::Tensor& tokens, const at::Tensor& positions,
                      const std::vector<CacheView>& caches);
   const at::Tensor& embedding() const { return embed_tokens_->weight; }
+  void MoveTables(const at::Device& device);
 
  private:
   torch::nn::Embedding embed_tokens_{nullptr};
@@ -72,6 +73,9 @@ class TransformerImpl : public torch::nn::Module {
   // the LM head over hidden states [..., D] -> float32 logits [..., V].
   at::Tensor hidden(const at::Tensor& tokens, const at::Tensor& positions);
   at::Tensor logits(const at::Tensor& hidden);
+
+  // Module::to(device) and the tables that are not parameters (rotary angles) with it.
+  void MoveTo(const at::Device& device);
 
   // Draws fresh weights from N(0, 0.02) with a generator seeded by `seed` (o_proj and down_proj
   // scaled by 1/sqrt(2 * layers)), biases 0, norm weights 1. Same seed, same weights.

@@ -7,6 +7,7 @@
 #include <cctype>
 
 #include "rl/core/log.h"
+#include "rl/model/device.h"
 #include "rl/model/generate.h"
 #include "rl/model/hf_dir.h"
 #include "rl/model/model_dir.h"
@@ -88,7 +89,7 @@ class Judge final : public JudgeVerifier {
         m[i][p.size() - 1] = 1;
       }
       RL_ASSIGN_OR_RETURN(at::Tensor lp, model_.MaskedTokenLogprobs(tokens, mask));
-      return lp.sum(1).exp().contiguous();
+      return lp.sum(1).exp().to(at::kCPU).contiguous();
     });
     if (!logp.ok()) return logp.status();
     auto p = logp->accessor<float, 1>();
@@ -175,9 +176,11 @@ Result<std::unique_ptr<JudgeVerifier>> JudgeVerifier::Open(const JudgeOptions& o
     return Status::Config("--judge " + o.dir + ": no model.safetensors: a judge needs trained weights");
   }
   RL_ASSIGN_OR_RETURN(model::PromptEncoder encoder, model::PromptEncoder::Create(*dir, "auto"));
+  RL_ASSIGN_OR_RETURN(c10::Device device, model::OpenDevice(o.device));
   Result<model::Transformer> model = model::LoadHfModel(o.dir);
   if (!model.ok()) return AsConfig(model.status());
   RL_RETURN_IF_ERROR(model::CheckVocabulary(*model, *dir, "--judge " + o.dir));
+  RL_RETURN_IF_ERROR(model->To(device));
   auto judge = std::make_unique<Judge>(o, std::move(prompt), std::move(encoder), std::move(*model));
   RL_RETURN_IF_ERROR(judge->Prepare());
   return std::unique_ptr<JudgeVerifier>(std::move(judge));

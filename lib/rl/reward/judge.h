@@ -47,6 +47,7 @@ struct JudgeOptions {
   double threshold = 0.5;          // prob: reward = p >= threshold; 0: reward = p
   std::string pattern = "yes|no";  // generate: PCRE2 pattern whose first match is the verdict
   int64_t max_new_tokens = 8;      // generate: length of the verdict generation
+  std::string device = "cpu";      // where the judge computes (model/device.h)
 };
 
 class JudgeVerifier : public Verifier {

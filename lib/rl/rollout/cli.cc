@@ -14,6 +14,7 @@
 #include "rl/core/signals.h"
 #include "rl/dist/group_generate.h"
 #include "rl/health/flags.h"
+#include "rl/model/device.h"
 #include "rl/model/hf_dir.h"
 #include "rl/model/model_file.h"
 #include "rl/model/prompt_flags.h"
@@ -32,6 +33,7 @@ struct SamplingFlags {
   model::GenerateOptions g;
   int threads = 1;
   uint64_t seed = 0;
+  std::string device = "cpu";
 
   void Bind(CommandLine& cl, CLI::App* sub) {
     g.max_new_tokens = 0;
@@ -43,6 +45,7 @@ struct SamplingFlags {
     cl.Bind(sub, "--slots", &g.slots)->check(CLI::Range(int64_t{1}, int64_t{1} << 16));
     cl.Bind(sub, "--threads", &threads)->check(CLI::Range(1, 1024));
     cl.Bind(sub, "--seed", &seed);
+    cl.Bind(sub, "--device", &device);
   }
   model::GenerateOptions Options() const {
     model::GenerateOptions o = g;
@@ -164,13 +167,15 @@ int RunGenerate(const SamplingFlags& f, const std::string& weights, const model:
                 ToolFlags& tools) {
   auto encoder = model::OpenPromptEncoder(prompt);
   if (!encoder.ok()) return Fail(kTool, encoder.status());
-  Policy policy;
+  auto device = model::OpenDevice(f.device);
+  if (!device.ok()) return Fail(kTool, device.status());
+  Policy policy(*device);
   if (!weights.empty()) {
     if (Status s = policy.Load(weights); !s.ok()) return Fail(kTool, s);
   } else if (encoder->dir().has_weights) {
     auto m = model::LoadHfModel(prompt.model);
     if (!m.ok()) return Fail(kTool, m.status());
-    policy.Use(std::move(*m), 0, prompt.model);
+    if (Status s = policy.Use(std::move(*m), 0, prompt.model); !s.ok()) return Fail(kTool, s);
   } else {
     return Fail(kTool, Status::InvalidArgument(prompt.model + " has no weights: give --weights"));
   }
@@ -198,7 +203,8 @@ int RunGenerate(const SamplingFlags& f, const std::string& weights, const model:
 }
 
 int RunLoop(RolloutOptions o, const std::string& weights, WeightSyncOptions sync, const std::string& run_dir,
-            const std::string& id, const std::string& model_dir, ToolFlags& tools, GroupFlags& group_flags) {
+            const std::string& id, const std::string& model_dir, ToolFlags& tools, GroupFlags& group_flags,
+            const std::string& device_name) {
   const model::SamplingOptions& sampling = o.generate.sampling;
   if (sampling.top_k != 0 || sampling.top_p != 1) {
     return Fail(kTool, Status::InvalidArgument(
@@ -220,7 +226,13 @@ int RunLoop(RolloutOptions o, const std::string& weights, WeightSyncOptions sync
     o.tools = env.get();
     o.conversation = &tools.conversation;
   }
-  Policy policy;
+  auto device = model::OpenDevice(device_name);
+  if (!device.ok()) return Fail(kTool, device.status());
+  if (!device->is_cpu() && group_flags.enabled()) {
+    return Fail(kTool, Status::InvalidArgument("--device " + device_name + ": a rollout group (--ranks > 1) "
+                                               "computes on the CPU (its collectives are Gloo's)"));
+  }
+  Policy policy(*device);
   if (!weights.empty()) {
     if (Status s = policy.Load(weights); !s.ok()) return Fail(kTool, s);
   }
@@ -379,7 +391,7 @@ int RolloutMain(int argc, char** argv) {
   auto beat = heartbeat.Start("rollout", id, {{"queue", connect}});
   if (!beat.ok()) return Fail(kTool, beat.status());
   run_tools.give_up_s = timeout_s;
-  return RunLoop(o, run_weights, sync, run_dir, id, run_model, run_tools, group_flags);
+  return RunLoop(o, run_weights, sync, run_dir, id, run_model, run_tools, group_flags, f.device);
 }
 
 }  // namespace rl::rollout

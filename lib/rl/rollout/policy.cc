@@ -47,6 +47,7 @@ Result<std::optional<WeightsFile>> NewestWeights(const std::string& dir) {
 
 Status Policy::Load(const std::string& path) {
   RL_ASSIGN_OR_RETURN(model::LoadedModel loaded, model::LoadModelFile(path));
+  RL_RETURN_IF_ERROR(loaded.model.To(device_).WithContext(path));
   model_ = std::move(loaded.model);
   version_ = loaded.version;
   path_ = path;
@@ -77,10 +78,12 @@ bool Policy::Switch(const WeightsFile& file) {
   return true;
 }
 
-void Policy::Use(model::Transformer model, uint64_t version, std::string origin) {
+Status Policy::Use(model::Transformer model, uint64_t version, std::string origin) {
+  RL_RETURN_IF_ERROR(model.To(device_).WithContext(origin));
   model_ = std::move(model);
   version_ = version;
   path_ = std::move(origin);
+  return Status::OK();
 }
 
 Result<bool> Policy::Refresh(const std::string& dir) {

@@ -31,6 +31,10 @@ Result<std::optional<WeightsFile>> NewestWeights(const std::string& dir);
 
 class Policy {
  public:
+  // Every model the policy takes computes on `device` (model/device.h): a file or a pulled
+  // version is decoded in host memory and copied to the device when it is taken, at a batch
+  // boundary.
+  explicit Policy(c10::Device device = c10::Device(c10::kCPU)) : device_(device) {}
   // Loads a model file, replacing the current model (its config may differ).
   Status Load(const std::string& path);
   // At a batch boundary: loads the newest version in `dir` if it is newer than the current one.
@@ -42,8 +46,9 @@ class Policy {
   Result<std::optional<WeightsFile>> Newer(const std::string& dir) const;
   bool Switch(const WeightsFile& file);
   // Uses a model that came another way (a verified UCX pull, weight_sync.h) as `version`;
-  // `origin` names where from, and path() returns it.
-  void Use(model::Transformer model, uint64_t version, std::string origin);
+  // `origin` names where from, and path() returns it. Internal when it does not fit the device;
+  // the current model stays then.
+  Status Use(model::Transformer model, uint64_t version, std::string origin);
 
   bool loaded() const { return model_.has_value(); }
   // REQUIRES: loaded().
@@ -52,6 +57,7 @@ class Policy {
   const std::string& path() const { return path_; }
 
  private:
+  c10::Device device_;
   std::optional<model::Transformer> model_;
   uint64_t version_ = 0;
   std::string path_;

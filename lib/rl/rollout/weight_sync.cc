@@ -201,7 +201,10 @@ bool WeightSync::SwitchIfNewer(Policy* policy) {
   if (!a) return false;
   uint64_t before = policy->version();
   double waited = (MonoMillis() - a->at_ms) / 1000.0;
-  policy->Use(std::move(a->model), a->version, a->source);
+  if (Status s = policy->Use(std::move(a->model), a->version, a->source); !s.ok()) {
+    spdlog::error("weights version {}: {}; keeping version {}", a->version, s.ToString(), before);
+    return false;
+  }
   current_ = static_cast<int64_t>(a->version);
   health::Progress().version = static_cast<int64_t>(a->version);
   spdlog::info("weights version {} over UCX from {} (pulled in {:.3f} s, held {:.3f} s until this batch boundary; was {})",

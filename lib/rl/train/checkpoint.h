@@ -2,11 +2,11 @@
 // <checkpoint-dir>/ckpt-<step, 8 digits>.safetensors:
 //   tensors  "model.<name>" (the policy), "adam.m.<name>", "adam.v.<name>" (optimizer moments);
 //            with a critic (PPO with GAE) also "critic.<name>" (value_model.h's names) and
-//            "critic_adam.m.<name>", "critic_adam.v.<name>". Every tensor is in the dtype it has
-//            in memory: the policy's compute dtype (float32, bfloat16 or float16), and the AdamW
-//            moments in the same dtype (AdamW keeps them like its parameters, so the file loses
-//            nothing). The policy is rebuilt in its tensors' dtype, so a bf16 run resumes as the
-//            same bf16 run, bit for bit.
+//            "critic_adam.m.<name>", "critic_adam.v.<name>"; a 16-bit policy also has its float32
+//            masters, "adam.master.<name>" (adamw.h). The policy is in its compute dtype (float32,
+//            bfloat16 or float16), the optimizer's tensors in float32, all copied to host memory
+//            first. The policy is rebuilt in its tensors' dtype and the masters restored, so a
+//            bf16 run resumes as the same bf16 run, bit for bit.
 //   __metadata__ {"rl_format": "roleflow-train-1", "rl_config": <ModelConfig JSON>,
 //                 "step": "<n>", "version": "<n>", "adam_steps": "<n>", "cursor": "<n>",
 //                 "rng": "<std::mt19937_64 state as text>", "consumed": "[<row index>, ...]",

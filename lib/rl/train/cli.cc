@@ -30,6 +30,8 @@ void BindGrpo(CommandLine& cl, CLI::App* g, GrpoFlags* f) {
   cl.Bind(g, "--id", &o.id);
   cl.Bind(g, "--seed", &o.seed);
   cl.Bind(g, "--threads", &f->threads)->check(CLI::Range(1, 256));
+  cl.Bind(g, "--device", &f->device);
+  cl.Bind(g, "--precision", &f->precision)->check(CLI::IsMember({"float32", "bf16"}));
   cl.Bind(g, "--lr", &o.grpo.schedule.lr)->check(CLI::PositiveNumber);
   cl.Bind(g, "--warmup-steps", &o.grpo.schedule.warmup_steps)->check(CLI::Range(0, 1000000));
   cl.Bind(g, "--lr-decay", &f->lr_decay)->check(CLI::IsMember({"constant", "linear", "cosine"}));
@@ -100,6 +102,8 @@ void BindSft(CommandLine& cl, CLI::App* s, SftFlags* f) {
   cl.Bind(s, "--id", &f->id);
   cl.Bind(s, "--seed", &f->sft.seed);
   cl.Bind(s, "--threads", &f->threads)->check(CLI::Range(1, 256));
+  cl.Bind(s, "--device", &f->device);
+  cl.Bind(s, "--precision", &f->precision)->check(CLI::IsMember({"float32", "bf16"}));
   cl.Bind(s, "--lr", &f->sft.schedule.lr)->check(CLI::PositiveNumber);
   cl.Bind(s, "--warmup-steps", &f->sft.schedule.warmup_steps)->check(CLI::Range(0, 1000000));
   cl.Bind(s, "--lr-decay", &f->lr_decay)->check(CLI::IsMember({"constant", "linear", "cosine"}));
@@ -121,6 +125,7 @@ void BindScore(CommandLine& cl, CLI::App* s, ScoreFlags* f) {
   cl.Bind(s, "--count", &f->count)->check(CLI::Range(1, 100000))->description("rows per get");
   cl.Bind(s, "--micro-batch", &f->micro_batch)->check(CLI::Range(1, 1 << 20));
   cl.Bind(s, "--threads", &f->threads)->check(CLI::Range(1, 256));
+  cl.Bind(s, "--device", &f->device);
   cl.Bind(s, "--connect", &f->connect);
   cl.Bind(s, "--timeout", &f->timeout_s);
   cl.Bind(s, "--lease", &f->lease_s)->check(CLI::PositiveNumber);
@@ -158,6 +163,7 @@ int TrainMain(int argc, char** argv) {
   cl.Bind(eval, "--verifier", &ef.verifier)->check(CLI::IsMember({"addition", "exact", "numeric", "math"}));
   cl.Bind(eval, "--eval-size", &ef.eval_size)->check(CLI::Range(1, 100000));
   cl.Bind(eval, "--threads", &ef.threads)->check(CLI::Range(1, 256));
+  cl.Bind(eval, "--device", &ef.device);
   cl.Bind(eval, "--samples", &ef.eval.samples)->check(CLI::Range(0, 1024));
   cl.Bind(eval, "--temperature", &ef.eval.temperature)->check(CLI::NonNegativeNumber);
   cl.Bind(eval, "--max-new-tokens", &ef.eval.max_new_tokens)->check(CLI::NonNegativeNumber);

@@ -12,6 +12,7 @@
 
 #include "rl/core/event_log.h"
 #include "rl/core/fs.h"
+#include "rl/model/device.h"
 #include "rl/model/hf_dir.h"
 #include "rl/model/model_file.h"
 #include "rl/task/make_data.h"
@@ -78,6 +79,9 @@ Status ApplyLrDecay(const std::string& name, int64_t horizon, LrSchedule* s) {
 
 int RunSftCommand(SftFlags f, const std::atomic<bool>& stop) {
   at::set_num_threads(f.threads);
+  auto device = model::OpenDevice(f.device);
+  if (!device.ok()) return Fail(kTool, device.status());
+  f.sft.bf16 = f.precision == "bf16";
   if (Status s = ApplyLrDecay(f.lr_decay, f.sft.max_steps, &f.sft.schedule); !s.ok()) return Fail(kTool, s);
   auto encoder = model::OpenPromptEncoder(f.prompt);
   if (!encoder.ok()) return Fail(kTool, encoder.status());
@@ -86,6 +90,7 @@ int RunSftCommand(SftFlags f, const std::atomic<bool>& stop) {
   auto model = StartingModel(f, encoder->dir());
   if (!model.ok()) return Fail(kTool, model.status());
   if (Status s = model::CheckVocabulary(*model, encoder->dir(), "the starting model"); !s.ok()) return Fail(kTool, s);
+  if (Status s = model->To(*device); !s.ok()) return Fail(kTool, s);
   std::optional<ToolResultTags> tags;
   if (!f.result_open.empty() || !f.result_close.empty()) {
     auto tag = [&](const std::string& text) -> Result<std::vector<int64_t>> {
@@ -207,6 +212,10 @@ Status PlaceRank(const GrpoFlags& f, GrpoLoopOptions* o) {
 int RunGrpoCommand(GrpoFlags f, const std::atomic<bool>& stop) {
   at::set_num_threads(f.threads);
   GrpoLoopOptions& o = f.loop;
+  auto device = model::OpenDevice(f.device);
+  if (!device.ok()) return Fail(kTool, device.status());
+  o.grpo.device = *device;
+  o.grpo.bf16 = f.precision == "bf16";
   if (Status s = ApplyMode(f.mode, &o); !s.ok()) return Fail(kTool, s);
   if (f.staleness && f.staleness->count() > 0) o.staleness = f.staleness_value;
   if (f.fraction && f.fraction->count() > 0) o.start_fraction = f.fraction_value;
@@ -244,6 +253,8 @@ int RunGrpoCommand(GrpoFlags f, const std::atomic<bool>& stop) {
 
 int RunEvalCommand(const EvalFlags& f, std::ostream& out) {
   at::set_num_threads(f.threads);
+  auto device = model::OpenDevice(f.device);
+  if (!device.ok()) return Fail(kTool, device.status());
   auto encoder = model::OpenPromptEncoder(f.prompt);
   if (!encoder.ok()) return Fail(kTool, encoder.status());
   uint64_t version = 0;
@@ -260,6 +271,7 @@ int RunEvalCommand(const EvalFlags& f, std::ostream& out) {
   }
   if (!m.ok()) return Fail(kTool, m.status());
   if (Status s = model::CheckVocabulary(*m, encoder->dir(), "--weights " + f.weights); !s.ok()) return Fail(kTool, s);
+  if (Status s = m->To(*device); !s.ok()) return Fail(kTool, s);
   auto held_out = OpenHeldOut(f.data, f.verifier, f.prompt, *encoder, f.eval_size);
   if (!held_out.ok()) return Fail(kTool, held_out.status());
   auto r = Evaluate(*m, *encoder, (*held_out)->set, (*held_out)->verifier.get(), f.eval);

@@ -27,6 +27,8 @@ struct SftFlags {
   std::string eval_data, verifier = "math";
   int64_t eval_size = 256;
   int threads = 1;
+  std::string device = "cpu";  // --device (device.h)
+  std::string precision = "float32";
   SftOptions sft;
   std::string lr_decay = "constant";  // see rl/train/lr_schedule.h
   std::string result_open, result_close;  // both set: tool results in responses are not trained on
@@ -35,6 +37,8 @@ struct SftFlags {
 struct GrpoFlags {
   GrpoLoopOptions loop;
   int threads = 1;
+  std::string device = "cpu";  // --device (device.h)
+  std::string precision = "float32";
   std::string loss_norm = "token", mode = "sync", stale_rows = "regenerate", lr_decay = "constant";
   std::string correction = "none", advantage = "grpo";
   CLI::Option* staleness = nullptr;  // set when given: they override --mode
@@ -52,6 +56,7 @@ struct ScoreFlags {  // rl-train score (ref_command.cc)
   uint32_t count = 64;
   int64_t micro_batch = 128;
   int threads = 1;
+  std::string device = "cpu";  // --device (device.h)
 };
 
 struct EvalFlags {
@@ -59,6 +64,7 @@ struct EvalFlags {
   std::string weights, data, verifier = "math";  // weights empty: those of --model
   int64_t eval_size = 500;
   int threads = 1;
+  std::string device = "cpu";  // --device (device.h)
   EvalOptions eval;
 };
 

@@ -14,6 +14,7 @@
 #include <random>
 
 #include "rl/core/fail.h"
+#include "rl/model/device.h"
 #include "rl/model/hf_dir.h"
 #include "rl/model/kv_cache.h"
 #include "rl/model/model_dir.h"
@@ -33,7 +34,7 @@ double Since(Clock::time_point t) { return std::chrono::duration<double>(Clock::
 void Progress(const std::string& line) { std::cerr << "rl-profile decode: " << line << std::endl; }
 
 // The model to measure, with its context cut to what the run needs (the KV cache is sized by it).
-Result<model::Transformer> LoadModel(const DecodeProfileOptions& o, const model::ModelDir& dir) {
+Result<model::Transformer> LoadModelOnHost(const DecodeProfileOptions& o, const model::ModelDir& dir) {
   const int64_t context = o.prompt_tokens + o.max_new_tokens;
   if (o.weights.empty()) {
     RL_ASSIGN_OR_RETURN(model::Transformer m,
@@ -49,6 +50,15 @@ Result<model::Transformer> LoadModel(const DecodeProfileOptions& o, const model:
   return m;
 }
 
+// The model on the device and in the compute dtype of the run.
+Result<model::Transformer> LoadModel(const DecodeProfileOptions& o, const model::ModelDir& dir,
+                                     const c10::Device& device) {
+  RL_ASSIGN_OR_RETURN(model::Transformer m, LoadModelOnHost(o, dir));
+  if (o.bf16()) RL_RETURN_IF_ERROR(m.ToDType(model::DType::kBF16));
+  RL_RETURN_IF_ERROR(m.To(device));
+  return m;
+}
+
 // Best of `runs` timings of f.
 template <typename F>
 double Best(int runs, F f) {
@@ -59,6 +69,31 @@ double Best(int runs, F f) {
     best = std::min(best, Since(t));
   }
   return best;
+}
+
+// A GPU's figures: reading and copying 512 MiB on the device, an 8192^3 matmul in `dtype`.
+Result<MachineFigures> MeasureDevice(const c10::Device& device, at::ScalarType dtype) {
+  return model::TorchGuard("device figures", [&]() -> Result<MachineFigures> {
+    MachineFigures m;
+    m.where = model::DeviceName(device);
+    const at::Tensor x = at::ones({int64_t{128} << 20}, at::TensorOptions().dtype(at::kFloat).device(device));
+    at::Tensor y = at::empty_like(x);
+    const auto timed = [&](auto f) {
+      f();
+      model::Synchronize(device);
+      return Best(3, [&] {
+        f();
+        model::Synchronize(device);
+      });
+    };
+    m.read_gb_s = static_cast<double>(x.nbytes()) / timed([&] { (void)at::sum(x); }) / 1e9;
+    m.copy_gb_s = 2.0 * static_cast<double>(x.nbytes()) / timed([&] { y.copy_(x); }) / 1e9;
+    m.matmul_n = 8192;
+    const auto options = at::TensorOptions().dtype(dtype).device(device);
+    const at::Tensor a = at::rand({m.matmul_n, m.matmul_n}, options), b = at::rand({m.matmul_n, m.matmul_n}, options);
+    m.matmul_gflop_s = 2.0 * std::pow(static_cast<double>(m.matmul_n), 3) / timed([&] { (void)at::mm(a, b); }) / 1e9;
+    return m;
+  });
 }
 
 Result<MachineFigures> MeasureMachine() {
@@ -112,7 +147,7 @@ Result<std::pair<double, double>> TimeGeneration(const model::Transformer& m,
                                                  const std::vector<std::vector<int64_t>>& prompts,
                                                  int64_t new_tokens, uint64_t seed) {
   const int64_t b = static_cast<int64_t>(prompts.size()), p = static_cast<int64_t>(prompts[0].size());
-  RL_ASSIGN_OR_RETURN(model::KvCache cache, model::KvCache::Create(m.config(), b, m.dtype()));
+  RL_ASSIGN_OR_RETURN(model::KvCache cache, model::KvCache::Create(m.config(), b, m.dtype(), 1, m.device()));
   RL_ASSIGN_OR_RETURN(model::Sampler sampler, model::Sampler::Create(model::SamplingOptions{}, seed));
   std::vector<int64_t> slots(static_cast<size_t>(b)), flat;
   for (int64_t i = 0; i < b; ++i) slots[static_cast<size_t>(i)] = i;
@@ -142,13 +177,15 @@ Status MeasureOurDecode(const model::Transformer& m, const std::vector<std::vect
              std::to_string(o.max_new_tokens) + " new tokens each");
     std::vector<std::vector<int64_t>> batch(prompts.begin(), prompts.begin() + b);
     std::vector<double> prefill, decode;
+    model::ResetPeakDeviceBytes(m.device());
     for (int run = 0; run < o.runs; ++run) {
       RL_ASSIGN_OR_RETURN(auto t, TimeGeneration(m, batch, o.max_new_tokens, o.seed + static_cast<uint64_t>(run)));
       prefill.push_back(t.first);
       decode.push_back(t.second);
     }
-    r->figures.push_back({"prefill", b, b * o.prompt_tokens, Median(prefill), std::nullopt});
-    r->figures.push_back({"decode", b, b * (o.max_new_tokens - 1), Median(decode), std::nullopt});
+    const std::optional<int64_t> peak = model::PeakDeviceBytes(m.device());
+    r->figures.push_back({"prefill", b, b * o.prompt_tokens, Median(prefill), std::nullopt, peak, std::nullopt});
+    r->figures.push_back({"decode", b, b * (o.max_new_tokens - 1), Median(decode), std::nullopt, peak, std::nullopt});
   }
   return Status::OK();
 }
@@ -201,6 +238,7 @@ Status MeasureOurTrain(const model::Transformer& m, const std::vector<Group>& gr
   }
   std::vector<double> seconds;
   StepStats stats;
+  model::ResetPeakDeviceBytes(m.device());
   for (int run = 0; run < o.runs; ++run) {  // each run from the same weights
     RL_ASSIGN_OR_RETURN(model::Transformer copy, m.Clone());
     RL_ASSIGN_OR_RETURN(std::unique_ptr<GrpoTrainer> trainer, GrpoTrainer::Create(std::move(copy), std::nullopt, go));
@@ -209,7 +247,8 @@ Status MeasureOurTrain(const model::Transformer& m, const std::vector<Group>& gr
     RL_ASSIGN_OR_RETURN(stats, trainer->FinishStep());
     seconds.push_back(Since(start));
   }
-  r->figures.push_back({"train", sequences, tokens, Median(seconds), std::nullopt});
+  r->figures.push_back({"train", sequences, tokens, Median(seconds), std::nullopt, model::PeakDeviceBytes(m.device()),
+                        std::nullopt});
   r->loss_ours = stats.loss;
   r->grad_norm_ours = stats.grad_norm;
   return Status::OK();
@@ -246,13 +285,16 @@ Status MeasureTorch(const model::Transformer& m, const model::ModelDir& dir, con
   if (!o.weights.empty() || !dir.has_weights) {
     weights_dir = tmp.path() + "/model";
     Progress("exporting the weights for torch to " + weights_dir);
-    RL_RETURN_IF_ERROR(model::SaveHfModel(weights_dir, m));
+    RL_ASSIGN_OR_RETURN(model::Transformer host, m.Clone(c10::Device(c10::kCPU)));
+    if (o.bf16()) RL_RETURN_IF_ERROR(host.ToDType(model::DType::kF32));  // torch rounds them itself
+    RL_RETURN_IF_ERROR(model::SaveHfModel(weights_dir, host));
   }
   const nlohmann::json spec = {{"threads", o.threads},  {"seed", o.seed}, {"runs", o.runs},
                                {"batches", o.batches},  {"prompt_tokens", o.prompt_tokens},
                                {"new_tokens", o.max_new_tokens}, {"vocab", vocab},
                                {"bos", dir.bos_id},     {"check", true},
-                               {"train", train}};
+                               {"train", train},        {"device", model::DeviceName(m.device())},
+                               {"dtype", o.bf16() ? "bfloat16" : "float32"}};
   Result<std::vector<nlohmann::json>> lines = RunTorchBaseline(weights_dir, spec, tmp.path());
   if (lines.status().code() == Code::kUnavailable) {
     r->torch_unavailable = lines.status().message();
@@ -270,6 +312,7 @@ Status MeasureTorch(const model::Transformer& m, const model::ModelDir& dir, con
     for (DecodeFigure& f : r->figures) {
       if (f.figure == fig && (fig == "train" || f.batch == j.value("batch", int64_t{-1}))) {
         f.torch_s = j.value("seconds", 0.0);
+        if (j.contains("peak_bytes") && j["peak_bytes"].is_number()) f.torch_peak_bytes = j["peak_bytes"].get<int64_t>();
       }
     }
   }
@@ -284,7 +327,7 @@ void CountParameters(const model::Transformer& m, DecodeReport* r) {
   for (const auto& [name, t] : m.NamedParameters()) r->parameters += t.numel();
   const int64_t embed = c.vocab_size * c.hidden_size;
   r->matmul_parameters = r->parameters - (c.tie_word_embeddings ? 0 : embed);
-  r->weight_bytes = r->matmul_parameters * 4;
+  r->weight_bytes = r->matmul_parameters * (m.dtype() == model::DType::kF32 ? 4 : 2);
 }
 
 }  // namespace
@@ -295,7 +338,8 @@ Result<DecodeReport> MeasureDecode(const DecodeProfileOptions& o) {
   if (o.max_new_tokens < 2 || o.prompt_tokens < 1 || o.sequences < 1 || o.batches.empty()) {
     return Status::InvalidArgument("nothing to measure (--max-new-tokens must be at least 2)");
   }
-  RL_ASSIGN_OR_RETURN(model::Transformer m, LoadModel(o, dir));
+  RL_ASSIGN_OR_RETURN(c10::Device device, model::OpenDevice(o.device));
+  RL_ASSIGN_OR_RETURN(model::Transformer m, LoadModel(o, dir, device));
   if (m.config().context() < o.prompt_tokens + o.max_new_tokens) {
     return Status::InvalidArgument("--prompt-tokens + --max-new-tokens do not fit the model's context of " +
                                    std::to_string(m.config().context()));
@@ -304,8 +348,12 @@ Result<DecodeReport> MeasureDecode(const DecodeProfileOptions& o) {
   r.model = o.model;
   r.architecture = model::ArchitectureName(m.config().architecture);
   CountParameters(m, &r);
-  Progress("measuring memory bandwidth and matmul FLOP/s");
-  RL_ASSIGN_OR_RETURN(r.machine, MeasureMachine());
+  Progress("measuring memory bandwidth and matmul FLOP/s of " + model::DeviceName(device));
+  if (device.is_cpu()) {
+    RL_ASSIGN_OR_RETURN(r.machine, MeasureMachine());
+  } else {
+    RL_ASSIGN_OR_RETURN(r.machine, MeasureDevice(device, o.bf16() ? at::kBFloat16 : at::kFloat));
+  }
   const int64_t vocab = std::min(m.config().vocab_size, dir.tokenizer->vocab_size());
   std::mt19937_64 rng(o.seed);
   const int64_t most = std::max(*std::max_element(o.batches.begin(), o.batches.end()), o.sequences);
@@ -313,6 +361,8 @@ Result<DecodeReport> MeasureDecode(const DecodeProfileOptions& o) {
   RL_RETURN_IF_ERROR(MeasureOurDecode(m, prompts, o, &r));
   GrpoOptions go;
   go.pad_id = dir.pad_id;
+  go.device = device;
+  go.bf16 = o.bf16();
   const std::vector<Group> groups = MakeTrainGroups(prompts, vocab, o, &rng);
   RL_RETURN_IF_ERROR(MeasureOurTrain(m, groups, go, o, &r));
   RL_RETURN_IF_ERROR(MeasureTorch(m, dir, o, vocab, TrainSpec(groups, go), &r));
@@ -332,6 +382,8 @@ profile::Subcommand AddDecodeProfile(CommandLine& cl) {
   cl.Bind(app, "--sequences", &o->sequences)->check(CLI::Range(int64_t{1}, int64_t{1} << 16));
   cl.Bind(app, "--runs", &o->runs)->check(CLI::Range(1, 100));
   cl.Bind(app, "--threads", &o->threads)->check(CLI::Range(1, 256));
+  cl.Bind(app, "--device", &o->device);
+  cl.Bind(app, "--precision", &o->precision)->check(CLI::IsMember({"float32", "bf16"}));
   cl.Bind(app, "--seed", &o->seed);
   cl.BindFlag(app, "--json", &o->json);
   return {app, [o]() -> int {

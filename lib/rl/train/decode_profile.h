@@ -37,6 +37,11 @@ struct DecodeProfileOptions {
   int threads = 1;
   uint64_t seed = 1;
   bool json = false;
+  std::string device = "cpu";  // both sides run there (model/device.h)
+  // bf16: bfloat16 weights for generation, bf16 training with float32 masters (torch: bfloat16
+  // weights for generation, autocast over float32 weights for training).
+  std::string precision = "float32";
+  bool bf16() const { return precision == "bf16"; }
 };
 
 // Tokens/s of one figure, ours and torch's (nullopt when torch did not run).
@@ -46,6 +51,8 @@ struct DecodeFigure {
   int64_t tokens = 0;
   double ours_s = 0;
   std::optional<double> torch_s;
+  // On a GPU: the peak of the caching allocator during the figure (torch.cuda.max_memory_allocated).
+  std::optional<int64_t> ours_peak_bytes, torch_peak_bytes;
   double ours_tps() const { return ours_s > 0 ? static_cast<double>(tokens) / ours_s : 0; }
   std::optional<double> torch_tps() const {
     if (!torch_s || *torch_s <= 0) return std::nullopt;
@@ -53,11 +60,13 @@ struct DecodeFigure {
   }
 };
 
-// What this machine allows, measured in the same run with --threads threads.
+// What this machine allows, measured in the same run with --threads threads; on a GPU, what the
+// device allows (its reads, a device-to-device copy, matmul in the compute dtype).
 struct MachineFigures {
+  std::string where = "cpu"; // the device measured
   double read_gb_s = 0;      // summing a 512 MiB float array (at::sum), best of 3
-  double copy_gb_s = 0;      // memcpy of 256 MiB, bytes read + written, best of 3
-  double matmul_gflop_s = 0; // at::mm of two square float32 matrices, best of 3
+  double copy_gb_s = 0;      // memcpy of 256 MiB (a GPU: a tensor copy), bytes read + written, best of 3
+  double matmul_gflop_s = 0; // at::mm of two square matrices in the compute dtype, best of 3
   int64_t matmul_n = 0;
 };
 
@@ -65,7 +74,7 @@ struct DecodeReport {
   std::string model, architecture;
   int64_t parameters = 0;
   int64_t matmul_parameters = 0;  // those a token multiplies by (an untied input embedding is only read by row)
-  int64_t weight_bytes = 0;       // bytes of weights one decode step reads (float32)
+  int64_t weight_bytes = 0;       // bytes of weights one decode step reads (in the compute dtype)
   MachineFigures machine;
   std::string torch_unavailable;  // why torch did not run; empty when it did
   std::optional<double> torch_check;  // decode_reference.py's cached float32 decode vs hf_reference, max |diff|

@@ -2,6 +2,7 @@
 // (decode_profile.h). Ratios are ours over torch's tokens/s; fractions are ours over the bound the
 // machine's measured bandwidth or matmul FLOP/s allows.
 #include <cstdio>
+#include <string>
 
 #include "rl/train/decode_profile.h"
 
@@ -25,7 +26,23 @@ std::optional<double> Ratio(const DecodeFigure& f) {
   return f.ours_tps() / *f.torch_tps();
 }
 
-nlohmann::json OrNull(const std::optional<double>& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); }
+template <typename T>
+nlohmann::json OrNull(const std::optional<T>& v) {
+  return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
+}
+
+// "812/1024 MiB": the peaks of ours and torch's, or "" off a GPU.
+std::string Peaks(const DecodeFigure& f) {
+  if (!f.ours_peak_bytes) return "";
+  char out[64];
+  const auto mib = [](int64_t b) { return static_cast<double>(b) / (1 << 20); };
+  if (f.torch_peak_bytes) {
+    std::snprintf(out, sizeof out, "%.0f/%.0f", mib(*f.ours_peak_bytes), mib(*f.torch_peak_bytes));
+  } else {
+    std::snprintf(out, sizeof out, "%.0f/-", mib(*f.ours_peak_bytes));
+  }
+  return out;
+}
 
 }  // namespace
 
@@ -40,7 +57,9 @@ nlohmann::json DecodeReportJson(const DecodeReport& r, const DecodeProfileOption
                         {"torch_seconds", OrNull(f.torch_s)},
                         {"torch_tokens_per_s", OrNull(f.torch_tps())},
                         {"ours_vs_torch", OrNull(Ratio(f))},
-                        {"of_matmul", f.ours_tps() / FlopBound(r, f)}};
+                        {"of_matmul", f.ours_tps() / FlopBound(r, f)},
+                        {"ours_peak_bytes", OrNull(f.ours_peak_bytes)},
+                        {"torch_peak_bytes", OrNull(f.torch_peak_bytes)}};
     if (f.figure == "decode") j["of_bandwidth"] = f.ours_tps() / BandwidthBound(r, f.batch);
     figures.push_back(j);
   }
@@ -53,10 +72,13 @@ nlohmann::json DecodeReportJson(const DecodeReport& r, const DecodeProfileOption
           {"matmul_parameters", r.matmul_parameters},
           {"weight_bytes", r.weight_bytes},
           {"threads", o.threads},
+          {"device", r.machine.where},
+          {"precision", o.precision},
           {"prompt_tokens", o.prompt_tokens},
           {"new_tokens", o.max_new_tokens},
           {"machine",
-           {{"read_gb_per_s", r.machine.read_gb_s},
+           {{"where", r.machine.where},
+            {"read_gb_per_s", r.machine.read_gb_s},
             {"copy_gb_per_s", r.machine.copy_gb_s},
             {"matmul_gflop_per_s", r.machine.matmul_gflop_s},
             {"matmul_n", r.machine.matmul_n}}},
@@ -70,14 +92,16 @@ nlohmann::json DecodeReportJson(const DecodeReport& r, const DecodeProfileOption
 }
 
 void PrintDecodeReport(const DecodeReport& r, const DecodeProfileOptions& o) {
-  std::printf("model %s: %s, %.1fM parameters, float32; %d thread%s; prompts of %lld tokens, responses of %lld\n",
-              r.model.c_str(), r.architecture.c_str(), static_cast<double>(r.parameters) / 1e6, o.threads,
-              o.threads == 1 ? "" : "s", static_cast<long long>(o.prompt_tokens),
+  std::printf("model %s: %s, %.1fM parameters, %s on %s; %d thread%s; prompts of %lld tokens, responses of %lld\n",
+              r.model.c_str(), r.architecture.c_str(), static_cast<double>(r.parameters) / 1e6, o.precision.c_str(),
+              r.machine.where.c_str(), o.threads, o.threads == 1 ? "" : "s", static_cast<long long>(o.prompt_tokens),
               static_cast<long long>(o.max_new_tokens));
-  std::printf("machine: read %.1f GB/s, memcpy %.1f GB/s, f32 matmul %.1f GFLOP/s (n=%lld)\n", r.machine.read_gb_s,
-              r.machine.copy_gb_s, r.machine.matmul_gflop_s, static_cast<long long>(r.machine.matmul_n));
-  std::printf("%-8s %5s %8s %12s %12s %11s %9s %9s\n", "figure", "batch", "tokens", "ours tok/s", "torch tok/s",
-              "ours/torch", "of bw", "of flops");
+  std::printf("%s: read %.1f GB/s, copy %.1f GB/s, %s matmul %.1f GFLOP/s (n=%lld)\n",
+              r.machine.where == "cpu" ? "machine" : r.machine.where.c_str(), r.machine.read_gb_s, r.machine.copy_gb_s,
+              o.bf16() ? "bf16" : "f32", r.machine.matmul_gflop_s, static_cast<long long>(r.machine.matmul_n));
+  const bool peaks = !r.figures.empty() && r.figures.front().ours_peak_bytes.has_value();
+  std::printf("%-8s %5s %8s %12s %12s %11s %9s %9s%s\n", "figure", "batch", "tokens", "ours tok/s", "torch tok/s",
+              "ours/torch", "of bw", "of flops", peaks ? "  peak MiB ours/torch" : "");
   for (const DecodeFigure& f : r.figures) {
     char torch[32] = "-", ratio[32] = "-", bw[32] = "";
     if (f.torch_tps()) {
@@ -85,8 +109,9 @@ void PrintDecodeReport(const DecodeReport& r, const DecodeProfileOptions& o) {
       std::snprintf(ratio, sizeof ratio, "%.2fx", *Ratio(f));
     }
     if (f.figure == "decode") std::snprintf(bw, sizeof bw, "%.1f%%", 100 * f.ours_tps() / BandwidthBound(r, f.batch));
-    std::printf("%-8s %5lld %8lld %12.1f %12s %11s %9s %8.1f%%\n", f.figure.c_str(), static_cast<long long>(f.batch),
-                static_cast<long long>(f.tokens), f.ours_tps(), torch, ratio, bw, 100 * f.ours_tps() / FlopBound(r, f));
+    std::printf("%-8s %5lld %8lld %12.1f %12s %11s %9s %8.1f%%  %s\n", f.figure.c_str(), static_cast<long long>(f.batch),
+                static_cast<long long>(f.tokens), f.ours_tps(), torch, ratio, bw, 100 * f.ours_tps() / FlopBound(r, f),
+                Peaks(f).c_str());
   }
   if (!r.torch_unavailable.empty()) {
     std::printf("torch: not run (%s)\n", r.torch_unavailable.c_str());

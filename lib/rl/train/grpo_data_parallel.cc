@@ -26,7 +26,8 @@ Status GrpoTrainer::SetGroup(dist::Group* group) {
 
 Status GrpoTrainer::ReduceAcrossRanks() {
   return model::TorchGuard("grpo all-reduce", [&]() -> Status {
-    // Gradients: one bucket (a parameter this rank gave no gradient adds zeros).
+    // Gradients: one bucket in host memory (a parameter this rank gave no gradient adds zeros):
+    // c10d's Gloo reduces host tensors; a GPU's gradients are copied out and back.
     model::NamedTensors params;  // the trained ones (--freeze leaves some without gradients)
     for (auto& [name, p] : policy_.NamedParameters()) {
       if (p.requires_grad()) params.emplace_back(name, p);
@@ -42,7 +43,7 @@ Status GrpoTrainer::ReduceAcrossRanks() {
     RL_RETURN_IF_ERROR(group_->AllReduceSum(bucket));
     at = 0;
     for (auto& [name, p] : params) {
-      at::Tensor g = bucket.narrow(0, at, p.numel()).view(p.sizes()).to(p.scalar_type()).clone();
+      at::Tensor g = bucket.narrow(0, at, p.numel()).view(p.sizes()).to(p.device(), p.scalar_type(), false, true);
       p.mutable_grad() = g;
       at += p.numel();
     }

@@ -15,6 +15,7 @@
 #include "rl/core/fs.h"
 #include "rl/dist/group.h"
 #include "rl/health/progress.h"
+#include "rl/model/device.h"
 #include "rl/model/hf_dir.h"
 #include "rl/model/model_file.h"
 #include "rl/train/checkpoint.h"
@@ -81,15 +82,17 @@ Status GrpoLoop::Start() {
     at::Tensor v = at::full({1}, static_cast<int64_t>(version_), at::kLong);
     RL_RETURN_IF_ERROR(group_->Broadcast(v, 0));
     version_ = static_cast<uint64_t>(v.item<int64_t>());
-    // As float32: c10d's Gloo refuses bfloat16, and the round trip is exact.
-    for (auto& [name, p] : trainer_->policy().NamedParameters()) {
-      at::Tensor t = p.detach().to(at::kFloat).contiguous();
+    // The float32 weights the optimizer updates (the masters of a bf16 policy), through host
+    // memory: c10d's Gloo takes host tensors and refuses bfloat16.
+    for (auto& [name, p] : trainer_->optimizer().Weights()) {
+      at::Tensor t = p.detach().to(at::kCPU, at::kFloat, false, true).contiguous();
       RL_RETURN_IF_ERROR(group_->Broadcast(t, 0));
       p.detach().copy_(t);
     }
+    trainer_->optimizer().PushWeights();
   }
   if (publisher_) {
-    RL_ASSIGN_OR_RETURN(model::Transformer first, trainer_->policy().Clone());
+    RL_ASSIGN_OR_RETURN(model::Transformer first, trainer_->policy().Clone(c10::Device(c10::kCPU)));
     publisher_->Offer(version_, std::move(first));
   }
   if (lead()) {
@@ -408,12 +411,13 @@ Status GrpoLoop::AfterStep(const StepStats& s0, std::vector<uint64_t> consumed, 
   c.extra = {{"best_accuracy", best_accuracy_}, {"accuracy", last_accuracy_}, {"accuracy_step", accuracy_step_},
              {"eval_size", o_.eval_size}, {"reward_ema", reward_ema_},
              {"best_reward_ema", best_reward_ema_}};
-  RL_ASSIGN_OR_RETURN(model::Transformer snapshot, trainer_->policy().Clone());
+  // In host memory: the device-to-host copy is the blocking part, the write is the writer's.
+  RL_ASSIGN_OR_RETURN(model::Transformer snapshot, trainer_->policy().Clone(c10::Device(c10::kCPU)));
   c.model = std::move(snapshot);
   c.adam = trainer_->optimizer().State();
   c.adam_steps = trainer_->optimizer().steps();
   if (ValueModel* critic = trainer_->critic()) {
-    for (const auto& [name, t] : critic->NamedParameters()) c.critic.emplace_back(name, t.detach().clone());
+    for (const auto& [name, t] : critic->NamedParameters()) c.critic.emplace_back(name, model::HostCopy(t));
     c.critic_adam = trainer_->critic_optimizer()->State();
     c.critic_adam_steps = trainer_->critic_optimizer()->steps();
   }

@@ -274,8 +274,8 @@ TEST(CheckpointTest, ResumedStepEqualsTheStepWithoutStopping) {
   ExpectSameTensors(resumed->optimizer().State(), straight->optimizer().State());
 }
 
-// A policy trained in bfloat16 is checkpointed in bfloat16 and resumes in it: the step after the
-// resume is the step the run would have taken, bit for bit. (Until the checkpoint kept the dtype,
+// A policy trained in bfloat16 (with float32 masters) is checkpointed in bfloat16 with its masters
+// and resumes in it: the step after the resume is the step the run would have taken, bit for bit. (Until the checkpoint kept the dtype,
 // the resumed policy was float32: another run.) float16 cannot train on CPU (libtorch has no Half
 // addmm there), so for it the test checks the round trip of the policy's dtype and bits.
 TEST(CheckpointTest, ResumedBfloat16StepEqualsTheStepWithoutStopping) {
@@ -289,7 +289,14 @@ TEST(CheckpointTest, ResumedBfloat16StepEqualsTheStepWithoutStopping) {
 
   auto file = model::DecodeSafetensors(*bytes);
   ASSERT_TRUE(file.ok());
-  for (const auto& [name, t] : file->tensors) EXPECT_EQ(t.scalar_type(), at::kBFloat16) << name;
+  int masters = 0;
+  for (const auto& [name, t] : file->tensors) {
+    // The policy in its dtype; AdamW's moments and float32 masters (adamw.h) in float32.
+    const bool policy = name.rfind("model.", 0) == 0;
+    EXPECT_EQ(t.scalar_type(), policy ? at::kBFloat16 : at::kFloat) << name;
+    masters += name.rfind("adam.master.", 0) == 0;
+  }
+  EXPECT_EQ(masters, static_cast<int>(straight->policy().NamedParameters().size()));
   auto c = DecodeCheckpoint(*bytes);
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   EXPECT_EQ(c->model->dtype(), dtype);

@@ -64,12 +64,27 @@ Result<std::unique_ptr<GrpoTrainer>> GrpoTrainer::Create(model::Transformer poli
   } else if (!critic) {
     RL_ASSIGN_OR_RETURN(critic, ValueModel::FromPolicy(policy));
   }
+  // bf16: the masters start from the float32 weights, before they are rounded.
+  model::NamedTensors masters_from;
+  if (options.bf16 && policy.dtype() == model::DType::kF32) {
+    RL_RETURN_IF_ERROR(model::TorchGuard("grpo: masters", [&]() -> Status {
+      for (const auto& [name, p] : policy.NamedParameters()) masters_from.emplace_back(name, p.detach().clone());
+      return Status::OK();
+    }));
+  }
+  if (options.bf16) {
+    RL_RETURN_IF_ERROR(policy.ToDType(model::DType::kBF16));
+    if (reference) RL_RETURN_IF_ERROR(reference->ToDType(model::DType::kBF16));
+  }
+  RL_RETURN_IF_ERROR(policy.To(options.device));
+  if (reference) RL_RETURN_IF_ERROR(reference->To(options.device));
+  if (critic) RL_RETURN_IF_ERROR(critic->To(options.device));
   return std::unique_ptr<GrpoTrainer>(
-      new GrpoTrainer(std::move(policy), std::move(reference), options, std::move(critic)));
+      new GrpoTrainer(std::move(policy), std::move(reference), options, std::move(critic), masters_from));
 }
 
 GrpoTrainer::GrpoTrainer(model::Transformer policy, std::optional<model::Transformer> reference,
-                         GrpoOptions options, std::optional<ValueModel> critic)
+                         GrpoOptions options, std::optional<ValueModel> critic, const model::NamedTensors& masters_from)
     : policy_(std::move(policy)), reference_(std::move(reference)), options_(options), critic_(std::move(critic)) {
   // A frozen parameter never gets a gradient, so AdamW (which skips those) never moves it.
   for (auto& [name, p] : policy_.NamedParameters()) {
@@ -77,7 +92,7 @@ GrpoTrainer::GrpoTrainer(model::Transformer policy, std::optional<model::Transfo
       if (name.rfind(prefix, 0) == 0) p.requires_grad_(false);
     }
   }
-  optimizer_ = std::make_unique<AdamW>(policy_.NamedParameters(), options_.adamw);
+  optimizer_ = std::make_unique<AdamW>(policy_.NamedParameters(), options_.adamw, masters_from);
   if (critic_) critic_optimizer_ = std::make_unique<AdamW>(critic_->NamedParameters(), options_.adamw);
   BeginStep();
 }
@@ -269,7 +284,7 @@ Result<GrpoTrainer::Totals> GrpoTrainer::Backward(const std::vector<const Sample
 
 Result<GrpoTrainer::Totals> GrpoTrainer::BackwardPiece(const std::vector<const Sample*>& samples) {
   return model::TorchGuard("grpo accumulate", [&]() -> Result<Totals> {
-    TokenBatch batch = MakeTokenBatch(samples, options_.pad_id);
+    TokenBatch batch = DeviceBatch(samples);
     RL_ASSIGN_OR_RETURN(at::Tensor ref_lp, ReferenceLogprobs(samples, batch));
     RL_ASSIGN_OR_RETURN(at::Tensor new_lp, TokenLogprobs(policy_, batch.tokens, batch.mask, options_.temperature));
     at::Tensor a = PerToken(samples, batch.mask, adv_);
@@ -453,14 +468,14 @@ Status GrpoTrainer::RecordPerToken(const std::vector<const Sample*>& samples, bo
     for (size_t at = 0; at < samples.size(); at += options_.micro_batch) {
       size_t end = std::min(samples.size(), at + static_cast<size_t>(options_.micro_batch));
       std::vector<const Sample*> piece(samples.begin() + at, samples.begin() + end);
-      TokenBatch batch = MakeTokenBatch(piece, options_.pad_id);
+      TokenBatch batch = DeviceBatch(piece);
       at::Tensor x;
       if (critic) {
         RL_ASSIGN_OR_RETURN(x, critic_->Values(batch.tokens));
       } else {
         RL_ASSIGN_OR_RETURN(x, TokenLogprobs(policy_, batch.tokens, batch.mask, options_.temperature));
       }
-      x = x.contiguous();
+      x = x.to(at::kCPU).contiguous();
       auto acc = x.accessor<float, 2>();
       for (size_t i = 0; i < piece.size(); ++i) {
         const Sample& s = *piece[i];
@@ -483,8 +498,9 @@ Result<at::Tensor> GrpoTrainer::ReferenceLogprobs(const std::vector<const Sample
   }
   // As the model's: the value at each position the mask keeps, 0 elsewhere.
   at::Tensor out = at::zeros(batch.mask.sizes(), at::kFloat);
+  const at::Tensor host_mask = batch.mask.to(at::kCPU);
   auto acc = out.accessor<float, 2>();
-  auto mask = batch.mask.accessor<float, 2>();
+  auto mask = host_mask.accessor<float, 2>();
   for (size_t i = 0; i < samples.size(); ++i) {
     const Sample& s = *samples[i];
     if (s.ref_logprobs.size() != s.response_ids.size()) {
@@ -496,7 +512,7 @@ Result<at::Tensor> GrpoTrainer::ReferenceLogprobs(const std::vector<const Sample
       if (mask[i][p + j - 1] != 0) acc[i][p + j - 1] = s.ref_logprobs[j];
     }
   }
-  return out;
+  return out.to(options_.device);
 }
 
 at::Tensor GrpoTrainer::PerToken(const std::vector<const Sample*>& samples, const at::Tensor& mask,
@@ -509,7 +525,13 @@ at::Tensor GrpoTrainer::PerToken(const std::vector<const Sample*>& samples, cons
     int64_t p = static_cast<int64_t>(s.prompt_ids.size());
     for (size_t j = 0; j < v.size(); ++j) acc[i][p + j - 1] = v[j];
   }
-  return out;
+  return out.to(mask.device());
+}
+
+TokenBatch GrpoTrainer::DeviceBatch(const std::vector<const Sample*>& samples) const {
+  TokenBatch b = MakeTokenBatch(samples, options_.pad_id);
+  if (options_.device.is_cpu()) return b;
+  return TokenBatch{b.tokens.to(options_.device), b.mask.to(options_.device), b.old_lp.to(options_.device)};
 }
 
 Result<StepStats> GrpoTrainer::FinishBuffered(StepStats out, double lr) {

@@ -81,6 +81,12 @@ struct GrpoOptions {
   // trainer: 450 -> ~590 tokens/s). Each prefix must
   // name at least one parameter (InvalidArgument otherwise).
   std::vector<std::string> freeze;
+  // Where the policy, the reference model and the critic compute (device.h). The batches are made
+  // on the host and moved there; loss sums come back.
+  c10::Device device = c10::Device(c10::kCPU);
+  // The policy (and reference) compute in bfloat16, with float32 masters and moments in AdamW
+  // (adamw.h); the masters start from the policy's float32 weights when it comes in float32.
+  bool bf16 = false;
 };
 
 struct StepStats {
@@ -134,7 +140,9 @@ class GrpoTrainer {
 
  private:
   GrpoTrainer(model::Transformer policy, std::optional<model::Transformer> reference, GrpoOptions options,
-              std::optional<ValueModel> critic);
+              std::optional<ValueModel> critic, const model::NamedTensors& masters_from);
+  // A batch made on the host, on options_.device.
+  TokenBatch DeviceBatch(const std::vector<const Sample*>& samples) const;
   // What the loss of some samples added up to (its gradient is in the parameters' .grad).
   struct Totals {
     double loss = 0, tokens = 0, sequences = 0, clipped = 0, kl = 0;

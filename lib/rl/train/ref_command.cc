@@ -8,6 +8,7 @@
 #include "rl/core/event_log.h"
 #include "rl/core/signals.h"
 #include "rl/core/stop_watchdog.h"
+#include "rl/model/device.h"
 #include "rl/model/hf_dir.h"
 #include "rl/model/model_dir.h"
 #include "rl/train/commands.h"
@@ -38,8 +39,11 @@ int RunScoreCommand(const ScoreFlags& f, const std::atomic<bool>& stop) {
   at::set_num_threads(f.threads);
   auto dir = model::OpenModelDir(f.model);
   if (!dir.ok()) return Fail(kTool, dir.status().WithContext("--model"));
+  auto device = model::OpenDevice(f.device);
+  if (!device.ok()) return Fail(kTool, device.status());
   auto reference = ReferenceModel(f, *dir);
   if (!reference.ok()) return Fail(kTool, reference.status());
+  if (Status s = reference->To(*device); !s.ok()) return Fail(kTool, s);
   RefLoopOptions o;
   o.client.endpoint = f.connect;
   o.client.give_up_s = f.timeout_s;

@@ -30,7 +30,7 @@ Result<std::vector<std::vector<float>>> ResponseLogprobs(const model::Transforme
       c10::NoGradGuard no_grad;
       TokenBatch batch = MakeTokenBatch(piece, pad_id);
       RL_ASSIGN_OR_RETURN(at::Tensor lp, TokenLogprobs(model, batch.tokens, batch.mask, temperature));
-      lp = lp.to(at::kFloat).contiguous();
+      lp = lp.to(at::kCPU, at::kFloat).contiguous();
       auto acc = lp.accessor<float, 2>();
       for (size_t i = 0; i < piece.size(); ++i) {
         std::vector<float>& row = out[order[at + i]];

@@ -19,8 +19,9 @@ Result<double> SftStep(model::Transformer* model, AdamW* opt, const std::vector<
                        int64_t pad_id, double lr, double grad_clip) {
   return model::TorchGuard("sft step", [&]() -> Result<double> {
     TokenBatch tb = MakeTokenBatch(batch, pad_id);
-    RL_ASSIGN_OR_RETURN(at::Tensor lp, TokenLogprobs(*model, tb.tokens, tb.mask));
-    at::Tensor loss = -(lp * tb.mask).sum() / tb.mask.sum();
+    const at::Tensor mask = tb.mask.to(model->device());
+    RL_ASSIGN_OR_RETURN(at::Tensor lp, TokenLogprobs(*model, tb.tokens, mask));
+    at::Tensor loss = -(lp * mask).sum() / mask.sum();
     opt->ZeroGrad();
     loss.backward();
     opt->ClipGradNorm(grad_clip);
@@ -74,6 +75,11 @@ Result<SftData> EncodeSftData(task::Dataset* data, const model::PromptEncoder& e
   return out;
 }
 
+// The steps of RunSft, with its optimizer.
+static Result<SftResult> SftLoop(model::Transformer* model, AdamW* opt, const std::vector<Sample>& samples,
+                                 int64_t pad_id, const SftEval* eval, const SftOptions& o, const LrSchedule& schedule,
+                                 const std::function<void(const SftProgress&)>& on_step, const std::atomic<bool>& stop);
+
 Result<SftResult> RunSft(model::Transformer* model, const SftData& data, int64_t pad_id, const SftEval* eval,
                          const SftOptions& o, const std::function<void(const SftProgress&)>& on_step,
                          const std::atomic<bool>& stop) {
@@ -82,7 +88,31 @@ Result<SftResult> RunSft(model::Transformer* model, const SftData& data, int64_t
   LrSchedule schedule = o.schedule;
   schedule.horizon = o.max_steps;
   RL_RETURN_IF_ERROR(ValidateLrSchedule(schedule));
-  AdamW opt(model->NamedParameters(), o.adamw);
+  // bf16: the masters start from the float32 weights, and hold the result at the end.
+  model::NamedTensors masters_from;
+  const model::DType dtype = model->dtype();
+  if (o.bf16) {
+    RL_RETURN_IF_ERROR(model::TorchGuard("sft: masters", [&]() -> Status {
+      for (const auto& [name, p] : model->NamedParameters()) masters_from.emplace_back(name, p.detach().clone());
+      return Status::OK();
+    }));
+    RL_RETURN_IF_ERROR(model->ToDType(model::DType::kBF16));
+  }
+  AdamW opt(model->NamedParameters(), o.adamw, masters_from);
+  masters_from.clear();
+  auto result = SftLoop(model, &opt, samples, pad_id, eval, o, schedule, on_step, stop);
+  if (o.bf16 && result.ok()) {
+    RL_RETURN_IF_ERROR(model->ToDType(dtype));
+    RL_RETURN_IF_ERROR(model->LoadNamedParameters(opt.Weights()));
+  }
+  return result;
+}
+
+static Result<SftResult> SftLoop(model::Transformer* model, AdamW* opt_in, const std::vector<Sample>& samples,
+                                 int64_t pad_id, const SftEval* eval, const SftOptions& o,
+                                 const LrSchedule& schedule, const std::function<void(const SftProgress&)>& on_step,
+                                 const std::atomic<bool>& stop) {
+  AdamW& opt = *opt_in;
   std::mt19937_64 gen(o.seed);
   std::vector<size_t> order(samples.size());
   std::iota(order.begin(), order.end(), 0);

@@ -35,6 +35,9 @@ struct SftOptions {
   double grad_clip = 1.0;
   uint64_t seed = 0;
   AdamWOptions adamw;
+  // The model computes in bfloat16 with float32 masters in AdamW (adamw.h); at the end it is back
+  // in its own dtype with the masters' values.
+  bool bf16 = false;
 };
 
 // What held-out evaluation needs; RunSft evaluates nothing when it is null.

@@ -14,8 +14,8 @@ Result<ValueModel> ValueModel::FromPolicy(const model::Transformer& policy) {
 
 Result<ValueModel> ValueModel::FromBackbone(model::Transformer backbone) {
   return model::TorchGuard("value model: create", [&]() -> Result<ValueModel> {
-    at::Tensor head = at::zeros({1, backbone.config().hidden_size}, at::TensorOptions().dtype(
-                                                                        model::ScalarTypeOf(backbone.dtype())));
+    at::Tensor head = at::zeros({1, backbone.config().hidden_size},
+                                at::TensorOptions().dtype(model::ScalarTypeOf(backbone.dtype())).device(backbone.device()));
     head.requires_grad_(true);
     return ValueModel(std::move(backbone), std::move(head));
   });
@@ -54,6 +54,15 @@ Status ValueModel::LoadNamedParameters(const model::NamedTensors& tensors) {
   return model::TorchGuard("value model: load", [&]() -> Status {
     c10::NoGradGuard no_grad;
     head_.copy_(*head);
+    return Status::OK();
+  });
+}
+
+Status ValueModel::To(const c10::Device& device) {
+  RL_RETURN_IF_ERROR(backbone_.To(device));
+  return model::TorchGuard("value model: to device", [&]() -> Status {
+    head_ = head_.detach().to(device);
+    head_.requires_grad_(true);
     return Status::OK();
   });
 }

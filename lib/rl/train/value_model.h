@@ -37,6 +37,8 @@ class ValueModel {
   // DataError on a mismatch, and then nothing has changed.
   Status LoadNamedParameters(const model::NamedTensors& tensors);
   Result<ValueModel> Clone() const;
+  // Moves the backbone and the head to `device` (before an optimizer takes the parameters).
+  Status To(const c10::Device& device);
 
  private:
   ValueModel(model::Transformer backbone, at::Tensor head) : backbone_(std::move(backbone)), head_(std::move(head)) {}
