@@ -223,6 +223,7 @@ torch = sys.argv[2] == "1"
 assert r["architecture"] == "LlamaForCausalLM" and r["threads"] == 1, r
 assert r["prompt_tokens"] == 8 and r["new_tokens"] == 4, r
 assert 400_000 < r["parameters"] < 600_000 and r["weight_bytes"] == 4 * r["matmul_parameters"], r
+assert r["device"] == "cpu" and r["precision"] == "float32", r
 m = r["machine"]
 assert m["read_gb_per_s"] > 0 and m["copy_gb_per_s"] > 0 and m["matmul_gflop_per_s"] > 0, m
 rows = [(f["figure"], f["batch"], f["tokens"]) for f in r["figures"]]
@@ -318,4 +319,29 @@ PY
   run rl-profile decode --model "$RL_SOURCE_DIR/share/models/addition-tiny" --max-new-tokens 1
   [ "$status" -eq 64 ]
   [[ "$output" == "rl-profile: --max-new-tokens: Value 1 not in range 2 to 1048576"* ]]
+}
+
+@test "decode --precision bf16: bfloat16 weights on both sides, the GRPO step beside torch's autocast" {
+  has_decode || skip "built without the libtorch parts"
+  run --separate-stderr decode_tiny --json --precision bf16 --device cpu
+  echo "$stderr"
+  [ "$status" -eq 0 ]
+  printf '%s\n' "$output" > "$TMP/report.json"
+  run python3 - "$TMP/report.json" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert r["precision"] == "bf16" and r["weight_bytes"] == 2 * r["matmul_parameters"], r
+assert all(f["ours_peak_bytes"] is None for f in r["figures"]), "peaks are a GPU's"
+c = r["train_check"]
+if c["loss_torch"] is not None:
+    # bfloat16 keeps 8 bits: the two steps agree to about 1%, not float32's 1e-4.
+    assert abs(c["loss_ours"] - c["loss_torch"]) <= 2e-2 * max(1, abs(c["loss_ours"])), c
+    assert abs(c["grad_norm_ours"] - c["grad_norm_torch"]) <= 5e-2 * c["grad_norm_ours"], c
+print("ok")
+PY
+  echo "$output"
+  [ "$status" -eq 0 ]
+  run rl-profile decode --model "$RL_SOURCE_DIR/share/models/addition-tiny" --device cuda
+  [ "$status" -eq 69 ]
+  [[ "$output" == *"--device cuda: "* ]]
 }

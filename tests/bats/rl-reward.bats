@@ -281,3 +281,13 @@ PY
   [ "$status" -ne 0 ]
   [ "${#lines[@]}" -eq 1 ]
 }
+
+@test "--device of a judge: a GPU this build lacks exits 69 in one line" {
+  random_judge "$TMP/judge"
+  run rl-reward score --judge "$TMP/judge" "${JUDGE_FLAGS[@]}" --device cuda < /dev/null
+  [ "$status" -eq 69 ]
+  [[ "$output" == *"--device cuda: "*"CUDA"* ]]
+  [ "${#lines[@]}" -eq 1 ]
+  printf '%s\n' "$JUDGE_LINES" | RL_DEVICE=cpu rl-reward score --judge "$TMP/judge" "${JUDGE_FLAGS[@]}" > "$TMP/s.jsonl"
+  [ "$(wc -l < "$TMP/s.jsonl")" -eq 3 ]
+}

@@ -319,3 +319,14 @@ assert calls > 0, "the random model never called: the test shows nothing"
   [ "$status" -eq 78 ]
   [[ "$output" == *"'<call>' is not a token of"* ]]
 }
+
+@test "--device: a GPU this build lacks exits 69 in one line; a rollout group stays on the CPU" {
+  run rl-rollout generate --weights "$MODEL" --device cuda < /dev/null
+  [ "$status" -eq 69 ]
+  [[ "$output" == *"--device cuda: "*"CUDA"* ]]
+  [ "${#lines[@]}" -eq 1 ]
+  run rl-rollout generate --weights "$MODEL" --device cuda:x < /dev/null
+  [ "$status" -eq 64 ]
+  echo '{"prompt": "123+456="}' | rl-rollout generate --weights "$MODEL" --device cpu --max-new-tokens 4 > "$TMP/out.jsonl"
+  [ "$(wc -l < "$TMP/out.jsonl")" -eq 1 ]
+}

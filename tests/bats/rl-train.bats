@@ -633,3 +633,34 @@ for line in open(sys.argv[1]):
 assert n == int(sys.argv[2]), n' "$TMP/rows.jsonl" "$n"
   [ "$(grep -c '"event":"start"' "$TMP/run/events/ref-0.jsonl")" -eq 2 ]
 }
+
+@test "--device: a GPU this build lacks exits 69 in one line, a bad name 64; --precision bf16 trains on the CPU" {
+  small_sft
+  run rl-train sft --data "$TMP/problems.jsonl" --response-key answer --checkpoint-dir "$TMP/gpu" --max-steps 1 \
+    --weights "$TMP/ckpt/weights-0.safetensors" --device cuda
+  [ "$status" -eq 69 ]
+  [[ "$output" == *"--device cuda: "*"CUDA"* ]]
+  [ "$(printf '%s\n' "$output" | grep -c .)" -eq 1 ]
+  run rl-train sft --data "$TMP/problems.jsonl" --response-key answer --checkpoint-dir "$TMP/gpu" --max-steps 1 \
+    --weights "$TMP/ckpt/weights-0.safetensors" --device gpu
+  [ "$status" -eq 64 ]
+  [[ "$output" == *"not cpu, cuda or cuda:N"* ]]
+  run rl-train grpo --checkpoint-dir "$TMP/ckpt" --prompts "$TMP/problems.jsonl" --device cuda:1
+  [ "$status" -eq 69 ]
+  run rl-train eval --data "$TMP/problems.jsonl" --weights "$TMP/ckpt/weights-0.safetensors" --device cuda
+  [ "$status" -eq 69 ]
+  # bf16 compute with float32 masters: the saved weights are float32 (the masters), and they moved.
+  RL_DEVICE=cpu rl-train sft --data "$TMP/problems.jsonl" --response-key answer --checkpoint-dir "$TMP/bf16" \
+    --weights "$TMP/ckpt/weights-0.safetensors" --max-steps 3 --batch-size 16 --precision bf16
+  python3 - "$TMP/ckpt/weights-0.safetensors" "$TMP/bf16/weights-0.safetensors" <<'PY'
+import json, struct, sys
+def header(path):
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        return json.loads(f.read(n)), f.read()
+(a, da), (b, db) = header(sys.argv[1]), header(sys.argv[2])
+dtypes = {v["dtype"] for k, v in b.items() if k != "__metadata__"}
+assert dtypes == {"F32"}, dtypes
+assert da != db, "the weights did not move"
+PY
+}

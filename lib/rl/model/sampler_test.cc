@@ -94,5 +94,25 @@ TEST(SamplerTest, BadOptionsAndShapesAreRejected) {
   EXPECT_EQ(sampler->Draw(at::zeros({2, 3}, at::kLong)).status().code(), Code::kInvalidArgument);
 }
 
+// The draw a GPU runs (cumulative sums as tensor operations) picks what the CPU's loop picks: on
+// rows with filtered-out zeros, one-hot rows, and draws at the very ends of [0, 1).
+TEST(SamplerTest, TensorPicksEqualTheLoopsPicks) {
+  at::manual_seed(11);
+  at::Tensor probs = at::softmax(at::randn({256, 97}) * 3.0, -1);
+  probs.masked_fill_(at::rand({256, 97}) < 0.5, 0.0);  // top-k/top-p style holes
+  probs[0].zero_();
+  probs[0][40] = 1.0;  // one token left
+  probs[1].zero_();
+  probs[1][96] = 0.25;  // only the last token, not normalized
+  at::Tensor u = at::rand({256}, at::kDouble);
+  u[2] = 0.0;
+  u[3] = 1.0 - 1e-16;
+  const at::Tensor loop = InverseCdfPicks(probs, u), tensor = InverseCdfPicks(probs, u, /*tensor_ops=*/true);
+  EXPECT_TRUE(loop.equal(tensor)) << (loop != tensor).sum().item<int64_t>() << " of 256 picks differ";
+  EXPECT_EQ(tensor[0].item<int64_t>(), 40);
+  EXPECT_EQ(tensor[1].item<int64_t>(), 96);
+  EXPECT_GT(probs.gather(1, tensor.unsqueeze(1)).min().item<float>(), 0.0f) << "a pick of probability 0";
+}
+
 }  // namespace
 }  // namespace rl::model

@@ -96,7 +96,7 @@ Result<MachineFigures> MeasureDevice(const c10::Device& device, at::ScalarType d
   });
 }
 
-Result<MachineFigures> MeasureMachine() {
+Result<MachineFigures> MeasureMachine(at::ScalarType dtype) {
   return model::TorchGuard("machine figures", [&]() -> Result<MachineFigures> {
     MachineFigures m;
     {
@@ -115,7 +115,7 @@ Result<MachineFigures> MeasureMachine() {
       m.copy_gb_s = 2.0 * static_cast<double>(n) / s / 1e9;
     }
     m.matmul_n = 2048;
-    const at::Tensor a = at::rand({m.matmul_n, m.matmul_n}), b = at::rand({m.matmul_n, m.matmul_n});
+    const at::Tensor a = at::rand({m.matmul_n, m.matmul_n}).to(dtype), b = at::rand({m.matmul_n, m.matmul_n}).to(dtype);
     (void)at::mm(a, b);
     const double s = Best(3, [&] { (void)at::mm(a, b); });
     m.matmul_gflop_s = 2.0 * std::pow(static_cast<double>(m.matmul_n), 3) / s / 1e9;
@@ -350,7 +350,7 @@ Result<DecodeReport> MeasureDecode(const DecodeProfileOptions& o) {
   CountParameters(m, &r);
   Progress("measuring memory bandwidth and matmul FLOP/s of " + model::DeviceName(device));
   if (device.is_cpu()) {
-    RL_ASSIGN_OR_RETURN(r.machine, MeasureMachine());
+    RL_ASSIGN_OR_RETURN(r.machine, MeasureMachine(o.bf16() ? at::kBFloat16 : at::kFloat));
   } else {
     RL_ASSIGN_OR_RETURN(r.machine, MeasureDevice(device, o.bf16() ? at::kBFloat16 : at::kFloat));
   }
