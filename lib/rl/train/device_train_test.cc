@@ -1,0 +1,147 @@
+// The learning roles on a GPU against the same work on the CPU: forward passes, cached decoding,
+// the sampler, a GRPO step in float32 and in bf16 with masters, and the host snapshots a
+// checkpoint and a weight publisher take. Every test skips where no CUDA device is visible (this
+// build, or a machine without a GPU); scripts/gpu-check.sh runs them on one.
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+#include <torch/cuda.h>
+
+#include "rl/model/device.h"
+#include "rl/model/generate.h"
+#include "rl/model/kv_cache.h"
+#include "rl/model/sampler.h"
+#include "rl/train/grpo_test_util.h"
+
+namespace rl::train {
+namespace {
+
+using grpo_fixture::Batch;
+using grpo_fixture::Tiny;
+
+const c10::Device kGpu(c10::kCUDA, 0);
+const c10::Device kCpu(c10::kCPU);
+
+#define REQUIRE_GPU() \
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device"
+
+model::Transformer Model(uint64_t seed, const c10::Device& device) {
+  model::Transformer m = model::Transformer::Create(Tiny(), seed).value();
+  EXPECT_TRUE(m.To(device).ok());
+  return m;
+}
+
+TEST(DeviceTrainTest, ForwardAndCachedDecodeOnTheGpuMatchTheCpu) {
+  REQUIRE_GPU();
+  model::Transformer cpu = Model(3, kCpu), gpu = Model(3, kGpu);
+  EXPECT_TRUE(gpu.device().is_cuda());
+  const at::Tensor tokens = at::randint(0, Tiny().vocab_size, {3, 9}, at::kLong);
+  const at::Tensor want = cpu.Forward(tokens).value();
+  const at::Tensor got = gpu.Forward(tokens).value();
+  EXPECT_TRUE(got.is_cuda());
+  EXPECT_LT((got.cpu() - want).abs().max().item<double>(), 1e-4);
+  // Cached: a prefill of 5 then single tokens, logits as the full forward's.
+  auto cache = model::KvCache::Create(gpu.config(), 3, gpu.dtype(), 1, gpu.device());
+  ASSERT_TRUE(cache.ok()) << cache.status().ToString();
+  auto first = gpu.ForwardStep(tokens.narrow(1, 0, 5), {0, 1, 2}, &*cache);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  EXPECT_LT((first->cpu() - want.narrow(1, 0, 5)).abs().max().item<double>(), 1e-4);
+  for (int64_t t = 5; t < 9; ++t) {
+    auto step = gpu.ForwardStep(tokens.narrow(1, t, 1), {0, 1, 2}, &*cache);
+    ASSERT_TRUE(step.ok()) << step.status().ToString();
+    EXPECT_LT((step->cpu() - want.narrow(1, t, 1)).abs().max().item<double>(), 1e-4) << t;
+  }
+  // A host snapshot (what a checkpoint writes) holds the same weights.
+  auto host = gpu.Clone(kCpu);
+  ASSERT_TRUE(host.ok());
+  EXPECT_TRUE(host->device().is_cpu());
+  EXPECT_LT((host->Forward(tokens).value() - want).abs().max().item<double>(), 1e-6);
+}
+
+TEST(DeviceTrainTest, SamplingOnTheGpuPicksAsOnTheCpuWithTheSameSeed) {
+  REQUIRE_GPU();
+  at::manual_seed(5);
+  const at::Tensor logits = at::randn({64, 50}) * 2;
+  auto a = model::Sampler::Create({}, 9), b = model::Sampler::Create({}, 9);
+  auto on_cpu = a->Draw(logits), on_gpu = b->Draw(logits.to(kGpu));
+  ASSERT_TRUE(on_cpu.ok() && on_gpu.ok());
+  EXPECT_TRUE(on_gpu->ids.is_cpu() && on_gpu->logprobs.is_cpu()) << "picks come back to the host";
+  // The same uniforms; the cumulative sums may round differently at a boundary.
+  EXPECT_GE((on_cpu->ids == on_gpu->ids).sum().item<int64_t>(), 62);
+  const at::Tensor same = on_cpu->ids == on_gpu->ids;
+  EXPECT_LT((on_cpu->logprobs - on_gpu->logprobs).abs().masked_select(same).max().item<double>(), 1e-4);
+}
+
+TEST(DeviceTrainTest, GenerationRunsOnTheGpu) {
+  REQUIRE_GPU();
+  model::Transformer gpu = Model(4, kGpu);
+  model::GenerateOptions o;
+  o.max_new_tokens = 6;
+  o.slots = 4;
+  o.sampling.temperature = 0;
+  std::vector<std::vector<int64_t>> prompts = {{1, 2, 3}, {4, 5}, {6}, {7, 8, 9, 10}, {11}};
+  auto on_gpu = model::Generate(gpu, prompts, o);
+  auto on_cpu = model::Generate(Model(4, kCpu), prompts, o);
+  ASSERT_TRUE(on_gpu.ok()) << on_gpu.status().ToString();
+  ASSERT_TRUE(on_cpu.ok());
+  for (size_t i = 0; i < prompts.size(); ++i) EXPECT_EQ((*on_gpu)[i].response_ids, (*on_cpu)[i].response_ids) << i;
+}
+
+// One GRPO step on each device from the same weights and batch: the same loss and gradient norm,
+// and the weights after it agree. In bf16 the masters live on the GPU and the state comes back
+// to the host in float32.
+TEST(DeviceTrainTest, AGrpoStepOnTheGpuIsTheCpuStep) {
+  REQUIRE_GPU();
+  for (bool bf16 : {false, true}) {
+    SCOPED_TRACE(bf16 ? "bf16" : "float32");
+    std::vector<StepStats> stats;
+    std::vector<model::NamedTensors> weights;
+    for (const c10::Device& d : {kCpu, kGpu}) {
+      GrpoOptions o;
+      o.schedule.lr = 1e-2;
+      o.device = d;
+      o.bf16 = bf16;
+      auto t = GrpoTrainer::Create(model::Transformer::Create(Tiny(), 7).value(), std::nullopt, o);
+      ASSERT_TRUE(t.ok()) << t.status().ToString();
+      EXPECT_EQ((*t)->policy().device(), d);
+      (*t)->BeginStep();
+      ASSERT_TRUE((*t)->Accumulate(Batch(1)).ok());
+      auto s = (*t)->FinishStep();
+      ASSERT_TRUE(s.ok()) << s.status().ToString();
+      stats.push_back(*s);
+      const model::NamedTensors state = (*t)->optimizer().State();
+      for (const auto& [name, x] : state) {
+        EXPECT_TRUE(x.is_cpu()) << name;
+        EXPECT_EQ(x.scalar_type(), at::kFloat) << name;
+      }
+      model::NamedTensors w;
+      for (const auto& [name, x] : (*t)->optimizer().Weights()) w.emplace_back(name, x.detach().cpu());
+      weights.push_back(std::move(w));
+    }
+    const double tol = bf16 ? 2e-2 : 1e-4;
+    EXPECT_NEAR(stats[1].loss, stats[0].loss, tol * std::max(1.0, std::abs(stats[0].loss)));
+    EXPECT_NEAR(stats[1].grad_norm, stats[0].grad_norm, 5 * tol * stats[0].grad_norm);
+    int64_t close = 0, total = 0;
+    for (size_t i = 0; i < weights[0].size(); ++i) {
+      const at::Tensor diff = (weights[1][i].second - weights[0][i].second).abs();
+      close += (diff < 1e-3).sum().item<int64_t>();
+      total += diff.numel();
+    }
+    EXPECT_GT(static_cast<double>(close) / static_cast<double>(total), 0.9) << close << " of " << total;
+  }
+}
+
+TEST(DeviceTrainTest, HostCopiesArePinnedAndPeaksAreCounted) {
+  REQUIRE_GPU();
+  model::ResetPeakDeviceBytes(kGpu);
+  const at::Tensor x = at::ones({1 << 20}, at::TensorOptions().device(kGpu));
+  const at::Tensor host = model::HostCopy(x);
+  EXPECT_TRUE(host.is_cpu());
+  EXPECT_TRUE(host.is_pinned());
+  EXPECT_EQ(host.sum().item<double>(), 1 << 20);
+  const std::optional<int64_t> peak = model::PeakDeviceBytes(kGpu);
+  ASSERT_TRUE(peak.has_value()) << "a CUDA build reads the caching allocator";
+  EXPECT_GE(*peak, int64_t{4} << 20);
+}
+
+}  // namespace
+}  // namespace rl::train
