@@ -77,6 +77,10 @@ configure_and_build() {
   local torch_dir cuda=()
   torch_dir=$("$python" -c 'import os, torch.utils; print(os.path.join(torch.utils.cmake_prefix_path, "Torch"))') || return 1
   "$python" -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "gpu", torch.cuda.is_available() and torch.cuda.get_device_name(0))'
+  # What decides whether this build can work, for whoever reads the log: the machine, and which
+  # third-party headers PyTorch ships beside its own (a second fmt or gloo beside Debian's).
+  echo "$(. /etc/os-release 2>/dev/null; echo "$PRETTY_NAME"), $(cmake --version | head -1), $(c++ --version | head -1)"
+  echo "torch/include holds: $(ls "$(dirname "$(dirname "$(dirname "$torch_dir")")")/include" 2>/dev/null | tr '\n' ' ')"
   if [ "$cpu" = 0 ]; then
     # C++20 as PyTorch 2.x builds itself; the Hopper target for anything torch's CMake compiles.
     cuda=(-DRL_WITH_CUDA=ON -DCMAKE_CXX_STANDARD=20 -DCMAKE_CUDA_ARCHITECTURES=90)

@@ -23,6 +23,7 @@ Result<c10::Device> ParseDevice(const std::string& name) {
       if (!std::isdigit(static_cast<unsigned char>(name[i]))) return Status::InvalidArgument("not cpu, cuda or cuda:N");
       index = index * 10 + (name[i] - '0');
     }
+    if (index > 127) return Status::InvalidArgument("a CUDA device index is at most 127");  // c10's int8 index
     return c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(index));
   }
   return Status::InvalidArgument("not cpu, cuda or cuda:N");

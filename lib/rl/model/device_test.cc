@@ -17,7 +17,7 @@ TEST(DeviceTest, NamesParseAndPrintBack) {
     EXPECT_EQ(DeviceName(*d), name);
   }
   EXPECT_EQ(DeviceName(ParseDevice("cuda").value()), "cuda:0");
-  for (const char* bad : {"", "gpu", "CPU", "cuda:", "cuda:-1", "cuda:x", "cuda:1234", "cuda0", "cpu:0", "mps"}) {
+  for (const char* bad : {"", "gpu", "CPU", "cuda:", "cuda:-1", "cuda:x", "cuda:1234", "cuda:200", "cuda0", "cpu:0", "mps"}) {
     auto d = ParseDevice(bad);
     EXPECT_EQ(d.status().code(), Code::kInvalidArgument) << "'" << bad << "' was accepted";
   }

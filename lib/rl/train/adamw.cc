@@ -77,11 +77,13 @@ void AdamW::ScaleGrad(double factor) {
 
 double AdamW::ClipGradNorm(double max_norm) {
   c10::NoGradGuard no_grad;
-  double sq = 0;
+  at::Tensor sq;  // summed where the gradients are: one read back, not one per parameter
   for (auto& [name, p] : params_) {
-    if (p.grad().defined()) sq += p.grad().to(at::kFloat).pow(2).sum().item<double>();
+    if (!p.grad().defined()) continue;
+    at::Tensor s = p.grad().to(at::kFloat).pow(2).sum().to(at::kDouble);
+    sq = sq.defined() ? sq + s : s;
   }
-  double norm = std::sqrt(sq);
+  double norm = sq.defined() ? std::sqrt(sq.item<double>()) : 0.0;
   if (max_norm > 0 && norm > max_norm) ScaleGrad(max_norm / (norm + 1e-6));
   return norm;
 }
