@@ -257,6 +257,13 @@ Result<Transformer> Transformer::Clone(const c10::Device& device) const {
                         auto impl = std::make_shared<TransformerImpl>(config(), tensor_parallel());
                         if (dtype() != DType::kF32) impl->to(ScalarTypeOf(dtype()));
                         if (!device.is_cpu()) impl->MoveTo(device);
+                        if (device.is_cpu() && !this->device().is_cpu()) {
+                          // A snapshot of a GPU's weights: pinned, so that the copy is a DMA.
+                          c10::NoGradGuard no_grad;
+                          for (at::Tensor& p : impl->parameters()) {
+                            p.set_data(at::empty(p.sizes(), p.options().pinned_memory(true)));
+                          }
+                        }
                         return Transformer(std::move(impl));
                       }));
   RL_RETURN_IF_ERROR(copy.LoadNamedParameters(NamedParameters()));

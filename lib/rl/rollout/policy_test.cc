@@ -1,6 +1,8 @@
 #include "rl/rollout/policy.h"
 
 #include <gtest/gtest.h>
+#include <ATen/ATen.h>
+#include <torch/cuda.h>
 
 #include <fstream>
 
@@ -59,6 +61,26 @@ TEST(PolicyTest, AFileThatFailsToLoadKeepsTheCurrentWeights) {
   WriteWeights(dir, 3, 8);
   EXPECT_TRUE(*p.Refresh(dir));
   EXPECT_EQ(p.version(), 3u);
+  std::filesystem::remove_all(dir);
+}
+
+// A policy on a GPU takes each version there (Load and Use copy host weights to the device at the
+// switch); skipped where no CUDA device is visible. gpu-check.sh runs it on one.
+TEST(PolicyTest, VersionsLandOnThePolicysDevice) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  std::string dir = TestDir("weights");
+  WriteWeights(dir, 1, 7);
+  Policy p(c10::Device(c10::kCUDA, 0));
+  ASSERT_TRUE(*p.Refresh(dir));
+  EXPECT_TRUE(p.model().device().is_cuda());
+  auto host = model::Transformer::Create(testing::TinyConfig(), 9);
+  ASSERT_TRUE(host.ok());
+  ASSERT_TRUE(p.Use(*host, 2, "test").ok());
+  EXPECT_TRUE(p.model().device().is_cuda());
+  EXPECT_TRUE(host->device().is_cuda()) << "a Transformer is a shared handle: the caller's moved with it";
+  const at::Tensor tokens = at::tensor({1, 2, 3}, at::kLong).view({1, 3});
+  auto reference = model::Transformer::Create(testing::TinyConfig(), 9).value().Forward(tokens).value();
+  EXPECT_LT((p.model().Forward(tokens).value().cpu() - reference).abs().max().item<double>(), 1e-4);
   std::filesystem::remove_all(dir);
 }
 

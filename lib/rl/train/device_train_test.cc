@@ -10,6 +10,7 @@
 #include "rl/model/generate.h"
 #include "rl/model/kv_cache.h"
 #include "rl/model/sampler.h"
+#include "rl/train/checkpoint.h"
 #include "rl/train/grpo_test_util.h"
 
 namespace rl::train {
@@ -128,6 +129,39 @@ TEST(DeviceTrainTest, AGrpoStepOnTheGpuIsTheCpuStep) {
     }
     EXPECT_GT(static_cast<double>(close) / static_cast<double>(total), 0.9) << close << " of " << total;
   }
+}
+
+// A bf16 trainer on the GPU checkpointed from host snapshots (pinned) resumes on the GPU with the
+// step it would have taken, bit for bit, as on the CPU (grpo_test.cc).
+TEST(DeviceTrainTest, ACheckpointOfAGpuRunResumesBitForBit) {
+  REQUIRE_GPU();
+  GrpoOptions o;
+  o.schedule.lr = 1e-2;
+  o.device = kGpu;
+  o.bf16 = true;
+  auto straight = GrpoTrainer::Create(model::Transformer::Create(Tiny(), 5).value(), std::nullopt, o).value();
+  auto step = [](GrpoTrainer* t, uint64_t seed) {
+    t->BeginStep();
+    ASSERT_TRUE(t->Accumulate(Batch(seed)).ok());
+    ASSERT_TRUE(t->FinishStep().ok());
+  };
+  step(straight.get(), 1);
+  Checkpoint c;
+  c.model = straight->policy().Clone(kCpu).value();
+  for (const auto& [name, t] : c.model->NamedParameters()) EXPECT_TRUE(t.is_pinned()) << name;
+  c.adam = straight->optimizer().State();
+  c.adam_steps = straight->optimizer().steps();
+  auto bytes = EncodeCheckpoint(c);
+  ASSERT_TRUE(bytes.ok()) << bytes.status().ToString();
+  step(straight.get(), 2);
+  auto back = DecodeCheckpoint(*bytes);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  auto resumed = GrpoTrainer::Create(*back->model, std::nullopt, o).value();
+  ASSERT_TRUE(resumed->optimizer().LoadState(back->adam, back->adam_steps).ok());
+  step(resumed.get(), 2);
+  const auto a = resumed->optimizer().Weights(), b = straight->optimizer().Weights();
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(a[i].second.equal(b[i].second)) << a[i].first;
 }
 
 TEST(DeviceTrainTest, HostCopiesArePinnedAndPeaksAreCounted) {
