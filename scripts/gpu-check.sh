@@ -114,12 +114,12 @@ run_tests() {
 demo() {
   local device=cuda
   [ "$cpu" = 1 ] && device=cpu
-  RL_BUILD_DIR=$build RL_DEVICE=$device RL_RUN_DIR=$out/demo-run \
+  RL_BUILD_DIR=$build RL_DEVICE=$device RL_RUN_DIR=$(mktemp -d /tmp/gpu-check-demo.XXXXXX) \
     bash examples/pipelines/grpo-demo.sh --steps "${RL_GPU_DEMO_STEPS:-60}" --final-eval 500
 }
 
 figures() {
-  local model=$out/qwen3-0.6b device=cuda batches=${RL_GPU_BATCHES:-1,16,64,256} shape rc=0 p
+  local model=/tmp/gpu-check-qwen3 device=cuda batches=${RL_GPU_BATCHES:-1,16,64,256} shape rc=0 p
   shape='"vocab_size": 151936, "hidden_size": 1024, "intermediate_size": 3072, "num_hidden_layers": 28,
     "num_attention_heads": 16, "num_key_value_heads": 8, "head_dim": 128'
   local prompt=128 new=128 sequences=64
