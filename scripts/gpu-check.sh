@@ -68,7 +68,14 @@ unpack() {
   local n=0 f
   ls .gpu-debs/*.deb >/dev/null 2>&1 || { echo "no .gpu-debs/*.deb: run scripts/gpu-debs.sh where apt works"; return 66; }
   rm -rf "$prefix" && mkdir -p "$prefix"
-  for f in .gpu-debs/*.deb; do dpkg-deb -x "$f" "$prefix" && n=$((n + 1)) || return 1; done
+  for f in .gpu-debs/*.deb; do
+    if command -v dpkg-deb >/dev/null; then
+      dpkg-deb -x "$f" "$prefix" || return 1
+    else  # a .deb is an ar archive whose data.tar.xz (Debian 12's) holds the files
+      ar p "$f" data.tar.xz | tar -xJ -C "$prefix" -f - || return 1
+    fi
+    n=$((n + 1))
+  done
   echo "$n packages unpacked into $prefix"
   "$prefix/usr/bin/pkgconf" --modversion ucx libpcre2-8 icu-uc sentencepiece hiredis libzmq
 }
