@@ -245,6 +245,7 @@ Status MeasureOurTrain(const model::Transformer& m, const std::vector<Group>& gr
     auto start = Clock::now();
     RL_RETURN_IF_ERROR(trainer->Accumulate(groups));
     RL_ASSIGN_OR_RETURN(stats, trainer->FinishStep());
+    model::Synchronize(m.device());  // AdamW's last kernels may still be queued on a GPU
     seconds.push_back(Since(start));
   }
   r->figures.push_back({"train", sequences, tokens, Median(seconds), std::nullopt, model::PeakDeviceBytes(m.device()),
