@@ -15,35 +15,40 @@ using grpo_fixture::Tiny;
 
 // One parameter of ones with a constant gradient, `steps` updates at lr 1e-4: Adam moves a weight
 // by about lr per step, and bfloat16 has 2^-8 (0.0039) between 1 and the next number below it.
-at::Tensor Descend(at::ScalarType dtype, int steps, AdamW** keep = nullptr) {
-  at::Tensor p = at::ones({4}, dtype).requires_grad_(true);
-  static std::unique_ptr<AdamW> opt;
-  opt = std::make_unique<AdamW>(model::NamedTensors{{"w", p}}, AdamWOptions{});
+struct Descent {
+  at::Tensor p;
+  std::unique_ptr<AdamW> opt;
+};
+Descent Descend(at::ScalarType dtype, int steps) {
+  Descent d{at::ones({4}, dtype).requires_grad_(true), nullptr};
+  d.opt = std::make_unique<AdamW>(model::NamedTensors{{"w", d.p}}, AdamWOptions{});
   for (int i = 0; i < steps; ++i) {
-    p.mutable_grad() = at::full({4}, 0.5, dtype);
-    EXPECT_TRUE(opt->Step(1e-4).ok());
+    d.p.mutable_grad() = at::full({4}, 0.5, dtype);
+    EXPECT_TRUE(d.opt->Step(1e-4).ok());
   }
-  if (keep) *keep = opt.get();
-  return p;
+  return d;
 }
 
+double Master(const Descent& d) { return d.opt->Weights().front().second[0].item<double>(); }
+
 TEST(AdamWTest, Bfloat16WeightsMoveThroughTheirFloat32Masters) {
-  AdamW* opt = nullptr;
-  const at::Tensor p = Descend(at::kBFloat16, 10, &opt);
-  ASSERT_TRUE(opt->mixed());
-  const at::Tensor master = opt->Weights().front().second;
-  EXPECT_EQ(master.scalar_type(), at::kFloat);
-  EXPECT_NEAR(master[0].item<double>(), 1 - 10 * 1e-4, 1e-5) << "the masters hold every small step";
-  EXPECT_EQ(p[0].item<float>(), 1.0f) << "0.999 rounds to 1 in bfloat16";
-  const at::Tensor later = Descend(at::kBFloat16, 60, &opt);
-  EXPECT_NEAR(opt->Weights().front().second[0].item<double>(), 1 - 60 * 1e-4, 1e-5);
-  EXPECT_EQ(later[0].item<float>(), at::tensor({1 - 60 * 1e-4}, at::kFloat).to(at::kBFloat16).item<float>())
+  const Descent ten = Descend(at::kBFloat16, 10);
+  ASSERT_TRUE(ten.opt->mixed());
+  EXPECT_EQ(ten.opt->Weights().front().second.scalar_type(), at::kFloat);
+  EXPECT_NEAR(Master(ten), 1 - 10 * 1e-4, 1e-5) << "the masters hold every small step";
+  EXPECT_EQ(ten.p[0].item<float>(), 1.0f) << "0.999 rounds to 1 in bfloat16";
+  const Descent sixty = Descend(at::kBFloat16, 60);
+  EXPECT_NEAR(Master(sixty), 1 - 60 * 1e-4, 1e-5);
+  EXPECT_EQ(sixty.p[0].item<float>(), at::tensor({1 - 60 * 1e-4}, at::kFloat).to(at::kBFloat16).item<float>())
       << "the weight is its master rounded";
+  EXPECT_LT(sixty.p[0].item<float>(), 1.0f);
   // Without masters the same steps vanish: bfloat16 arithmetic rounds 1 - 1e-4 back to 1.
   at::Tensor plain = at::ones({4}, at::kBFloat16);
   for (int i = 0; i < 60; ++i) plain.sub_(1e-4);
   EXPECT_EQ(plain[0].item<float>(), 1.0f);
-  EXPECT_FALSE(Descend(at::kFloat, 1, &opt).defined() && opt->mixed()) << "float32 needs no masters";
+  const Descent f32 = Descend(at::kFloat, 10);
+  EXPECT_FALSE(f32.opt->mixed()) << "float32 needs no masters";
+  EXPECT_NEAR(f32.p[0].item<double>(), 1 - 10 * 1e-4, 1e-5);
 }
 
 TEST(AdamWTest, MastersStartFromTheGivenFloat32WeightsAndGoIntoTheState) {
