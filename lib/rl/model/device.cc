@@ -9,7 +9,6 @@
 #include <c10/cuda/CUDACachingAllocator.h>
 #endif
 
-#include "rl/model/torch_guard.h"
 
 namespace rl::model {
 
