@@ -19,7 +19,7 @@
 #   --cpu     the same steps against Debian's CPU libtorch, on the CPU (RL_WITH_CUDA off, RL_DEVICE
 #             cpu, small figures): how the script itself is checked where no GPU is at hand
 # Environment: OUT, RL_GPU_PREFIX (default /tmp/rl-gpu-deps), RL_JOBS (default nproc),
-# RL_GPU_DEMO_STEPS (default 60), RL_GPU_BATCHES (default 1,16,64,256).
+# RL_GPU_DEMO_STEPS (default 40), RL_GPU_BATCHES (default 1,16,64,256).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -122,7 +122,7 @@ demo() {
   local device=cuda
   [ "$cpu" = 1 ] && device=cpu
   RL_BUILD_DIR=$build RL_DEVICE=$device RL_RUN_DIR=$(mktemp -d /tmp/gpu-check-demo.XXXXXX) \
-    bash examples/pipelines/grpo-demo.sh --steps "${RL_GPU_DEMO_STEPS:-60}" --final-eval 500
+    bash examples/pipelines/grpo-demo.sh --steps "${RL_GPU_DEMO_STEPS:-40}" --final-eval 300
 }
 
 figures() {
