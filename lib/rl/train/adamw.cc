@@ -129,4 +129,16 @@ Status AdamW::LoadState(const model::NamedTensors& state, int64_t steps) {
   });
 }
 
+Result<model::NamedTensors> ToBf16KeepingMasters(model::Transformer* model) {
+  model::NamedTensors masters;
+  if (model->dtype() == model::DType::kF32) {
+    RL_RETURN_IF_ERROR(model::TorchGuard("bf16 masters", [&]() -> Status {
+      for (const auto& [name, p] : model->NamedParameters()) masters.emplace_back(name, p.detach().clone());
+      return Status::OK();
+    }));
+  }
+  RL_RETURN_IF_ERROR(model->ToDType(model::DType::kBF16));
+  return masters;
+}
+
 }  // namespace rl::train

@@ -63,4 +63,9 @@ class AdamW {
   int64_t t_ = 0;
 };
 
+// Rounds *model to bfloat16 for mixed-precision training and returns what AdamW's masters start
+// from: copies of its float32 weights (empty when it was 16-bit already: the masters then start
+// from the parameters). Internal on a libtorch failure.
+Result<model::NamedTensors> ToBf16KeepingMasters(model::Transformer* model);
+
 }  // namespace rl::train

@@ -66,14 +66,8 @@ Result<std::unique_ptr<GrpoTrainer>> GrpoTrainer::Create(model::Transformer poli
   }
   // bf16: the masters start from the float32 weights, before they are rounded.
   model::NamedTensors masters_from;
-  if (options.bf16 && policy.dtype() == model::DType::kF32) {
-    RL_RETURN_IF_ERROR(model::TorchGuard("grpo: masters", [&]() -> Status {
-      for (const auto& [name, p] : policy.NamedParameters()) masters_from.emplace_back(name, p.detach().clone());
-      return Status::OK();
-    }));
-  }
   if (options.bf16) {
-    RL_RETURN_IF_ERROR(policy.ToDType(model::DType::kBF16));
+    RL_ASSIGN_OR_RETURN(masters_from, ToBf16KeepingMasters(&policy));
     if (reference) RL_RETURN_IF_ERROR(reference->ToDType(model::DType::kBF16));
   }
   RL_RETURN_IF_ERROR(policy.To(options.device));

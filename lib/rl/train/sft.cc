@@ -92,11 +92,7 @@ Result<SftResult> RunSft(model::Transformer* model, const SftData& data, int64_t
   model::NamedTensors masters_from;
   const model::DType dtype = model->dtype();
   if (o.bf16) {
-    RL_RETURN_IF_ERROR(model::TorchGuard("sft: masters", [&]() -> Status {
-      for (const auto& [name, p] : model->NamedParameters()) masters_from.emplace_back(name, p.detach().clone());
-      return Status::OK();
-    }));
-    RL_RETURN_IF_ERROR(model->ToDType(model::DType::kBF16));
+    RL_ASSIGN_OR_RETURN(masters_from, ToBf16KeepingMasters(model));
   }
   AdamW opt(model->NamedParameters(), o.adamw, masters_from);
   masters_from.clear();
