@@ -327,6 +327,10 @@ assert calls > 0, "the random model never called: the test shows nothing"
   [ "${#lines[@]}" -eq 1 ]
   run rl-rollout generate --weights "$MODEL" --device cuda:x < /dev/null
   [ "$status" -eq 64 ]
+  # a follower of a rollout group refuses a GPU (a leader does too, after checking the GPU exists)
+  run rl-rollout run --weights "$MODEL" --ranks 2 --rank 1 --rendezvous 127.0.0.1:1 --device cuda
+  [ "$status" -eq 64 ]
+  [[ "$output" == *"a rollout group (--ranks > 1) computes on the CPU"* ]]
   echo '{"prompt": "123+456="}' | rl-rollout generate --weights "$MODEL" --device cpu --max-new-tokens 4 > "$TMP/out.jsonl"
   [ "$(wc -l < "$TMP/out.jsonl")" -eq 1 ]
 }

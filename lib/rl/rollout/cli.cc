@@ -369,6 +369,10 @@ int RolloutMain(int argc, char** argv) {
   }
   if (run->parsed() && group_flags.rank > 0) {
     if (Status s = InitLogging(kTool, log_level); !s.ok()) return Fail(kTool, s);
+    if (run_f.device != "cpu") {  // as the leader says (RunLoop)
+      return Fail(kTool, Status::InvalidArgument("--device " + run_f.device + ": a rollout group (--ranks > 1) "
+                                                 "computes on the CPU (its collectives are Gloo's)"));
+    }
     at::set_num_threads(run_f.threads);
     return RunFollower(group_flags, run_model, run_f.seed, id);
   }
