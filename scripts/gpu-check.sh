@@ -5,7 +5,9 @@
 #      works) into a prefix of its own, never into /;
 #   2. configures roleflow with -DRL_WITH_CUDA=ON against the machine's PyTorch (its libtorch and
 #      share/cmake/Torch) and those packages, and builds the tools and the tests that touch a GPU;
-#   3. runs those tests (DeviceTrainTest and the CPU/GPU-agnostic ones beside them);
+#   3. runs those tests (DeviceTrainTest, GroupGpuTest and the CPU/GPU-agnostic ones beside them),
+#      with NCCL where PyTorch's wheel or the CUDA toolkit brings nccl.h (one GPU: NCCL between
+#      ranks on their own GPUs skips; two ranks sharing the GPU go through host memory);
 #   4. runs the addition demo (grpo-demo.sh) with every role on the GPU (RL_DEVICE=cuda);
 #   5. prints the figures: rl-profile decode --device cuda on a Qwen3-0.6B-shaped model (random
 #      weights, Qwen3's tokenizer from .gpu-debs/qwen3) in float32 and in bf16: prefill, decode and
@@ -93,6 +95,18 @@ configure_and_build() {
     cuda=(-DRL_WITH_CUDA=ON -DCMAKE_CXX_STANDARD=20 -DCMAKE_CUDA_ARCHITECTURES=90)
     [ -d /usr/local/cuda ] && cuda+=(-DCUDAToolkit_ROOT=/usr/local/cuda -DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc)
   fi
+  # NCCL for groups on GPUs: the nccl.h and libnccl.so.2 PyTorch's wheel brings (nvidia-nccl), else
+  # the CUDA toolkit's; without either the groups stage GPU tensors through host memory.
+  local nccl_h site
+  site=$("$python" -c 'import os, torch; print(os.path.dirname(os.path.dirname(torch.__file__)))' 2>/dev/null)
+  nccl_h=$(find "$site/nvidia" -name nccl.h 2>/dev/null | head -1)
+  [ -z "$nccl_h" ] && [ -f /usr/local/cuda/include/nccl.h ] && nccl_h=/usr/local/cuda/include/nccl.h
+  if [ -n "$nccl_h" ]; then
+    echo "NCCL: $nccl_h"
+    cuda+=(-DRL_WITH_NCCL=ON -DNCCL_ROOT="$(dirname "$(dirname "$nccl_h")")")
+  else
+    echo "NCCL: no nccl.h beside PyTorch or in /usr/local/cuda: groups stage GPU tensors through host memory"
+  fi
   # CMake 4 refuses the cmake_minimum_required of some packages' old config files without this.
   cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTorch_DIR="$torch_dir" \
     -DCMAKE_PREFIX_PATH="$prefix/usr" -DPKG_CONFIG_EXECUTABLE="$prefix/usr/bin/pkgconf" \
@@ -100,16 +114,17 @@ configure_and_build() {
   # Where each package was found: ours, not the system's (the --cpu check's point).
   grep -E '^(spdlog|fmt|CLI11|nlohmann_json|cppzmq|GTest|Gloo)_DIR|^MSGPACK_INCLUDE_DIR|^pkgcfg_lib_UCX_ucp' "$build/CMakeCache.txt"
   ninja -C "$build" -j "$jobs" -k 0 rl-train rl-rollout rl-reward rl-queue rl-relay rl-watchdog rl-profile \
-    rl_model_test rl_train_test rl_rollout_test
+    rl_model_test rl_train_test rl_rollout_test rl_dist_test
 }
 
 run_tests() {
   local rc=0
   OMP_NUM_THREADS=1 "$build/lib/rl/model/rl_model_test" --gtest_filter='Device*:Sampler*:KvCache*:Transformer*' \
     --gtest_brief=1 || rc=1
-  OMP_NUM_THREADS=1 "$build/lib/rl/train/rl_train_test" --gtest_filter='DeviceTrain*:AdamW*:Checkpoint*:GrpoTrainer*' \
+  OMP_NUM_THREADS=1 "$build/lib/rl/train/rl_train_test" --gtest_filter='DeviceTrain*:AdamW*:Checkpoint*:GrpoTrainer*:DataParallel*' \
     --gtest_brief=1 || rc=1
   OMP_NUM_THREADS=1 "$build/lib/rl/rollout/rl_rollout_test" --gtest_filter='Policy*:NewestWeights*' --gtest_brief=1 || rc=1
+  OMP_NUM_THREADS=1 "$build/lib/rl/dist/rl_dist_test" --gtest_filter='GroupGpu*' --gtest_brief=1 || rc=1
   # Skipped tests are the GPU's: on a GPU there must be none.
   if [ "$cpu" = 0 ] && "$build/lib/rl/train/rl_train_test" --gtest_filter='DeviceTrain*' 2>&1 | grep -q SKIPPED; then
     echo "DeviceTrainTest skipped: the GPU was not seen"

@@ -3,12 +3,14 @@
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#include <spdlog/spdlog.h>
 
 #include <chrono>
 #include <exception>
 #include <map>
 #include <utility>
 
+#include "rl/dist/nccl_comm.h"
 #include "rl/dist/sync_all_reduce.h"
 #include "rl/model/torch_guard.h"
 
@@ -19,6 +21,7 @@ struct Group::State {
   c10::intrusive_ptr<c10d::ProcessGroupGloo> pg;
   GroupOptions options;
   std::shared_ptr<SyncAllReduce> tp_sum;  // made by the first TensorParallel(), then reused
+  std::shared_ptr<NcclComm> nccl;         // for tensors on options.gpu, where there is one
   std::map<int, std::shared_ptr<State>> tp_groups;  // TensorParallelGroup's, by degree
 };
 
@@ -76,6 +79,35 @@ Result<c10::intrusive_ptr<c10d::ProcessGroupGloo>> MakeGloo(
   return pg;
 }
 
+// The NCCL communicator of a group whose ranks hold GPUs, where the build has NCCL: a collective
+// of every member. Without one, GPU tensors are staged through host memory (Staged below).
+// `o` is the group's own (its name, rank and size); null: staged.
+Result<std::shared_ptr<NcclComm>> ConnectGpu(c10d::Store* store, const GroupOptions& o) {
+  if (o.gpu < 0) return std::shared_ptr<NcclComm>();
+  if (!NcclComm::Built()) {
+    if (o.rank == 0) spdlog::info("group '{}': GPU tensors go through host memory (this build has no NCCL)", o.name);
+    return std::shared_ptr<NcclComm>();
+  }
+  auto comm = NcclComm::Connect(store, o.name + "/nccl", o.rank, o.size, o.gpu, o.timeout_ms);
+  if (comm.ok()) return std::move(*comm);
+  if (comm.status().code() == Code::kConflict) {  // ranks share a GPU: NCCL cannot, host memory can
+    if (o.rank == 0) spdlog::warn("group '{}': {}; GPU tensors go through host memory", o.name, comm.status().message());
+    return std::shared_ptr<NcclComm>();
+  }
+  return Status::Unavailable("process group: " + comm.status().message());
+}
+
+// A collective `f` of a tensor on a GPU through host memory: a host copy (16-bit floats as
+// float32, which c10d's Gloo takes and which holds their sums), f, and back.
+template <typename F>
+Status Staged(at::Tensor& t, F&& f) {
+  const bool narrow = t.scalar_type() == at::kBFloat16 || t.scalar_type() == at::kHalf;
+  at::Tensor host = t.to(at::kCPU, narrow ? at::kFloat : t.scalar_type(), /*non_blocking=*/false, /*copy=*/true);
+  RL_RETURN_IF_ERROR(f(host));
+  t.copy_(host);
+  return Status::OK();
+}
+
 }  // namespace
 
 Result<Group> Group::Join(const GroupOptions& o) {
@@ -101,13 +133,19 @@ Result<Group> Group::Join(const GroupOptions& o) {
     state->store = c10::make_intrusive<c10d::TCPStore>(host, so);
   }));
   RL_ASSIGN_OR_RETURN(state->pg, MakeGloo(state->store, o.name, o.rank, o.size, o));
+  RL_ASSIGN_OR_RETURN(state->nccl, ConnectGpu(state->store.get(), o));
   return Group(std::move(state));
 }
 
 int Group::rank() const { return state_->pg->getRank(); }
 int Group::size() const { return state_->pg->getSize(); }
+bool Group::OnNccl() const { return state_->nccl != nullptr; }
 
 Status Group::AllReduceSum(at::Tensor& t) {
+  if (t.is_cuda()) {
+    if (state_->nccl) return state_->nccl->AllReduceSum(t).WithContext("process group");
+    return Staged(t, [&](at::Tensor& host) { return AllReduceSum(host); });
+  }
   return Guard("all-reduce", [&] {
     std::vector<at::Tensor> v{t};
     state_->pg->allreduce(v)->wait();
@@ -116,6 +154,10 @@ Status Group::AllReduceSum(at::Tensor& t) {
 
 Status Group::Broadcast(at::Tensor& t, int root, int64_t timeout_ms) {
   if (root < 0 || root >= size()) return Status::InvalidArgument("process group: bad root");
+  if (t.is_cuda()) {
+    if (state_->nccl && timeout_ms <= 0) return state_->nccl->Broadcast(t, root).WithContext("process group");
+    return Staged(t, [&](at::Tensor& host) { return Broadcast(host, root, timeout_ms); });
+  }
   return Guard("broadcast", [&] {
     std::vector<at::Tensor> v{t};
     c10d::BroadcastOptions opts;
@@ -126,6 +168,13 @@ Status Group::Broadcast(at::Tensor& t, int root, int64_t timeout_ms) {
 }
 
 Status Group::AllGather(const at::Tensor& t, std::vector<at::Tensor>* out, int64_t timeout_ms) {
+  if (t.is_cuda()) {  // control-sized everywhere it is used: through host memory
+    at::Tensor host = t.to(at::kCPU, t.scalar_type() == at::kBFloat16 || t.scalar_type() == at::kHalf
+                                         ? at::kFloat : t.scalar_type(), false, true);
+    RL_RETURN_IF_ERROR(AllGather(host, out, timeout_ms));
+    for (at::Tensor& o : *out) o = o.to(t.device(), t.scalar_type());
+    return Status::OK();
+  }
   return Guard("all-gather", [&] {
     std::vector<std::vector<at::Tensor>> outputs(1);
     for (int r = 0; r < size(); ++r) outputs[0].push_back(at::empty_like(t));
@@ -152,12 +201,14 @@ Result<Group> Group::Subgroup(const std::vector<int>& ranks, const std::string& 
   if (me < 0) return Status::InvalidArgument("process group: subgroup without this rank");
   auto state = std::make_shared<State>(*state_);
   state->tp_sum = nullptr;  // the subgroup's own
+  state->nccl = nullptr;
   state->tp_groups.clear();
   state->options.name = state_->options.name + "/" + name;
   state->options.rank = me;
   state->options.size = static_cast<int>(ranks.size());
   RL_ASSIGN_OR_RETURN(state->pg, MakeGloo(state_->store, state->options.name, me,
                                           static_cast<int>(ranks.size()), state->options));
+  RL_ASSIGN_OR_RETURN(state->nccl, ConnectGpu(state_->store.get(), state->options));
   return Group(std::move(state));
 }
 
@@ -194,9 +245,20 @@ Result<model::TensorParallel> Group::TensorParallel() {
   tp.rank = rank();
   tp.size = size();
   std::shared_ptr<SyncAllReduce> sum = state_->tp_sum;
-  tp.all_reduce = [sum](at::Tensor& t) {
+  std::shared_ptr<NcclComm> nccl = state_->nccl;
+  tp.all_reduce = [sum, nccl](at::Tensor& t) {
+    if (t.is_cuda() && nccl) {
+      if (Status s = nccl->AllReduceSum(t); !s.ok()) throw model::PeerLost("tensor-parallel all-reduce: " + s.message());
+      return;
+    }
     try {
-      sum->Sum(t);
+      if (t.is_cuda()) {  // no NCCL: through host memory
+        at::Tensor host = t.to(at::kCPU, at::kFloat, false, true);
+        sum->Sum(host);
+        t.copy_(host);
+      } else {
+        sum->Sum(t);
+      }
     } catch (const std::exception& e) {
       std::string m = e.what();
       const size_t cut = m.find('\n');

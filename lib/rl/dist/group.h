@@ -9,6 +9,10 @@
 // Subgroups (the tensor-parallel groups of a rollout group, say) are made once over the same
 // store and reused.
 //
+// GPUs: a group whose ranks hold GPUs (GroupOptions::gpu) sends the tensors that live there
+// through NCCL where the build has it, and through host memory otherwise; host tensors (the
+// control collectives) always take Gloo.
+//
 // Failure: a collective whose peer died fails (Unavailable) as soon as the connection drops, or
 // after `timeout_ms` for a peer that hangs; the group is then broken and must be re-formed.
 // Thread safety: a Group may be used from one thread at a time; collectives must be called in the
@@ -33,6 +37,10 @@ struct GroupOptions {
   std::string name = "rl";  // the store-key prefix of this group (a fresh one per re-forming)
   int timeout_ms = 30000;   // for the rendezvous and for each collective
   int threads = 1;          // Gloo's worker threads (one is enough for a 2-core machine)
+  // This rank's GPU (a CUDA device index) when its collectives carry tensors there; -1: none.
+  // With a GPU, Join also forms an NCCL communicator (nccl_comm.h) where the build has NCCL and no
+  // two ranks share a GPU; otherwise tensors on the GPU go through host memory and Gloo.
+  int gpu = -1;
 };
 
 class Group {
@@ -44,8 +52,12 @@ class Group {
 
   int rank() const;
   int size() const;
+  // Whether this group's GPU tensors go through NCCL (not staged through host memory).
+  bool OnNccl() const;
 
   // Collectives. Every rank gets the same result bits. Unavailable when the group is broken.
+  // A tensor on the GPU goes through NCCL where the group has it (OnNccl), else it is copied to
+  // host memory (16-bit floats as float32, which c10d's Gloo takes), through Gloo, and back.
   Status AllReduceSum(at::Tensor& t);  // in place; t contiguous
   // In place; same shape and dtype on every rank. timeout_ms > 0: this call's own timeout instead
   // of the group's (a follower waiting for its next request waits longer than a collective).

@@ -29,8 +29,10 @@ inline int FreePort() {
   return ntohs(a.sin_port);
 }
 
-// Runs body(group) on `size` threads, one rank each, and waits for them.
-inline void RunRanks(int size, const std::function<void(Group&)>& body) {
+// Runs body(group) on `size` threads, one rank each, and waits for them. gpu_of(rank): the GPU
+// that rank's collectives carry tensors on (GroupOptions::gpu); none by default.
+inline void RunRanks(int size, const std::function<void(Group&)>& body,
+                     const std::function<int(int)>& gpu_of = nullptr) {
   const std::string endpoint = "127.0.0.1:" + std::to_string(FreePort());
   std::vector<std::thread> threads;
   for (int r = 0; r < size; ++r) {
@@ -40,6 +42,7 @@ inline void RunRanks(int size, const std::function<void(Group&)>& body) {
       o.rank = r;
       o.size = size;
       o.timeout_ms = 20000;
+      if (gpu_of) o.gpu = gpu_of(r);
       auto group = Group::Join(o);
       ASSERT_TRUE(group.ok()) << group.status().ToString();
       body(*group);

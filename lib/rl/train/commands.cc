@@ -187,7 +187,8 @@ Status ReadCriticConfig(std::string* config) {
 
 Status PlaceRank(const GrpoFlags& f, GrpoLoopOptions* o) {
   std::map<std::string, std::string> env;
-  for (const char* k : {"WORLD_SIZE", "RANK", "MASTER_ADDR", "MASTER_PORT", "SLURM_NTASKS", "SLURM_PROCID"}) {
+  for (const char* k : {"WORLD_SIZE", "RANK", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "SLURM_NTASKS",
+                        "SLURM_PROCID", "SLURM_LOCALID"}) {
     if (const char* v = std::getenv(k)) env[k] = v;
   }
   RankPlace flags{o->world, o->rank, o->rendezvous};
@@ -196,6 +197,12 @@ Status PlaceRank(const GrpoFlags& f, GrpoLoopOptions* o) {
   o->world = p.world;
   o->rank = p.rank;
   o->rendezvous = p.rendezvous;
+  // "--device cuda" (no index) in a world of ranks: each rank the GPU its local rank names, as
+  // torchrun and srun mean it. Ranks that share a GPU still work (their group stages through host
+  // memory) but compete for it.
+  if (f.device == "cuda" && o->world > 1 && p.local_rank >= 0) {
+    RL_ASSIGN_OR_RETURN(o->grpo.device, model::OpenDevice("cuda:" + std::to_string(p.local_rank)));
+  }
   if (o->world > 1) {
     // Each rank leases under its own holder name: ranks started with one --id take their rank.
     if (o->rank != 0 && o->id == "0") o->id = std::to_string(o->rank);

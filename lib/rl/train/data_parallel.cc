@@ -84,6 +84,14 @@ Result<RankPlace> ResolveRankPlace(const RankPlace& flags, bool world_given, boo
       RL_ASSIGN_OR_RETURN(p.rank, Integer("SLURM_PROCID", *r2));
     }
   }
+  if (const std::string* l = Find(env, "LOCAL_RANK")) {
+    RL_ASSIGN_OR_RETURN(p.local_rank, Integer("LOCAL_RANK", *l));
+  } else if (const std::string* l2 = Find(env, "SLURM_LOCALID")) {
+    RL_ASSIGN_OR_RETURN(p.local_rank, Integer("SLURM_LOCALID", *l2));
+  }
+  if (p.local_rank < -1 || p.local_rank > 127) {
+    return Status::InvalidArgument("LOCAL_RANK must be 0 to 127, not " + std::to_string(p.local_rank));
+  }
   if (p.rendezvous.empty()) {
     const std::string* addr = Find(env, "MASTER_ADDR");
     const std::string* port = Find(env, "MASTER_PORT");

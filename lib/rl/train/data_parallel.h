@@ -30,9 +30,12 @@ int64_t GroupsToGiveBack(const std::vector<int64_t>& got, int64_t excess, int ra
 // MASTER_ADDR, MASTER_PORT, then srun's SLURM_NTASKS, SLURM_PROCID (the rendezvous then still
 // needs the flag or MASTER_ADDR/MASTER_PORT). InvalidArgument (usage) for a non-number, a world
 // below 1, a rank outside [0, world), or a world above 1 without a HOST:PORT rendezvous.
+// local_rank: the rank's place on its machine, from torchrun's LOCAL_RANK or srun's
+// SLURM_LOCALID (-1 when neither is set): which GPU "--device cuda" means for a rank.
 struct RankPlace {
   int world = 1, rank = 0;
   std::string rendezvous;
+  int local_rank = -1;
 };
 Result<RankPlace> ResolveRankPlace(const RankPlace& flags, bool world_given, bool rank_given,
                                    const std::map<std::string, std::string>& env);

@@ -46,6 +46,21 @@ TEST(DataParallelTest, FlagsWinOverTorchrunWhichWinsOverSrun) {
   EXPECT_EQ(ResolveRankPlace({}, false, false, {{"RANK", "1x"}}).status().code(), Code::kInvalidArgument);
 }
 
+TEST(DataParallelTest, TheLocalRankComesFromTorchrunThenSrun) {
+  auto p = ResolveRankPlace({}, false, false, {{"LOCAL_RANK", "3"}, {"SLURM_LOCALID", "5"}});
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_EQ(p->local_rank, 3);
+  p = ResolveRankPlace({}, false, false, {{"SLURM_LOCALID", "5"}});
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p->local_rank, 5);
+  p = ResolveRankPlace({}, false, false, {});
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p->local_rank, -1) << "unknown: --device cuda stays cuda:0";
+  EXPECT_EQ(ResolveRankPlace({}, false, false, {{"LOCAL_RANK", "-4"}}).status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(ResolveRankPlace({}, false, false, {{"LOCAL_RANK", "x"}}).status().message(),
+            "LOCAL_RANK must be an integer, not 'x'");
+}
+
 TEST(DataParallelTest, GathersAndSumsAgreeOnEveryRank) {
   dist::testing::RunRanks(3, [](dist::Group& g) {
     std::vector<uint64_t> mine;

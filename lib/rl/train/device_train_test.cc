@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <torch/cuda.h>
 
+#include "rl/dist/test_ranks.h"
 #include "rl/model/device.h"
 #include "rl/model/generate.h"
 #include "rl/model/kv_cache.h"
@@ -128,6 +129,42 @@ TEST(DeviceTrainTest, AGrpoStepOnTheGpuIsTheCpuStep) {
       total += diff.numel();
     }
     EXPECT_GT(static_cast<double>(close) / static_cast<double>(total), 0.9) << close << " of " << total;
+  }
+}
+
+// Two data-parallel ranks on GPUs (their own where there are two, through NCCL where built; one
+// shared otherwise, through host memory) end a step with the weights one rank on the CPU gets from
+// the whole batch, and with the same bits on both ranks.
+TEST(DeviceTrainTest, DataParallelRanksOnGpusTakeTheWholeBatchsStep) {
+  REQUIRE_GPU();
+  const int gpus = static_cast<int>(torch::cuda::device_count());
+  const std::vector<Group> batch = Batch(4);
+  GrpoOptions o;
+  o.schedule.lr = 1e-2;
+  auto one = GrpoTrainer::Create(model::Transformer::Create(Tiny(), 7).value(), std::nullopt, o).value();
+  one->BeginStep();
+  ASSERT_TRUE(one->Accumulate(batch).ok());
+  ASSERT_TRUE(one->FinishStep().ok());
+  std::vector<model::NamedTensors> got(2);
+  dist::testing::RunRanks(2, [&](dist::Group& g) {
+    GrpoOptions mine = o;
+    mine.device = c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(g.rank() % gpus));
+    auto t = GrpoTrainer::Create(model::Transformer::Create(Tiny(), 7).value(), std::nullopt, mine).value();
+    ASSERT_TRUE(t->SetGroup(&g).ok());
+    t->BeginStep();
+    // Uneven: one group against two.
+    std::vector<Group> part(batch.begin() + (g.rank() == 0 ? 0 : 1), g.rank() == 0 ? batch.begin() + 1 : batch.end());
+    ASSERT_TRUE(t->Accumulate(part).ok());
+    auto s = t->FinishStep();
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    for (const auto& [name, x] : t->policy().NamedParameters()) got[g.rank()].emplace_back(name, x.detach().cpu());
+  }, [gpus](int rank) { return rank % gpus; });
+  const model::NamedTensors want = one->policy().NamedParameters();
+  ASSERT_EQ(got[0].size(), want.size());
+  ASSERT_EQ(got[1].size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_TRUE(at::allclose(got[0][i].second, want[i].second, 1e-4, 1e-5)) << want[i].first;
+    EXPECT_TRUE(at::equal(got[0][i].second, got[1][i].second)) << want[i].first;
   }
 }
 

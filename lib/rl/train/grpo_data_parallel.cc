@@ -26,15 +26,16 @@ Status GrpoTrainer::SetGroup(dist::Group* group) {
 
 Status GrpoTrainer::ReduceAcrossRanks() {
   return model::TorchGuard("grpo all-reduce", [&]() -> Status {
-    // Gradients: one bucket in host memory (a parameter this rank gave no gradient adds zeros):
-    // c10d's Gloo reduces host tensors; a GPU's gradients are copied out and back.
+    // Gradients: one float32 bucket on the policy's device (a parameter this rank gave no
+    // gradient adds zeros). The group reduces it where it lies: NCCL on GPUs where the build has
+    // it, otherwise through host memory and Gloo.
     model::NamedTensors params;  // the trained ones (--freeze leaves some without gradients)
     for (auto& [name, p] : policy_.NamedParameters()) {
       if (p.requires_grad()) params.emplace_back(name, p);
     }
     int64_t total = 0;
     for (const auto& [name, p] : params) total += p.numel();
-    at::Tensor bucket = at::zeros({total}, at::kFloat);
+    at::Tensor bucket = at::zeros({total}, at::TensorOptions().dtype(at::kFloat).device(policy_.device()));
     int64_t at = 0;
     for (const auto& [name, p] : params) {
       if (p.grad().defined()) bucket.narrow(0, at, p.numel()).copy_(p.grad().reshape({-1}));

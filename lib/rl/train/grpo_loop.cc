@@ -82,12 +82,12 @@ Status GrpoLoop::Start() {
     at::Tensor v = at::full({1}, static_cast<int64_t>(version_), at::kLong);
     RL_RETURN_IF_ERROR(group_->Broadcast(v, 0));
     version_ = static_cast<uint64_t>(v.item<int64_t>());
-    // The float32 weights the optimizer updates (the masters of a bf16 policy), through host
-    // memory: c10d's Gloo takes host tensors and refuses bfloat16.
+    // The float32 weights the optimizer updates (the masters of a bf16 policy), where they lie
+    // (the group takes a GPU's through NCCL or host memory); in place where they are contiguous.
     for (auto& [name, p] : trainer_->optimizer().Weights()) {
-      at::Tensor t = p.detach().to(at::kCPU, at::kFloat, false, true).contiguous();
+      at::Tensor t = p.detach().to(at::kFloat).contiguous();
       RL_RETURN_IF_ERROR(group_->Broadcast(t, 0));
-      p.detach().copy_(t);
+      if (t.data_ptr() != p.data_ptr()) p.detach().copy_(t);
     }
     trainer_->optimizer().PushWeights();
   }

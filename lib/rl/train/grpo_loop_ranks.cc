@@ -19,13 +19,14 @@ Status GrpoLoop::JoinGroup() {
   g.size = o_.world;
   g.name = "rl-train/" + o_.group_epoch;
   g.timeout_ms = static_cast<int>(o_.group_timeout_s * 1000);
+  if (o_.grpo.device.is_cuda()) g.gpu = o_.grpo.device.has_index() ? o_.grpo.device.index() : 0;
   spdlog::info("rank {} of {}: joining the trainer group '{}' at {}", o_.rank, o_.world, g.name, g.endpoint);
   auto joined = dist::Group::Join(g);
   if (!joined.ok()) {
     return joined.status().WithContext("the trainer group at " + o_.rendezvous + " did not form");
   }
   group_.emplace(std::move(*joined));
-  events_.Emit("group", {{"rank", o_.rank}, {"world", o_.world}, {"name", g.name}});
+  events_.Emit("group", {{"rank", o_.rank}, {"world", o_.world}, {"name", g.name}, {"nccl", group_->OnNccl()}});
   return Status::OK();
 }
 
