@@ -99,10 +99,14 @@ Result<std::shared_ptr<NcclComm>> ConnectGpu(c10d::Store* store, const GroupOpti
 
 // A collective `f` of a tensor on a GPU through host memory: a host copy (16-bit floats as
 // float32, which c10d's Gloo takes and which holds their sums), f, and back.
+at::Tensor HostCopyForGloo(const at::Tensor& t) {
+  const bool narrow = t.scalar_type() == at::kBFloat16 || t.scalar_type() == at::kHalf;
+  return t.to(at::kCPU, narrow ? at::kFloat : t.scalar_type(), /*non_blocking=*/false, /*copy=*/true);
+}
+
 template <typename F>
 Status Staged(at::Tensor& t, F&& f) {
-  const bool narrow = t.scalar_type() == at::kBFloat16 || t.scalar_type() == at::kHalf;
-  at::Tensor host = t.to(at::kCPU, narrow ? at::kFloat : t.scalar_type(), /*non_blocking=*/false, /*copy=*/true);
+  at::Tensor host = HostCopyForGloo(t);
   RL_RETURN_IF_ERROR(f(host));
   t.copy_(host);
   return Status::OK();
@@ -169,9 +173,7 @@ Status Group::Broadcast(at::Tensor& t, int root, int64_t timeout_ms) {
 
 Status Group::AllGather(const at::Tensor& t, std::vector<at::Tensor>* out, int64_t timeout_ms) {
   if (t.is_cuda()) {  // control-sized everywhere it is used: through host memory
-    at::Tensor host = t.to(at::kCPU, t.scalar_type() == at::kBFloat16 || t.scalar_type() == at::kHalf
-                                         ? at::kFloat : t.scalar_type(), false, true);
-    RL_RETURN_IF_ERROR(AllGather(host, out, timeout_ms));
+    RL_RETURN_IF_ERROR(AllGather(HostCopyForGloo(t), out, timeout_ms));
     for (at::Tensor& o : *out) o = o.to(t.device(), t.scalar_type());
     return Status::OK();
   }
@@ -248,7 +250,9 @@ Result<model::TensorParallel> Group::TensorParallel() {
   std::shared_ptr<NcclComm> nccl = state_->nccl;
   tp.all_reduce = [sum, nccl](at::Tensor& t) {
     if (t.is_cuda() && nccl) {
-      if (Status s = nccl->AllReduceSum(t); !s.ok()) throw model::PeerLost("tensor-parallel all-reduce: " + s.message());
+      at::Tensor c = t.contiguous();
+      if (Status s = nccl->AllReduceSum(c); !s.ok()) throw model::PeerLost("tensor-parallel all-reduce: " + s.message());
+      if (c.data_ptr() != t.data_ptr()) t.copy_(c);
       return;
     }
     try {
