@@ -252,35 +252,40 @@ Status Finish(ncclComm_t& comm, ncclResult_t queued, cudaStream_t stream, int ti
   }
 }
 
+// One collective: checks that the communicator still works and that t is contiguous on its GPU
+// and of a type NCCL has, queues it (enqueue(data, count, type, stream)) and waits for it.
+template <typename Enqueue>
+Status Collective(const char* what, at::Tensor& t, ncclComm_t& comm, int gpu, int timeout_ms, bool* broken,
+                  std::string* why, Enqueue&& enqueue) {
+  if (*broken) return Status::Unavailable("nccl: broken by an earlier failure (" + *why + ")");
+  if (!t.is_cuda() || t.get_device() != gpu || !t.is_contiguous()) {
+    return Status::InvalidArgument(std::string("nccl: ") + what + " of a tensor that is not contiguous on GPU " +
+                                   std::to_string(gpu));
+  }
+  RL_ASSIGN_OR_RETURN(ncclDataType_t type, NcclType(t));
+  GpuScope scope(gpu);
+  cudaStream_t stream = StreamOf(gpu);
+  const ncclResult_t r = enqueue(t.data_ptr(), static_cast<size_t>(t.numel()), type, stream);
+  return Finish(comm, r, stream, timeout_ms, what, broken, why);
+}
+
 }  // namespace
 
 Status NcclComm::AllReduceSum(at::Tensor& t) {
   State& s = *state_;
-  if (s.broken) return Status::Unavailable("nccl: broken by an earlier failure (" + s.why + ")");
-  if (!t.is_cuda() || t.get_device() != s.gpu || !t.is_contiguous()) {
-    return Status::InvalidArgument("nccl: all-reduce of a tensor that is not contiguous on GPU " + std::to_string(s.gpu));
-  }
-  RL_ASSIGN_OR_RETURN(ncclDataType_t type, NcclType(t));
-  GpuScope scope(s.gpu);
-  cudaStream_t stream = StreamOf(s.gpu);
-  void* p = t.data_ptr();
-  const ncclResult_t r = ncclAllReduce(p, p, static_cast<size_t>(t.numel()), type, ncclSum, s.comm, stream);
-  return Finish(s.comm, r, stream, s.timeout_ms, "all-reduce", &s.broken, &s.why);
+  return Collective("all-reduce", t, s.comm, s.gpu, s.timeout_ms, &s.broken, &s.why,
+                    [&](void* p, size_t n, ncclDataType_t type, cudaStream_t stream) {
+                      return ncclAllReduce(p, p, n, type, ncclSum, s.comm, stream);
+                    });
 }
 
 Status NcclComm::Broadcast(at::Tensor& t, int root) {
   State& s = *state_;
-  if (s.broken) return Status::Unavailable("nccl: broken by an earlier failure (" + s.why + ")");
   if (root < 0 || root >= s.size) return Status::InvalidArgument("nccl: bad root");
-  if (!t.is_cuda() || t.get_device() != s.gpu || !t.is_contiguous()) {
-    return Status::InvalidArgument("nccl: broadcast of a tensor that is not contiguous on GPU " + std::to_string(s.gpu));
-  }
-  RL_ASSIGN_OR_RETURN(ncclDataType_t type, NcclType(t));
-  GpuScope scope(s.gpu);
-  cudaStream_t stream = StreamOf(s.gpu);
-  void* p = t.data_ptr();
-  const ncclResult_t r = ncclBroadcast(p, p, static_cast<size_t>(t.numel()), type, root, s.comm, stream);
-  return Finish(s.comm, r, stream, s.timeout_ms, "broadcast", &s.broken, &s.why);
+  return Collective("broadcast", t, s.comm, s.gpu, s.timeout_ms, &s.broken, &s.why,
+                    [&](void* p, size_t n, ncclDataType_t type, cudaStream_t stream) {
+                      return ncclBroadcast(p, p, n, type, root, s.comm, stream);
+                    });
 }
 
 }  // namespace rl::dist
