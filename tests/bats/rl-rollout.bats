@@ -320,17 +320,18 @@ assert calls > 0, "the random model never called: the test shows nothing"
   [[ "$output" == *"'<call>' is not a token of"* ]]
 }
 
-@test "--device: a GPU this build lacks exits 69 in one line; a rollout group stays on the CPU" {
+@test "--device: a GPU this build lacks exits 69 in one line, for a rollout group's ranks too" {
   run rl-rollout generate --weights "$MODEL" --device cuda < /dev/null
   [ "$status" -eq 69 ]
   [[ "$output" == *"--device cuda: "*"CUDA"* ]]
   [ "${#lines[@]}" -eq 1 ]
   run rl-rollout generate --weights "$MODEL" --device cuda:x < /dev/null
   [ "$status" -eq 64 ]
-  # a follower of a rollout group refuses a GPU (a leader does too, after checking the GPU exists)
+  # a follower of a rollout group checks its GPU before it joins (rank 1: cuda:1 where visible)
   run rl-rollout run --weights "$MODEL" --ranks 2 --rank 1 --rendezvous 127.0.0.1:1 --device cuda
-  [ "$status" -eq 64 ]
-  [[ "$output" == *"a rollout group (--ranks > 1) computes on the CPU"* ]]
+  [ "$status" -eq 69 ]
+  [[ "$output" == *"--device cuda: "*"CUDA"* ]]
+  [ "${#lines[@]}" -eq 1 ]
   echo '{"prompt": "123+456="}' | rl-rollout generate --weights "$MODEL" --device cpu --max-new-tokens 4 > "$TMP/out.jsonl"
   [ "$(wc -l < "$TMP/out.jsonl")" -eq 1 ]
 }

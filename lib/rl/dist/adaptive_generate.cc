@@ -64,7 +64,8 @@ at::Tensor PadTo(const at::Tensor& t, int64_t dim, int64_t size) {
 // replica (rank / to) and, of their KV cache, the key/value heads its new shard holds, which the
 // old replica's rank holding them sends (every rank of an old replica holds the same sequences).
 Status Merge(Group& group, Replica::Exported mine, int from, int to, const std::vector<std::vector<int>>& place,
-             const model::ModelConfig& config, bool recompute, Replica* merged, SwitchRecord* record) {
+             const model::ModelConfig& config, const c10::Device& device, bool recompute, Replica* merged,
+             SwitchRecord* record) {
   // A fail point for drills: RL_FAILPOINT=adaptive-switch stops this process (SIGSTOP) as the
   // switch begins, so that a test can kill it in the middle of one.
   if (const char* f = std::getenv("RL_FAILPOINT"); f != nullptr && std::strcmp(f, "adaptive-switch") == 0) {
@@ -119,7 +120,7 @@ Status Merge(Group& group, Replica::Exported mine, int from, int to, const std::
       s.generation.response_ids.assign(s.tokens.end() - m[2], s.tokens.end());
       const at::Tensor lp = all_logprobs[src][row].narrow(0, 0, m[2]).contiguous();
       s.generation.logprobs.assign(lp.data_ptr<float>(), lp.data_ptr<float>() + m[2]);
-      s.logits = all_logits[src][row].clone();
+      s.logits = all_logits[src][row].to(device, /*non_blocking=*/false, /*copy=*/true);
       sequences.push_back(std::move(s));
     }
   }
@@ -379,7 +380,8 @@ Result<AdaptiveResult> AdaptiveGenerate(Group& group, const model::Transformer& 
     RL_ASSIGN_OR_RETURN(Replica next, Replica::Create(next_shard.get(), slots * d.to, &prompts, &o.generate, seed));
     record.other_s = Since(t);
     RL_RETURN_IF_ERROR(TorchGuard("adaptive generate: switch", [&]() -> Status {
-      return Merge(group, std::move(mine), tp, d.to, place, whole.config(), record.recompute, &next, &record);
+      return Merge(group, std::move(mine), tp, d.to, place, whole.config(), whole.device(), record.recompute, &next,
+                   &record);
     }));
     replica.emplace(std::move(next));
     shard = std::move(next_shard);

@@ -31,6 +31,7 @@ enum Field : int64_t {
   kDType,       // the leader's model dtype (model::DType)
   kCheckEvery,  // the leader's adaptive check interval and margin (in millionths): every rank
   kMarginPpm,   // must decide alike
+  kGpu,         // 1: the leader's model is on a GPU (every rank's must be: their collectives meet there)
   kFields
 };
 constexpr int64_t kStop = 0, kGenerate = 1;
@@ -38,10 +39,12 @@ constexpr int64_t kStop = 0, kGenerate = 1;
 Status SendOrReceiveWeights(Group& group, const model::Transformer& model) {
   return TorchGuard("rollout group: weights", [&]() -> Status {
     c10::NoGradGuard no_grad;
-    // As float32 whatever the model's dtype: c10d's Gloo does not take bfloat16, and the round
-    // trip from bfloat16 or float16 through float32 is exact.
+    // On the model's device (every rank's is a GPU, or none is), GPU to GPU through NCCL where the
+    // group has it. In the model's dtype through NCCL; otherwise as float32 whatever the model's
+    // dtype: c10d's Gloo does not take bfloat16, and the round trip through float32 is exact.
     for (auto& [name, t] : model.NamedParameters()) {
-      at::Tensor buf = group.rank() == 0 ? t.to(at::kFloat).contiguous() : at::empty(t.sizes(), at::kFloat);
+      const at::ScalarType type = t.is_cuda() && group.OnNccl() ? t.scalar_type() : at::kFloat;
+      at::Tensor buf = group.rank() == 0 ? t.to(type).contiguous() : at::empty(t.sizes(), t.options().dtype(type));
       RL_RETURN_IF_ERROR(group.Broadcast(buf, 0));
       if (group.rank() != 0) t.copy_(buf);
     }
@@ -121,6 +124,7 @@ Result<std::vector<model::Generation>> GroupLeader::Generate(const model::Transf
     h[kDType] = static_cast<int64_t>(model.dtype());
     h[kCheckEvery] = options_.check_every;
     h[kMarginPpm] = std::llround(options_.margin * 1e6);
+    h[kGpu] = model.device().is_cuda() ? 1 : 0;
     r.sampling[0] = go.sampling.temperature;
     r.sampling[1] = go.sampling.top_p;
     r.lengths = at::tensor(lengths, at::kLong);
@@ -158,8 +162,13 @@ Status RunGroupFollower(Group& group, model::Transformer whole, const GroupGener
     if (h[kKind] == kStop) return Status::OK();
     if (h[kKind] != kGenerate || h[kPrompts] < 0 || h[kTokens] < 0 || h[kStops] < 0 ||
         h[kDType] < static_cast<int64_t>(model::DType::kF32) || h[kDType] > static_cast<int64_t>(model::DType::kF16) ||
-        h[kCheckEvery] < 1 || h[kMarginPpm] < 0) {
+        h[kCheckEvery] < 1 || h[kMarginPpm] < 0 || (h[kGpu] != 0 && h[kGpu] != 1)) {
       return Status::Protocol("rollout group: a request the follower cannot read");
+    }
+    if ((h[kGpu] == 1) != whole.device().is_cuda()) {  // their collectives would never meet
+      return Status::InvalidArgument(std::string("rollout group: the leader computes on ") +
+                                     (h[kGpu] ? "a GPU" : "the CPU") + " and this rank on " +
+                                     (h[kGpu] ? "the CPU" : "a GPU") + ": give every rank the same kind of --device");
     }
     RL_RETURN_IF_ERROR(ExchangeBody(group, &r));
     // The leader's weights may come in another dtype than the follower started with (a bf16 file):
@@ -167,8 +176,7 @@ Status RunGroupFollower(Group& group, model::Transformer whole, const GroupGener
     const auto dtype = static_cast<model::DType>(h[kDType]);
     if (whole.dtype() != dtype) {
       if (!h[kWeights]) return Status::Protocol("rollout group: a new dtype without weights");
-      RL_ASSIGN_OR_RETURN(model::Transformer fresh, model::Transformer::Create(whole.config(), 0, dtype));
-      whole = std::move(fresh);
+      RL_RETURN_IF_ERROR(whole.ToDType(dtype));
     }
     if (h[kWeights]) RL_RETURN_IF_ERROR(SendOrReceiveWeights(group, whole));
     model::GenerateOptions go;

@@ -10,6 +10,10 @@
 // included) fails the batch on the others with Unavailable: the leader gives the lease back (or
 // dies with it, and the lease expires), and nothing is lost or doubled. The group is formed once
 // per process start; under rl-watchdog every rank of a broken group restarts and it re-forms.
+// On GPUs every rank's model is on its GPU (a follower whose device is not the same kind as the
+// leader's refuses the request with InvalidArgument); the weights and the tensor-parallel sums
+// go GPU to GPU through NCCL where the group has it (Group::OnNccl), through host memory
+// otherwise. The requests, loads and responses are small host tensors on Gloo.
 // Thread safety: one thread per rank.
 #pragma once
 

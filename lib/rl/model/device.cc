@@ -3,6 +3,9 @@
 #include <ATen/ATen.h>
 #include <torch/cuda.h>
 
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
 #include <cctype>
 
 #ifdef RL_WITH_CUDA
@@ -57,6 +60,15 @@ Result<c10::Device> OpenDevice(const std::string& name) {
   if (!device.ok()) return Status::InvalidArgument("--device " + name + ": " + device.status().message());
   RL_RETURN_IF_ERROR(CheckDevice(*device).WithContext("--device " + name));
   return *device;
+}
+
+Result<c10::Device> OpenRankDevice(const std::string& name, int local_rank) {
+  RL_ASSIGN_OR_RETURN(c10::Device device, OpenDevice(name));
+  if (name != "cuda" || local_rank < 1) return device;
+  const c10::Device mine(c10::kCUDA, static_cast<c10::DeviceIndex>(std::min(local_rank, 127)));
+  if (CheckDevice(mine).ok()) return mine;
+  spdlog::info("local rank {} but fewer GPUs visible: --device cuda stays cuda:0", local_rank);
+  return device;
 }
 
 at::Tensor HostCopy(const at::Tensor& t) {

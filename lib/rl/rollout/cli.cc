@@ -139,8 +139,15 @@ struct GroupFlags {
     options.calibration = &calibration;
     return Status::OK();
   }
-  Result<dist::Group> Join(const std::string& id) const {
+  // The device of this rank's model: --device as OpenRankDevice reads it for rank r of a group
+  // on one machine ("cuda": cuda:r where this process sees that GPU).
+  Result<c10::Device> Device(const std::string& name) const {
+    return model::OpenRankDevice(name, enabled() ? rank : 0);
+  }
+  // Joins the group; `device` is where this rank's model lives: a GPU's collectives go there.
+  Result<dist::Group> Join(const std::string& id, const c10::Device& device) const {
     dist::GroupOptions g;
+    if (device.is_cuda()) g.gpu = device.has_index() ? device.index() : 0;
     g.endpoint = rendezvous;
     g.rank = rank;
     g.size = size;
@@ -151,14 +158,19 @@ struct GroupFlags {
 };
 
 // A follower of a rollout group: generates with the leader until it stops or the group breaks.
-int RunFollower(GroupFlags& group, const std::string& model_dir, uint64_t seed, const std::string& id) {
+int RunFollower(GroupFlags& group, const std::string& model_dir, uint64_t seed, const std::string& id,
+                const std::string& device_name) {
+  auto device = group.Device(device_name);
+  if (!device.ok()) return Fail(kTool, device.status());
   auto dir = model::OpenModelDir(model_dir);
   if (!dir.ok()) return Fail(kTool, dir.status());
   auto whole = model::InitialModel(*dir, seed);  // its weights come from the leader
   if (!whole.ok()) return Fail(kTool, whole.status());
-  auto joined = group.Join(id);
+  if (Status s = whole->To(*device); !s.ok()) return Fail(kTool, s);
+  auto joined = group.Join(id, *device);
   if (!joined.ok()) return Fail(kTool, joined.status());
-  spdlog::info("rank {} of a rollout group of {}: following", group.rank, group.size);
+  spdlog::info("rank {} of a rollout group of {}: following on {}{}", group.rank, group.size,
+               model::DeviceName(*device), joined->OnNccl() ? " (NCCL)" : "");
   Status s = dist::RunGroupFollower(*joined, std::move(*whole), group.options);
   return s.ok() ? kExitOk : Fail(kTool, s);
 }
@@ -226,12 +238,8 @@ int RunLoop(RolloutOptions o, const std::string& weights, WeightSyncOptions sync
     o.tools = env.get();
     o.conversation = &tools.conversation;
   }
-  auto device = model::OpenDevice(device_name);
+  auto device = group_flags.Device(device_name);
   if (!device.ok()) return Fail(kTool, device.status());
-  if (!device->is_cpu() && group_flags.enabled()) {
-    return Fail(kTool, Status::InvalidArgument("--device " + device_name + ": a rollout group (--ranks > 1) "
-                                               "computes on the CPU (its collectives are Gloo's)"));
-  }
   Policy policy(*device);
   if (!weights.empty()) {
     if (Status s = policy.Load(weights); !s.ok()) return Fail(kTool, s);
@@ -259,13 +267,14 @@ int RunLoop(RolloutOptions o, const std::string& weights, WeightSyncOptions sync
   std::optional<dist::Group> group;
   std::optional<dist::GroupLeader> leader;
   if (group_flags.enabled()) {
-    auto joined = group_flags.Join(id);
+    auto joined = group_flags.Join(id, *device);
     if (!joined.ok()) return Fail(kTool, joined.status());
     group.emplace(std::move(*joined));
     leader.emplace(&*group, group_flags.options);
     o.group = &*leader;
-    spdlog::info("leading a rollout group of {} ({})", group_flags.size,
-                 group_flags.options.predictor ? "adaptive tensor parallelism" : "tensor parallel");
+    spdlog::info("leading a rollout group of {} ({}) on {}{}", group_flags.size,
+                 group_flags.options.predictor ? "adaptive tensor parallelism" : "tensor parallel",
+                 model::DeviceName(*device), group->OnNccl() ? " (NCCL)" : "");
   }
   StopWatchdog watchdog(stop, o.wait_ms + 5000, kTool);
   o.watchdog = &watchdog;
@@ -369,12 +378,8 @@ int RolloutMain(int argc, char** argv) {
   }
   if (run->parsed() && group_flags.rank > 0) {
     if (Status s = InitLogging(kTool, log_level); !s.ok()) return Fail(kTool, s);
-    if (run_f.device != "cpu") {  // as the leader says (RunLoop)
-      return Fail(kTool, Status::InvalidArgument("--device " + run_f.device + ": a rollout group (--ranks > 1) "
-                                                 "computes on the CPU (its collectives are Gloo's)"));
-    }
     at::set_num_threads(run_f.threads);
-    return RunFollower(group_flags, run_model, run_f.seed, id);
+    return RunFollower(group_flags, run_model, run_f.seed, id, run_f.device);
   }
   if (run->parsed() && run_weights.empty() && o.checkpoint_dir.empty() && sync.sources.empty()) {
     std::cerr << "rl-rollout: run needs --weights or --checkpoint-dir (see rl-rollout --help)\n";

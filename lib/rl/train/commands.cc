@@ -197,17 +197,11 @@ Status PlaceRank(const GrpoFlags& f, GrpoLoopOptions* o) {
   o->world = p.world;
   o->rank = p.rank;
   o->rendezvous = p.rendezvous;
-  // "--device cuda" (no index) in a world of ranks: each rank the GPU its local rank names, as
-  // torchrun and srun mean it, where this process sees that many (a supervisor that hands each
-  // rank one GPU through CUDA_VISIBLE_DEVICES leaves it cuda:0, its own). Ranks that share a GPU
-  // still work (their group stages through host memory) but compete for it.
-  if (f.device == "cuda" && o->world > 1 && p.local_rank > 0) {
-    const c10::Device mine(c10::kCUDA, static_cast<c10::DeviceIndex>(p.local_rank));
-    if (model::CheckDevice(mine).ok()) {
-      o->grpo.device = mine;
-    } else {
-      spdlog::info("local rank {} but fewer GPUs visible: --device cuda stays cuda:0", p.local_rank);
-    }
+  // "--device cuda" in a world of ranks: each rank the GPU its local rank names, as torchrun and
+  // srun mean it (device.h). Ranks that share a GPU still work (their group stages through host
+  // memory) but compete for it.
+  if (o->world > 1) {
+    RL_ASSIGN_OR_RETURN(o->grpo.device, model::OpenRankDevice(f.device, p.local_rank));
   }
   if (o->world > 1) {
     // Each rank leases under its own holder name: ranks started with one --id take their rank.
