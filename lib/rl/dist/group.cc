@@ -79,6 +79,28 @@ Result<c10::intrusive_ptr<c10d::ProcessGroupGloo>> MakeGloo(
   return pg;
 }
 
+// Every rank of a group must hold a GPU or none: a GPU rank's collectives of GPU tensors take NCCL
+// (or host staging) where a CPU rank's take Gloo, and the two would wait for each other until the
+// timeout. Each rank says which through the store; InvalidArgument on every rank where they differ.
+Status AgreeOnDevices(c10d::Store* store, const GroupOptions& o) {
+  std::string mixed;
+  RL_RETURN_IF_ERROR(Guard("comparing devices", [&] {
+    const std::string prefix = o.name + "/device/";
+    store->set(prefix + std::to_string(o.rank), std::vector<uint8_t>{o.gpu >= 0 ? uint8_t{1} : uint8_t{0}});
+    for (int r = 0; r < o.size && mixed.empty(); ++r) {
+      const std::vector<uint8_t> v = store->get(prefix + std::to_string(r));
+      const bool gpu = v.size() == 1 && v[0] == 1;
+      if (gpu != (o.gpu >= 0)) {
+        mixed = "rank " + std::to_string(gpu ? r : o.rank) + " computes on a GPU and rank " +
+                std::to_string(gpu ? o.rank : r) + " on the CPU";
+      }
+    }
+  }));
+  if (mixed.empty()) return Status::OK();
+  return Status::InvalidArgument("process group '" + o.name + "': " + mixed +
+                                 " (give every rank the same kind of --device)");
+}
+
 // The NCCL communicator of a group whose ranks hold GPUs, where the build has NCCL: a collective
 // of every member. Without one, GPU tensors are staged through host memory (Staged below).
 // `o` is the group's own (its name, rank and size); null: staged.
@@ -137,6 +159,7 @@ Result<Group> Group::Join(const GroupOptions& o) {
     state->store = c10::make_intrusive<c10d::TCPStore>(host, so);
   }));
   RL_ASSIGN_OR_RETURN(state->pg, MakeGloo(state->store, o.name, o.rank, o.size, o));
+  RL_RETURN_IF_ERROR(AgreeOnDevices(state->store.get(), o));
   RL_ASSIGN_OR_RETURN(state->nccl, ConnectGpu(state->store.get(), o));
   return Group(std::move(state));
 }

@@ -45,9 +45,9 @@ struct GroupOptions {
 
 class Group {
  public:
-  // Connects to (rank 0: hosts) the store and forms the group. InvalidArgument for bad options;
-  // Timeout when the other ranks do not come within timeout_ms; Unavailable when the store
-  // cannot be reached or bound.
+  // Connects to (rank 0: hosts) the store and forms the group. InvalidArgument for bad options
+  // and where some ranks have a GPU and others none (GroupOptions::gpu); Timeout when the other
+  // ranks do not come within timeout_ms; Unavailable when the store cannot be reached or bound.
   static Result<Group> Join(const GroupOptions& options);
 
   int rank() const;

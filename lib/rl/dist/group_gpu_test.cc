@@ -7,22 +7,13 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <thread>
 
 #include "rl/dist/nccl_comm.h"
 #include "rl/dist/test_ranks.h"
-#include "rl/model/device.h"
 
 namespace rl::dist {
 namespace {
-
-int Gpus() {
-  int n = 0;
-  while (n < 8 && model::CheckDevice(c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(n))).ok()) ++n;
-  return n;
-}
-
-#define REQUIRE_GPUS(n) \
-  if (Gpus() < (n)) GTEST_SKIP() << "needs " << (n) << " CUDA device(s), " << Gpus() << " visible"
 
 at::Tensor On(int gpu, const at::Tensor& host) { return host.to(c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(gpu))); }
 
@@ -52,7 +43,7 @@ void ExpectCollectivesOnTheGpu(Group& g, int gpu) {
 }
 
 TEST(GroupGpuTest, ARankOnItsGpuReducesThereThroughNcclWhereBuilt) {
-  REQUIRE_GPUS(1);
+  RL_REQUIRE_GPUS(1);
   testing::RunRanks(1, [](Group& g) {
     EXPECT_EQ(g.OnNccl(), NcclComm::Built());
     ExpectCollectivesOnTheGpu(g, 0);
@@ -60,7 +51,7 @@ TEST(GroupGpuTest, ARankOnItsGpuReducesThereThroughNcclWhereBuilt) {
 }
 
 TEST(GroupGpuTest, RanksSharingAGpuGoThroughHostMemory) {
-  REQUIRE_GPUS(1);
+  RL_REQUIRE_GPUS(1);
   testing::RunRanks(2, [](Group& g) {
     EXPECT_FALSE(g.OnNccl()) << "NCCL refuses two ranks on one GPU";
     ExpectCollectivesOnTheGpu(g, 0);
@@ -68,7 +59,7 @@ TEST(GroupGpuTest, RanksSharingAGpuGoThroughHostMemory) {
 }
 
 TEST(GroupGpuTest, RanksOnTheirOwnGpusReduceThroughNccl) {
-  REQUIRE_GPUS(2);
+  RL_REQUIRE_GPUS(2);
   if (!NcclComm::Built()) GTEST_SKIP() << "built without RL_WITH_NCCL";
   testing::RunRanks(2, [](Group& g) {
     EXPECT_TRUE(g.OnNccl());
@@ -79,7 +70,7 @@ TEST(GroupGpuTest, RanksOnTheirOwnGpusReduceThroughNccl) {
 // A peer that never takes part: the NCCL all-reduce gives up at the group's timeout (here 20 s,
 // test_ranks.h) with Unavailable instead of hanging, and the group stays broken.
 TEST(GroupGpuTest, ALostPeerEndsANcclCollectiveAtTheTimeout) {
-  REQUIRE_GPUS(2);
+  RL_REQUIRE_GPUS(2);
   if (!NcclComm::Built()) GTEST_SKIP() << "built without RL_WITH_NCCL";
   testing::RunRanks(2, [](Group& g) {
     if (g.rank() == 1) return;  // the lost peer
@@ -90,6 +81,31 @@ TEST(GroupGpuTest, ALostPeerEndsANcclCollectiveAtTheTimeout) {
     EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(40));
     EXPECT_EQ(g.AllReduceSum(t).code(), Code::kUnavailable);
   }, [](int r) { return r; });
+}
+
+// A rank with a GPU and one without would never meet in a collective of GPU tensors (NCCL or
+// host staging on one side, Gloo on the other): both are told at once, on any machine (the check
+// is made before any GPU is touched).
+TEST(GroupGpuTest, RanksWithAndWithoutAGpuDoNotFormAGroup) {
+  const std::string endpoint = "127.0.0.1:" + std::to_string(testing::FreePort());
+  std::vector<Status> got(2);
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < 2; ++r) {
+    ranks.emplace_back([&, r] {
+      GroupOptions o;
+      o.endpoint = endpoint;
+      o.rank = r;
+      o.size = 2;
+      o.timeout_ms = 20000;
+      o.gpu = r == 0 ? 0 : -1;
+      got[static_cast<size_t>(r)] = Group::Join(o).status();
+    });
+  }
+  for (auto& t : ranks) t.join();
+  for (const Status& s : got) {
+    EXPECT_EQ(s.code(), Code::kInvalidArgument) << s.ToString();
+    EXPECT_NE(s.message().find("rank 0 computes on a GPU and rank 1 on the CPU"), std::string::npos) << s.ToString();
+  }
 }
 
 TEST(GroupGpuTest, WithoutNcclConnectSaysSo) {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "rl/dist/group.h"
+#include "rl/model/device.h"
 
 namespace rl::dist::testing {
 
@@ -28,6 +29,17 @@ inline int FreePort() {
   close(fd);
   return ntohs(a.sin_port);
 }
+
+// The CUDA devices this process sees (up to 8): GPU tests skip below what they need.
+inline int VisibleGpus() {
+  int n = 0;
+  while (n < 8 && model::CheckDevice(c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(n))).ok()) ++n;
+  return n;
+}
+
+#define RL_REQUIRE_GPUS(n)                                                                        \
+  if (::rl::dist::testing::VisibleGpus() < (n))                                                  \
+  GTEST_SKIP() << "needs " << (n) << " CUDA device(s), " << ::rl::dist::testing::VisibleGpus() << " visible"
 
 // Runs body(group) on `size` threads, one rank each, and waits for them. gpu_of(rank): the GPU
 // that rank's collectives carry tensors on (GroupOptions::gpu); none by default.
