@@ -9,14 +9,16 @@
 #      with NCCL where PyTorch's wheel or the CUDA toolkit brings nccl.h (one GPU: NCCL between
 #      ranks on their own GPUs skips; two ranks sharing the GPU go through host memory);
 #   4. runs the addition demo (grpo-demo.sh) with every role on the GPU (RL_DEVICE=cuda);
-#   5. prints the figures: rl-profile decode --device cuda on a Qwen3-0.6B-shaped model (random
+#   5. groups: the demo's short form with a rollout group of two and two data-parallel trainer
+#      ranks, every rank on a GPU (one GPU: all share it; two or more: one each, through NCCL);
+#   6. prints the figures: rl-profile decode --device cuda on a Qwen3-0.6B-shaped model (random
 #      weights, Qwen3's tokenizer from .gpu-debs/qwen3) in float32 and in bf16: prefill, decode and
 #      GRPO-step tokens/s at several batch sizes with the caching allocator's peak, beside PyTorch
 #      (tests/reference/decode_reference.py) running the same model and step on the same GPU.
 # Every stage's log goes to $OUT (default /tmp/gpu-check); the summary at the end says which
 # stages passed. Exit 0 when all did.
 #
-# Usage: scripts/gpu-check.sh [--stages unpack,build,test,demo,figures] [--cpu]
+# Usage: scripts/gpu-check.sh [--stages unpack,build,test,demo,groups,figures] [--cpu]
 #   --stages  run only these (a later call on the same machine reuses the prefix and build-gpu/)
 #   --cpu     the same steps against Debian's CPU libtorch, on the CPU (RL_WITH_CUDA off, RL_DEVICE
 #             cpu, small figures): how the script itself is checked where no GPU is at hand
@@ -28,13 +30,13 @@ root=$PWD
 out=${OUT:-/tmp/gpu-check}
 prefix=${RL_GPU_PREFIX:-/tmp/rl-gpu-deps}
 jobs=${RL_JOBS:-$(nproc)}
-stages=unpack,build,test,demo,figures
+stages=unpack,build,test,demo,groups,figures
 cpu=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --stages) stages=$2; shift 2 ;;
     --cpu) cpu=1; shift ;;
-    -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,26p' "$0"; exit 0 ;;
     *) echo "gpu-check: unknown argument $1 (see --help)" >&2; exit 64 ;;
   esac
 done
@@ -140,6 +142,17 @@ demo() {
     bash examples/pipelines/grpo-demo.sh --steps "${RL_GPU_DEMO_STEPS:-40}" --final-eval 300
 }
 
+groups() {
+  local device=cuda run
+  [ "$cpu" = 1 ] && device=cpu
+  run=$(mktemp -d /tmp/gpu-check-groups.XXXXXX)
+  RL_BUILD_DIR=$build RL_DEVICE=$device RL_RUN_DIR=$run \
+    bash examples/pipelines/grpo-demo.sh --short --rollout-group 2 --train-ranks 2 || return 1
+  # where each group computed and whether its tensors went through NCCL
+  grep -h '"event":"group"' "$run"/events/*.jsonl
+  grep -q "\"device\":\"$device" "$run"/events/rollout-0.jsonl
+}
+
 figures() {
   local model=/tmp/gpu-check-qwen3 device=cuda batches=${RL_GPU_BATCHES:-1,16,64,256} shape rc=0 p
   shape='"vocab_size": 151936, "hidden_size": 1024, "intermediate_size": 3072, "num_hidden_layers": 28,
@@ -169,10 +182,11 @@ want unpack && { stage unpack unpack || exit 1; }
 want build && { stage build configure_and_build || exit 1; }
 want test && stage test run_tests
 want demo && stage demo demo
+want groups && stage groups groups
 want figures && stage figures figures
 say "== summary ($([ "$cpu" = 1 ] && echo "--cpu" || echo "GPU"))"
 ok=0
-for s in unpack build test demo figures; do
+for s in unpack build test demo groups figures; do
   [ -n "${result[$s]:-}" ] || continue
   say "$s: ${result[$s]}"
   [[ "${result[$s]}" == passed* ]] || ok=1

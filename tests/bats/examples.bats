@@ -84,6 +84,8 @@ man_examples() {
   [[ "$output" == *"after 3 GRPO steps"* ]]
   run_dir=$(printf '%s\n' "$output" | grep -o 'events: [^ ]*' | cut -d' ' -f2)
   grep -q '"ranks":2' "$run_dir"/rollout-*.jsonl
+  # rank 0 says where the group computes and how its tensors travel
+  grep '"event":"group"' "$run_dir"/rollout-0.jsonl | grep '"device":"cpu"' | grep -q '"nccl":false'
 }
 
 @test "examples/pipelines/hf-grpo.sh runs in its short form: Qwen3 layout and tokenizer, SFT, GRPO, export, verdict" {

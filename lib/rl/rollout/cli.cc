@@ -272,6 +272,7 @@ int RunLoop(RolloutOptions o, const std::string& weights, WeightSyncOptions sync
     group.emplace(std::move(*joined));
     leader.emplace(&*group, group_flags.options);
     o.group = &*leader;
+    events.Emit("group", {{"ranks", group_flags.size}, {"device", model::DeviceName(*device)}, {"nccl", group->OnNccl()}});
     spdlog::info("leading a rollout group of {} ({}) on {}{}", group_flags.size,
                  group_flags.options.predictor ? "adaptive tensor parallelism" : "tensor parallel",
                  model::DeviceName(*device), group->OnNccl() ? " (NCCL)" : "");

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <iterator>
 
+#include "rl/model/device.h"
 #include "rl/train/data_parallel.h"
 #include "rl/train/grpo_loop_state.h"
 
@@ -26,7 +27,8 @@ Status GrpoLoop::JoinGroup() {
     return joined.status().WithContext("the trainer group at " + o_.rendezvous + " did not form");
   }
   group_.emplace(std::move(*joined));
-  events_.Emit("group", {{"rank", o_.rank}, {"world", o_.world}, {"name", g.name}, {"nccl", group_->OnNccl()}});
+  events_.Emit("group", {{"rank", o_.rank}, {"world", o_.world}, {"name", g.name},
+                         {"device", model::DeviceName(o_.grpo.device)}, {"nccl", group_->OnNccl()}});
   return Status::OK();
 }
 
