@@ -12,7 +12,7 @@ void AppendTrainOptions(std::vector<OptionSpec>* table) {
       {"--batch-size", "RL_TRAIN_BATCH_SIZE", "SFT sequences per step", {sft}},
       {"--precision", "RL_TRAIN_PRECISION",
        "float32, or bf16: bfloat16 compute with float32 master weights and optimizer state",
-       {sft, grpo, "rl-profile decode"}},
+       {sft, grpo, "rl-profile decode", "rl-profile adaptive"}},
       {"--clip", "RL_TRAIN_CLIP", "PPO clip range of the importance ratio", {grpo}},
       {"--group-epoch", "RL_GROUP_EPOCH",
        "names this forming of the data-parallel group (a fresh one after a rank died; rl-watchdog sets it)",

@@ -16,6 +16,7 @@
 #include "rl/core/fail.h"
 #include "rl/dist/adaptive_generate.h"
 #include "rl/dist/decode_grid.h"
+#include "rl/model/device.h"
 #include "rl/model/model_dir.h"
 
 extern char** environ;
@@ -30,10 +31,15 @@ void Progress(const AdaptiveProfileOptions& o, const std::string& line) {
   if (o.rank == 0) std::cerr << "rl-profile adaptive: " << line << std::endl;
 }
 
-Result<model::Transformer> LoadModel(const AdaptiveProfileOptions& o) {
+// The model in --precision on this rank's device.
+Result<model::Transformer> LoadModel(const AdaptiveProfileOptions& o, const c10::Device& device) {
   RL_ASSIGN_OR_RETURN(model::ModelDir dir, model::OpenModelDir(o.model));
   const int64_t context = o.prompt_tokens + o.max_new_tokens + 1;
-  return model::InitialModel(dir, o.seed, model::HfLoadOptions{model::DType::kF32, context});
+  const model::DType dtype = o.precision == "bf16" ? model::DType::kBF16 : model::DType::kF32;
+  RL_ASSIGN_OR_RETURN(model::Transformer m, model::InitialModel(dir, o.seed, model::HfLoadOptions{dtype, context}));
+  RL_RETURN_IF_ERROR(m.ToDType(dtype));  // a directory without weights starts in float32
+  RL_RETURN_IF_ERROR(m.To(device));
+  return m;
 }
 
 struct Workload {
@@ -89,10 +95,11 @@ Result<Run> RunStage(Group& group, const model::Transformer& whole, const Worklo
 
 // The time a fresh process takes to start and load the model: what a switch that restarts the
 // engine processes pays before it can decode again.
-Result<double> TimeFreshLoad(const AdaptiveProfileOptions& o) {
+Result<double> TimeFreshLoad(const AdaptiveProfileOptions& o, const c10::Device& device) {
   std::vector<std::string> args = {"rl-profile", "adaptive", "--load-only", "--model", o.model,
                                    "--max-new-tokens", std::to_string(o.max_new_tokens),
-                                   "--prompt-tokens", std::to_string(o.prompt_tokens)};
+                                   "--prompt-tokens", std::to_string(o.prompt_tokens),
+                                   "--device", model::DeviceName(device), "--precision", o.precision};
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -127,11 +134,15 @@ std::string Describe(const AdaptiveResult& r) {
 
 int RunProfile(const AdaptiveProfileOptions& o) {
   at::set_num_threads(o.threads);
+  auto device = model::OpenRankDevice(o.device, o.load_only ? 0 : o.rank);
+  if (!device.ok()) return Fail("rl-profile", device.status());
   if (o.load_only) {
-    auto m = LoadModel(o);
+    auto m = LoadModel(o, *device);
+    if (m.ok()) model::Synchronize(*device);  // the copy to a GPU is part of the load
     return m.ok() ? kExitOk : Fail("rl-profile", m.status());
   }
   GroupOptions g;
+  if (device->is_cuda()) g.gpu = device->has_index() ? device->index() : 0;
   g.endpoint = o.rendezvous;
   g.rank = o.rank;
   g.size = o.ranks;
@@ -139,7 +150,7 @@ int RunProfile(const AdaptiveProfileOptions& o) {
   g.timeout_ms = 120000;
   auto group = Group::Join(g);
   if (!group.ok()) return Fail("rl-profile", group.status());
-  auto whole = LoadModel(o);
+  auto whole = LoadModel(o, *device);
   if (!whole.ok()) return Fail("rl-profile", whole.status());
   const int n = o.ranks;
   std::string degrees;
@@ -208,7 +219,7 @@ int RunProfile(const AdaptiveProfileOptions& o) {
   Progress(o, "timing a naive switch (fresh process, model load, fresh group)");
   double load_s = 0;
   if (o.rank == 0) {
-    auto l = TimeFreshLoad(o);
+    auto l = TimeFreshLoad(o, *device);
     if (!l.ok()) return Fail("rl-profile", l.status());
     load_s = *l;
   }
@@ -252,6 +263,7 @@ int RunProfile(const AdaptiveProfileOptions& o) {
   std::cout << "adaptive tensor parallelism: " << n << " ranks, " << o.prompts << " prompts of "
             << o.prompt_tokens << " tokens, " << o.slots << " slots per replica, long tail "
             << o.max_new_tokens << " tokens (" << Fixed(o.tail * 100, 0) << "%), short " << o.short_tokens
+            << "; " << model::DeviceName(*device) << (group->OnNccl() ? " (NCCL)" : "") << ", " << o.precision
             << "; profile " << Fixed(profile_s, 1) << " s"
             << (o.repeats > 1 ? "; times are medians of " + std::to_string(o.repeats) + " runs" : std::string())
             << "\n";
@@ -324,6 +336,8 @@ profile::Subcommand AddAdaptiveProfile(CommandLine& cl) {
   cl.Bind(app, "--steps", &o->steps)->check(CLI::Range(1, 1000));
   cl.Bind(app, "--repeats", &o->repeats)->check(CLI::Range(1, 100));
   cl.Bind(app, "--threads", &o->threads)->check(CLI::Range(1, 256));
+  cl.Bind(app, "--device", &o->device);
+  cl.Bind(app, "--precision", &o->precision)->check(CLI::IsMember({"float32", "bf16"}));
   cl.Bind(app, "--seed", &o->seed);
   cl.BindFlag(app, "--load-only", &o->load_only);
   cl.Bind(app, "--profile-out", &o->profile_out);

@@ -8,7 +8,8 @@
 // moved sequences) and checks the predictor on the real trajectories. Rank 0 prints the table
 // and a last line:
 //   adaptive/best-static: long-tail X.XX uniform X.XX; switch/naive-restart X.XX; predictor error X.X%
-// Response lengths are set per prompt (eos off), so every run does the same work.
+// Response lengths are set per prompt (eos off), so every run does the same work. On GPUs
+// (--device cuda) each rank's model is on its GPU; the profile then predicts GPU decoding.
 #pragma once
 
 #include <cstdint>
@@ -35,6 +36,8 @@ struct AdaptiveProfileOptions {
   int steps = 4;                 // decode steps timed per profile point
   int repeats = 1;               // runs of each configuration, interleaved; the median time is reported
   int threads = 1;               // libtorch threads per rank
+  std::string device = "cpu";    // --device: "cuda" is rank r's GPU, cuda:r where visible (OpenRankDevice)
+  std::string precision = "float32";  // or "bf16": the model's compute dtype
   uint64_t seed = 1;
   std::string profile_out;       // the measured profile, for rl-rollout run --adaptive-profile
   bool load_only = false;        // internal: load the model and exit (the naive switch's restart)

@@ -10,6 +10,7 @@
 
 #include "rl/dist/adaptive_generate.h"
 #include "rl/dist/replica.h"
+#include "rl/model/device.h"
 #include "rl/model/kv_cache.h"
 #include "rl/model/tensor_parallel.h"
 #include "rl/model/torch_guard.h"
@@ -37,8 +38,10 @@ Result<std::pair<double, double>> TimePoint(const model::Transformer& m, int64_t
     sequences.push_back(SequenceState{0, std::vector<int64_t>(ids.data_ptr<int64_t>(), ids.data_ptr<int64_t>() + length),
                                       {}, {}});
   }
+  // On a GPU each timing waits for the kernels it queued (model::Synchronize; a no-op on the CPU).
   auto t = Clock::now();
   RL_RETURN_IF_ERROR(replica.RecomputeActive(std::move(sequences)));
+  model::Synchronize(m.device());
   const double prefill = Since(t) / static_cast<double>(batch);
   std::vector<model::Generation> out(1);
   std::vector<double> times;
@@ -46,6 +49,7 @@ Result<std::pair<double, double>> TimePoint(const model::Transformer& m, int64_t
     t = Clock::now();
     RL_ASSIGN_OR_RETURN(RoundStats stats, replica.Round(&out));
     (void)stats;
+    model::Synchronize(m.device());
     times.push_back(Since(t));
   }
   std::sort(times.begin(), times.end());
@@ -80,6 +84,7 @@ Result<LatencyModel> MeasureDecodeGrid(Group& group, const model::Transformer& w
         RL_ASSIGN_OR_RETURN(model::TensorParallel tp_comm, g.TensorParallel());
         auto t = Clock::now();
         RL_ASSIGN_OR_RETURN(model::Transformer s, whole.Shard(tp_comm));
+        model::Synchronize(whole.device());
         costs.reshard_s = std::max(costs.reshard_s, Since(t));
         shard = std::make_unique<model::Transformer>(std::move(s));
       }
@@ -96,8 +101,9 @@ Result<LatencyModel> MeasureDecodeGrid(Group& group, const model::Transformer& w
         }
       }
     }
-    // All-gather bandwidth: bytes each rank receives per second, for 16 MiB per rank.
-    const at::Tensor block = at::ones({int64_t{4} << 20}, at::kFloat);
+    // All-gather bandwidth: bytes each rank receives per second, for 16 MiB per rank, from where
+    // the KV cache a switch moves lives (on a GPU the staging through host memory included).
+    const at::Tensor block = at::ones({int64_t{4} << 20}, at::TensorOptions().dtype(at::kFloat).device(whole.device()));
     std::vector<at::Tensor> parts;
     RL_RETURN_IF_ERROR(group.AllGather(block, &parts));  // warm up the connections
     auto t = Clock::now();
