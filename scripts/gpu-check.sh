@@ -10,7 +10,8 @@
 #      ranks on their own GPUs skips; two ranks sharing the GPU go through host memory);
 #   4. runs the addition demo (grpo-demo.sh) with every role on the GPU (RL_DEVICE=cuda);
 #   5. groups: the demo's short form with a rollout group of two and two data-parallel trainer
-#      ranks, every rank on a GPU (one GPU: all share it; two or more: one each, through NCCL);
+#      ranks, every rank on a GPU (one GPU: all share it; two or more: one each, through NCCL),
+#      then adaptive-tp.sh --short on the GPU (profile, static and adaptive, a rank killed in a switch);
 #   6. prints the figures: rl-profile decode --device cuda on a Qwen3-0.6B-shaped model (random
 #      weights, Qwen3's tokenizer from .gpu-debs/qwen3) in float32 and in bf16: prefill, decode and
 #      GRPO-step tokens/s at several batch sizes with the caching allocator's peak, beside PyTorch
@@ -36,7 +37,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --stages) stages=$2; shift 2 ;;
     --cpu) cpu=1; shift ;;
-    -h|--help) sed -n '2,26p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
     *) echo "gpu-check: unknown argument $1 (see --help)" >&2; exit 64 ;;
   esac
 done
@@ -150,7 +151,10 @@ groups() {
     bash examples/pipelines/grpo-demo.sh --short --rollout-group 2 --train-ranks 2 || return 1
   # where each group computed and whether its tensors went through NCCL
   grep -h '"event":"group"' "$run"/events/*.jsonl
-  grep -q "\"device\":\"$device" "$run"/events/rollout-0.jsonl
+  grep -q "\"device\":\"$device" "$run"/events/rollout-0.jsonl || return 1
+  # adaptive tensor parallelism on the device: a profile, static and adaptive runs, a rollout group
+  # with the profile whose rank is killed in a switch (no row lost or doubled)
+  RL_BUILD_DIR=$build RL_DEVICE=$device bash examples/pipelines/adaptive-tp.sh --short
 }
 
 figures() {

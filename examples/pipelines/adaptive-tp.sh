@@ -24,7 +24,8 @@
 #   --ranks N the measurement on N processes (2 or 4; default 2): static at each degree 1, 2 .. N
 #             and adaptive, which may widen several times (1 -> 2 -> 4). On a 2-core machine 4
 #             ranks share the cores, so their timings say nothing about the speed-ups.
-# Environment: RL_BUILD_DIR (default ./build), RL_RUN_DIR (default a new /tmp directory).
+# Environment: RL_BUILD_DIR (default ./build), RL_RUN_DIR (default a new /tmp directory), RL_DEVICE
+# (cuda: every rank of the profile and of the rollout group on a GPU, cuda:RANK where there are several).
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 rl_tools
