@@ -109,3 +109,14 @@ man_examples() {
   # Both runs of the seed started from the same SFT weights.
   cmp "$(printf '%s\n' "$output" | sed -n 's/^runs: //p')"/seed-1/{sync-none,async-decoupled}/ckpt/weights-0.safetensors
 }
+
+@test "scripts/gpu-check.sh: --help names every stage, a bad argument exits 64; each stage it names exists" {
+  run bash "$RL_SOURCE_DIR/scripts/gpu-check.sh" --help
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"--stages unpack,build,test,demo,groups,figures"* ]]
+  run bash "$RL_SOURCE_DIR/scripts/gpu-check.sh" --no-such-thing
+  [ "$status" -eq 64 ]
+  for s in unpack configure_and_build run_tests demo groups figures; do
+    grep -q "^$s() {" "$RL_SOURCE_DIR/scripts/gpu-check.sh"
+  done
+}
