@@ -77,6 +77,16 @@ man_examples() {
   [ "$(printf '%s\n' "$output" | grep -cE '^ +[123] ')" -eq 3 ]
 }
 
+@test "examples/pipelines/agent-demo.sh runs with a rollout group of two: conversations with tools on the group" {
+  run bash "$RL_SOURCE_DIR/examples/pipelines/agent-demo.sh" --short --rollout-group 2
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [[ "$output" =~ GRPO:\ 3\ steps,\ [0-9]+\ conversations ]]
+  run_dir=$(printf '%s\n' "$output" | sed -n 's/^== data (seed [0-9]*) in //p')
+  grep -q '"event":"group"' "$run_dir"/events/rollout-0.jsonl
+  grep -q '"event":"turn"' "$run_dir"/events/rollout-0.jsonl
+}
+
 @test "examples/pipelines/grpo-demo.sh runs with a rollout group of two (tensor parallel) in its short form" {
   run bash "$RL_SOURCE_DIR/examples/pipelines/grpo-demo.sh" --short --rollout-group 2
   echo "$output"

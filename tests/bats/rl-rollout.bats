@@ -78,9 +78,6 @@ man_examples() {
   [ "$output" = "rl-rollout: --ranks 2 needs --rendezvous HOST:PORT and a --rank below it" ]
   run rl-rollout run --weights "$MODEL" --ranks 2 --rank 2 --rendezvous 127.0.0.1:1
   [ "$status" -eq 64 ]
-  run rl-rollout run --weights "$MODEL" --ranks 2 --rendezvous 127.0.0.1:1 --tools tcp://127.0.0.1:1
-  [ "$status" -eq 64 ]
-  [[ "$output" == *"does not run conversations with tools"* ]]
   run rl-rollout run --weights "$MODEL" --ranks 2 --rendezvous 127.0.0.1:1 --adaptive-profile "$TMP/none.json"
   [ "$status" -eq 74 ]
   [ "${#lines[@]}" -eq 1 ]

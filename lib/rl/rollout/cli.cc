@@ -120,13 +120,12 @@ struct GroupFlags {
     cl.Bind(sub, "--switch-margin", &options.margin)->check(CLI::Range(0.0, 10.0));
   }
   bool enabled() const { return size > 1; }
-  Status Check(bool tools) {
+  Status Check() {
     if (!enabled()) return Status::OK();
     if (rank >= size || rendezvous.empty()) {
       return Status::InvalidArgument("--ranks " + std::to_string(size) +
                                      " needs --rendezvous HOST:PORT and a --rank below it");
     }
-    if (tools) return Status::InvalidArgument("a rollout group does not run conversations with tools yet");
     if (profile_path.empty()) return Status::OK();
     std::ifstream in(profile_path);
     if (!in) return Status::IOError("--adaptive-profile " + profile_path + ": cannot be read");
@@ -368,7 +367,7 @@ int RolloutMain(int argc, char** argv) {
   sync.poll_ms = static_cast<int>(poll_s * 1000);
   sync.stall_ms = static_cast<int>(stall_s * 1000);
   if (run->parsed()) {
-    if (Status s = group_flags.Check(run_tools.enabled()); !s.ok()) return Fail(kTool, s);
+    if (Status s = group_flags.Check(); !s.ok()) return Fail(kTool, s);
     auto when = ParseOnNewWeights(on_new_weights);
     if (!when.ok()) return Fail(kTool, when.status());
     o.on_new_weights = *when;

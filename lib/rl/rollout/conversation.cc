@@ -216,7 +216,8 @@ Status ConversationRunner::Turn(const model::Transformer& model, uint64_t versio
   if (going.empty()) return Status::OK();
   int64_t start = MonoMillis();
   model::GenerateStats gs;
-  RL_ASSIGN_OR_RETURN(std::vector<model::Generation> gens, model::Generate(model, prompts, go, &gs));
+  RL_ASSIGN_OR_RETURN(std::vector<model::Generation> gens, generate_ ? generate_(model, version, prompts, go, &gs)
+                                                                      : model::Generate(model, prompts, go, &gs));
   stats->generate_s += (MonoMillis() - start) / 1000.0;
   stats->segments += static_cast<int64_t>(gens.size());
   stats->new_tokens += gs.new_tokens;

@@ -93,11 +93,19 @@ struct TurnStats {
   model::GenerateStats switching;  // its switches, interrupted, reprefill_tokens and switch_s summed
 };
 
+// What generates a turn's segments: model::Generate by default; a rollout group's leader
+// (dist::GroupLeader::Generate, which sends the model's weights along when `version` is new to
+// its followers) makes the conversations run on the whole group.
+using SegmentGenerator = std::function<Result<std::vector<model::Generation>>(
+    const model::Transformer& model, uint64_t version, const std::vector<std::vector<int64_t>>& prompts,
+    const model::GenerateOptions& options, model::GenerateStats* stats)>;
+
 class ConversationRunner {
  public:
-  // REQUIRES: dir outlives the runner.
-  ConversationRunner(const model::ModelDir& dir, ConversationOptions options, ToolTokens tokens)
-      : dir_(dir), o_(std::move(options)), tokens_(tokens) {}
+  // REQUIRES: dir outlives the runner. `generate` empty: model::Generate.
+  ConversationRunner(const model::ModelDir& dir, ConversationOptions options, ToolTokens tokens,
+                     SegmentGenerator generate = {})
+      : dir_(dir), o_(std::move(options)), tokens_(tokens), generate_(std::move(generate)) {}
 
   // One turn of every conversation not done: generate its next segment with `model` (tokens
   // stamped `version`, or the version Generate switched to with options.generate.newer_weights),
@@ -126,6 +134,7 @@ class ConversationRunner {
   const model::ModelDir& dir_;
   ConversationOptions o_;
   ToolTokens tokens_;
+  SegmentGenerator generate_;
 };
 
 }  // namespace rl::rollout

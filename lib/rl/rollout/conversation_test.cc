@@ -6,6 +6,8 @@
 
 #include <algorithm>
 
+#include "rl/dist/group_generate.h"
+#include "rl/dist/test_ranks.h"
 #include "rl/rollout/test_model.h"
 
 namespace rl::rollout {
@@ -209,6 +211,49 @@ TEST(ConversationTest, ToolResultsAreMaskedAndCallsCarryTheirText) {
   std::sort(seen.begin(), seen.end());
   std::sort(expected.begin(), expected.end());
   EXPECT_EQ(seen, expected);
+}
+
+// A rollout group generates the turns' segments (dist::GroupLeader::Generate, the follower
+// holding the other half of every layer): the conversations are those of the whole model alone,
+// token for token, calls, results and masks included.
+TEST(ConversationTest, ARolloutGroupHoldsTheConversationsOfTheWholeModel) {
+  const model::Transformer model = CalcModel(3);
+  ConversationOptions o = Options();
+  // Sampled (greedy, the random model never calls): the group's replica draws with the same seed
+  // in the same slot order, and its split sums move the probabilities by float rounding only.
+  o.generate.sampling.temperature = 1;
+  const ToolTokens tags = *ResolveToolTokens(CalcDir(), ToolFormat{});
+  std::vector<Conversation> alone = Prompts(16), grouped = Prompts(16);
+  EchoTools alone_tools, group_tools;
+  TurnStats alone_stats, group_stats;
+  ASSERT_TRUE(ConversationRunner(CalcDir(), o, tags).Finish(model, 7, Pointers(alone), alone_tools.runner(), 11,
+                                                            &alone_stats).ok());
+  Status follower = Status::Internal("not run");
+  dist::testing::RunRanks(2, [&](dist::Group& g) {
+    if (g.rank() == 1) {
+      follower = dist::RunGroupFollower(g, CalcModel(99), {});  // its weights come from the leader
+      return;
+    }
+    dist::GroupLeader leader(&g, {});
+    ConversationRunner runner(CalcDir(), o, tags,
+                              [&](const model::Transformer& m, uint64_t version,
+                                  const std::vector<std::vector<int64_t>>& prompts, const model::GenerateOptions& go,
+                                  model::GenerateStats* gs) { return leader.Generate(m, version, prompts, go, gs); });
+    Status s = runner.Finish(model, 7, Pointers(grouped), group_tools.runner(), 11, &group_stats);
+    EXPECT_TRUE(s.ok()) << s.ToString();
+    EXPECT_TRUE(leader.Stop().ok());
+  });
+  EXPECT_TRUE(follower.ok()) << follower.ToString();
+  EXPECT_GT(alone_stats.tool_calls, 0) << "nothing called a tool: the test shows nothing";
+  EXPECT_EQ(group_stats.tool_calls, alone_stats.tool_calls);
+  EXPECT_EQ(group_stats.tool_errors, alone_stats.tool_errors);
+  for (size_t i = 0; i < alone.size(); ++i) {
+    EXPECT_EQ(grouped[i].ids, alone[i].ids) << "conversation " << i;
+    EXPECT_EQ(grouped[i].mask, alone[i].mask);
+    EXPECT_EQ(grouped[i].versions, alone[i].versions);
+    EXPECT_EQ(grouped[i].turn_rewards, alone[i].turn_rewards);
+    EXPECT_TRUE(grouped[i].done);
+  }
 }
 
 // A conversation written out after a turn and read back goes on exactly as the one that stayed

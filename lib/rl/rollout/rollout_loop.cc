@@ -334,7 +334,14 @@ class Loop {
     for (Conversation& c : convs) all.push_back(&c);
     ConversationOptions co = *o_.conversation;
     if (interrupt()) co.generate.newer_weights = NewerWeights();
-    ConversationRunner runner(*o_.model, co, *tool_tokens_);
+    SegmentGenerator on_group;  // a rollout group generates each turn's segments as one
+    if (o_.group != nullptr) {
+      on_group = [this](const model::Transformer& model, uint64_t version, const std::vector<std::vector<int64_t>>& p,
+                        const model::GenerateOptions& go, model::GenerateStats* gs) {
+        return o_.group->Generate(model, version, p, go, gs);
+      };
+    }
+    ConversationRunner runner(*o_.model, co, *tool_tokens_, std::move(on_group));
     ToolRunner tools = [this](const std::vector<env::ToolCall>& calls) { return o_.tools->Call(calls); };
     TurnStats ts;
     const uint64_t seed = o_.generate.seed ^ (0x9e3779b97f4a7c15ULL * (got.rows.front().index + 1));
