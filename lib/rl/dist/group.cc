@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "rl/dist/nccl_comm.h"
+#include "rl/dist/peer_error.h"
 #include "rl/dist/sync_all_reduce.h"
 #include "rl/model/torch_guard.h"
 
@@ -30,15 +31,7 @@ namespace {
 // c10d reports a dead or hung peer with exceptions (c10::Error, std::runtime_error from Gloo).
 template <typename F>
 Status Guard(const char* what, F&& f) {
-  try {
-    f();
-    return Status::OK();
-  } catch (const std::exception& e) {
-    std::string m = e.what();
-    const size_t cut = m.find('\n');  // c10::Error appends a backtrace
-    if (cut != std::string::npos) m.resize(cut);
-    return Status::Unavailable(std::string("process group: ") + what + ": " + m);
-  }
+  return CallPeers(std::string("process group: ") + what, std::forward<F>(f));
 }
 
 Status ParseEndpoint(const std::string& endpoint, std::string* host, uint16_t* port) {
@@ -287,10 +280,7 @@ Result<model::TensorParallel> Group::TensorParallel() {
         sum->Sum(t);
       }
     } catch (const std::exception& e) {
-      std::string m = e.what();
-      const size_t cut = m.find('\n');
-      if (cut != std::string::npos) m.resize(cut);
-      throw model::PeerLost("tensor-parallel all-reduce: " + m);
+      throw model::PeerLost("tensor-parallel all-reduce: " + FirstLine(e));
     }
   };
   return tp;

@@ -34,6 +34,8 @@ Status NcclComm::Broadcast(at::Tensor&, int) { return Status::Unavailable("no NC
 #include <thread>
 #include <vector>
 
+#include "rl/dist/peer_error.h"
+
 #if NCCL_VERSION_CODE < NCCL_VERSION(2, 14, 0)
 #error "roleflow needs NCCL 2.14 or later (non-blocking communicators, ncclCommInitRankConfig)"
 #endif
@@ -120,15 +122,7 @@ Result<std::string> GpuIdentity(int gpu) {
 // c10d's store throws on a timeout or a lost server.
 template <typename F>
 Status StoreCall(const char* what, F&& f) {
-  try {
-    f();
-    return Status::OK();
-  } catch (const std::exception& e) {
-    std::string m = e.what();
-    const size_t cut = m.find('\n');
-    if (cut != std::string::npos) m.resize(cut);
-    return Status::Unavailable(std::string("nccl: ") + what + ": " + m);
-  }
+  return CallPeers(std::string("nccl: ") + what, std::forward<F>(f));
 }
 
 std::vector<uint8_t> Bytes(const std::string& s) { return std::vector<uint8_t>(s.begin(), s.end()); }

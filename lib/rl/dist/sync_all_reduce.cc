@@ -15,6 +15,8 @@
 #include <map>
 #include <vector>
 
+#include "rl/dist/peer_error.h"
+
 namespace rl::dist {
 namespace {
 
@@ -77,10 +79,7 @@ Result<std::shared_ptr<SyncAllReduce>> SyncAllReduce::Connect(void* c10d_store, 
       if (r != rank) state->context->getPair(r)->setSync(/*sync=*/true, /*busyPoll=*/false);
     }
   } catch (const std::exception& e) {
-    std::string m = e.what();
-    const size_t cut = m.find('\n');
-    if (cut != std::string::npos) m.resize(cut);
-    return Status::Unavailable("tensor-parallel all-reduce: connect: " + m);
+    return Status::Unavailable("tensor-parallel all-reduce: connect: " + FirstLine(e));
   }
   return std::shared_ptr<SyncAllReduce>(new SyncAllReduce(std::move(state)));
 }
