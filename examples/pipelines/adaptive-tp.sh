@@ -25,7 +25,7 @@
 #             and adaptive, which may widen several times (1 -> 2 -> 4). On a 2-core machine 4
 #             ranks share the cores, so their timings say nothing about the speed-ups.
 # Environment: RL_BUILD_DIR (default ./build), RL_RUN_DIR (default a new /tmp directory), RL_DEVICE
-# (cuda: every rank of the profile and of the rollout group on a GPU, cuda:RANK where there are several).
+# (cuda: every rank of the profile and of the rollout group on a GPU, cuda:RANK modulo the GPUs).
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 rl_tools

@@ -12,6 +12,7 @@
 #include <optional>
 
 #include "rl/dist/replica.h"
+#include "rl/model/device.h"
 #include "rl/model/tensor_parallel.h"
 #include "rl/model/torch_guard.h"
 
@@ -128,6 +129,7 @@ Status Merge(Group& group, Replica::Exported mine, int from, int to, const std::
   t = Clock::now();
   if (recompute) {
     RL_RETURN_IF_ERROR(merged->RecomputeActive(std::move(sequences)));
+    model::Synchronize(device);  // the prefills' kernels, on a GPU
     record->state_s = Since(t);
     return Status::OK();
   }
@@ -153,6 +155,7 @@ Status Merge(Group& group, Replica::Exported mine, int from, int to, const std::
     }
   }
   RL_RETURN_IF_ERROR(merged->PutActive(std::move(sequences), keys, values));
+  model::Synchronize(device);  // the copies into the new cache, on a GPU
   record->state_s = Since(t);
   return Status::OK();
 }
@@ -314,6 +317,8 @@ Result<AdaptiveResult> AdaptiveGenerate(Group& group, const model::Transformer& 
     if (!replica->done()) {
       const Clock::time_point t = Clock::now();
       RL_ASSIGN_OR_RETURN(RoundStats stats, replica->Round(&out));
+      // A GPU round returns with its last kernels queued: the calibration compares whole rounds.
+      if (o.predictor != nullptr) model::Synchronize(whole.device());
       RoundTrace r{tp, stats.batch, stats.context_tokens, stats.prefills > 0, Since(t)};
       if (o.predictor != nullptr && o.predictor->Has(tp) && !r.prefill && r.batch > 0) {
         const double profiled = o.predictor->Step(tp, r.batch, r.context_tokens);
@@ -372,6 +377,7 @@ Result<AdaptiveResult> AdaptiveGenerate(Group& group, const model::Transformer& 
     Clock::time_point t = Clock::now();
     RL_ASSIGN_OR_RETURN(model::Transformer s, whole.Shard(comms.at(d.to)));
     auto next_shard = std::make_unique<model::Transformer>(std::move(s));
+    model::Synchronize(whole.device());
     record.reshard_s = Since(t);
     t = Clock::now();
     RL_ASSIGN_OR_RETURN(Replica::Exported mine, replica->TakeActive());

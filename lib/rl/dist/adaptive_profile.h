@@ -36,7 +36,7 @@ struct AdaptiveProfileOptions {
   int steps = 4;                 // decode steps timed per profile point
   int repeats = 1;               // runs of each configuration, interleaved; the median time is reported
   int threads = 1;               // libtorch threads per rank
-  std::string device = "cpu";    // --device: "cuda" is rank r's GPU, cuda:r where visible (OpenRankDevice)
+  std::string device = "cpu";    // --device: "cuda" is cuda:rank modulo the GPUs seen (OpenRankDevice)
   std::string precision = "float32";  // or "bf16": the model's compute dtype
   uint64_t seed = 1;
   std::string profile_out;       // the measured profile, for rl-rollout run --adaptive-profile

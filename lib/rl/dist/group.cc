@@ -75,7 +75,7 @@ Result<c10::intrusive_ptr<c10d::ProcessGroupGloo>> MakeGloo(
 // Every rank of a group must hold a GPU or none: a GPU rank's collectives of GPU tensors take NCCL
 // (or host staging) where a CPU rank's take Gloo, and the two would wait for each other until the
 // timeout. Each rank says which through the store; InvalidArgument on every rank where they differ.
-Status AgreeOnDevices(c10d::Store* store, const GroupOptions& o) {
+Status AgreeOnDevices(c10d::Store* store, c10d::ProcessGroupGloo* pg, const GroupOptions& o) {
   std::string mixed;
   RL_RETURN_IF_ERROR(Guard("comparing devices", [&] {
     const std::string prefix = o.name + "/device/";
@@ -88,6 +88,10 @@ Status AgreeOnDevices(c10d::Store* store, const GroupOptions& o) {
                 std::to_string(gpu ? o.rank : r) + " on the CPU";
       }
     }
+    // On a mix every rank finds it and fails the Join; the barrier keeps rank 0, whose failing Join
+    // takes the store down, until the others have read what they need (else they would report a
+    // lost store, Unavailable, instead of the mix).
+    if (!mixed.empty()) pg->barrier()->wait();
   }));
   if (mixed.empty()) return Status::OK();
   return Status::InvalidArgument("process group '" + o.name + "': " + mixed +
@@ -152,7 +156,7 @@ Result<Group> Group::Join(const GroupOptions& o) {
     state->store = c10::make_intrusive<c10d::TCPStore>(host, so);
   }));
   RL_ASSIGN_OR_RETURN(state->pg, MakeGloo(state->store, o.name, o.rank, o.size, o));
-  RL_RETURN_IF_ERROR(AgreeOnDevices(state->store.get(), o));
+  RL_RETURN_IF_ERROR(AgreeOnDevices(state->store.get(), state->pg.get(), o));
   RL_ASSIGN_OR_RETURN(state->nccl, ConnectGpu(state->store.get(), o));
   return Group(std::move(state));
 }

@@ -58,17 +58,20 @@ TEST(GroupGpuTest, ARolloutGroupOnGpusGeneratesWhatTheLeadersModelDoes) {
       const auto& want = round < 2 ? *want1 : *want2;
       auto got = leader.Generate(round < 2 ? v1 : v2, round < 2 ? 1 : 2, prompts, go, nullptr);
       ASSERT_TRUE(got.ok()) << got.status().ToString();
+      size_t first_agree = 0;
       for (size_t i = 0; i < prompts.size(); ++i) {
         const auto& ids = (*got)[i].response_ids;
         ASSERT_EQ((*got)[i].logprobs.size(), ids.size());
+        ASSERT_FALSE(ids.empty());
         if (round < 2) {  // float32: the split sums round alike, token for token
           EXPECT_EQ(ids, want[i].response_ids) << "round " << round << " prompt " << i;
           EXPECT_EQ((*got)[i].stop, want[i].stop);
-        } else {  // bfloat16 rounds each rank's partial sum: the first pick (a prefill) still agrees
-          ASSERT_FALSE(ids.empty());
-          EXPECT_EQ(ids[0], want[i].response_ids[0]) << "bf16 prompt " << i;
         }
+        first_agree += ids[0] == want[i].response_ids[0];
       }
+      // bfloat16 rounds each rank's partial sum before the sum: a near tie may flip a pick, even
+      // the first (a prefill's); the weights still came and were used if nearly all agree.
+      EXPECT_GE(first_agree, prompts.size() - (round < 2 ? 0 : 1)) << "round " << round;
     }
     EXPECT_TRUE(leader.Stop().ok());
   }, GpuOf);

@@ -134,7 +134,7 @@ Result<Replica::Exported> Replica::TakeActive() {
       slots.push_back(static_cast<int64_t>(s));
       max_len = std::max(max_len, cache_.length(static_cast<int64_t>(s)));
     }
-    const at::Tensor index = at::tensor(slots, at::kLong);
+    const at::Tensor index = at::tensor(slots, at::kLong).to(cache_.device());  // index_select wants it there
     for (int64_t l = 0; l < cache_.n_layers(); ++l) {
       // Positions past a slot's length hold an earlier occupant's data: zero them, so that what
       // moves is exactly the valid entries (and the receiver could compress them).

@@ -65,10 +65,13 @@ Result<c10::Device> OpenDevice(const std::string& name) {
 Result<c10::Device> OpenRankDevice(const std::string& name, int local_rank) {
   RL_ASSIGN_OR_RETURN(c10::Device device, OpenDevice(name));
   if (name != "cuda" || local_rank < 1) return device;
-  const c10::Device mine(c10::kCUDA, static_cast<c10::DeviceIndex>(std::min(local_rank, 127)));
-  if (CheckDevice(mine).ok()) return mine;
-  spdlog::info("local rank {} but fewer GPUs visible: --device cuda stays cuda:0", local_rank);
-  return device;
+  const int visible = static_cast<int>(torch::cuda::device_count());  // >= 1: OpenDevice checked
+  const int index = local_rank % std::max(visible, 1);
+  if (index != local_rank) {
+    spdlog::info("local rank {} sees {} GPU(s): --device cuda is cuda:{}{}", local_rank, visible, index,
+                 visible > 1 ? ", shared with other ranks" : "");
+  }
+  return c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(std::min(index, 127)));
 }
 
 at::Tensor HostCopy(const at::Tensor& t) {

@@ -29,10 +29,11 @@ std::string DeviceName(const c10::Device& device);
 Status CheckDevice(const c10::Device& device);
 // ParseDevice then CheckDevice, the error prefixed with "--device NAME: ".
 Result<c10::Device> OpenDevice(const std::string& name);
-// OpenDevice for one of several ranks on a machine. "cuda" (no index) means cuda:local_rank where
-// this process sees that GPU, so that ranks started alike take a GPU each; where it sees fewer
-// (a supervisor that hands each rank one GPU through CUDA_VISIBLE_DEVICES) it stays cuda:0, the
-// rank's own. Any other name, and local_rank < 1, is OpenDevice's.
+// OpenDevice for one of several ranks on a machine. "cuda" (no index) means cuda:(local_rank mod
+// the GPUs this process sees), so that ranks started alike take a GPU each: cuda:local_rank where
+// there are enough; cuda:0 where the process sees one (a supervisor that hands each rank its GPU
+// through CUDA_VISIBLE_DEVICES); ranks spread over the GPUs, sharing them, where there are more
+// ranks than GPUs. Any other name, and local_rank < 1, is OpenDevice's.
 Result<c10::Device> OpenRankDevice(const std::string& name, int local_rank);
 
 // A host copy of t that stays valid after t changes: a clone on the CPU, a copy into pinned host

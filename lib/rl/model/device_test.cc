@@ -35,6 +35,23 @@ TEST(DeviceTest, AMissingGpuIsUnavailableWithItsReason) {
   EXPECT_EQ(OpenDevice("tpu").status().code(), Code::kInvalidArgument);
 }
 
+// "cuda" among ranks: the local rank modulo the GPUs seen; other names as they are.
+TEST(DeviceTest, RanksTakeTheirOwnGpuModuloTheGpusSeen) {
+  for (int rank : {-1, 0, 3}) EXPECT_TRUE(OpenRankDevice("cpu", rank)->is_cpu());
+  EXPECT_EQ(OpenRankDevice("cuda:x", 2).status().code(), Code::kInvalidArgument);
+  if (!torch::cuda::is_available()) {
+    EXPECT_EQ(OpenRankDevice("cuda", 1).status().code(), Code::kUnavailable);
+    return;
+  }
+  const int gpus = static_cast<int>(torch::cuda::device_count());
+  for (int rank = 0; rank < 2 * gpus + 1; ++rank) {
+    auto d = OpenRankDevice("cuda", rank);
+    ASSERT_TRUE(d.ok()) << d.status().ToString();
+    EXPECT_EQ(d->index(), rank % gpus) << "rank " << rank;
+    EXPECT_EQ(OpenRankDevice("cuda:0", rank)->index(), 0) << "an index is taken as given";
+  }
+}
+
 TEST(DeviceTest, HostCopyIsIndependentAndPeaksAreForGpusOnly) {
   at::Tensor t = at::arange(6, at::kFloat);
   at::Tensor c = HostCopy(t);

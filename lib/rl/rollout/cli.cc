@@ -139,7 +139,7 @@ struct GroupFlags {
     return Status::OK();
   }
   // The device of this rank's model: --device as OpenRankDevice reads it for rank r of a group
-  // on one machine ("cuda": cuda:r where this process sees that GPU).
+  // on one machine ("cuda": cuda:r modulo the GPUs this process sees).
   Result<c10::Device> Device(const std::string& name) const {
     return model::OpenRankDevice(name, enabled() ? rank : 0);
   }
