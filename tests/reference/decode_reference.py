@@ -84,8 +84,9 @@ class Model:
         like = self.w("model.norm.weight")
         return [(like.new_empty(shape), like.new_empty(shape)) for _ in range(self.cfg["num_hidden_layers"])]
 
-    def forward(self, ids, cache=None, start=0):
-        """ids [B, T] at positions start..start+T-1 -> logits [B, T, V]; writes the cache."""
+    def forward(self, ids, cache=None, start=0, last_only=False):
+        """ids [B, T] at positions start..start+T-1 -> logits [B, T, V] ([B, 1, V] with last_only,
+        as a prefill needs only the last position's); writes the cache."""
         w, b, t = self.w, ids.shape[0], ids.shape[1]
         end = start + t
         cos, sin = self.cos[start:end], self.sin[start:end]
@@ -121,6 +122,8 @@ class Model:
             gate = w.linear(h, p + "mlp.gate_proj", False)
             up = w.linear(h, p + "mlp.up_proj", False)
             x = x + w.linear(torch.nn.functional.silu(gate) * up, p + "mlp.down_proj", False)
+        if last_only:
+            x = x[:, -1:]
         x = rms_norm(x, w("model.norm.weight"), self.eps)
         return (x @ w(self.head_name).T).float()
 
@@ -139,7 +142,7 @@ def generate(model, prompts, new_tokens, gen):
     with torch.no_grad():
         sync(model.device)
         t0 = time.perf_counter()
-        ids, _ = sample(model.forward(prompts, cache, 0)[:, -1], gen)
+        ids, _ = sample(model.forward(prompts, cache, 0, last_only=True)[:, -1], gen)
         sync(model.device)
         t1 = time.perf_counter()
         for step in range(new_tokens - 1):

@@ -93,7 +93,8 @@ class FullDecoder final : public Decoder {
                         model_->Forward(IdsTensor(flat).view(
                             {static_cast<int64_t>(slots.size()), static_cast<int64_t>(longest)})));
     return TorchGuard("decoder: gather", [&]() -> Result<at::Tensor> {
-      const at::Tensor index = IdsTensor(last).view({-1, 1, 1}).expand({-1, 1, logits.size(2)});
+      const at::Tensor index =
+          IdsTensor(last).to(logits.device()).view({-1, 1, 1}).expand({-1, 1, logits.size(2)});
       return logits.gather(1, index).squeeze(1);
     });
   }

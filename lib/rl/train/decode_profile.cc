@@ -155,8 +155,10 @@ Result<std::pair<double, double>> TimeGeneration(const model::Transformer& m,
   return model::TorchGuard("decode profile", [&]() -> Result<std::pair<double, double>> {
     c10::NoGradGuard no_grad;
     auto start = Clock::now();
-    RL_ASSIGN_OR_RETURN(at::Tensor logits, m.ForwardStep(at::tensor(flat, at::kLong).view({b, p}), slots, &cache));
-    RL_ASSIGN_OR_RETURN(model::Sample next, sampler.Draw(logits.select(1, p - 1)));
+    // The last position's logits only, as model::Generate prefills (B x V, not B x P x V).
+    RL_ASSIGN_OR_RETURN(at::Tensor logits, m.ForwardStep(at::tensor(flat, at::kLong).view({b, p}), slots, &cache,
+                                                         /*last_only=*/true));
+    RL_ASSIGN_OR_RETURN(model::Sample next, sampler.Draw(logits.select(1, 0)));
     const double prefill = Since(start);
     start = Clock::now();
     for (int64_t t = 1; t < new_tokens; ++t) {

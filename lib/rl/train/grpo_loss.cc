@@ -141,7 +141,8 @@ Result<at::Tensor> TokenLogprobs(const model::Transformer& model, const at::Tens
   return model::TorchGuard("token logprobs", [&]() -> Result<at::Tensor> {
     int64_t len = tokens.size(1);
     at::Tensor logp = at::log_softmax(logits.narrow(1, 0, len - 1), -1);
-    return logp.gather(2, tokens.narrow(1, 1, len - 1).unsqueeze(2)).squeeze(2);
+    const at::Tensor next = tokens.narrow(1, 1, len - 1).to(logits.device());  // Forward moved its own copy
+    return logp.gather(2, next.unsqueeze(2)).squeeze(2);
   });
 }
 
