@@ -72,7 +72,8 @@ done
 rl-profile adaptive "${common[@]}" --rank 0 --profile-out "$run/profile.json" | tee "$run/report.txt"
 for p in "${followers[@]}"; do wait "$p"; done
 
-# The rollout group over rl-queue, killed in a switch: leases come back, nothing is lost.
+# The rollout group over rl-queue, a rank killed in a switch and then the leader: the group
+# re-forms in place each time, nothing is lost.
 bash "$(dirname "$0")/adaptive-tp-drill.sh" "$run" >&2
 
 tail -n 1 "$run/report.txt"

@@ -23,8 +23,9 @@ teardown() { teardown_sealed; }
   [ "$status" -eq 0 ]
   printf '%s\n' "$output" | grep -Eq '^\| long-tail \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \| '
   printf '%s\n' "$output" | grep -Eq '^\| uniform \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \| '
-  # Rank 1 stopped in a switch and killed: the leader gives up (69) and a new group answers all.
-  [[ "$output" == *"rollout group killed in a switch: leader exit 69, rows lost 0, duplicated 0"* ]]
+  # Rank 1 stopped in a switch and killed: the leader goes on alone and the group re-forms in place
+  # with a new rank 1; then the leader killed: rank 1 joins the new one. Nothing lost or doubled.
+  [[ "$output" == *"rollout group killed in a switch: leader went on alone, group re-formed (epoch 2); leader killed: rank 1 rejoined (same pid); rows lost 0, duplicated 0"* ]]
   printf '%s\n' "$output" | tail -n 1 |
     grep -Eq '^adaptive/best-static: long-tail [0-9.]+ uniform [0-9.]+; switch/naive-restart [0-9.]+; predictor error [0-9.]+%$'
 }

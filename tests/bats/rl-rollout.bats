@@ -167,6 +167,89 @@ for line in sys.stdin:
   grep -q '"event":"weights".*"version":3' "$ev"
 }
 
+@test "run --ranks 2 re-forms in place: a follower killed with SIGKILL is replaced, the leader goes on alone meanwhile" {
+  start_queue "$TMP/q" --declare generate=prompt_ids --declare reward=prompt,response,answer
+  rl-reward make-data --count 1 --seed 2 | rl-train encode > "$TMP/rows.jsonl"  # one group of 4 (--repeat 4)
+  # weights of the shape of --model's config (RL_MODEL), which every rank builds its model from
+  rl-rollout random-model --model "$RL_MODEL" --seed 3 --out "$TMP/tiny.safetensors" 2>/dev/null
+  local rv group
+  rv="127.0.0.1:$(free_port)"
+  group=(--weights "$TMP/tiny.safetensors" --ranks 2 --rendezvous "$rv" --id g --threads 1 --wait 0.2 --count 4 --max-new-tokens 4
+         --progress-interval 0)
+  rl-rollout run "${group[@]}" --rank 1 2>"$TMP/rank1.log" &
+  follower=$!
+  PIDS+=("$follower")
+  rl-rollout run "${group[@]}" --rank 0 --run-dir "$TMP/run" 2>"$TMP/rank0.log" &
+  leader=$!
+  PIDS+=("$leader")
+  ev="$TMP/run/events/rollout-g.jsonl"
+  consumed() {  # N: waits until N rows of task generate were consumed
+    for _ in $(seq 1 300); do
+      [ "$(task_stat generate consumed)" -ge "$1" ] && return 0
+      sleep 0.1
+    done
+    echo "consumed $(task_stat generate consumed) of $1" >&2; cat "$TMP"/rank*.log >&2
+    return 1
+  }
+  rl-queue put --repeat 4 < "$TMP/rows.jsonl" > /dev/null
+  consumed 4
+  grep '"event":"group"' "$ev" | grep '"what":"formed"' | grep -q '"epoch":1'
+  kill -9 "$follower"
+  wait "$follower" || true
+  # The next rows find the group broken: the leader drops it and answers alone.
+  rl-queue put --repeat 4 < "$TMP/rows.jsonl" > /dev/null
+  consumed 8
+  kill -0 "$leader"
+  grep '"event":"group"' "$ev" | grep '"what":"lost"' | grep -q '"epoch":1'
+  # Rank 1 again: once it waits, the next batch forms epoch 2 with it.
+  rl-rollout run "${group[@]}" --rank 1 2>"$TMP/rank1-again.log" &
+  follower=$!
+  PIDS+=("$follower")
+  for round in $(seq 1 20); do
+    rl-queue put --repeat 4 < "$TMP/rows.jsonl" > /dev/null
+    consumed $((8 + 4 * round))
+    grep '"event":"group"' "$ev" | grep '"what":"formed"' | grep -q '"epoch":2' && break
+  done
+  grep '"event":"group"' "$ev" | grep '"what":"formed"' | grep -q '"epoch":2'
+  [ "$(task_stat reward ready)" -eq "$(task_stat generate consumed)" ]
+  # SIGTERM: the leader stops, and tells its follower, which exits 0 too.
+  kill -TERM "$leader"
+  wait "$leader"
+  wait "$follower"
+}
+
+@test "run --ranks 2: a follower whose --model does not fit the leader's weights exits 64 with a one-line error" {
+  start_queue "$TMP/q" --declare generate=prompt_ids --declare reward=prompt,response,answer
+  rl-reward make-data --count 1 --seed 2 | rl-train encode | rl-queue put --repeat 4 > /dev/null
+  local rv group
+  rv="127.0.0.1:$(free_port)"
+  # $MODEL has its own config; the follower builds RL_MODEL's, whose parameters differ
+  group=(--weights "$MODEL" --ranks 2 --rendezvous "$rv" --id g --threads 1 --wait 0.2 --count 4 --max-new-tokens 4)
+  rl-rollout run "${group[@]}" --rank 0 --run-dir "$TMP/run" 2>"$TMP/rank0.log" &
+  leader=$!
+  PIDS+=("$leader")
+  run rl-rollout run "${group[@]}" --rank 1
+  [ "$status" -eq 64 ]
+  [ "$(count_lines '^rl-rollout: ')" -eq "${#lines[@]}" ]
+  [[ "${lines[-1]}" == "rl-rollout: rollout group: the leader's model has other parameters or shapes than this rank's (give every rank the same --model)" ]]
+  # the leader drops the group and answers alone
+  for _ in $(seq 1 300); do
+    [ "$(task_stat generate consumed)" -ge 4 ] && break
+    sleep 0.1
+  done
+  [ "$(task_stat generate consumed)" -eq 4 ]
+  kill -TERM "$leader"
+  wait "$leader"
+}
+
+@test "run --ranks 2: a follower whose rank 0 cannot be reached exits 69 after --rejoin-timeout, in one line" {
+  run rl-rollout run --weights "$MODEL" --ranks 2 --rank 1 --rendezvous "127.0.0.1:$(free_port)" --rejoin-timeout 1
+  [ "$status" -eq 69 ]
+  [[ "$output" =~ ^rl-rollout:\ rollout\ group:\ rank\ 0\ unreachable\ for\ 1\ s\ \(nothing\ listens\ at\ 127\.0\.0\.1:[0-9]+\)$ ]]
+  run rl-rollout run --weights "$MODEL" --ranks 2 --rank 1 --rendezvous 127.0.0.1:1 --rejoin-timeout 0
+  [ "$status" -eq 64 ]
+}
+
 @test "--on-new-weights takes finish or interrupt, and interrupt not with a rollout group" {
   run rl-rollout run --weights "$MODEL" --on-new-weights later
   [ "$status" -eq 64 ]

@@ -113,6 +113,10 @@ void AppendRolloutOptions(std::vector<OptionSpec>* table) {
       {"--adaptive-profile", "",
        "decode profile (rl-profile adaptive --profile-out): switch tensor parallelism adaptively",
        {"rl-rollout run"}},
+      {"--rejoin-timeout", "",
+       "seconds a rollout group's rank above 0 waits for rank 0 to be reachable again before it exits 69 (the "
+       "group re-forms in place when a rank restarts)",
+       {"rl-rollout run"}},
   });
   AddTools(table, "--rendezvous", {"rl-rollout run"});
   // rl-train's data-parallel ranks (--world is in option_table_train.cc).

@@ -3,8 +3,15 @@
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#include <netdb.h>
+#include <poll.h>
 #include <spdlog/spdlog.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
+#include <cerrno>
+
+#include <algorithm>
 #include <chrono>
 #include <exception>
 #include <map>
@@ -20,7 +27,12 @@ namespace rl::dist {
 struct Group::State {
   c10::intrusive_ptr<c10d::Store> store;  // the root store (no prefix), shared with subgroups
   c10::intrusive_ptr<c10d::ProcessGroupGloo> pg;
+  c10::intrusive_ptr<c10d::ProcessGroupGloo> idle_pg;  // GroupOptions::idle_timeout_ms; may be null
   GroupOptions options;
+  // The Gloo group of a call given `timeout_ms` (Broadcast, AllGather).
+  c10d::ProcessGroupGloo& For(int64_t timeout_ms) {
+    return timeout_ms > options.timeout_ms && idle_pg ? *idle_pg : *pg;
+  }
   std::shared_ptr<SyncAllReduce> tp_sum;  // made by the first TensorParallel(), then reused
   std::shared_ptr<NcclComm> nccl;         // for tensors on options.gpu, where there is one
   std::map<int, std::shared_ptr<State>> tp_groups;  // TensorParallelGroup's, by degree
@@ -133,7 +145,75 @@ Status Staged(at::Tensor& t, F&& f) {
 
 }  // namespace
 
-Result<Group> Group::Join(const GroupOptions& o) {
+struct Rendezvous::State {
+  c10::intrusive_ptr<c10d::Store> store;
+};
+
+Result<Rendezvous> Rendezvous::Open(const std::string& endpoint, bool host_it, int timeout_ms) {
+  std::string host;
+  uint16_t port = 0;
+  RL_RETURN_IF_ERROR(ParseEndpoint(endpoint, &host, &port));
+  auto state = std::make_shared<State>();
+  RL_RETURN_IF_ERROR(Guard("rendezvous", [&] {
+    c10d::TCPStoreOptions so;
+    so.port = port;
+    so.isServer = host_it;
+    so.waitWorkers = false;
+    so.timeout = std::chrono::milliseconds(std::max(1, timeout_ms));
+    state->store = c10::make_intrusive<c10d::TCPStore>(host, so);
+  }));
+  return Rendezvous(std::move(state));
+}
+
+bool Rendezvous::Listening(const std::string& endpoint, int timeout_ms) {
+  std::string host;
+  uint16_t port = 0;
+  if (!ParseEndpoint(endpoint, &host, &port).ok()) return false;
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found) != 0) return false;
+  bool listening = false;
+  for (addrinfo* a = found; a != nullptr && !listening; a = a->ai_next) {
+    const int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol);
+    if (fd < 0) continue;
+    if (::connect(fd, a->ai_addr, a->ai_addrlen) == 0) {
+      listening = true;
+    } else if (errno == EINPROGRESS) {
+      pollfd p{fd, POLLOUT, 0};
+      int error = 0;
+      socklen_t len = sizeof error;
+      listening = ::poll(&p, 1, std::max(1, timeout_ms)) == 1 &&
+                  ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &len) == 0 && error == 0;
+    }
+    ::close(fd);
+  }
+  ::freeaddrinfo(found);
+  return listening;
+}
+
+Status Rendezvous::Set(const std::string& key, const std::string& value) {
+  return Guard("rendezvous", [&] { state_->store->set(key, std::vector<uint8_t>(value.begin(), value.end())); });
+}
+
+Result<std::optional<std::string>> Rendezvous::Find(const std::string& key) {
+  std::optional<std::string> value;
+  RL_RETURN_IF_ERROR(Guard("rendezvous", [&] {
+    if (!state_->store->check({key})) return;
+    const std::vector<uint8_t> v = state_->store->get(key);
+    value.emplace(v.begin(), v.end());
+  }));
+  return value;
+}
+
+Status Rendezvous::Delete(const std::string& key) {
+  return Guard("rendezvous", [&] { state_->store->deleteKey(key); });
+}
+
+namespace {
+
+Status CheckGroupOptions(const GroupOptions& o) {
   if (o.size < 1 || o.rank < 0 || o.rank >= o.size) {
     return Status::InvalidArgument("process group: rank " + std::to_string(o.rank) +
                                    " outside [0, " + std::to_string(o.size) + ")");
@@ -143,21 +223,30 @@ Result<Group> Group::Join(const GroupOptions& o) {
   }
   std::string host;
   uint16_t port = 0;
-  RL_RETURN_IF_ERROR(ParseEndpoint(o.endpoint, &host, &port));
+  return ParseEndpoint(o.endpoint, &host, &port);
+}
+
+}  // namespace
+
+Result<Group> Group::Join(const GroupOptions& o) {
+  RL_RETURN_IF_ERROR(CheckGroupOptions(o));
+  RL_ASSIGN_OR_RETURN(Rendezvous rendezvous, Rendezvous::Open(o.endpoint, o.rank == 0, o.timeout_ms));
+  return Join(o, rendezvous);
+}
+
+Result<Group> Group::Join(const GroupOptions& o, const Rendezvous& rendezvous) {
+  RL_RETURN_IF_ERROR(CheckGroupOptions(o));
   auto state = std::make_shared<State>();
   state->options = o;
-  RL_RETURN_IF_ERROR(Guard("rendezvous", [&] {
-    c10d::TCPStoreOptions so;
-    so.port = port;
-    so.isServer = o.rank == 0;
-    so.numWorkers = o.size;
-    so.waitWorkers = false;
-    so.timeout = std::chrono::milliseconds(o.timeout_ms);
-    state->store = c10::make_intrusive<c10d::TCPStore>(host, so);
-  }));
+  state->store = rendezvous.state_->store;
   RL_ASSIGN_OR_RETURN(state->pg, MakeGloo(state->store, o.name, o.rank, o.size, o));
   RL_RETURN_IF_ERROR(AgreeOnDevices(state->store.get(), state->pg.get(), o));
   RL_ASSIGN_OR_RETURN(state->nccl, ConnectGpu(state->store.get(), o));
+  if (o.idle_timeout_ms > o.timeout_ms && o.size > 1) {
+    GroupOptions idle = o;
+    idle.timeout_ms = o.idle_timeout_ms;
+    RL_ASSIGN_OR_RETURN(state->idle_pg, MakeGloo(state->store, o.name + "/idle", o.rank, o.size, idle));
+  }
   return Group(std::move(state));
 }
 
@@ -187,7 +276,7 @@ Status Group::Broadcast(at::Tensor& t, int root, int64_t timeout_ms) {
     c10d::BroadcastOptions opts;
     opts.rootRank = root;
     if (timeout_ms > 0) opts.timeout = std::chrono::milliseconds(timeout_ms);
-    state_->pg->broadcast(v, opts)->wait();
+    state_->For(timeout_ms).broadcast(v, opts)->wait();
   });
 }
 
@@ -203,7 +292,7 @@ Status Group::AllGather(const at::Tensor& t, std::vector<at::Tensor>* out, int64
     std::vector<at::Tensor> in{t};
     c10d::AllgatherOptions opts;
     if (timeout_ms > 0) opts.timeout = std::chrono::milliseconds(timeout_ms);
-    state_->pg->allgather(outputs, in, opts)->wait();
+    state_->For(timeout_ms).allgather(outputs, in, opts)->wait();
     *out = std::move(outputs[0]);
   });
 }
@@ -224,6 +313,7 @@ Result<Group> Group::Subgroup(const std::vector<int>& ranks, const std::string& 
   auto state = std::make_shared<State>(*state_);
   state->tp_sum = nullptr;  // the subgroup's own
   state->nccl = nullptr;
+  state->idle_pg.reset();  // the parent's connects other ranks; a subgroup waits its timeout
   state->tp_groups.clear();
   state->options.name = state_->options.name + "/" + name;
   state->options.rank = me;

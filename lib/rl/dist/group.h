@@ -22,6 +22,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -36,11 +37,42 @@ struct GroupOptions {
   int size = 1;
   std::string name = "rl";  // the store-key prefix of this group (a fresh one per re-forming)
   int timeout_ms = 30000;   // for the rendezvous and for each collective
+  // Above timeout_ms: the group also forms a channel whose collectives wait this long, taken by the
+  // calls given a timeout above timeout_ms (a follower waiting for its next request). c10d's Gloo
+  // group waits its own timeout whatever a call asks (torch 1.13 ignores BroadcastOptions and
+  // AllgatherOptions timeouts), so a long wait needs a group of its own. 0: none.
+  int idle_timeout_ms = 0;
   int threads = 1;          // Gloo's worker threads (one is enough for a 2-core machine)
   // This rank's GPU (a CUDA device index) when its collectives carry tensors there; -1: none.
   // With a GPU, Join also forms an NCCL communicator (nccl_comm.h) where the build has NCCL and no
   // two ranks share a GPU; otherwise tensors on the GPU go through host memory and Gloo.
   int gpu = -1;
+};
+
+// The store a group meets at (a c10d TCPStore that rank 0 hosts at `endpoint`), opened apart from
+// any group so that it outlives one: a rollout group that re-forms (reforming_group.h) forms each
+// new group over the store of the last, and keeps its own keys there. Every call turns the store's
+// exceptions (its server gone, a timeout) into Unavailable.
+class Rendezvous {
+ public:
+  // Rank 0 hosts the store (Unavailable when the port is taken); other ranks connect to it,
+  // trying for up to timeout_ms (Unavailable when nobody listens by then). InvalidArgument for
+  // an endpoint that is not HOST:PORT.
+  static Result<Rendezvous> Open(const std::string& endpoint, bool host, int timeout_ms);
+  // Whether something accepts TCP connections at `endpoint` now (one connect, at most timeout_ms):
+  // a rank waiting for rank 0 to come back asks this first, as c10d's client logs every attempt.
+  static bool Listening(const std::string& endpoint, int timeout_ms);
+
+  Status Set(const std::string& key, const std::string& value);
+  // The value of `key`, or nullopt where the store has no such key (never waits for one).
+  Result<std::optional<std::string>> Find(const std::string& key);
+  Status Delete(const std::string& key);
+
+ private:
+  friend class Group;
+  struct State;
+  explicit Rendezvous(std::shared_ptr<State> state) : state_(std::move(state)) {}
+  std::shared_ptr<State> state_;
 };
 
 class Group {
@@ -49,6 +81,9 @@ class Group {
   // and where some ranks have a GPU and others none (GroupOptions::gpu); Timeout when the other
   // ranks do not come within timeout_ms; Unavailable when the store cannot be reached or bound.
   static Result<Group> Join(const GroupOptions& options);
+  // The same over an open rendezvous (its endpoint, not options.endpoint's, is the store; the
+  // endpoint still says whether the ranks listen on the loopback address).
+  static Result<Group> Join(const GroupOptions& options, const Rendezvous& rendezvous);
 
   int rank() const;
   int size() const;
@@ -59,8 +94,10 @@ class Group {
   // A tensor on the GPU goes through NCCL where the group has it (OnNccl), else it is copied to
   // host memory (16-bit floats as float32, which c10d's Gloo takes), through Gloo, and back.
   Status AllReduceSum(at::Tensor& t);  // in place; t contiguous
-  // In place; same shape and dtype on every rank. timeout_ms > 0: this call's own timeout instead
-  // of the group's (a follower waiting for its next request waits longer than a collective).
+  // In place; same shape and dtype on every rank. timeout_ms above the group's timeout: a call
+  // that may wait that long (a follower waiting for its next request), taken on the group's idle
+  // channel (GroupOptions::idle_timeout_ms) where it has one, else on the group's own timeout.
+  // Every rank must pass alike for the same call (the channels are different connections).
   Status Broadcast(at::Tensor& t, int root, int64_t timeout_ms = 0);
   // out[r] = rank r's `t` (same shape and dtype on every rank). timeout_ms as for Broadcast.
   Status AllGather(const at::Tensor& t, std::vector<at::Tensor>* out, int64_t timeout_ms = 0);

@@ -32,9 +32,26 @@ enum Field : int64_t {
   kCheckEvery,  // the leader's adaptive check interval and margin (in millionths): every rank
   kMarginPpm,   // must decide alike
   kGpu,         // 1: the leader's model is on a GPU (every rank's must be: their collectives meet there)
+  kShape,       // ShapeOf the leader's model: a follower's must match, or the weights would not fit
   kFields
 };
 constexpr int64_t kStop = 0, kGenerate = 1;
+
+// FNV-1a over every parameter's name and sizes: two models whose weights can be exchanged match.
+int64_t ShapeOf(const model::Transformer& model) {
+  uint64_t h = 1469598103934665603ULL;
+  auto mix = [&h](const std::string& s) {
+    for (unsigned char c : s) h = (h ^ c) * 1099511628211ULL;
+  };
+  for (const auto& [name, t] : model.NamedParameters()) {
+    mix(name);
+    for (int64_t d : t.sizes()) mix(":" + std::to_string(d));
+    mix(";");
+  }
+  int64_t out;
+  std::memcpy(&out, &h, sizeof out);
+  return out;
+}
 
 Status SendOrReceiveWeights(Group& group, const model::Transformer& model) {
   return TorchGuard("rollout group: weights", [&]() -> Status {
@@ -101,6 +118,32 @@ Result<std::vector<model::Generation>> GroupLeader::Generate(const model::Transf
                                                              const model::GenerateOptions& go,
                                                              model::GenerateStats* stats) {
   RL_RETURN_IF_ERROR(model::CheckGenerateRequest(model.config(), prompts, go));
+  if (host_ != nullptr) {
+    RL_ASSIGN_OR_RETURN(bool formed, host_->Poll());
+    if (formed) sent_any_ = false;  // the new group's followers hold no weights yet
+    group_ = host_->group();
+  }
+  Result<std::vector<model::Generation>> out = Status::Unavailable("rollout group: no group");
+  if (group_ != nullptr) {
+    out = OnGroup(model, version, prompts, go);
+    if (!out.ok() && host_ != nullptr && out.status().code() == Code::kUnavailable) {
+      host_->Drop(out.status().message());
+      group_ = nullptr;
+    }
+  }
+  if (group_ == nullptr && host_ != nullptr) {  // the leader holds the whole model: alone
+    return model::Generate(model, prompts, go, stats);
+  }
+  if (out.ok() && stats != nullptr) {
+    *stats = model::GenerateStats{};
+    for (const auto& g : *out) stats->new_tokens += static_cast<int64_t>(g.response_ids.size());
+  }
+  return out;
+}
+
+Result<std::vector<model::Generation>> GroupLeader::OnGroup(const model::Transformer& model, uint64_t version,
+                                                            const std::vector<std::vector<int64_t>>& prompts,
+                                                            const model::GenerateOptions& go) {
   Request r;
   const bool weights = !sent_any_ || sent_version_ != version;
   RL_RETURN_IF_ERROR(TorchGuard("rollout group: request", [&]() -> Status {
@@ -125,6 +168,7 @@ Result<std::vector<model::Generation>> GroupLeader::Generate(const model::Transf
     h[kCheckEvery] = options_.check_every;
     h[kMarginPpm] = std::llround(options_.margin * 1e6);
     h[kGpu] = model.device().is_cuda() ? 1 : 0;
+    h[kShape] = ShapeOf(model);
     r.sampling[0] = go.sampling.temperature;
     r.sampling[1] = go.sampling.top_p;
     r.lengths = at::tensor(lengths, at::kLong);
@@ -133,28 +177,30 @@ Result<std::vector<model::Generation>> GroupLeader::Generate(const model::Transf
     r.stops = at::tensor(go.stop_ids, at::kLong);
     return Status::OK();
   }));
-  RL_RETURN_IF_ERROR(group_->Broadcast(r.header, 0));
+  // The followers wait for the header on the idle channel (they may wait long): so must it go.
+  RL_RETURN_IF_ERROR(group_->Broadcast(r.header, 0, options_.idle_timeout_ms));
   RL_RETURN_IF_ERROR(ExchangeBody(*group_, &r));
   if (weights) {
     RL_RETURN_IF_ERROR(SendOrReceiveWeights(*group_, model));
     sent_any_ = true;
     sent_version_ = version;
   }
-  RL_ASSIGN_OR_RETURN(std::vector<model::Generation> out, RunOnGroup(*group_, model, prompts, go, options_));
-  if (stats != nullptr) {
-    *stats = model::GenerateStats{};
-    for (const auto& g : out) stats->new_tokens += static_cast<int64_t>(g.response_ids.size());
-  }
-  return out;
+  return RunOnGroup(*group_, model, prompts, go, options_);
 }
 
 Status GroupLeader::Stop() {
-  at::Tensor header = at::zeros({kFields}, at::kLong);
-  header[kKind] = kStop;
-  return group_->Broadcast(header, 0);
+  Status s = Status::OK();
+  if (host_ != nullptr) group_ = host_->group();
+  if (group_ != nullptr) {
+    at::Tensor header = at::zeros({kFields}, at::kLong);
+    header[kKind] = kStop;
+    s = group_->Broadcast(header, 0, options_.idle_timeout_ms);
+  }
+  if (host_ != nullptr) host_->Stop();  // and the followers waiting outside a group
+  return s;
 }
 
-Status RunGroupFollower(Group& group, model::Transformer whole, const GroupGenerateOptions& options) {
+Status RunGroupFollower(Group& group, model::Transformer& whole, const GroupGenerateOptions& options) {
   for (;;) {
     Request r;
     RL_RETURN_IF_ERROR(group.Broadcast(r.header, 0, options.idle_timeout_ms));
@@ -169,6 +215,10 @@ Status RunGroupFollower(Group& group, model::Transformer whole, const GroupGener
       return Status::InvalidArgument(std::string("rollout group: the leader computes on ") +
                                      (h[kGpu] ? "a GPU" : "the CPU") + " and this rank on " +
                                      (h[kGpu] ? "the CPU" : "a GPU") + ": give every rank the same kind of --device");
+    }
+    if (h[kShape] != ShapeOf(whole)) {  // the weights would not fit: the broadcasts would never pair up
+      return Status::InvalidArgument("rollout group: the leader's model has other parameters or shapes than this "
+                                     "rank's (give every rank the same --model)");
     }
     RL_RETURN_IF_ERROR(ExchangeBody(group, &r));
     // The leader's weights may come in another dtype than the follower started with (a bf16 file):

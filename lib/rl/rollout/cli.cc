@@ -107,6 +107,7 @@ struct GroupFlags {
   int size = 1, rank = 0;
   std::string rendezvous, profile_path;
   double timeout_s = 120;
+  double rejoin_s = 600;  // a follower without a leader (its store gone) for so long exits
   std::optional<dist::LatencyModel> profile;
   dist::LatencyCalibration calibration;  // the profile followed from batch to batch
   dist::GroupGenerateOptions options;
@@ -115,6 +116,7 @@ struct GroupFlags {
     cl.Bind(sub, "--ranks", &size)->check(CLI::Range(1, 64));
     cl.Bind(sub, "--rank", &rank)->check(CLI::Range(0, 63));
     cl.Bind(sub, "--rendezvous", &rendezvous);
+    cl.Bind(sub, "--rejoin-timeout", &rejoin_s)->check(CLI::Range(1.0, 7.0 * 86400));
     cl.Bind(sub, "--adaptive-profile", &profile_path);
     cl.Bind(sub, "--check-every", &options.check_every)->check(CLI::Range(1, 1 << 16));
     cl.Bind(sub, "--switch-margin", &options.margin)->check(CLI::Range(0.0, 10.0));
@@ -143,8 +145,8 @@ struct GroupFlags {
   Result<c10::Device> Device(const std::string& name) const {
     return model::OpenRankDevice(name, enabled() ? rank : 0);
   }
-  // Joins the group; `device` is where this rank's model lives: a GPU's collectives go there.
-  Result<dist::Group> Join(const std::string& id, const c10::Device& device) const {
+  // This rank's options of the group; `device` is where its model lives: a GPU's collectives go there.
+  dist::GroupOptions Options(const std::string& id, const c10::Device& device) const {
     dist::GroupOptions g;
     if (device.is_cuda()) g.gpu = device.has_index() ? device.index() : 0;
     g.endpoint = rendezvous;
@@ -152,7 +154,8 @@ struct GroupFlags {
     g.size = size;
     g.name = "rollout/" + id;
     g.timeout_ms = static_cast<int>(timeout_s * 1000);
-    return dist::Group::Join(g);
+    g.idle_timeout_ms = static_cast<int>(options.idle_timeout_ms);  // followers wait for requests
+    return g;
   }
 };
 
@@ -166,11 +169,15 @@ int RunFollower(GroupFlags& group, const std::string& model_dir, uint64_t seed, 
   auto whole = model::InitialModel(*dir, seed);  // its weights come from the leader
   if (!whole.ok()) return Fail(kTool, whole.status());
   if (Status s = whole->To(*device); !s.ok()) return Fail(kTool, s);
-  auto joined = group.Join(id, *device);
-  if (!joined.ok()) return Fail(kTool, joined.status());
-  spdlog::info("rank {} of a rollout group of {}: following on {}{}", group.rank, group.size,
-               model::DeviceName(*device), joined->OnNccl() ? " (NCCL)" : "");
-  Status s = dist::RunGroupFollower(*joined, std::move(*whole), group.options);
+  // The same model through every group this rank joins: the group re-forms in place after a rank
+  // dies, and only that rank starts again.
+  Status s = dist::FollowGroup(group.Options(id, *device), static_cast<int64_t>(group.rejoin_s * 1000),
+                               [&](dist::Group& joined) {
+                                 spdlog::info("rank {} of a rollout group of {}: following on {}{}", group.rank,
+                                              group.size, model::DeviceName(*device),
+                                              joined.OnNccl() ? " (NCCL)" : "");
+                                 return dist::RunGroupFollower(joined, *whole, group.options);
+                               });
   return s.ok() ? kExitOk : Fail(kTool, s);
 }
 
@@ -263,18 +270,21 @@ int RunLoop(RolloutOptions o, const std::string& weights, WeightSyncOptions sync
     weight_sync = std::move(*started);
     o.weights = weight_sync.get();
   }
-  std::optional<dist::Group> group;
+  std::unique_ptr<dist::GroupHost> host;
   std::optional<dist::GroupLeader> leader;
   if (group_flags.enabled()) {
-    auto joined = group_flags.Join(id, *device);
-    if (!joined.ok()) return Fail(kTool, joined.status());
-    group.emplace(std::move(*joined));
-    leader.emplace(&*group, group_flags.options);
+    const std::string device_label = model::DeviceName(*device);
+    auto started = dist::GroupHost::Start(group_flags.Options(id, *device), [&](const dist::GroupChange& c) {
+      events.Emit("group", {{"what", c.what}, {"epoch", c.epoch}, {"ranks", c.ranks}, {"device", device_label},
+                            {"nccl", c.nccl}, {"error", c.why}});
+    });
+    if (!started.ok()) return Fail(kTool, started.status());
+    host = std::move(*started);
+    leader.emplace(host.get(), group_flags.options);
     o.group = &*leader;
-    events.Emit("group", {{"ranks", group_flags.size}, {"device", model::DeviceName(*device)}, {"nccl", group->OnNccl()}});
     spdlog::info("leading a rollout group of {} ({}) on {}{}", group_flags.size,
                  group_flags.options.predictor ? "adaptive tensor parallelism" : "tensor parallel",
-                 model::DeviceName(*device), group->OnNccl() ? " (NCCL)" : "");
+                 model::DeviceName(*device), host->group()->OnNccl() ? " (NCCL)" : "");
   }
   StopWatchdog watchdog(stop, o.wait_ms + 5000, kTool);
   o.watchdog = &watchdog;

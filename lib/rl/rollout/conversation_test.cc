@@ -231,7 +231,8 @@ TEST(ConversationTest, ARolloutGroupHoldsTheConversationsOfTheWholeModel) {
   Status follower = Status::Internal("not run");
   dist::testing::RunRanks(2, [&](dist::Group& g) {
     if (g.rank() == 1) {
-      follower = dist::RunGroupFollower(g, CalcModel(99), {});  // its weights come from the leader
+      model::Transformer start = CalcModel(99);  // its weights come from the leader
+      follower = dist::RunGroupFollower(g, start, {});
       return;
     }
     dist::GroupLeader leader(&g, {});
