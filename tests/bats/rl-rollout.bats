@@ -218,6 +218,47 @@ for line in sys.stdin:
   wait "$follower"
 }
 
+@test "run --ranks 2 under rl-watchdog, one role of two instances: a killed follower restarts alone, the leader keeps its pid" {
+  export PATH="$RL_BUILD_DIR/tools/rl-watchdog:$PATH"
+  start_queue "$TMP/q" --declare generate=prompt_ids --declare reward=prompt,response,answer
+  rl-reward make-data --count 1 --seed 2 | rl-train encode > "$TMP/rows.jsonl"
+  rl-rollout random-model --model "$RL_MODEL" --seed 3 --out "$TMP/tiny.safetensors" 2>/dev/null
+  # Each instance is the rank its RL_ID says; the trainer stand-in steps, so a failure is not in
+  # the first step after a start (which the watchdog would answer with a full restart).
+  cat > "$TMP/p.toml" <<TOML
+[watchdog]
+heartbeat_interval = 0.2
+max_full_restarts = 2
+grace = 1
+[role.rollout]
+command = "rl-rollout run --weights $TMP/tiny.safetensors --ranks 2 --rank \$RL_ID --rendezvous 127.0.0.1:$(free_port) --threads 1 --wait 0.2 --count 4 --max-new-tokens 4 --progress-interval 0"
+count = 2
+[role.train]
+command = "rl-watchdog beat --role train --phase train --step-every 0.3"
+TOML
+  rl-watchdog run "$TMP/p.toml" --run-dir "$TMP/run" --heartbeat "tcp://127.0.0.1:$(free_port)" 2>> "$TMP/wd.err" &
+  PIDS+=($!)
+  log="$TMP/run/events/watchdog-0.jsonl" ev="$TMP/run/events/rollout-0.jsonl"
+  wait_for "$log" '"event":"ready".*"member":"rollout/1"' 30
+  wait_for "$ev" '"event":"group".*"what":"formed"' 30
+  rl-queue put --repeat 4 < "$TMP/rows.jsonl" > /dev/null
+  sleep 1
+  leader=$(cut -d' ' -f1 "$TMP/run/watchdog/rollout-0.pid") follower=$(cut -d' ' -f1 "$TMP/run/watchdog/rollout-1.pid")
+  kill -9 "$follower"
+  wait_for "$log" '"event":"restart".*"member":"rollout/1"' 20
+  grep -q '"action":"restart-role".*"reason":"restart rollout/1 only"' "$log"
+  for round in $(seq 1 40); do
+    grep '"event":"group"' "$ev" | grep '"what":"formed"' | grep -q '"epoch":2' && break
+    rl-queue put --repeat 4 < "$TMP/rows.jsonl" > /dev/null
+    sleep 0.5
+  done
+  grep '"event":"group"' "$ev" | grep '"what":"formed"' | grep -q '"epoch":2'
+  [ "$(cut -d' ' -f1 "$TMP/run/watchdog/rollout-0.pid")" = "$leader" ]
+  kill -0 "$leader"
+  ! grep -q '"event":"restart".*"member":"rollout/0"' "$log" || false
+  rl-watchdog stop "$TMP/run" > /dev/null
+}
+
 @test "run --ranks 2: a follower whose --model does not fit the leader's weights exits 64 with a one-line error" {
   start_queue "$TMP/q" --declare generate=prompt_ids --declare reward=prompt,response,answer
   rl-reward make-data --count 1 --seed 2 | rl-train encode | rl-queue put --repeat 4 > /dev/null

@@ -146,13 +146,15 @@ struct GroupFlags {
     return model::OpenRankDevice(name, enabled() ? rank : 0);
   }
   // This rank's options of the group; `device` is where its model lives: a GPU's collectives go there.
-  dist::GroupOptions Options(const std::string& id, const c10::Device& device) const {
+  // The group's name is the same on every rank whatever its --id (under rl-watchdog each rank is
+  // an instance with its own RL_ID): its store, at --rendezvous, is the group's alone.
+  dist::GroupOptions Options(const c10::Device& device) const {
     dist::GroupOptions g;
     if (device.is_cuda()) g.gpu = device.has_index() ? device.index() : 0;
     g.endpoint = rendezvous;
     g.rank = rank;
     g.size = size;
-    g.name = "rollout/" + id;
+    g.name = "rollout";
     g.timeout_ms = static_cast<int>(timeout_s * 1000);
     g.idle_timeout_ms = static_cast<int>(options.idle_timeout_ms);  // followers wait for requests
     return g;
@@ -160,8 +162,7 @@ struct GroupFlags {
 };
 
 // A follower of a rollout group: generates with the leader until it stops or the group breaks.
-int RunFollower(GroupFlags& group, const std::string& model_dir, uint64_t seed, const std::string& id,
-                const std::string& device_name) {
+int RunFollower(GroupFlags& group, const std::string& model_dir, uint64_t seed, const std::string& device_name) {
   auto device = group.Device(device_name);
   if (!device.ok()) return Fail(kTool, device.status());
   auto dir = model::OpenModelDir(model_dir);
@@ -171,7 +172,7 @@ int RunFollower(GroupFlags& group, const std::string& model_dir, uint64_t seed, 
   if (Status s = whole->To(*device); !s.ok()) return Fail(kTool, s);
   // The same model through every group this rank joins: the group re-forms in place after a rank
   // dies, and only that rank starts again.
-  Status s = dist::FollowGroup(group.Options(id, *device), static_cast<int64_t>(group.rejoin_s * 1000),
+  Status s = dist::FollowGroup(group.Options(*device), static_cast<int64_t>(group.rejoin_s * 1000),
                                [&](dist::Group& joined) {
                                  spdlog::info("rank {} of a rollout group of {}: following on {}{}", group.rank,
                                               group.size, model::DeviceName(*device),
@@ -274,7 +275,7 @@ int RunLoop(RolloutOptions o, const std::string& weights, WeightSyncOptions sync
   std::optional<dist::GroupLeader> leader;
   if (group_flags.enabled()) {
     const std::string device_label = model::DeviceName(*device);
-    auto started = dist::GroupHost::Start(group_flags.Options(id, *device), [&](const dist::GroupChange& c) {
+    auto started = dist::GroupHost::Start(group_flags.Options(*device), [&](const dist::GroupChange& c) {
       events.Emit("group", {{"what", c.what}, {"epoch", c.epoch}, {"ranks", c.ranks}, {"device", device_label},
                             {"nccl", c.nccl}, {"error", c.why}});
     });
@@ -389,7 +390,10 @@ int RolloutMain(int argc, char** argv) {
   if (run->parsed() && group_flags.rank > 0) {
     if (Status s = InitLogging(kTool, log_level); !s.ok()) return Fail(kTool, s);
     at::set_num_threads(run_f.threads);
-    return RunFollower(group_flags, run_model, run_f.seed, id, run_f.device);
+    // A follower heartbeats too, so that a supervisor sees it and restarts it alone.
+    auto beat = heartbeat.Start("rollout", id);
+    if (!beat.ok()) return Fail(kTool, beat.status());
+    return RunFollower(group_flags, run_model, run_f.seed, run_f.device);
   }
   if (run->parsed() && run_weights.empty() && o.checkpoint_dir.empty() && sync.sources.empty()) {
     std::cerr << "rl-rollout: run needs --weights or --checkpoint-dir (see rl-rollout --help)\n";
