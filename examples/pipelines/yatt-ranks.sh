@@ -9,20 +9,23 @@
 # waits for the first rollouts). On a 2-core machine the two ranks share the cores with the rollout
 # and the reward, and a sync step splits only its training between them, so two ranks are faster
 # by about what that saves (see docs/design.md "Data-parallel training").
-# Usage: yatt-ranks.sh [--short] [--steps N] [--seed N] [--mode sync|semi-sync|async]
+# Usage: yatt-ranks.sh [--short] [--steps N] [--seed N] [--mode sync|semi-sync|async] [-- rl-train options...]
 #   --short: a smoke run for CI (a few steps; it shows both forms run, not that they learn)
+#   -- ...: more options for rl-train grpo in both runs, e.g. PPO with a critic over minibatches:
+#           -- --advantage gae --critic-lr 1e-3 --minibatches 2 --epochs 2
 # Environment: RL_BUILD_DIR (default ./build), RL_RUN_DIR (default a new /tmp directory; both runs
 # go under it, as ranks-1 and ranks-2).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 source "$here/lib.sh"
-args=() steps=200 seed=1 mode=sync
+args=() steps=200 seed=1 mode=sync more=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --short) args+=(--short); steps=3 ;;
     --steps) steps="$2"; shift ;;
     --seed) seed="$2"; shift ;;
     --mode) mode="$2"; shift ;;
+    --) shift; more=(-- "$@"); break ;;
     *) echo "yatt-ranks: unknown argument $1" >&2; exit 64 ;;
   esac
   shift
@@ -33,7 +36,7 @@ for ranks in 1 2; do
   [ "$ranks" = 1 ] || sft=(--sft-from "$root/ranks-1")
   echo "== $ranks trainer rank(s): $steps steps, seed $seed, $mode" >&2
   RL_RUN_DIR="$root/ranks-$ranks" bash "$here/grpo-demo.sh" "${args[@]}" --steps "$steps" --seed "$seed" \
-    --mode "$mode" --train-ranks "$ranks" "${sft[@]}" > "$root/ranks-$ranks.table"
+    --mode "$mode" --train-ranks "$ranks" "${sft[@]}" "${more[@]}" > "$root/ranks-$ranks.table"
 done
 python3 - "$root" <<'PY'
 import json, sys

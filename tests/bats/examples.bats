@@ -60,6 +60,19 @@ man_examples() {
   [ "$scored" -ge 192 ]
 }
 
+@test "examples/pipelines/grpo-demo.sh --train-ranks 2 in short form: PPO with a critic over minibatches on two ranks" {
+  export RL_RUN_DIR="$TMP/ppo-ranks"
+  run bash "$RL_SOURCE_DIR/examples/pipelines/grpo-demo.sh" --short --train-ranks 2 -- \
+    --advantage gae --critic-lr 1e-3 --minibatches 2 --epochs 2
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [ "$(printf '%s\n' "$output" | grep -cE '^ +[123] ')" -eq 3 ]
+  # Both ranks took every step's 2 x 2 updates, policy and critic.
+  for r in 0 1; do
+    [ "$(grep '"event":"step"' "$RL_RUN_DIR/events/train-$r.jsonl" | grep '"updates":4' | grep -c '"value_loss"')" -eq 3 ]
+  done
+}
+
 @test "examples/pipelines/yatt-judge.sh in short form: a judge trained, GRPO against it, the two final figures" {
   run bash "$RL_SOURCE_DIR/examples/pipelines/yatt-judge.sh" --short --grpo 3
   echo "$output"

@@ -157,7 +157,7 @@ for l in open(sys.argv[1]):
   [ "$output" = "rl-train: --freeze 'model.nothing' names no parameter of the policy (names such as model.embed_tokens.weight)" ]
 }
 
-@test "grpo --world: bad ranks, a missing rendezvous and update options it cannot split exit 64 with one line" {
+@test "grpo --world: bad ranks, a missing rendezvous and a shared --dump-dir exit 64 with one line" {
   g=(grpo --checkpoint-dir "$TMP/c" --prompts "$TMP/none.jsonl")
   run rl-train "${g[@]}" --world 2 --rank 2 --rendezvous 127.0.0.1:1
   [ "$status" -eq 64 ]
@@ -171,9 +171,9 @@ for l in open(sys.argv[1]):
   run rl-train "${g[@]}" --world 0
   [ "$status" -eq 64 ]
   [ "$output" = "rl-train: --world must be 1 to 1024, not 0" ]
-  run rl-train "${g[@]}" --world 2 --rendezvous 127.0.0.1:1 --minibatches 2
+  run rl-train "${g[@]}" --world 2 --rendezvous 127.0.0.1:1 --dump-dir "$TMP/d"
   [ "$status" -eq 64 ]
-  [ "$output" = "rl-train: --world above 1 takes one minibatch, one epoch and --advantage grpo or rloo" ]
+  [ "$output" = "rl-train: --dump-dir is for one trainer: the ranks of --world 2 would write over each other's files" ]
   # torchrun's and srun's variables when the flags are absent; flags win.
   WORLD_SIZE=two run rl-train "${g[@]}"
   [ "$status" -eq 64 ]

@@ -73,49 +73,63 @@ std::vector<double> GroupCentred(const std::vector<double>& rewards) {
 }
 
 namespace {
-// Mean and 1/sqrt(var + 1e-8) of weighted values (weight: a token count), var with n - 1.
+// Mean and 1/sqrt(var + 1e-8) of weighted values (weight: a token count), var with n - 1, over the
+// values of every rank (two passes, as one process would make them: the mean, then the squared
+// deviations from it).
 struct Whitening {
   double mean = 0, scale = 1;
 };
 template <typename Each>
-Whitening Measure(Each each) {
-  double n = 0, sum = 0;
+Result<Whitening> Measure(Each each, const RankSumFn& sum) {
+  std::vector<double> first = {0, 0};  // n, sum
   each([&](double x, double w) {
-    n += w;
-    sum += x * w;
+    first[0] += w;
+    first[1] += x * w;
   });
+  if (sum) RL_RETURN_IF_ERROR(sum(&first));
   Whitening out;
-  if (n <= 0) return out;
-  out.mean = sum / n;
-  double ss = 0;
-  each([&](double x, double w) { ss += (x - out.mean) * (x - out.mean) * w; });
-  double var = n > 1 ? ss / (n - 1) : 0;
+  const double n = first[0];
+  out.mean = n > 0 ? first[1] / n : 0;
+  std::vector<double> ss = {0};
+  each([&](double x, double w) { ss[0] += (x - out.mean) * (x - out.mean) * w; });
+  // Every rank takes part in both sums, also one without values, so that the ranks' calls pair up.
+  if (sum) RL_RETURN_IF_ERROR(sum(&ss));
+  if (n <= 0) return Whitening{};
+  double var = n > 1 ? ss[0] / (n - 1) : 0;
   out.scale = 1 / std::sqrt(var + 1e-8);
   return out;
 }
 }  // namespace
 
+Status WhitenPerResponse(std::vector<double>* x, const std::vector<int64_t>& lengths, const RankSumFn& sum) {
+  auto each = [&](auto add) {
+    for (size_t i = 0; i < x->size(); ++i) add((*x)[i], static_cast<double>(lengths[i]));
+  };
+  RL_ASSIGN_OR_RETURN(Whitening w, Measure(each, sum));
+  for (size_t i = 0; i < x->size(); ++i) (*x)[i] = lengths[i] > 0 ? ((*x)[i] - w.mean) * w.scale : 0.0;
+  return Status::OK();
+}
+
 std::vector<double> WhitenPerResponse(const std::vector<double>& x, const std::vector<int64_t>& lengths) {
-  Whitening w = Measure([&](auto add) {
-    for (size_t i = 0; i < x.size(); ++i) add(x[i], static_cast<double>(lengths[i]));
-  });
-  std::vector<double> out(x.size(), 0.0);
-  for (size_t i = 0; i < x.size(); ++i) {
-    if (lengths[i] > 0) out[i] = (x[i] - w.mean) * w.scale;
-  }
+  std::vector<double> out = x;
+  (void)WhitenPerResponse(&out, lengths, nullptr);  // alone, nothing can fail
   return out;
 }
 
-void WhitenTokens(std::vector<std::vector<float>>* x) {
-  Whitening w = Measure([&](auto add) {
+Status WhitenTokens(std::vector<std::vector<float>>* x, const RankSumFn& sum) {
+  auto each = [&](auto add) {
     for (const auto& seq : *x) {
       for (float v : seq) add(v, 1.0);
     }
-  });
+  };
+  RL_ASSIGN_OR_RETURN(Whitening w, Measure(each, sum));
   for (auto& seq : *x) {
     for (float& v : seq) v = static_cast<float>((v - w.mean) * w.scale);
   }
+  return Status::OK();
 }
+
+void WhitenTokens(std::vector<std::vector<float>>* x) { (void)WhitenTokens(x, nullptr); }
 
 std::vector<float> Gae(double reward, const std::vector<float>& values, double gamma, double lambda,
                        std::vector<float>* returns) {

@@ -33,6 +33,7 @@
 // Thread safety: free functions over values.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -58,11 +59,19 @@ std::vector<double> LeaveOneOutAdvantages(const std::vector<double>& rewards);
 // r_i - mean over one group.
 std::vector<double> GroupCentred(const std::vector<double>& rewards);
 
+// Data-parallel whitening: the batch is split over ranks, and whiten()'s mean and variance are
+// those of the whole batch. The hook sums a few doubles over the ranks in place (every rank calls
+// it the same number of times, twice per whitening: the token count and sum, then the squared
+// deviations from the mean); empty: this process holds the whole batch.
+using RankSumFn = std::function<Status(std::vector<double>*)>;
+
 // whiten() of per-response values x_i weighted by lengths[i] tokens each. Responses without tokens
 // get 0.
 std::vector<double> WhitenPerResponse(const std::vector<double>& x, const std::vector<int64_t>& lengths);
+Status WhitenPerResponse(std::vector<double>* x, const std::vector<int64_t>& lengths, const RankSumFn& sum);
 // whiten() over token values, every vector one response's tokens.
 void WhitenTokens(std::vector<std::vector<float>>* x);
+Status WhitenTokens(std::vector<std::vector<float>>* x, const RankSumFn& sum);
 
 // GAE of one response of values.size() tokens whose outcome reward is `reward`; returns the
 // advantages (not yet whitened) and writes the critic's targets to *returns.

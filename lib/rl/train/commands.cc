@@ -206,9 +206,10 @@ Status PlaceRank(const GrpoFlags& f, GrpoLoopOptions* o) {
   if (o->world > 1) {
     // Each rank leases under its own holder name: ranks started with one --id take their rank.
     if (o->rank != 0 && o->id == "0") o->id = std::to_string(o->rank);
-    // Only the streaming update is data-parallel (grpo_trainer.h).
-    if (o->grpo.minibatches * o->grpo.epochs > 1 || !PerGroup(o->grpo.advantage)) {
-      return Status::InvalidArgument("--world above 1 takes one minibatch, one epoch and --advantage grpo or rloo");
+    // Every rank would write the same step-S files, each of its own part of the batch.
+    if (!o->grpo.dump_dir.empty()) {
+      return Status::InvalidArgument("--dump-dir is for one trainer: the ranks of --world " + std::to_string(o->world) +
+                                     " would write over each other's files");
     }
   }
   return Status::OK();

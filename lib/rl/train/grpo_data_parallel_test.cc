@@ -1,6 +1,8 @@
 // Data-parallel GRPO (grpo_data_parallel.cc): ranks that each train on their part of a batch, over a
 // real Gloo group (threads of this test, lib/rl/dist/test_ranks.h), end the step with the weights
-// one trainer gets from the whole batch, whatever the split, for each loss normalisation.
+// one trainer gets from the whole batch, whatever the split: for each loss normalisation, over
+// epochs, with whole-batch whitening and with a critic. Over several minibatches the ranks stay
+// identical and take one trainer's number of updates on the same batch.
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <gtest/gtest.h>
@@ -51,30 +53,34 @@ GrpoOptions Options(LossNorm norm) {
 }
 
 struct Result1 {
-  model::NamedTensors weights;
+  model::NamedTensors weights, critic;
   StepStats stats;
 };
 
-Result1 OneRank(const std::vector<Group>& batch, LossNorm norm) {
-  auto t = GrpoTrainer::Create(model::Transformer::Create(Tiny(), 5).value(), std::nullopt, Options(norm)).value();
+Result1 Take(GrpoTrainer& t, const StepStats& stats) {
+  Result1 r{t.policy().NamedParameters(), {}, stats};
+  if (t.critic()) r.critic = t.critic()->NamedParameters();
+  return r;
+}
+
+Result1 OneRank(const std::vector<Group>& batch, const GrpoOptions& o) {
+  auto t = GrpoTrainer::Create(model::Transformer::Create(Tiny(), 5).value(), std::nullopt, o).value();
   for (int step = 0; step < 2; ++step) {
     t->BeginStep();
     EXPECT_TRUE(t->Accumulate(batch).ok());
     auto s = t->FinishStep();
     EXPECT_TRUE(s.ok()) << s.status().ToString();
-    if (step == 1) return {t->policy().NamedParameters(), *s};
+    if (step == 1) return Take(*t, *s);
   }
   return {};
 }
 
-// Two steps on the same split: the second starts from weights and Adam moments the first made.
-void ExpectRanksMatchOneRank(const std::vector<std::vector<Group>>& parts, LossNorm norm) {
-  std::vector<Group> whole;
-  for (const auto& p : parts) whole.insert(whole.end(), p.begin(), p.end());
-  const Result1 want = OneRank(whole, norm);
+// Two steps of `parts.size()` ranks, each on its part (the second step starts from the weights and
+// Adam moments the first made).
+std::vector<Result1> Ranks(const std::vector<std::vector<Group>>& parts, const GrpoOptions& o) {
   std::vector<Result1> got(parts.size());
   dist::testing::RunRanks(static_cast<int>(parts.size()), [&](dist::Group& g) {
-    auto t = GrpoTrainer::Create(model::Transformer::Create(Tiny(), 5).value(), std::nullopt, Options(norm)).value();
+    auto t = GrpoTrainer::Create(model::Transformer::Create(Tiny(), 5).value(), std::nullopt, o).value();
     ASSERT_TRUE(t->SetGroup(&g).ok());
     for (int step = 0; step < 2; ++step) {
       t->BeginStep();
@@ -83,27 +89,61 @@ void ExpectRanksMatchOneRank(const std::vector<std::vector<Group>>& parts, LossN
       }
       auto s = t->FinishStep();
       ASSERT_TRUE(s.ok()) << s.status().ToString();
-      got[g.rank()] = {t->policy().NamedParameters(), *s};
+      got[g.rank()] = Take(*t, *s);
     }
   });
-  for (size_t r = 0; r < parts.size(); ++r) {
-    ASSERT_EQ(got[r].weights.size(), want.weights.size());
-    for (size_t i = 0; i < want.weights.size(); ++i) {
-      const at::Tensor& a = want.weights[i].second;
-      const at::Tensor& b = got[r].weights[i].second;
-      EXPECT_TRUE(at::allclose(a, b, 1e-5, 1e-6)) << "rank " << r << " " << want.weights[i].first << " differs by "
-                                                  << (a - b).abs().max().item<double>();
-      // The ranks hold the same bits: they applied the same reduced gradient.
-      EXPECT_TRUE(at::equal(b, got[0].weights[i].second)) << "rank " << r << " " << want.weights[i].first;
+  return got;
+}
+
+void ExpectClose(const model::NamedTensors& want, const model::NamedTensors& got, const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (size_t i = 0; i < want.size(); ++i) {
+    const at::Tensor &a = want[i].second, &b = got[i].second;
+    EXPECT_TRUE(at::allclose(a, b, 1e-5, 1e-6))
+        << what << " " << want[i].first << " differs by " << (a - b).abs().max().item<double>();
+  }
+}
+
+// The ranks hold the same bits: they applied the same reduced gradients.
+void ExpectRanksEqual(const std::vector<Result1>& got) {
+  for (size_t r = 1; r < got.size(); ++r) {
+    for (size_t i = 0; i < got[0].weights.size(); ++i) {
+      EXPECT_TRUE(at::equal(got[r].weights[i].second, got[0].weights[i].second)) << "rank " << r << " "
+                                                                                 << got[0].weights[i].first;
     }
-    EXPECT_EQ(got[r].stats.samples, want.stats.samples);
-    EXPECT_EQ(got[r].stats.groups, want.stats.groups);
-    EXPECT_EQ(got[r].stats.tokens, want.stats.tokens);
-    EXPECT_EQ(got[r].stats.min_version, want.stats.min_version);
-    EXPECT_EQ(got[r].stats.max_version, want.stats.max_version);
-    EXPECT_NEAR(got[r].stats.mean_reward, want.stats.mean_reward, 1e-12);
+    ASSERT_EQ(got[r].critic.size(), got[0].critic.size());
+    for (size_t i = 0; i < got[0].critic.size(); ++i) {
+      EXPECT_TRUE(at::equal(got[r].critic[i].second, got[0].critic[i].second)) << "rank " << r << " critic "
+                                                                               << got[0].critic[i].first;
+    }
+  }
+}
+
+void ExpectSameBatch(const StepStats& got, const StepStats& want) {
+  EXPECT_EQ(got.samples, want.samples);
+  EXPECT_EQ(got.groups, want.groups);
+  EXPECT_EQ(got.tokens, want.tokens);
+  EXPECT_EQ(got.updates, want.updates);
+  EXPECT_EQ(got.min_version, want.min_version);
+  EXPECT_EQ(got.max_version, want.max_version);
+  EXPECT_NEAR(got.mean_reward, want.mean_reward, 1e-12);
+}
+
+void ExpectRanksMatchOneRank(const std::vector<std::vector<Group>>& parts, const GrpoOptions& o) {
+  std::vector<Group> whole;
+  for (const auto& p : parts) whole.insert(whole.end(), p.begin(), p.end());
+  const Result1 want = OneRank(whole, o);
+  const std::vector<Result1> got = Ranks(parts, o);
+  ExpectRanksEqual(got);
+  for (size_t r = 0; r < parts.size(); ++r) {
+    SCOPED_TRACE("rank " + std::to_string(r));
+    ExpectClose(want.weights, got[r].weights, "policy");
+    ExpectClose(want.critic, got[r].critic, "critic");
+    ExpectSameBatch(got[r].stats, want.stats);
     EXPECT_NEAR(got[r].stats.loss, want.stats.loss, 1e-5);
     EXPECT_NEAR(got[r].stats.grad_norm, want.stats.grad_norm, 1e-4 * want.stats.grad_norm);
+    EXPECT_NEAR(got[r].stats.value_loss, want.stats.value_loss, 1e-5);
+    EXPECT_NEAR(got[r].stats.clip_fraction, want.stats.clip_fraction, 1e-6);
   }
 }
 
@@ -113,25 +153,82 @@ TEST(DataParallelGrpoTest, TwoRanksTakeTheStepOfOneRankOnTheWholeBatch) {
   // Uneven on purpose: a token mean over each rank's own tokens would weigh them differently.
   for (LossNorm norm : {LossNorm::kToken, LossNorm::kSequence, LossNorm::kSequenceSumNorm}) {
     SCOPED_TRACE(static_cast<int>(norm));
-    ExpectRanksMatchOneRank({{b[0]}, {b[1], b[2], b[3], b[4]}}, norm);
+    ExpectRanksMatchOneRank({{b[0]}, {b[1], b[2], b[3], b[4]}}, Options(norm));
   }
 }
 
 TEST(DataParallelGrpoTest, ARankWithoutRowsStillTakesTheStep) {
   at::set_num_threads(1);
   std::vector<Group> b = Batch(3, 7);
-  ExpectRanksMatchOneRank({{b[0], b[1]}, {b[2]}, {}}, LossNorm::kToken);
+  ExpectRanksMatchOneRank({{b[0], b[1]}, {b[2]}, {}}, Options(LossNorm::kToken));
 }
 
-TEST(DataParallelGrpoTest, WholeBatchEstimatorsAreRefused) {
+// Epochs over one minibatch: each update's ratio is against the rows' log-probabilities, so the
+// second moves the clip (PPO); on ranks, the same two updates as one trainer's.
+TEST(DataParallelGrpoTest, EpochsOnRanksAreTheUpdatesOfOneTrainer) {
+  at::set_num_threads(1);
+  std::vector<Group> b = Batch(4, 11);
   GrpoOptions o = Options(LossNorm::kToken);
-  o.minibatches = 2;
-  auto t = GrpoTrainer::Create(model::Transformer::Create(Tiny(), 5).value(), std::nullopt, o).value();
-  dist::testing::RunRanks(1, [&](dist::Group& g) {
-    Status s = t->SetGroup(&g);
-    EXPECT_EQ(s.code(), Code::kInvalidArgument);
-    EXPECT_NE(s.message().find("one minibatch"), std::string::npos) << s.ToString();
-  });
+  o.epochs = 3;
+  o.off = {Correction::kDecoupled, 2.0};
+  ExpectRanksMatchOneRank({{b[0], b[1], b[2]}, {b[3]}}, o);
+}
+
+// Whitening over the batch: a rank's own mean and variance would give its advantages another scale.
+TEST(DataParallelGrpoTest, WholeBatchEstimatorsWhitenOverEveryRank) {
+  at::set_num_threads(1);
+  std::vector<Group> b = Batch(5, 5);
+  for (Advantage a : {Advantage::kReinforcePP, Advantage::kReinforcePPBaseline}) {
+    SCOPED_TRACE(AdvantageName(a));
+    GrpoOptions o = Options(LossNorm::kToken);
+    o.advantage = a;
+    ExpectRanksMatchOneRank({{b[0], b[1]}, {b[2], b[3], b[4]}, {}}, o);
+  }
+}
+
+// PPO with a critic: GAE on each rank's samples, whitened over the batch, and the critic's
+// gradients summed as the policy's; its weights end where one trainer's do.
+TEST(DataParallelGrpoTest, PpoWithACriticOnRanksMatchesOneTrainer) {
+  at::set_num_threads(1);
+  std::vector<Group> b = Batch(4, 13);
+  GrpoOptions o = Options(LossNorm::kToken);
+  o.advantage = Advantage::kGae;
+  o.gamma = 0.99;
+  o.lambda = 0.95;
+  o.critic_lr = 5e-3;
+  o.epochs = 2;
+  ExpectRanksMatchOneRank({{b[0]}, {b[1], b[2], b[3]}}, o);
+}
+
+// Several minibatches: each rank splits its own samples, so the minibatches are not one
+// trainer's (another random order), but the ranks take as many updates as it, on the same batch,
+// and stay identical; a rank with fewer samples than minibatches joins every update.
+TEST(DataParallelGrpoTest, MinibatchesOnRanksKeepTheRanksIdentical) {
+  at::set_num_threads(1);
+  std::vector<Group> b = Batch(4, 17);
+  GrpoOptions o = Options(LossNorm::kToken);
+  o.advantage = Advantage::kGae;
+  o.minibatches = 6;
+  o.epochs = 2;
+  const std::vector<std::vector<Group>> parts = {{b[0], b[1], b[2]}, {b[3]}};  // rank 1: 4 samples
+  std::vector<Group> whole = {b[0], b[1], b[2], b[3]};
+  const Result1 want = OneRank(whole, o);
+  const std::vector<Result1> got = Ranks(parts, o);
+  ExpectRanksEqual(got);
+  EXPECT_EQ(want.stats.updates, 12);
+  auto before = model::Transformer::Create(Tiny(), 5).value().NamedParameters();
+  for (const Result1& r : got) {
+    ExpectSameBatch(r.stats, want.stats);
+    // Both moved about as far from the start as one trainer's (the same number of updates at the
+    // same rate), and not along another path entirely.
+    double moved = 0, moved_one = 0;
+    for (size_t i = 0; i < before.size(); ++i) {
+      moved += (r.weights[i].second - before[i].second).pow(2).sum().item<double>();
+      moved_one += (want.weights[i].second - before[i].second).pow(2).sum().item<double>();
+    }
+    EXPECT_GT(moved, 0.5 * moved_one);
+    EXPECT_LT(moved, 2.0 * moved_one);
+  }
 }
 
 }  // namespace

@@ -82,14 +82,17 @@ Status GrpoLoop::Start() {
     at::Tensor v = at::full({1}, static_cast<int64_t>(version_), at::kLong);
     RL_RETURN_IF_ERROR(group_->Broadcast(v, 0));
     version_ = static_cast<uint64_t>(v.item<int64_t>());
-    // The float32 weights the optimizer updates (the masters of a bf16 policy), where they lie
-    // (the group takes a GPU's through NCCL or host memory); in place where they are contiguous.
-    for (auto& [name, p] : trainer_->optimizer().Weights()) {
-      at::Tensor t = p.detach().to(at::kFloat).contiguous();
-      RL_RETURN_IF_ERROR(group_->Broadcast(t, 0));
-      if (t.data_ptr() != p.data_ptr()) p.detach().copy_(t);
+    // The float32 weights the optimizers update (the masters of a bf16 policy; gae's critic), where
+    // they lie (the group takes a GPU's through NCCL or host memory); in place where contiguous.
+    for (AdamW* optimizer : {&trainer_->optimizer(), trainer_->critic_optimizer()}) {
+      if (!optimizer) continue;
+      for (auto& [name, p] : optimizer->Weights()) {
+        at::Tensor t = p.detach().to(at::kFloat).contiguous();
+        RL_RETURN_IF_ERROR(group_->Broadcast(t, 0));
+        if (t.data_ptr() != p.data_ptr()) p.detach().copy_(t);
+      }
+      optimizer->PushWeights();
     }
-    trainer_->optimizer().PushWeights();
   }
   if (publisher_) {
     RL_ASSIGN_OR_RETURN(model::Transformer first, trainer_->policy().Clone(c10::Device(c10::kCPU)));

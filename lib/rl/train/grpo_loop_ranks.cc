@@ -52,6 +52,8 @@ namespace {
 std::vector<std::pair<const char*, std::string>> FlagsToAgreeOn(const GrpoLoopOptions& o) {
   const GrpoOptions& g = o.grpo;
   auto num = [](double v) { return std::to_string(v); };
+  std::string freeze;
+  for (const std::string& f : g.freeze) freeze += f + ",";
   // Addresses (--connect, --checkpoint-dir) may be spelled differently on each machine: the
   // checkpoint is compared by AgreeOnStart instead.
   return {{"--group-size", num(o.group_size)},
@@ -75,7 +77,17 @@ std::vector<std::pair<const char*, std::string>> FlagsToAgreeOn(const GrpoLoopOp
           {"--temperature", num(g.temperature)},
           {"--correction", num(static_cast<int>(g.off.kind))},
           {"--correction-cap", num(g.off.cap)},
-          {"--advantage", num(static_cast<int>(g.advantage))}};
+          {"--advantage", num(static_cast<int>(g.advantage))},
+          {"--minibatches", num(static_cast<double>(g.minibatches))},
+          {"--epochs", num(static_cast<double>(g.epochs))},
+          {"--gamma", num(g.gamma)},
+          {"--lambda", num(g.lambda)},
+          {"--value-clip", num(g.value_clip)},
+          {"--critic-lr", num(g.critic_lr)},
+          // The critic's config.json as read, and the frozen parameters: another on one rank
+          // would make its gradient bucket another size.
+          {"--critic-config", o.critic_config},
+          {"--freeze", freeze}};
 }
 
 // FNV-1a, 63 bits (the gather carries int64).

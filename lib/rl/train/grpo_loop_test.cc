@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <array>
+#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -222,16 +224,15 @@ TEST_F(GrpoLoopTest, TrainsPublishesVersionsAndResumesFromItsCheckpoint) {
   }
 }
 
-// Two data-parallel ranks (threads, each its own RunGrpo over a Gloo group): each leases its
-// balanced part of every step, and rank 0's checkpoints list and ack every rank's rows, once.
-TEST_F(GrpoLoopTest, TwoRanksShareEveryStepAndEachRowIsConsumedOnce) {
+// Two data-parallel ranks (threads, each its own RunGrpo over a Gloo group) run 3 steps of 4
+// groups; `o` gives the update's options.
+std::array<Status, 2> RunTwoRanks(GrpoLoopOptions o) {
   const std::string rendezvous = "127.0.0.1:" + std::to_string(dist::testing::FreePort());
-  Status status[2];
+  std::array<Status, 2> status;
   std::vector<std::thread> ranks;
   std::atomic<bool> stop{false};
   for (int r = 0; r < 2; ++r) {
-    ranks.emplace_back([&, r] {
-      GrpoLoopOptions o = Loop(3);
+    ranks.emplace_back([&, o, r]() mutable {
       o.prompts_per_step = 4;
       o.world = 2;
       o.rank = r;
@@ -242,6 +243,13 @@ TEST_F(GrpoLoopTest, TwoRanksShareEveryStepAndEachRowIsConsumedOnce) {
     });
   }
   for (auto& t : ranks) t.join();
+  return status;
+}
+
+// Each rank leases its balanced part of every step, and rank 0's checkpoints list and ack every
+// rank's rows, once.
+TEST_F(GrpoLoopTest, TwoRanksShareEveryStepAndEachRowIsConsumedOnce) {
+  std::array<Status, 2> status = RunTwoRanks(Loop(3));
   ASSERT_TRUE(status[0].ok()) << status[0].ToString();
   ASSERT_TRUE(status[1].ok()) << status[1].ToString();
   auto ckpt = LoadNewestCheckpoint(dir_ + "/ckpt");
@@ -267,6 +275,35 @@ TEST_F(GrpoLoopTest, TwoRanksShareEveryStepAndEachRowIsConsumedOnce) {
       EXPECT_EQ(t["leased"].get<uint64_t>(), 0u);
     }
   }
+}
+
+// PPO with a critic over 2 minibatches x 2 epochs on two ranks: every step takes 4 updates on
+// both, and rank 0's checkpoint holds the critic and its optimizer, which took them too.
+TEST_F(GrpoLoopTest, TwoRanksTrainPpoWithACriticOverMinibatches) {
+  GrpoLoopOptions o = Loop(3);
+  o.grpo.advantage = Advantage::kGae;
+  o.grpo.minibatches = 2;
+  o.grpo.epochs = 2;
+  std::array<Status, 2> status = RunTwoRanks(o);
+  ASSERT_TRUE(status[0].ok()) << status[0].ToString();
+  ASSERT_TRUE(status[1].ok()) << status[1].ToString();
+  auto ckpt = LoadNewestCheckpoint(dir_ + "/ckpt");
+  ASSERT_TRUE(ckpt.ok() && ckpt->has_value());
+  EXPECT_EQ((*ckpt)->step, 3);
+  EXPECT_EQ((*ckpt)->adam_steps, 12) << "3 steps of 2 minibatches x 2 epochs";
+  EXPECT_EQ((*ckpt)->critic_adam_steps, 12);
+  EXPECT_FALSE((*ckpt)->critic.empty());
+  std::ifstream events(dir_ + "/run/events/train-1.jsonl");
+  int steps = 0;
+  for (std::string line; std::getline(events, line);) {
+    auto e = nlohmann::json::parse(line);
+    if (e["event"] != "step") continue;
+    ++steps;
+    EXPECT_EQ(e["updates"], 4) << e;
+    EXPECT_EQ(e["samples"], 16) << e;
+    EXPECT_TRUE(e.contains("value_loss")) << e;
+  }
+  EXPECT_EQ(steps, 3);
 }
 
 // With every group's rewards equal, dynamic sampling would redraw forever: past --max-redraws the

@@ -239,7 +239,7 @@ Status GrpoTrainer::HeldAdvantages() {
       tokens.push_back(Gae(TokenRewards(s->reward, length, s->turn_ends, s->turn_rewards), values_.at(s),
                            options_.gamma, options_.lambda, &returns_[s]));
     }
-    WhitenTokens(&tokens);
+    RL_RETURN_IF_ERROR(WhitenTokens(&tokens, RankSum()));
     for (size_t i = 0; i < all.size(); ++i) adv_[all[i]] = std::move(tokens[i]);
   } else {
     std::vector<double> x;
@@ -248,7 +248,7 @@ Status GrpoTrainer::HeldAdvantages() {
       for (double a : ResponseAdvantages(options_.advantage, RewardsOf(g))) x.push_back(a);
       for (const Sample& s : g.samples) lengths.push_back(static_cast<int64_t>(s.response_ids.size()));
     }
-    if (!PerGroup(options_.advantage)) x = WhitenPerResponse(x, lengths);
+    if (!PerGroup(options_.advantage)) RL_RETURN_IF_ERROR(WhitenPerResponse(&x, lengths, RankSum()));
     for (size_t i = 0; i < all.size(); ++i) adv_[all[i]].assign(all[i]->response_ids.size(), static_cast<float>(x[i]));
     for (const Group& g : held_) AddTurnRewards(g);
   }
@@ -407,7 +407,11 @@ Status GrpoTrainer::DumpBatch() {
 
 Result<StepStats> GrpoTrainer::FinishStep() {
   if (group_) {
-    if (Status s = ReduceAcrossRanks(); !s.ok()) {
+    // Streaming, the whole step's gradients and totals; buffered, the counts alone (each update
+    // reduces its own, FinishBuffered).
+    Status s = Buffered() ? ReduceTotals(&step_, true) : ReduceGradients();
+    if (s.ok() && !Buffered()) s = ReduceTotals(&step_, true);
+    if (!s.ok()) {
       BeginStep();
       return s;
     }
@@ -534,11 +538,16 @@ Result<StepStats> GrpoTrainer::FinishBuffered(StepStats out, double lr) {
     for (const Sample& s : g.samples) samples.push_back(&s);
   }
   const size_t n = samples.size();
-  const size_t parts = std::min(n, static_cast<size_t>(options_.minibatches));
+  // As many minibatches on every rank (out.samples: the whole batch's); a rank with fewer
+  // samples than that has empty ones, and still takes part in their reductions.
+  const size_t parts = std::min(static_cast<size_t>(out.samples), static_cast<size_t>(options_.minibatches));
   RL_RETURN_IF_ERROR(HeldAdvantages());
   if (!options_.dump_dir.empty()) RL_RETURN_IF_ERROR(DumpBatch());
   if (options_.off.kind == Correction::kDecoupled) RL_RETURN_IF_ERROR(RecordPerToken(samples, false, &prox_));
-  std::mt19937_64 gen(options_.seed ^ (0x9e3779b97f4a7c15ULL * static_cast<uint64_t>(optimizer_->steps() + 1)));
+  // Seeded by the step (a resumed run repeats the order) and the rank (rank 0's is one trainer's).
+  const uint64_t rank = group_ ? static_cast<uint64_t>(group_->rank()) : 0;
+  std::mt19937_64 gen(options_.seed ^ (0x9e3779b97f4a7c15ULL * static_cast<uint64_t>(optimizer_->steps() + 1)) ^
+                      (0xbf58476d1ce4e5b9ULL * rank));
   std::vector<size_t> order(n);
   Totals all;
   double loss_sum = 0, norm_sum = 0, value_sum = 0;
@@ -552,6 +561,10 @@ Result<StepStats> GrpoTrainer::FinishBuffered(StepStats out, double lr) {
       optimizer_->ZeroGrad();
       if (critic_optimizer_) critic_optimizer_->ZeroGrad();
       RL_ASSIGN_OR_RETURN(Totals t, Backward(mb));
+      if (group_) {
+        RL_RETURN_IF_ERROR(ReduceGradients());
+        RL_RETURN_IF_ERROR(ReduceTotals(&t, false));
+      }
       RL_ASSIGN_OR_RETURN(double norm, Update(t, lr));
       loss_sum += t.loss / LossDenominator(options_.norm, t.tokens, t.sequences, options_.norm_constant);
       if (t.tokens > 0) value_sum += t.value_loss / t.tokens;

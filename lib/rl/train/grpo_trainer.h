@@ -20,9 +20,15 @@
 // critic as it is (V_old), then GAE advantages and returns, whitens the advantages over the batch,
 // and on every minibatch takes one AdamW step of the policy and one of the critic (its own AdamW,
 // learning rate critic_lr, the clipped value loss of grpo_loss.h, the same gradient clip).
-// Data-parallel (SetGroup): each rank accumulates its own groups; FinishStep sums the ranks'
-// gradients and loss totals (tokens, sequences, rewards) before dividing by the denominator, so
-// every rank takes the step one trainer would take on the whole batch (to float summation order).
+// Data-parallel (SetGroup): each rank accumulates its own groups (whole groups: a group's
+// advantages need all of it); before each update the ranks sum their gradients and loss totals
+// (tokens, sequences, rewards), so the denominator is the whole batch's (or minibatch's) and every
+// rank takes the same update. Streaming, that is the step one trainer takes on the whole batch
+// (to float summation order). With M minibatches, each rank splits its own samples into M, and
+// minibatch m is the union of the ranks' m-th parts: the batch is still split into M of nearly
+// equal size, in another random order than one trainer's. Whitening (reinforce++, gae) is over
+// the whole batch (its moments summed over the ranks); the critic's gradients are summed as the
+// policy's. One minibatch of E epochs is E of one trainer's updates on the whole batch.
 // Thread safety: none. The policy model must not be used elsewhere during Accumulate/FinishStep.
 #pragma once
 
@@ -121,9 +127,8 @@ class GrpoTrainer {
                                                      std::optional<ValueModel> critic = std::nullopt);
 
   // Makes this trainer one rank of `group` (*group must outlive the trainer; nullptr: alone).
-  // Every rank must then call FinishStep once per step, also with nothing accumulated. Only the
-  // streaming form is data-parallel: InvalidArgument for several minibatches or epochs and for the
-  // estimators that need the whole batch (reinforce++, reinforce++-baseline, gae).
+  // Every rank must then call FinishStep once per step, also with nothing accumulated, and the
+  // ranks must share their options (rl-train compares the flags) and start from the same weights.
   Status SetGroup(dist::Group* group);
 
   void BeginStep();
@@ -164,8 +169,14 @@ class GrpoTrainer {
   // policy's gradient norm.
   Result<double> Update(const Totals& t, double lr);
   Result<StepStats> FinishBuffered(StepStats out, double lr);
-  // Data-parallel: sums the ranks' gradients, step_ and acc_ (min/max of versions and weights).
-  Status ReduceAcrossRanks();
+  // Data-parallel (grpo_data_parallel.cc). The ranks' gradients of the policy and the critic,
+  // summed in place.
+  Status ReduceGradients();
+  // *t summed over the ranks (weight_max: the largest); with `counts`, also the step's reward sum,
+  // samples, groups and version range in acc_.
+  Status ReduceTotals(Totals* t, bool counts);
+  // Whitening's sum over the ranks (empty alone).
+  RankSumFn RankSum();
   // The held batch's advantages (and, with gae, old values and returns) in adv_, values_, returns_.
   Status HeldAdvantages();
   // Turn rewards (advantage.h): grpo's process term added to adv_ of g's samples; other
