@@ -184,7 +184,12 @@ TEST(RefLoopTest, KlFromTheRowsEqualsTheInProcessReferenceOnTheSameRows) {
     auto pa = (*in_process)->policy().NamedParameters(), pb = (*from_rows)->policy().NamedParameters();
     ASSERT_EQ(pa.size(), pb.size());
     for (size_t i = 0; i < pa.size(); ++i) {
-      EXPECT_TRUE(at::allclose(pa[i].second, pb[i].second, 1e-5, 1e-6)) << pa[i].first;
+      // Adam divides by the gradient's own scale, so a weight whose gradient is near zero moves by
+      // up to lr (1e-2) on float rounding alone: 1e-5 is a thousandth of one update (on one
+      // machine's OpenBLAS a gate weight differed by 3.6e-6, over the 1e-6 this had before).
+      EXPECT_TRUE(at::allclose(pa[i].second, pb[i].second, 1e-5, 1e-5))
+          << pa[i].first << " (minibatches " << minibatches << ") differs by "
+          << (pa[i].second - pb[i].second).abs().max().item<double>();
     }
   }
 }
