@@ -5,11 +5,29 @@
 #include <algorithm>
 #include <chrono>
 #include <memory>
+#include <string>
 
 #include "rl/model/decoder.h"
 #include "rl/model/torch_guard.h"
 
 namespace rl::model {
+
+namespace {
+
+Status CheckPrompt(const ModelConfig& c, const std::vector<int64_t>& prompt, const std::string& which) {
+  if (prompt.empty()) return Status::InvalidArgument(which + " is empty");
+  if (static_cast<int64_t>(prompt.size()) >= c.context()) {
+    return Status::InvalidArgument(which + " leaves no room in the context of " + std::to_string(c.context()));
+  }
+  for (int64_t id : prompt) {
+    if (id < 0 || id >= c.vocab_size) {
+      return Status::InvalidArgument(which + " holds id " + std::to_string(id) + " outside the vocabulary");
+    }
+  }
+  return Status::OK();
+}
+
+}  // namespace
 
 Status CheckGenerateRequest(const ModelConfig& c, const std::vector<std::vector<int64_t>>& prompts,
                             const GenerateOptions& o) {
@@ -28,27 +46,19 @@ Status CheckGenerateRequest(const ModelConfig& c, const std::vector<std::vector<
   for (int64_t n : o.max_new_tokens_each) {
     if (n < 1) return Status::InvalidArgument("generate: max_new_tokens_each holds a value < 1");
   }
+  if (o.more_prompts && (!o.max_new_tokens_each.empty() || o.max_new_tokens < 1)) {
+    return Status::InvalidArgument("generate: more_prompts needs max_new_tokens >= 1 and no max_new_tokens_each");
+  }
   for (size_t i = 0; i < prompts.size(); ++i) {
-    const std::string which = "generate: prompt " + std::to_string(i);
-    if (prompts[i].empty()) return Status::InvalidArgument(which + " is empty");
-    if (static_cast<int64_t>(prompts[i].size()) >= c.context()) {
-      return Status::InvalidArgument(which + " leaves no room in the context of " +
-                                     std::to_string(c.context()));
-    }
-    for (int64_t id : prompts[i]) {
-      if (id < 0 || id >= c.vocab_size) {
-        return Status::InvalidArgument(which + " holds id " + std::to_string(id) +
-                                       " outside the vocabulary");
-      }
-    }
+    RL_RETURN_IF_ERROR(CheckPrompt(c, prompts[i], "generate: prompt " + std::to_string(i)));
   }
   return Status::OK();
 }
 
 namespace {
 
-// The continuous-batching loop: refill free slots, sample every active slot, feed the tokens of
-// the slots that go on.
+// The continuous-batching loop: refill free slots (asking for more prompts when streaming), sample
+// every active slot, feed the tokens of the slots that go on.
 class Scheduler {
  public:
   Scheduler(const ModelConfig& config, const std::vector<std::vector<int64_t>>& prompts,
@@ -130,7 +140,25 @@ class Scheduler {
     return Status::OK();
   }
 
+  // Streaming: more prompts when a slot is free and none is pending, each checked as the
+  // caller's are (an error ends the call; the caller still holds what it handed out).
+  Status AskForMore() {
+    if (!options_.more_prompts || quiet_ || next_ < prompts_.size()) return Status::OK();
+    int64_t free = 0;
+    for (const Slot& s : slots_) free += s.seq < 0 ? 1 : 0;
+    if (free == 0) return Status::OK();
+    RL_ASSIGN_OR_RETURN(std::vector<std::vector<int64_t>> more, options_.more_prompts(free));
+    quiet_ = more.empty();
+    for (auto& p : more) {
+      RL_RETURN_IF_ERROR(CheckPrompt(config_, p, "generate: added prompt " + std::to_string(prompts_.size())));
+      prompts_.push_back(std::move(p));
+      out_.emplace_back();
+    }
+    return Status::OK();
+  }
+
   Status Refill() {
+    RL_RETURN_IF_ERROR(AskForMore());
     std::vector<int64_t> slots;
     std::vector<const std::vector<int64_t>*> prompts;
     for (size_t s = 0; s < slots_.size() && next_ < prompts_.size(); ++s) {
@@ -167,7 +195,10 @@ class Scheduler {
       ++slot.length;
       ++new_tokens_;
       if (Stopped(id, slot, &g)) {
+        const size_t seq = static_cast<size_t>(slot.seq);
         slot.seq = -1;
+        quiet_ = false;
+        if (options_.on_finished) RL_RETURN_IF_ERROR(options_.on_finished(seq, g));
       } else {
         going.push_back(active[i]);
         tokens.push_back(id);
@@ -189,13 +220,14 @@ class Scheduler {
   }
 
   const ModelConfig config_;  // a copy: newer weights may replace the model it came from
-  const std::vector<std::vector<int64_t>>& prompts_;
+  std::vector<std::vector<int64_t>> prompts_;  // the caller's, then those more_prompts added
   const GenerateOptions& options_;
   std::unique_ptr<Decoder>* decoder_;
   Sampler* sampler_;
   std::vector<Slot> slots_;
   std::vector<Generation> out_;
   size_t next_ = 0;
+  bool quiet_ = false;  // more_prompts had none: not asked again until a sequence stops
   int64_t steps_ = 0, new_tokens_ = 0, forward_calls_ = 0;  // forward_calls_: of decoders replaced
   int64_t version_;
   GenerateStats sw_;  // the switch counters
@@ -228,7 +260,9 @@ Result<std::vector<Generation>> Generate(const Transformer& model,
     return std::vector<Generation>(prompts.size());
   }
   RL_ASSIGN_OR_RETURN(Sampler sampler, Sampler::Create(options.sampling, options.seed));
-  const int64_t slots = std::min<int64_t>(options.slots, std::max<size_t>(prompts.size(), 1));
+  // Streaming calls take more prompts as they go: every slot may be used.
+  const int64_t slots = options.more_prompts ? options.slots
+                                             : std::min<int64_t>(options.slots, std::max<size_t>(prompts.size(), 1));
   RL_ASSIGN_OR_RETURN(std::unique_ptr<Decoder> decoder, options.use_kv_cache
                                                             ? NewCacheDecoder(&model, slots)
                                                             : NewFullDecoder(&model, slots));

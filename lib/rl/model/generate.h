@@ -36,6 +36,8 @@
 
 namespace rl::model {
 
+struct Generation;
+
 // Weights Generate continues with (see the file comment).
 struct WeightSwitch {
   const Transformer* model = nullptr;  // must live until the call ends or switches again
@@ -45,6 +47,12 @@ struct WeightSwitch {
 // replace the storage of the model Generate is using (Generate touches the old one no more once it
 // returns a switch). An error ends the call with that error.
 using NewerWeights = std::function<Result<std::optional<WeightSwitch>>()>;
+// Asked for more prompts when `free` slots are free and none is pending (see the file comment);
+// it may return more than `free` (they wait for slots) or none. An error ends the call with it.
+using MorePrompts = std::function<Result<std::vector<std::vector<int64_t>>>(int64_t free)>;
+// Told of each sequence as it stops: its index and its finished generation. An error ends the
+// call with it.
+using OnFinished = std::function<Status(size_t index, const Generation& generation)>;
 
 struct GenerateOptions {
   int64_t max_new_tokens = 16;
@@ -60,6 +68,8 @@ struct GenerateOptions {
   bool use_kv_cache = true;
   int64_t version = 0;         // the version of `model`, stamped on each token (Generation::versions)
   NewerWeights newer_weights;  // empty: the weights never change during the call
+  MorePrompts more_prompts;    // empty: the call ends when its prompts are done (not with max_new_tokens_each)
+  OnFinished on_finished;      // may be empty
 };
 
 enum class StopReason { kEos, kMaxTokens, kContext, kStop };
@@ -92,7 +102,8 @@ Status CheckGenerateRequest(const ModelConfig& config, const std::vector<std::ve
 bool StopsAfter(const GenerateOptions& options, int64_t cap, int64_t id, int64_t generated,
                 int64_t length, int64_t context, Generation* g);
 
-// One Generation per prompt, in prompt order. InvalidArgument when a prompt is empty, holds an
+// One Generation per prompt, in prompt order (with more_prompts, those it added after the
+// caller's). InvalidArgument when a prompt is empty, holds an
 // id outside the vocabulary, or leaves no room in the context; or when options are invalid; or
 // when newer weights have another vocabulary size or context.
 // *stats may be null.
