@@ -167,6 +167,44 @@ for line in sys.stdin:
   grep -q '"event":"weights".*"version":3' "$ev"
 }
 
+@test "run --refill: groups join a running batch and each is put whole; not with a group or tools" {
+  start_queue "$TMP/q" --declare generate=prompt_ids --declare reward=prompt,response,answer
+  mkdir "$TMP/ckpt"
+  cp "$MODEL" "$TMP/ckpt/weights-3.safetensors"
+  rl-reward make-data --count 10 --seed 2 | rl-train encode | rl-queue put --repeat 4 > /dev/null
+  rl-rollout run --checkpoint-dir "$TMP/ckpt" --refill --wait 0.5 --max-new-tokens 4 --count 8 --slots 8 \
+    --run-dir "$TMP/run" --id r1 --progress-interval 0 2>"$TMP/rollout.log" &
+  pid=$!
+  PIDS+=("$pid")
+  for _ in $(seq 1 200); do
+    [ "$(task_stat generate consumed)" -eq 40 ] && break
+    sleep 0.1
+  done
+  kill -TERM "$pid"
+  wait "$pid"
+  [ "$(task_stat generate consumed)" -eq 40 ]
+  [ "$(task_stat generate leased)" -eq 0 ]
+  [ "$(task_stat reward ready)" -eq 40 ]
+  # The batch events: fewer batches than the five gets of 8 a batch-by-batch rollout takes, the
+  # groups of later gets in them.
+  python3 - "$TMP/run/events/rollout-r1.jsonl" <<'PY'
+import json, sys
+batches = [e for e in map(json.loads, open(sys.argv[1])) if e["event"] == "batch"]
+assert sum(b["rows"] for b in batches) == 40, batches
+assert sum(b["groups"] for b in batches) == 10, batches
+assert len(batches) < 5 and sum(b["refills"] for b in batches) >= 1, batches
+assert all(b["leases"] == 1 + b["refills"] for b in batches), batches
+PY
+  run rl-rollout run --weights "$MODEL" --refill --ranks 2 --rendezvous 127.0.0.1:1
+  [ "$status" -eq 64 ]
+  [ "$output" = "rl-rollout: --refill is not supported with --ranks > 1 or --tools (a group and conversations"\
+" generate batch by batch)" ]
+  run rl-rollout run --weights "$MODEL" --refill --tools tcp://127.0.0.1:1
+  [ "$status" -eq 64 ]
+  run rl-rollout run --help
+  [[ "$output" == *"--refill"*"[env RL_REFILL]"* ]]
+}
+
 @test "run --ranks 2 re-forms in place: a follower killed with SIGKILL is replaced, the leader goes on alone meanwhile" {
   start_queue "$TMP/q" --declare generate=prompt_ids --declare reward=prompt,response,answer
   rl-reward make-data --count 1 --seed 2 | rl-train encode > "$TMP/rows.jsonl"  # one group of 4 (--repeat 4)

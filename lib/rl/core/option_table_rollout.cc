@@ -52,6 +52,10 @@ void AppendRolloutOptions(std::vector<OptionSpec>* table) {
        "when a new weight version arrives mid-batch: finish (the batch under the version it began with) or "
        "interrupt (switch at the next token, prefill live sequences again, record each token's version)",
        {"rl-rollout run"}},
+      {"--refill", "RL_REFILL",
+       "keep the slots full: take more groups as sequences finish and put each group when it is done, instead of "
+       "waiting for a batch's longest response",
+       {"rl-rollout run"}},
       {"--progress-interval", "RL_PROGRESS_INTERVAL", "seconds between progress lines on stderr (0: none)",
        {"rl-rollout run", "rl-reward run"}},
 

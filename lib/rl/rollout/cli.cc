@@ -352,6 +352,7 @@ int RolloutMain(int argc, char** argv) {
   cl.Bind(run, "--weights-timeout", &sync.fallback_s)->check(CLI::Range(0.1, 86400.0));
   std::string on_new_weights = "finish";
   cl.Bind(run, "--on-new-weights", &on_new_weights)->check(CLI::IsMember({"finish", "interrupt"}));
+  cl.BindFlag(run, "--refill", &o.refill);
   health::HeartbeatFlags heartbeat;
   heartbeat.Bind(cl, run);
   GroupFlags group_flags;
@@ -382,6 +383,10 @@ int RolloutMain(int argc, char** argv) {
     auto when = ParseOnNewWeights(on_new_weights);
     if (!when.ok()) return Fail(kTool, when.status());
     o.on_new_weights = *when;
+    if (o.refill && (group_flags.enabled() || run_tools.enabled())) {
+      return Fail(kTool, Status::InvalidArgument("--refill is not supported with --ranks > 1 or --tools (a group and "
+                                                 "conversations generate batch by batch)"));
+    }
     if (o.on_new_weights == OnNewWeights::kInterrupt && group_flags.enabled()) {
       return Fail(kTool, Status::InvalidArgument("--on-new-weights interrupt is not supported with --ranks > 1 (a "
                                                  "rollout group generates as one; it switches at batch boundaries)"));

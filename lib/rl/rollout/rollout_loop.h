@@ -28,6 +28,17 @@
 // weights and go on (generate.h). Each token keeps the log-prob it was sampled with; the row gets
 // token_versions (each token's version) and its version is the OLDEST of them, so the trainer's
 // staleness bound stays conservative. Not with a rollout group (the group generates as one).
+//
+// Refill (RolloutOptions::refill, rl-rollout --refill): a batch does not wait for its longest
+// response. Whenever slots are free and no prompt is pending, the loop takes more whole groups
+// with a get that does not wait (count: the free slots, at least one group) and starts them in
+// the same Generate call (generate.h, streaming), and it puts each group, acking its rows, as
+// soon as its last response is done. The call ends, and the loop is at a batch boundary, when
+// the queue has nothing ready, a newer weight version has arrived (with finish: taking no more
+// prompts, the call drains and the switch follows; with interrupt it switches in the call), a
+// row wants a newer version than the policy's (given back), or on stop. Every lease is a get of
+// its own, so a killed rollout loses nothing: the groups not put yet expire with their leases.
+// Not with tools or a rollout group.
 // Thread safety: runs on the calling thread; *policy and *events are used from it only.
 #pragma once
 
@@ -79,6 +90,7 @@ struct RolloutOptions {
   // turns, as when the rollout itself dies).
   dist::GroupLeader* group = nullptr;
   OnNewWeights on_new_weights = OnNewWeights::kFinish;  // see the file comment
+  bool refill = false;  // see the file comment
 };
 
 struct RolloutStats {
@@ -89,6 +101,7 @@ struct RolloutStats {
                                                        // continued from progress, turns they had
   uint64_t tool_calls = 0, tool_errors = 0;
   double generate_s = 0;   // time inside Generate
+  uint64_t refills = 0;    // --refill: gets that added groups to a running batch
   uint64_t switches = 0, interrupted = 0, reprefill_tokens = 0;  // --on-new-weights interrupt
   double switch_s = 0;                                           // of generate_s: prefilling again
 };

@@ -4,93 +4,11 @@
 
 #include <thread>
 
-#include "rl/core/clock.h"
 #include "rl/model/tokenizer.h"
-#include "rl/queue/test_queue.h"
-#include "rl/rollout/test_model.h"
+#include "rl/rollout/rollout_loop_fixture.h"
 
 namespace rl::rollout {
 namespace {
-
-using rl::testing::TestQueue;
-
-class RolloutLoopTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    dir_ = testing::TestDir("ckpt");
-    testing::WriteWeights(dir_, 1, 5);
-    queue_ = std::make_unique<TestQueue>(std::vector<queue::DeclareRequest>{
-        {"generate", {"prompt_ids"}}, {"reward", {"prompt", "response", "answer"}}});
-  }
-  void TearDown() override {
-    queue_.reset();
-    std::filesystem::remove_all(dir_);
-  }
-
-  // `groups` prompts, each as `g` rows sharing a group, as a trainer feeds them.
-  void PutPrompts(int groups, int g, int first_group = 0) {
-    model::CharTokenizer tok;
-    queue::PutRequest put;
-    for (int i = 0; i < groups; ++i) {
-      std::string prompt = std::to_string(100 + i) + "+" + std::to_string(200 + i) + "=";
-      std::vector<int64_t> ids = {tok.bos_id()};
-      auto enc = tok.Encode(prompt);
-      ASSERT_TRUE(enc.ok());
-      ids.insert(ids.end(), enc->begin(), enc->end());
-      for (int k = 0; k < g; ++k) {
-        put.rows.push_back({std::nullopt, {{"prompt", prompt}, {"answer", std::to_string(300 + 2 * i)},
-                                           {"prompt_ids", Tensor::FromI64(ids)},
-                                           {"group", static_cast<int64_t>(first_group + i)}}});
-      }
-    }
-    auto done = queue_->Client().Put(put);
-    ASSERT_TRUE(done.ok()) << done.status().ToString();
-  }
-
-  RolloutOptions Options() const {
-    RolloutOptions o;
-    o.model = &testing::DemoModelDir();
-    o.client = queue_->Options();
-    o.checkpoint_dir = dir_;
-    o.count = 8;
-    o.wait_ms = 100;
-    o.progress_ms = 0;
-    o.generate.max_new_tokens = 6;
-    o.generate.slots = 8;
-    return o;
-  }
-
-  // Runs the loop in a thread until task generate has consumed `rows` rows (or 30 s pass).
-  RolloutStats RunUntilConsumed(uint64_t rows, const RolloutOptions& o) {
-    std::atomic<bool> stop{false};
-    RolloutStats stats;
-    Policy policy;
-    Status result;
-    std::thread t([&] { result = RunRollout(o, &policy, stop, &stats); });
-    int64_t deadline = MonoMillis() + 30000;
-    while (queue_->Task("generate")["consumed"].get<uint64_t>() < rows && MonoMillis() < deadline) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-    stop = true;
-    t.join();
-    EXPECT_TRUE(result.ok()) << result.ToString();
-    return stats;
-  }
-
-  // Every row as task reward sees it.
-  std::vector<queue::GotRow> RewardRows(uint32_t n) {
-    queue::GetRequest g;
-    g.task = "reward";
-    g.count = n;
-    g.wait_ms = 1000;
-    auto got = queue_->Client().Get(g);
-    EXPECT_TRUE(got.ok()) << got.status().ToString();
-    return got.ok() ? got->rows : std::vector<queue::GotRow>();
-  }
-
-  std::string dir_;
-  std::unique_ptr<TestQueue> queue_;
-};
 
 TEST_F(RolloutLoopTest, WritesResponsesLogprobsAndVersionAndAcksGenerate) {
   PutPrompts(3, 4);

@@ -189,6 +189,11 @@ void WeightSync::Failed(const std::string& cause, const Status& why, bool now) {
   if (options_.events) options_.events->Emit("weights-fallback", {{"cause", cause}, {"why", why.message()}});
 }
 
+bool WeightSync::HasNewer(uint64_t version) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return arrived_ && arrived_->version > version;
+}
+
 bool WeightSync::SwitchIfNewer(Policy* policy) {
   current_ = policy->loaded() ? static_cast<int64_t>(policy->version()) : -1;
   std::optional<Arrived> a;

@@ -16,7 +16,7 @@
 // files from the checkpoint directory instead. One warning line says why for each cause (not
 // one per batch); one line says so when UCX works again and the files are left alone.
 //
-// Thread safety: SwitchIfNewer and InFallback from the loop's thread; the rest is the sync's.
+// Thread safety: SwitchIfNewer, HasNewer and InFallback from the loop's thread; the rest is the sync's.
 #pragma once
 
 #include <atomic>
@@ -63,6 +63,8 @@ class WeightSync {
   // At a batch boundary (or a decode step): switches *policy to the newest version that arrived, if it is newer
   // than the policy's. Logs it and emits a "weights" event (via "ucx"). True when it switched.
   bool SwitchIfNewer(Policy* policy);
+  // Whether a version newer than `version` has arrived, which SwitchIfNewer would take.
+  bool HasNewer(uint64_t version);
   // True while weights files are the way versions come (see the file comment).
   bool InFallback() const { return fallback_.load(); }
   // The endpoint this rollout serves weights on; empty when it does not.
