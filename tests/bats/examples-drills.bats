@@ -37,16 +37,30 @@ teardown() { teardown_sealed; }
   printf '%s\n' "$output" | tail -n 1 | grep -Eq '^ranks killed 1: group back in [0-9.]+ s \(max\), rows lost 0, duplicated 0$'
 }
 
-@test "examples/pipelines/partial-rollouts.sh in short form: finish and interrupt measured in one run, one line each" {
+@test "examples/pipelines/partial-rollouts.sh in short form: finish, interrupt and refill measured in one run, one line each" {
   run bash "$RL_SOURCE_DIR/examples/pipelines/partial-rollouts.sh" --short
   echo "$output"
   [ "$status" -eq 0 ]
   printf '%s\n' "$output" | grep -Eq '^finish +[0-9]+ +[0-9.]+ +[0-9.]+ +0 +0 +0 +0\.00 '
   printf '%s\n' "$output" | grep -Eq '^interrupt +[0-9]+ +[0-9.]+ +[0-9.]+ +[0-9]+ +[0-9]+ +[0-9]+ +[0-9.]+ '
+  printf '%s\n' "$output" | grep -Eq '^refill +[0-9]+ +[0-9.]+ +[0-9.]+ +0 +0 +0 +0\.00 +[0-9.]+ +[0-9.]+ +[0-9]+ '
   # Both trainers reported the age of their tokens, and the interrupting rollout what it cost.
   run_dir="$(printf '%s\n' "$output" | sed -n 's/^runs: //p')"
   grep -q '"older_token_share":' "$run_dir/finish/events/train-0.jsonl"
   grep -q '"event":"batch".*"reprefill_tokens":' "$run_dir/interrupt/events/rollout-0.jsonl"
+  grep -q '"event":"batch".*"refills":' "$run_dir/refill/events/rollout-0.jsonl"
+}
+
+@test "examples/pipelines/refill.sh in short form: batch by batch and with --refill, one line each and the ratio" {
+  run bash "$RL_SOURCE_DIR/examples/pipelines/refill.sh" --short
+  echo "$output"
+  [ "$status" -eq 0 ]
+  printf '%s\n' "$output" | grep -Eq '^batch +[0-9]+ +[0-9]+ +[0-9]+ +[0-9.]+ +[0-9]+ +0\.[0-9]+$'
+  printf '%s\n' "$output" | grep -Eq '^refill +[0-9]+ +[0-9]+ +[0-9]+ +[0-9.]+ +[0-9]+ +[01]\.[0-9]+$'
+  printf '%s\n' "$output" | grep -Eq '^refill/batch: [0-9.]+x tokens/s, slot occupancy 0\.[0-9]+ -> [01]\.[0-9]+$'
+  # The refilled rollout took groups into running batches.
+  run_dir="$(printf '%s\n' "$output" | sed -n 's/^runs: //p')"
+  grep -q '"event":"batch".*"refills":[1-9]' "$run_dir/refill/events/rollout-0.jsonl"
 }
 
 @test "examples/pipelines/kill-by-hand.sh: each role killed -9 and restarted, no group lost or trained twice" {
