@@ -194,6 +194,7 @@ assert sum(b["rows"] for b in batches) == 40, batches
 assert sum(b["groups"] for b in batches) == 10, batches
 assert len(batches) < 5 and sum(b["refills"] for b in batches) >= 1, batches
 assert all(b["leases"] == 1 + b["refills"] for b in batches), batches
+assert all(b["prompt_tokens"] > 0 and b["rounds"] > 0 for b in batches), batches  # what rl-profile plan fits
 PY
   run rl-rollout run --weights "$MODEL" --refill --ranks 2 --rendezvous 127.0.0.1:1
   [ "$status" -eq 64 ]

@@ -108,6 +108,7 @@ class Loop {
     std::vector<StreamGroup> groups;
     std::vector<uint64_t> leases;
     uint64_t group_rows = 1;  // the largest group seen: the least a refill asks for
+    size_t prompt_tokens = 0;
     bool draining = false;    // take no more prompts: the call ends when its sequences do
   };
 

@@ -19,6 +19,7 @@ Result<std::vector<std::vector<int64_t>>> Loop::AddLease(const queue::GetReply& 
   bad.ack_lease = got.lease;
   Prompts p = Read(got, config, &bad);
   if (!bad.rows.empty()) RL_RETURN_IF_ERROR(Commit(bad, 0, 0));
+  st->prompt_tokens += PromptTokens(p.ids);
   std::map<uint64_t, std::string> key_of;
   for (const GotRow& row : got.rows) key_of[row.index] = GroupOf(row);
   std::map<std::string, size_t> group_of;
@@ -114,7 +115,8 @@ Status Loop::StreamBatch(const queue::GetReply& got, const std::atomic<bool>& st
                               {"seconds", seconds}, {"tokens_per_s", seconds > 0 ? gs.new_tokens / seconds : 0.0},
                               {"version", policy_->version()}, {"began", began}, {"lease", got.lease},
                               {"leases", st.leases.size()}, {"refills", stats_->refills - refills},
-                              {"rounds", gs.steps}, {"lengths", LengthQuartiles(*gens)},
+                              {"rounds", gs.steps}, {"prompt_tokens", st.prompt_tokens},
+                              {"lengths", LengthQuartiles(*gens)},
                               {"switches", gs.switches}, {"interrupted", gs.interrupted},
                               {"reprefill_tokens", gs.reprefill_tokens}, {"switch_seconds", gs.switch_s}});
   }
