@@ -14,15 +14,7 @@ namespace {
 
 constexpr int64_t kEos = 2;
 
-std::vector<std::vector<int64_t>> Prompts(int n) {
-  std::vector<std::vector<int64_t>> prompts;
-  for (int i = 0; i < n; ++i) {
-    std::vector<int64_t> p = {1};
-    for (int j = 0; j < 1 + i % 5; ++j) p.push_back(3 + (i * 7 + j * 3) % 12);
-    prompts.push_back(p);
-  }
-  return prompts;
-}
+std::vector<std::vector<int64_t>> Prompts(int n) { return testing::MixedPrompts(n); }
 
 Transformer SharpModel() {
   auto model = Transformer::Create(testing::TinyConfig(Architecture::kQwen2), 3);

@@ -15,15 +15,7 @@ using testing::TinyConfig;
 
 constexpr int64_t kEos = 2;
 
-std::vector<std::vector<int64_t>> Prompts(int n) {
-  std::vector<std::vector<int64_t>> prompts;
-  for (int i = 0; i < n; ++i) {
-    std::vector<int64_t> p = {1};
-    for (int j = 0; j < 1 + i % 5; ++j) p.push_back(3 + (i * 7 + j * 3) % 12);
-    prompts.push_back(p);
-  }
-  return prompts;
-}
+std::vector<std::vector<int64_t>> Prompts(int n) { return testing::MixedPrompts(n); }
 
 Transformer SharpModel(Architecture arch) {
   auto model = Transformer::Create(TinyConfig(arch), 3);

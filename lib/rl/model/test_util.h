@@ -2,6 +2,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
@@ -82,6 +83,17 @@ inline void RandomizeWeights(Transformer* model, uint64_t seed, double std = 0.3
     const double mean = name.find("norm") != std::string::npos ? 1.0 : 0.0;
     p.copy_(at::randn(p.sizes(), at::kFloat) * std + mean);
   }
+}
+
+// `n` prompts for the tiny configs: <bos> 1, then 1 to 5 ids from 3..14, each unlike the next.
+inline std::vector<std::vector<int64_t>> MixedPrompts(int n) {
+  std::vector<std::vector<int64_t>> prompts;
+  for (int i = 0; i < n; ++i) {
+    std::vector<int64_t> p = {1};
+    for (int j = 0; j < 1 + i % 5; ++j) p.push_back(3 + (i * 7 + j * 3) % 12);
+    prompts.push_back(p);
+  }
+  return prompts;
 }
 
 }  // namespace rl::model::testing

@@ -66,21 +66,39 @@ class RolloutLoopTest : public ::testing::Test {
     return o;
   }
 
-  // Runs the loop in a thread until task generate has consumed `rows` rows (or 30 s pass).
-  RolloutStats RunUntilConsumed(uint64_t rows, const RolloutOptions& o) {
+  // The loop on a thread of its own, until Stop.
+  struct Running {
     std::atomic<bool> stop{false};
     RolloutStats stats;
     Policy policy;
     Status result;
-    std::thread t([&] { result = RunRollout(o, &policy, stop, &stats); });
-    int64_t deadline = MonoMillis() + 30000;
+    std::thread thread;
+  };
+  std::unique_ptr<Running> Start(const RolloutOptions& o) {
+    auto r = std::make_unique<Running>();
+    Running* p = r.get();
+    p->thread = std::thread([p, &o] { p->result = RunRollout(o, &p->policy, p->stop, &p->stats); });
+    return r;
+  }
+  // Waits until task generate has consumed `rows` rows, or 30 s have passed.
+  void WaitConsumed(uint64_t rows, int poll_ms = 50) {
+    const int64_t deadline = MonoMillis() + 30000;
     while (queue_->Task("generate")["consumed"].get<uint64_t>() < rows && MonoMillis() < deadline) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      std::this_thread::sleep_for(std::chrono::milliseconds(poll_ms));
     }
-    stop = true;
-    t.join();
-    EXPECT_TRUE(result.ok()) << result.ToString();
-    return stats;
+  }
+  RolloutStats Stop(Running* r) {
+    r->stop = true;
+    r->thread.join();
+    EXPECT_TRUE(r->result.ok()) << r->result.ToString();
+    return r->stats;
+  }
+
+  // Runs the loop until task generate has consumed `rows` rows (or 30 s pass).
+  RolloutStats RunUntilConsumed(uint64_t rows, const RolloutOptions& o) {
+    auto r = Start(o);
+    WaitConsumed(rows);
+    return Stop(r.get());
   }
 
   // Every row as task reward sees it.

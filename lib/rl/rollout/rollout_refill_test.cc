@@ -54,22 +54,11 @@ TEST_F(RolloutLoopTest, RefillEndsTheBatchWhenANewerVersionArrives) {
   PutPrompts(groups, 4);
   RolloutOptions o = Options();
   o.refill = true;
-  std::atomic<bool> stop{false};
-  RolloutStats stats;
-  Policy policy;
-  Status result;
-  std::thread t([&] { result = RunRollout(o, &policy, stop, &stats); });
-  const int64_t deadline = MonoMillis() + 30000;
-  while (queue_->Task("generate")["consumed"].get<uint64_t>() < 8 && MonoMillis() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
+  auto running = Start(o);
+  WaitConsumed(8, 2);
   testing::WriteWeights(dir_, 2, 6);
-  while (queue_->Task("generate")["consumed"].get<uint64_t>() < groups * 4u && MonoMillis() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  stop = true;
-  t.join();
-  ASSERT_TRUE(result.ok()) << result.ToString();
+  WaitConsumed(groups * 4u, 20);
+  RolloutStats stats = Stop(running.get());
   auto versions = VersionsByGroup(*queue_, groups * 4);
   int of_2 = 0;
   for (const auto& [group, v] : versions) {
@@ -87,18 +76,9 @@ TEST_F(RolloutLoopTest, RefillStoppedMidBatchLeavesTheRestReady) {
   PutPrompts(groups, 4);
   RolloutOptions o = Options();
   o.refill = true;
-  std::atomic<bool> stop{false};
-  RolloutStats stats;
-  Policy policy;
-  Status result;
-  std::thread t([&] { result = RunRollout(o, &policy, stop, &stats); });
-  const int64_t deadline = MonoMillis() + 30000;
-  while (queue_->Task("generate")["consumed"].get<uint64_t>() < 8 && MonoMillis() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
-  stop = true;
-  t.join();
-  ASSERT_TRUE(result.ok()) << result.ToString();
+  auto running = Start(o);
+  WaitConsumed(8, 2);
+  RolloutStats stats = Stop(running.get());
   const uint64_t consumed = queue_->Task("generate")["consumed"].get<uint64_t>();
   EXPECT_EQ(queue_->Task("generate")["leased"], 0);
   EXPECT_EQ(consumed + queue_->Task("generate")["ready"].get<uint64_t>(), groups * 4u);
