@@ -8,6 +8,10 @@
 #   free_endpoint   prints tcp://127.0.0.1:<a free port>
 #   run_dir NAME    prints $RL_RUN_DIR, or a new /tmp/rl-NAME.XXXXXX directory when it is unset
 #   fresh_run_dir NAME  the same, refusing (exit 73) a directory that holds an earlier run
+#   long_tail_model DIR CONTEXT [WIDTH]  writes DIR, a model directory of $RL_MODEL's tokenizer and
+#                   config (the demo's) with the context raised to CONTEXT (and hidden size WIDTH): with random
+#                   weights its <eos> comes about once per vocabulary size of tokens, so response
+#                   lengths fall off geometrically with a tail to the token cap
 rl_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 
 rl_tools() {
@@ -63,4 +67,17 @@ demo_start() {
   # shellcheck disable=SC2046
   rl-train sft --data "$dir/sft.jsonl" --response-key answer $(demo_eval "$dir") --eval-size 256 \
     --checkpoint-dir "$dir/ckpt" --seed "$seed" --threads 2 --target-accuracy "$target" --eval-every "$every" --max-steps "$max" > "$dir/sft.json"
+}
+
+long_tail_model() {
+  mkdir -p "$1"
+  cp "$RL_MODEL"/*.json "$1/"
+  python3 - "$1/config.json" "$2" "${3:-}" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1])); c["max_position_embeddings"] = int(sys.argv[2])
+if sys.argv[3]:
+    w = int(sys.argv[3])
+    c.update(hidden_size=w, intermediate_size=8 * w // 3, head_dim=w // c["num_attention_heads"])
+json.dump(c, open(sys.argv[1], "w"), indent=2)
+PY
 }

@@ -50,13 +50,7 @@ cleanup() {  # the queue last: the others stop quietly while it still answers
 trap cleanup EXIT
 
 # The demo's tokenizer, a context with room for long responses, random weights (version 0).
-mkdir -p "$run/model"
-cp "$RL_MODEL"/*.json "$run/model/"
-python3 - "$run/model/config.json" "$((max_new + 32))" <<'PY'
-import json, sys
-c = json.load(open(sys.argv[1])); c["max_position_embeddings"] = int(sys.argv[2])
-json.dump(c, open(sys.argv[1], "w"), indent=2)
-PY
+long_tail_model "$run/model" "$((max_new + 32))"
 export RL_MODEL="$run/model"
 rl-train make-data --problems 20000 --seed 1 > "$run/prompts.jsonl"
 rl-rollout random-model --model "$RL_MODEL" --seed 1 --out "$run/weights-0.safetensors" --log-level warn

@@ -47,16 +47,8 @@ cleanup() {  # the queue last: the rollout stops quietly while it still answers
 }
 trap cleanup EXIT
 
-mkdir -p "$run/model" "$run/ckpt"
-cp "$RL_MODEL"/*.json "$run/model/"
-python3 - "$run/model/config.json" "$((max_new + 32))" "$width" <<'PY'
-import json, sys
-c = json.load(open(sys.argv[1])); c["max_position_embeddings"] = int(sys.argv[2])
-if sys.argv[3]:
-    w = int(sys.argv[3])
-    c.update(hidden_size=w, intermediate_size=8 * w // 3, head_dim=w // c["num_attention_heads"])
-json.dump(c, open(sys.argv[1], "w"), indent=2)
-PY
+mkdir -p "$run/ckpt"
+long_tail_model "$run/model" "$((max_new + 32))" "$width"
 export RL_MODEL="$run/model"
 rl-rollout random-model --model "$RL_MODEL" --seed 1 --out "$run/ckpt/weights-0.safetensors" --log-level warn
 rl-train make-data --problems "$groups" --seed 1 | rl-train encode > "$run/prompts.jsonl"

@@ -16,6 +16,23 @@ task_stat() {
   rl-queue stat --json | python3 -c 'import json,sys; t={x["name"]:x for x in json.load(sys.stdin)["tasks"]}; print(t[sys.argv[1]][sys.argv[2]])' "$1" "$2"
 }
 
+# A queue with tasks generate and reward, version 3 of $MODEL in $TMP/ckpt, and N groups of 4
+# prompt rows.
+serve_groups() {
+  start_queue "$TMP/q" --declare generate=prompt_ids --declare reward=prompt,response,answer
+  mkdir "$TMP/ckpt"
+  cp "$MODEL" "$TMP/ckpt/weights-3.safetensors"
+  rl-reward make-data --count "$1" --seed 2 | rl-train encode | rl-queue put --repeat 4 > /dev/null
+}
+
+# Waits (20 s at most) for task generate to have consumed N rows.
+wait_consumed() {
+  for _ in $(seq 1 200); do
+    [ "$(task_stat generate consumed)" -eq "$1" ] && return 0
+    sleep 0.1
+  done
+}
+
 man_examples() {
   awk '/^\.\\" example-begin/{f=1;next} /^\.\\" example-end/{f=0} f && !/^\.E[XE]/' "$1"
 }
@@ -133,18 +150,12 @@ for line in sys.stdin:
 }
 
 @test "run fills the rows of task generate, acks them, logs events and stops on SIGTERM" {
-  start_queue "$TMP/q" --declare generate=prompt_ids --declare reward=prompt,response,answer
-  mkdir "$TMP/ckpt"
-  cp "$MODEL" "$TMP/ckpt/weights-3.safetensors"
-  rl-reward make-data --count 3 --seed 2 | rl-train encode | rl-queue put --repeat 4 > /dev/null
+  serve_groups 3
   rl-rollout run --checkpoint-dir "$TMP/ckpt" --wait 0.5 --max-new-tokens 4 --count 8 \
     --run-dir "$TMP/run" --id r1 --progress-interval 0 2>"$TMP/rollout.log" &
   pid=$!
   PIDS+=("$pid")
-  for _ in $(seq 1 200); do
-    [ "$(task_stat generate consumed)" -eq 12 ] && break
-    sleep 0.1
-  done
+  wait_consumed 12
   kill -TERM "$pid"
   wait "$pid"
   [ "$(task_stat generate consumed)" -eq 12 ]
@@ -168,18 +179,12 @@ for line in sys.stdin:
 }
 
 @test "run --refill: groups join a running batch and each is put whole; not with a group or tools" {
-  start_queue "$TMP/q" --declare generate=prompt_ids --declare reward=prompt,response,answer
-  mkdir "$TMP/ckpt"
-  cp "$MODEL" "$TMP/ckpt/weights-3.safetensors"
-  rl-reward make-data --count 10 --seed 2 | rl-train encode | rl-queue put --repeat 4 > /dev/null
+  serve_groups 10
   rl-rollout run --checkpoint-dir "$TMP/ckpt" --refill --wait 0.5 --max-new-tokens 4 --count 8 --slots 8 \
     --run-dir "$TMP/run" --id r1 --progress-interval 0 2>"$TMP/rollout.log" &
   pid=$!
   PIDS+=("$pid")
-  for _ in $(seq 1 200); do
-    [ "$(task_stat generate consumed)" -eq 40 ] && break
-    sleep 0.1
-  done
+  wait_consumed 40
   kill -TERM "$pid"
   wait "$pid"
   [ "$(task_stat generate consumed)" -eq 40 ]
