@@ -15,7 +15,9 @@
 #   6. prints the figures: rl-profile decode --device cuda on a Qwen3-0.6B-shaped model (random
 #      weights, Qwen3's tokenizer from .gpu-debs/qwen3) in float32 and in bf16: prefill, decode and
 #      GRPO-step tokens/s at several batch sizes with the caching allocator's peak, beside PyTorch
-#      (tests/reference/decode_reference.py) running the same model and step on the same GPU.
+#      (tests/reference/decode_reference.py) running the same model and step on the same GPU;
+#      then rl-rollout batch by batch and with --refill on the GPU (examples/pipelines/refill.sh
+#      --width 1024, 128 groups in 128 slots): tokens/s and slot occupancy, in the figures log.
 # Every stage's log goes to $OUT (default /tmp/gpu-check); the summary at the end says which
 # stages passed. Exit 0 when all did.
 #
@@ -37,7 +39,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --stages) stages=$2; shift 2 ;;
     --cpu) cpu=1; shift ;;
-    -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,29p' "$0"; exit 0 ;;
     *) echo "gpu-check: unknown argument $1 (see --help)" >&2; exit 64 ;;
   esac
 done
@@ -179,6 +181,12 @@ JSON
       --batches "$batches" --prompt-tokens $prompt --max-new-tokens $new --sequences $sequences --threads 8 \
       | tee "$out/figures-$p.txt" || rc=1
   done
+  # Refill where an empty slot saves a whole step's weight reads (into this stage's log: $OUT
+  # brings back 8 files, the six stage logs and the two tables).
+  local refill=(--width 1024 --groups 128 --slots 128)
+  [ "$cpu" = 1 ] && refill=(--short)
+  RL_BUILD_DIR=$build RL_DEVICE=$device RL_RUN_DIR=$(mktemp -d /tmp/gpu-check-refill.XXXXXX) \
+    bash examples/pipelines/refill.sh "${refill[@]}" || rc=1
   return $rc
 }
 

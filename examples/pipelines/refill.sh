@@ -78,6 +78,11 @@ for ((r = 1; r <= repeats; r++)); do for mode in batch refill; do
   pids+=($rollout)
   for _ in $(seq 1 6000); do
     [ "$(consumed)" -ge "$rows" ] && break
+    if ! kill -0 "$rollout" 2>/dev/null; then  # it exited before the rows were done: say how
+      wait "$rollout" && code=0 || code=$?
+      echo "refill: rl-rollout exited with status $code before generating the $rows rows" >&2
+      exit 70
+    fi
     sleep 0.1
   done
   kill -TERM "$rollout"
