@@ -1,5 +1,5 @@
 // The learning roles on a GPU against the same work on the CPU: forward passes, cached decoding,
-// the sampler, a GRPO step in float32 and in bf16 with masters, and the host snapshots a
+// the sampler, streaming generation, a GRPO step in float32 and in bf16 with masters, and the host snapshots a
 // checkpoint and a weight publisher take. Every test skips where no CUDA device is visible (this
 // build, or a machine without a GPU); scripts/gpu-check.sh runs them on one.
 #include <ATen/ATen.h>
@@ -86,6 +86,29 @@ TEST(DeviceTrainTest, GenerationRunsOnTheGpu) {
   ASSERT_TRUE(on_gpu.ok()) << on_gpu.status().ToString();
   ASSERT_TRUE(on_cpu.ok());
   for (size_t i = 0; i < prompts.size(); ++i) EXPECT_EQ((*on_gpu)[i].response_ids, (*on_cpu)[i].response_ids) << i;
+}
+
+// rl-rollout --refill's streaming call on the GPU: prompts added as slots free decode as the
+// CPU's whole call does.
+TEST(DeviceTrainTest, StreamingGenerationOnTheGpuMatchesTheCpu) {
+  REQUIRE_GPU();
+  model::Transformer gpu = Model(4, kGpu);
+  model::GenerateOptions o;
+  o.max_new_tokens = 6;
+  o.slots = 2;
+  o.sampling.temperature = 0;
+  const std::vector<std::vector<int64_t>> prompts = {{1, 2, 3}, {4, 5}, {6}, {7, 8, 9, 10}, {11}};
+  auto on_cpu = model::Generate(Model(4, kCpu), prompts, o);
+  size_t next = 1;
+  o.more_prompts = [&](int64_t) -> Result<std::vector<std::vector<int64_t>>> {
+    if (next == prompts.size()) return std::vector<std::vector<int64_t>>();
+    return std::vector<std::vector<int64_t>>{prompts[next++]};
+  };
+  auto streamed = model::Generate(gpu, {prompts[0]}, o);
+  ASSERT_TRUE(streamed.ok()) << streamed.status().ToString();
+  ASSERT_TRUE(on_cpu.ok());
+  ASSERT_EQ(streamed->size(), prompts.size());
+  for (size_t i = 0; i < prompts.size(); ++i) EXPECT_EQ((*streamed)[i].response_ids, (*on_cpu)[i].response_ids) << i;
 }
 
 // One GRPO step on each device from the same weights and batch: the same loss and gradient norm,
