@@ -36,7 +36,8 @@
 // soon as its last response is done. The call ends, and the loop is at a batch boundary, when
 // the queue has nothing ready, a newer weight version has arrived (with finish: taking no more
 // prompts, the call drains and the switch follows; with interrupt it switches in the call), a
-// row wants a newer version than the policy's (given back), or on stop. Every lease is a get of
+// row wants a newer version than the policy's (given back), when it has taken kRefillRowsPerSlot
+// rows per slot, or on stop. Every lease is a get of
 // its own, so a killed rollout loses nothing: the groups not put yet expire with their leases.
 // Not with tools or a rollout group.
 // Thread safety: runs on the calling thread; *policy and *events are used from it only.
@@ -60,6 +61,11 @@ namespace rl::rollout {
 
 inline constexpr const char* kGenerateTask = "generate";
 inline constexpr int64_t kInterruptLookMs = 20;  // between looks at the checkpoint directory
+// --refill: a batch takes at most this many rows per slot before it drains. A batch holds every
+// response it generated until it ends, and emits its batch event then, so one that never ended
+// (interrupt switches without ending it) would grow without bound and stay silent; 16 waves of
+// slots between drains keep the tail's cost to a sixteenth of batch by batch's.
+inline constexpr int64_t kRefillRowsPerSlot = 16;
 
 enum class OnNewWeights { kFinish, kInterrupt };
 // "finish" or "interrupt"; InvalidArgument otherwise.

@@ -51,10 +51,11 @@ bool Loop::NewerReady() {
 }
 
 // For Generate's more_prompts: whole groups from a get that does not wait, unless the call
-// should drain (stop, newer weights, rows that want them).
+// should drain (stop, newer weights, rows that want them, kRefillRowsPerSlot).
 model::MorePrompts Loop::MoreGroups(const model::ModelConfig& config, StreamState* st, const std::atomic<bool>& stop) {
   return [this, &config, st, &stop](int64_t free) -> Result<std::vector<std::vector<int64_t>>> {
-    if (!st->draining && (stop.load() || NewerReady())) st->draining = true;
+    const bool full = static_cast<int64_t>(st->rows.size()) >= kRefillRowsPerSlot * o_.generate.slots;
+    if (!st->draining && (full || stop.load() || NewerReady())) st->draining = true;
     if (st->draining) return std::vector<std::vector<int64_t>>();
     const uint64_t count = std::max<uint64_t>(static_cast<uint64_t>(free), st->group_rows);
     RL_ASSIGN_OR_RETURN(queue::GetReply got, queue_.Get(GenerateGet(static_cast<uint32_t>(count), 0)));

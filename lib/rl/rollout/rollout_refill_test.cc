@@ -54,6 +54,7 @@ TEST_F(RolloutLoopTest, RefillEndsTheBatchWhenANewerVersionArrives) {
   PutPrompts(groups, 4);
   RolloutOptions o = Options();
   o.refill = true;
+  o.generate.slots = 64;  // room for every row before the row cap ends a batch
   auto running = Start(o);
   WaitConsumed(8, 2);
   testing::WriteWeights(dir_, 2, 6);
@@ -67,6 +68,20 @@ TEST_F(RolloutLoopTest, RefillEndsTheBatchWhenANewerVersionArrives) {
   }
   EXPECT_GT(of_2, 0) << "the batch went on under version 1 after version 2 arrived";
   EXPECT_GE(stats.batches, 2u);
+}
+
+// A batch ends after kRefillRowsPerSlot rows per slot even while rows keep coming: 80 rows
+// through 2 slots (32 a batch) take at least three.
+TEST_F(RolloutLoopTest, RefillEndsABatchAfterSixteenRowsPerSlot) {
+  PutPrompts(20, 4);
+  RolloutOptions o = Options();
+  o.refill = true;
+  o.generate.slots = 2;
+  o.count = 4;
+  RolloutStats stats = RunUntilConsumed(80, o);
+  EXPECT_EQ(stats.rows, 80u);
+  EXPECT_GE(stats.batches, 3u);
+  EXPECT_LE(stats.batches, 4u);
 }
 
 // Stopped mid-batch, the loop takes nothing more, finishes the groups it holds and leaves the
