@@ -664,3 +664,27 @@ assert dtypes == {"F32"}, dtypes
 assert da != db, "the weights did not move"
 PY
 }
+
+@test "rl_grpo_bench: a step per JSON line on the demo model, with KL; a bad key exits 64, a GPU this build lacks 69" {
+  local bench="$RL_BUILD_DIR/lib/rl/train/rl_grpo_bench" model="$RL_SOURCE_DIR/share/models/addition-tiny"
+  run "$bench" model="$model" steps=2 prompts=4 group=4 eval_size=8 eval_every=2 kl=0.1 sft_warm=1 device=cpu
+  [ "$status" -eq 0 ]
+  [ "${#lines[@]}" -eq 3 ]
+  printf '%s\n' "$output" | python3 -c '
+import json, sys
+rows = [json.loads(l) for l in sys.stdin]
+assert [r["step"] for r in rows] == [0, 1, 2], rows
+assert all(r["samples"] == 16 and r["train_s"] > 0 and r["gen_tokens_per_s"] > 0 for r in rows[1:]), rows
+assert "accuracy" in rows[2], rows
+'
+  run "$bench" model="$model" steps=1 colour=blue
+  [ "$status" -eq 64 ]
+  [ "$output" = "rl_grpo_bench: unknown argument colour=blue" ]
+  if [ ! -e /dev/nvidia0 ]; then
+    run "$bench" model="$model" steps=1 device=cuda
+    [ "$status" -eq 69 ]
+    [[ "$output" == "rl_grpo_bench: Unavailable: --device cuda: "* ]]
+  fi
+  run "$bench" model="$model" steps=1 device=gpu
+  [ "$status" -eq 64 ]
+}

@@ -15,6 +15,8 @@
 //   (GrpoOptions: minibatches x epochs updates per batch)
 //   eps=1e-8 beta2=0.999 kl=0 (KL coefficient to the starting model)
 //   sft_warm=0 sft_lr=1e-5 (supervised steps first, to calibrate Adam's moments)
+//   device=cpu (cpu, cuda or cuda:N: the policy, its reference, generation and the step there;
+//   batches are built on the host and move at the model's door, as in the roles)
 // One JSON line per step on stdout: step, reward, accuracy (when evaluated), gen_s, train_s,
 // gen_tokens_per_s, train_tokens_per_s, clip_fraction, grad_norm, and dlogp_pos / dlogp_neg:
 // how the step moved the summed log-probability of the sequences it meant to push up / down.
@@ -26,6 +28,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "rl/model/device.h"
 #include "rl/model/generate.h"
 #include "rl/train/advantage.h"
 #include "rl/model/model_dir.h"
@@ -41,9 +44,11 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double Since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
+// sysexits as the tools have them: 64 usage, 69 a device this build or machine lacks, else 70.
 int Die(const rl::Status& s) {
   std::fprintf(stderr, "rl_grpo_bench: %s\n", s.ToString().c_str());
-  return 70;
+  if (s.code() == rl::Code::kInvalidArgument) return 64;
+  return s.code() == rl::Code::kUnavailable ? 69 : 70;
 }
 
 // A problem as the model sees it: prompt ids, and the response that scores (answer ids, <eos>).
@@ -95,7 +100,7 @@ int main(int argc, char** argv) {
                                            {"group", "8"},   {"seed", "1"},       {"threads", "1"},
                                            {"eval_every", "10"}, {"eval_size", "256"}, {"dynamic", "0"},
                                            {"stale", "0"},   {"clip", "0.2"},     {"norm", "token"},
-                                           {"slots", "64"}, {"warmup", "0"}, {"epochs", "1"}, {"minibatches", "1"}, {"eps", "1e-8"}, {"beta2", "0.999"}, {"kl", "0"}, {"sft_warm", "0"}, {"sft_lr", "1e-5"}, {"grad_clip", "1"}};
+                                           {"slots", "64"}, {"warmup", "0"}, {"epochs", "1"}, {"minibatches", "1"}, {"eps", "1e-8"}, {"beta2", "0.999"}, {"kl", "0"}, {"sft_warm", "0"}, {"sft_lr", "1e-5"}, {"grad_clip", "1"}, {"device", "cpu"}};
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto eq = a.find('=');
@@ -117,6 +122,9 @@ int main(int argc, char** argv) {
   if (!encoder.ok()) return Die(encoder.status());
   auto loaded = StartModel(*dir, kv["weights"], static_cast<uint64_t>(num("seed")));
   if (!loaded.ok()) return Die(loaded.status());
+  auto device = model::OpenDevice(kv["device"]);
+  if (!device.ok()) return Die(device.status());
+  if (Status s = loaded->To(*device); !s.ok()) return Die(s);
   train::GrpoOptions go;
   go.schedule.lr = num("lr");
   go.clip = num("clip");
@@ -162,7 +170,8 @@ int main(int argc, char** argv) {
     }
     train::TokenBatch tb = train::MakeTokenBatch(ptrs, go.pad_id);
     auto lp = train::TokenLogprobs((*trainer)->policy(), tb.tokens);
-    at::Tensor loss = -(*lp * tb.mask).sum() / tb.mask.sum();
+    const at::Tensor mask = tb.mask.to(lp->device());
+    at::Tensor loss = -(*lp * mask).sum() / mask.sum();
     (*trainer)->optimizer().ZeroGrad();
     loss.backward();
     (*trainer)->optimizer().ClipGradNorm(1.0);
@@ -220,6 +229,7 @@ int main(int argc, char** argv) {
     if (Status s = (*trainer)->Accumulate(groups); !s.ok()) return Die(s);
     Result<train::StepStats> stats = (*trainer)->FinishStep();
     if (!stats.ok()) return Die(stats.status());
+    model::Synchronize(*device);  // the step's queued kernels are part of its time
     double train_s = Since(t1);
     double up_pos = 0, up_neg = 0, n_pos = 0, n_neg = 0;
     {  // how the step moved the log-probability of the sequences it pushed up and down
@@ -234,7 +244,7 @@ int main(int argc, char** argv) {
       }
       train::TokenBatch tb = train::MakeTokenBatch(all, go.pad_id);
       auto lp = train::TokenLogprobs((*trainer)->policy(), tb.tokens);
-      at::Tensor d = ((*lp - tb.old_lp) * tb.mask).sum(1);
+      at::Tensor d = ((*lp - tb.old_lp.to(lp->device())) * tb.mask.to(lp->device())).sum(1).cpu();
       auto acc = d.accessor<float, 1>();
       for (size_t i = 0; i < all.size(); ++i) {
         if (adv[i] > 0) { up_pos += acc[i]; n_pos++; }
