@@ -119,7 +119,7 @@ configure_and_build() {
   # Where each package was found: ours, not the system's (the --cpu check's point).
   grep -E '^(spdlog|fmt|CLI11|nlohmann_json|cppzmq|GTest|Gloo)_DIR|^MSGPACK_INCLUDE_DIR|^pkgcfg_lib_UCX_ucp' "$build/CMakeCache.txt"
   ninja -C "$build" -j "$jobs" -k 0 rl-train rl-rollout rl-reward rl-queue rl-relay rl-watchdog rl-profile \
-    rl_model_test rl_train_test rl_rollout_test rl_dist_test
+    rl_model_test rl_train_test rl_rollout_test rl_dist_test rl_grpo_bench
 }
 
 run_tests() {
@@ -130,6 +130,11 @@ run_tests() {
     --gtest_brief=1 || rc=1
   OMP_NUM_THREADS=1 "$build/lib/rl/rollout/rl_rollout_test" --gtest_filter='Policy*:NewestWeights*' --gtest_brief=1 || rc=1
   OMP_NUM_THREADS=1 "$build/lib/rl/dist/rl_dist_test" --gtest_filter='GroupGpu*' --gtest_brief=1 || rc=1
+  # GRPO in one process on the device: generation, the KL reference and the step
+  local device=cuda
+  [ "$cpu" = 1 ] && device=cpu
+  "$build/lib/rl/train/rl_grpo_bench" model=share/models/addition-tiny steps=3 prompts=16 eval_every=3 kl=0.1 \
+    device=$device || rc=1
   # Skipped tests are the GPU's: on a GPU there must be none.
   if [ "$cpu" = 0 ] && "$build/lib/rl/train/rl_train_test" --gtest_filter='DeviceTrain*' 2>&1 | grep -q SKIPPED; then
     echo "DeviceTrainTest skipped: the GPU was not seen"
