@@ -124,7 +124,7 @@ for name in names:
     row = [tokens / gen_s, samples / wall, older] + sw + [gen_s, gen_s / wall, sum(b.get("refills", 0) for b in batches)]
     line(name, row, q)
     by_mode.setdefault(name.split("-")[0], []).append(row)
-if len(names) > 2:
+if len(names) > len(by_mode):  # medians only when a mode ran more than once
     for mode, rows in by_mode.items():
         line(f"{mode} median", [statistics.median(c) for c in zip(*rows)])
 print(f"runs: {run}")

@@ -74,6 +74,7 @@ class RolloutLoopTest : public ::testing::Test {
     Status result;
     std::thread thread;
   };
+  // REQUIRES: o outlives Stop (the loop reads it on its thread).
   std::unique_ptr<Running> Start(const RolloutOptions& o) {
     auto r = std::make_unique<Running>();
     Running* p = r.get();
