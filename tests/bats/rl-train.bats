@@ -351,6 +351,47 @@ print("\n".join(sorted({r["prompt"] for r in rows})))' > "$TMP/train"
   cmp hf/model.safetensors again/model.safetensors
 }
 
+@test "grpo --sft-data --sft-coef mixes an SFT loss into a real run; bad SFT input exits with one line" {
+  small_sft
+  run rl-train grpo --checkpoint-dir "$TMP/ckpt" --prompts "$TMP/problems.jsonl" --sft-coef 0.5
+  [ "$status" -eq 64 ]
+  [ "$output" = "rl-train: --sft-data and --sft-coef (above 0) go together: the SFT mix needs both" ]
+  run rl-train grpo --checkpoint-dir "$TMP/ckpt" --prompts "$TMP/problems.jsonl" --sft-data "$TMP/problems.jsonl"
+  [ "$status" -eq 64 ]
+  run rl-train grpo --checkpoint-dir "$TMP/ckpt" --prompts "$TMP/problems.jsonl" --sft-data "$TMP/x" --sft-coef -1
+  [ "$status" -eq 64 ]
+  start_queue "$TMP/q" "${TASKS[@]}"
+  # Responses under "response" by default: the addition problems have none.
+  run timeout 60 rl-train grpo --checkpoint-dir "$TMP/ckpt" --prompts "$TMP/problems.jsonl" --max-steps 1 \
+    --sft-data "$TMP/problems.jsonl" --sft-coef 0.5
+  [ "$status" -eq 65 ]
+  [ "$(printf '%s\n' "$output" | wc -l)" -eq 1 ]
+  [[ "$output" == "rl-train: --sft-data: "*"problems.jsonl"* ]]
+  head -c 30 "$TMP/problems.jsonl" > "$TMP/cut.jsonl"
+  run timeout 60 rl-train grpo --checkpoint-dir "$TMP/ckpt" --prompts "$TMP/problems.jsonl" --max-steps 1 \
+    --sft-data "$TMP/cut.jsonl" --response-key answer --sft-coef 0.5
+  [ "$status" -eq 65 ]
+  [ "$(printf '%s\n' "$output" | wc -l)" -eq 1 ]
+  rl-rollout run --checkpoint-dir "$TMP/ckpt" --max-new-tokens 5 --id 0 --log-level warn 2>"$TMP/rollout.log" &
+  PIDS+=($!)
+  rl-reward run --verifier addition --id 0 --log-level warn 2>"$TMP/reward.log" &
+  PIDS+=($!)
+  run timeout 300 rl-train grpo --checkpoint-dir "$TMP/ckpt" --prompts "$TMP/problems.jsonl" --run-dir run \
+    --group-size 4 --prompts-per-step 2 --mode sync --dynamic-sampling false --eval-every 0 --max-steps 2 \
+    --sft-data "$TMP/problems.jsonl" --response-key answer --sft-coef 0.5 --sft-batch 8
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"SFT mix: 500 examples of $TMP/problems.jsonl, 8 in each update at weight 0.5"* ]]
+  # Each step's event carries the NLL of the examples it mixed in: a 2-step SFT model's, near ln 15.
+  python3 - run/events/train-0.jsonl <<'PY'
+import json, sys
+steps = [e for e in map(json.loads, open(sys.argv[1])) if e["event"] == "step"]
+assert len(steps) == 2, steps
+for e in steps:
+    assert 0.5 < e["sft_loss"] < 5, e
+PY
+}
+
 @test "grpo exits before training when --tokenizer-from has no tokenizer.json" {
   small_sft
   mkdir empty

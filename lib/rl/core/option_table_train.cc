@@ -38,7 +38,9 @@ void AppendTrainOptions(std::vector<OptionSpec>* table) {
        "JSON key of a list of chat messages, instead of a prompt string", {sft, "rl-train encode", grpo, eval, "rl-rollout generate"}},
       {"--prompt-key", "RL_TRAIN_PROMPT_KEY", "JSON key (dots: nested) of the prompt string", {sft, "rl-train encode", grpo, eval, "rl-rollout generate"}},
       {"--response-key", "RL_TRAIN_RESPONSE_KEY",
-       "SFT: JSON key of the response (default \"response\"; empty: the last assistant message)", {sft}},
+       "SFT (and grpo's --sft-data): JSON key of the response (default \"response\"; empty: the last assistant "
+       "message)",
+       {sft, grpo}},
       {"--samples", "", "k: sampled responses per example for mean@k (0: greedy pass@1 only)", {eval}},
       {"--system-prompt", "RL_TRAIN_SYSTEM_PROMPT", "a system message put first in every conversation",
        {sft, "rl-train encode", grpo, eval, "rl-rollout generate"}},
@@ -60,6 +62,12 @@ void AppendTrainOptions(std::vector<OptionSpec>* table) {
        "with --kl-coef: take the reference log-probabilities from the rows' ref_logprobs (rl-train score) instead "
        "of loading a reference model; task train must need that column",
        {grpo}},
+      {"--sft-data", "RL_TRAIN_SFT_DATA",
+       "SFT examples (JSON lines of prompt or messages and response, as rl-train sft --data) whose loss is mixed "
+       "into every update, weighted by --sft-coef (PPO-ptx)",
+       {grpo}},
+      {"--sft-coef", "RL_TRAIN_SFT_COEF", "weight of the SFT loss on --sft-data in every update (0: off)", {grpo}},
+      {"--sft-batch", "RL_TRAIN_SFT_BATCH", "--sft-data examples mixed into each update", {grpo}},
       {"--lease-seconds", "RL_TRAIN_LEASE", "lease on the rows of a batch being trained", {grpo}},
       {"--loss-norm", "RL_TRAIN_LOSS_NORM",
        "loss aggregation: token-mean, seq-mean-token-mean, seq-mean-token-sum or seq-mean-token-sum-norm", {grpo}},

@@ -39,6 +39,10 @@ void BindGrpo(CommandLine& cl, CLI::App* g, GrpoFlags* f) {
   cl.Bind(g, "--clip", &o.grpo.clip)->check(CLI::Range(0.0, 10.0));
   cl.Bind(g, "--kl-coef", &o.grpo.kl_coef)->check(CLI::NonNegativeNumber);
   cl.BindFlag(g, "--ref-from-queue", &o.grpo.ref_from_rows);
+  cl.Bind(g, "--sft-data", &o.sft_data);
+  cl.Bind(g, "--sft-coef", &o.grpo.sft_coef)->check(CLI::NonNegativeNumber);
+  cl.Bind(g, "--sft-batch", &o.grpo.sft_batch)->check(CLI::Range(1, 1 << 20));
+  f->response_key_option = cl.Bind(g, "--response-key", &o.sft_response_key);
   cl.Bind(g, "--grad-clip", &o.grpo.grad_clip)->check(CLI::NonNegativeNumber);
   cl.Bind(g, "--weight-decay", &o.grpo.adamw.weight_decay)->check(CLI::NonNegativeNumber);
   cl.Bind(g, "--loss-norm", &f->loss_norm)

@@ -45,12 +45,7 @@ Result<model::Transformer> StartingModel(const SftFlags& f, const model::ModelDi
 
 // SFT records: prompt and response (--response-key), or messages ending in the reply.
 task::DatasetOptions SftDatasetOptions(const SftFlags& f) {
-  task::DatasetOptions o = f.prompt.dataset;
-  o.answer_key = "";
-  o.require_response = true;
-  bool given = f.response_key_option && f.response_key_option->count() > 0;
-  o.response_key = given || o.messages_key.empty() ? f.response_key : "";
-  return o;
+  return SftRecordOptions(f.prompt.dataset, f.response_key, f.response_key_option && f.response_key_option->count() > 0);
 }
 
 struct HeldOut {
@@ -238,6 +233,11 @@ int RunGrpoCommand(GrpoFlags f, const std::atomic<bool>& stop) {
   if (!advantage.ok()) return Fail(kTool, advantage.status());
   o.grpo.advantage = *advantage;
   if (Status s = ValidateGrpoOptions(o.grpo); !s.ok()) return Fail(kTool, s);
+  o.sft_response_key_given = f.response_key_option && f.response_key_option->count() > 0;
+  if (o.sft_data.empty() != !(o.grpo.sft_coef > 0)) {
+    return Fail(kTool, Status::InvalidArgument("--sft-data and --sft-coef (above 0) go together: the SFT mix "
+                                               "needs both"));
+  }
   if (!o.critic_config.empty() && o.grpo.advantage != Advantage::kGae) {
     return Fail(kTool, Status::InvalidArgument("--critic-config is the critic of --advantage gae"));
   }

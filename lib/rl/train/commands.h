@@ -43,6 +43,7 @@ struct GrpoFlags {
   std::string correction = "none", advantage = "grpo";
   CLI::Option* staleness = nullptr;  // set when given: they override --mode
   CLI::Option* fraction = nullptr;
+  CLI::Option* response_key_option = nullptr;  // given: --sft-data's responses are under it
   CLI::Option* world = nullptr;  // given: they win over WORLD_SIZE, RANK (torchrun) and srun's
   CLI::Option* rank = nullptr;
   int64_t staleness_value = 0;

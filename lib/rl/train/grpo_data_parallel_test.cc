@@ -7,6 +7,7 @@
 #include <ATen/Parallel.h>
 #include <gtest/gtest.h>
 
+#include <memory>
 #include <mutex>
 #include <random>
 
@@ -202,6 +203,28 @@ TEST(DataParallelGrpoTest, PpoWithACriticOnRanksMatchesOneTrainer) {
   o.critic_lr = 5e-3;
   o.epochs = 2;
   ExpectRanksMatchOneRank({{b[0]}, {b[1], b[2], b[3]}}, o);
+}
+
+// The SFT mix: each rank backpropagates its share of every update's examples, scaled by the whole
+// batch's tokens and the loss's denominator over every rank, so the sum is one trainer's mix; over
+// epochs too (each update its own examples, by the optimizer's step count).
+TEST(DataParallelGrpoTest, AnSftMixOnRanksIsOneTrainersMix) {
+  at::set_num_threads(1);
+  std::vector<Group> b = Batch(4, 19);
+  auto examples = std::make_shared<std::vector<Sample>>();
+  for (const Group& g : Batch(2, 23)) examples->insert(examples->end(), g.samples.begin(), g.samples.end());
+  examples->resize(7);  // 7 per update: 3, 2 and 2 on three ranks
+  for (int64_t epochs : {1, 2}) {
+    for (LossNorm norm : {LossNorm::kToken, LossNorm::kSequence}) {
+      SCOPED_TRACE("epochs " + std::to_string(epochs) + " norm " + std::to_string(static_cast<int>(norm)));
+      GrpoOptions o = Options(norm);
+      o.epochs = epochs;
+      o.sft_coef = 0.3;
+      o.sft_batch = 7;
+      o.sft_examples = examples;
+      ExpectRanksMatchOneRank({{b[0]}, {b[1], b[2]}, {b[3]}}, o);
+    }
+  }
 }
 
 // Several minibatches: each rank splits its own samples, so the minibatches are not one

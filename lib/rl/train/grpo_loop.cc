@@ -24,10 +24,29 @@
 #include "rl/train/feeder.h"
 #include "rl/train/grpo_loop_state.h"
 #include "rl/train/ref_loop.h"
+#include "rl/train/sft.h"
 #include "rl/train/weight_publisher.h"
 
 namespace rl::train {
 namespace loop {
+
+Status GrpoLoop::LoadSftMix() {
+  // As rl-train sft reads its --data: a --response-key, or the last assistant message of messages.
+  auto data = task::Dataset::Open(o_.sft_data, SftRecordOptions(o_.prompt.dataset, o_.sft_response_key,
+                                                                 o_.sft_response_key_given));
+  if (!data.ok()) return data.status().WithContext("--sft-data");
+  const int64_t context = encoder_->dir().config.context();
+  RL_ASSIGN_OR_RETURN(SftData sft, EncodeSftData(data->get(), *encoder_, context));
+  if (sft.samples.empty()) return Status::DataError("--sft-data " + o_.sft_data + ": no example fits the context");
+  if (sft.too_long > 0) {
+    spdlog::warn("--sft-data: {} of {} examples are longer than the context of {} tokens: left out", sft.too_long,
+                 (*data)->size(), context);
+  }
+  spdlog::info("SFT mix: {} examples of {}, {} in each update at weight {}", sft.samples.size(), o_.sft_data,
+               o_.grpo.sft_batch, o_.grpo.sft_coef);
+  o_.grpo.sft_examples = std::make_shared<const std::vector<Sample>>(std::move(sft.samples));
+  return Status::OK();
+}
 
 Status GrpoLoop::Start() {
   if (o_.checkpoint_dir.empty()) return Status::InvalidArgument("grpo needs --checkpoint-dir");
@@ -47,6 +66,7 @@ Status GrpoLoop::Start() {
   RL_ASSIGN_OR_RETURN(model::PromptEncoder encoder, model::OpenPromptEncoder(o_.prompt));
   encoder_ = std::make_shared<const model::PromptEncoder>(std::move(encoder));
   o_.grpo.pad_id = encoder_->dir().pad_id;
+  if (o_.grpo.sft_coef > 0) RL_RETURN_IF_ERROR(LoadSftMix());
   if (lead()) {  // the other ranks of a group neither feed, evaluate nor publish
     RL_ASSIGN_OR_RETURN(std::unique_ptr<PromptSource> source,
                         PromptSource::Open(o_.prompts, o_.prompt.dataset, encoder_));
@@ -378,6 +398,7 @@ Status GrpoLoop::AfterStep(const StepStats& s0, std::vector<uint64_t> consumed, 
                       {"is_weight_mean", s.is_weight_mean}, {"is_weight_max", s.is_weight_max},
                       {"is_capped_fraction", s.is_capped_fraction},
                       {"value_loss", s.value_loss}, {"value_clip_fraction", s.value_clip_fraction},
+                      {"sft_loss", s.sft_loss},
                       {"min_version", s.min_version}, {"max_version", s.max_version},
                       {"older_token_share", token_age_.tokens > 0 ? static_cast<double>(token_age_.older) /
                                                                         static_cast<double>(token_age_.tokens) : 0.0},

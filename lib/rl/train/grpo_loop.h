@@ -70,6 +70,11 @@ struct GrpoLoopOptions {
   // With advantage gae: config.json text of the critic's backbone, a model of its own (usually
   // smaller than the policy) initialised from `seed`; empty: a copy of the policy.
   std::string critic_config;
+  // With grpo.sft_coef > 0: the SFT examples mixed into every update (JSON lines of prompt, or
+  // messages, and response, read as rl-train sft reads --data, through the same encoder).
+  std::string sft_data;
+  std::string sft_response_key = "response";  // as rl-train sft's --response-key
+  bool sft_response_key_given = false;
 };
 
 // Sets staleness and start_fraction from "sync", "semi-sync" or "async"; InvalidArgument otherwise.

@@ -71,6 +71,8 @@ std::vector<std::pair<const char*, std::string>> FlagsToAgreeOn(const GrpoLoopOp
           {"--min-lr-ratio", num(g.schedule.min_ratio)},
           {"--clip", num(g.clip)},
           {"--kl-coef", num(g.kl_coef)},
+          {"--sft-coef", num(g.sft_coef)},
+          {"--sft-batch", num(static_cast<double>(g.sft_batch))},
           {"--grad-clip", num(g.grad_clip)},
           {"--loss-norm", num(static_cast<int>(g.norm))},
           {"--loss-norm-constant", num(g.norm_constant)},

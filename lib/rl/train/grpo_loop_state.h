@@ -57,6 +57,8 @@ class GrpoLoop {
 
  private:
   Status Start();
+  // --sft-data read and encoded into o_.grpo.sft_examples (the SFT mix, GrpoOptions::sft_coef).
+  Status LoadSftMix();
   Status JoinGroup();
   Status AgreeOnFlags();
   Status AgreeOnStart(const std::optional<Checkpoint>& ckpt);

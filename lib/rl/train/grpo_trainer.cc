@@ -34,6 +34,10 @@ Status ValidateGrpoOptions(const GrpoOptions& options) {
   if (options.ref_from_rows && !(options.kl_coef > 0)) {
     return Status::InvalidArgument("--ref-from-queue is the KL term's reference: it needs --kl-coef above 0");
   }
+  if (!(options.sft_coef >= 0) || !std::isfinite(options.sft_coef)) {
+    return Status::InvalidArgument("--sft-coef must be 0 (off) or positive");
+  }
+  if (options.sft_batch < 1) return Status::InvalidArgument("--sft-batch must be positive");
   if (options.norm == LossNorm::kSequenceSumNorm && !(options.norm_constant > 0)) {
     return Status::InvalidArgument("--loss-norm seq-mean-token-sum-norm needs --loss-norm-constant C > 0");
   }
@@ -50,6 +54,9 @@ Result<std::unique_ptr<GrpoTrainer>> GrpoTrainer::Create(model::Transformer poli
     return Status::InvalidArgument("the reference log-probabilities come from the rows or from a model, not both");
   }
   RL_RETURN_IF_ERROR(ValidateGrpoOptions(options));
+  if (options.sft_coef > 0 && (!options.sft_examples || options.sft_examples->empty())) {
+    return Status::InvalidArgument("an SFT mix (--sft-coef) needs SFT examples (--sft-data)");
+  }
   for (const std::string& prefix : options.freeze) {
     const model::NamedTensors params = policy.NamedParameters();
     if (prefix.empty() || std::none_of(params.begin(), params.end(),
@@ -114,6 +121,7 @@ void GrpoTrainer::BeginStep() {
   acc_.max_version = INT64_MIN;
   step_ = Totals();
   reward_sum_ = 0;
+  sft_nll_ = sft_tokens_ = 0;
   held_.clear();
   adv_.clear();
   values_.clear();
@@ -406,17 +414,19 @@ Status GrpoTrainer::DumpBatch() {
 }
 
 Result<StepStats> GrpoTrainer::FinishStep() {
-  if (group_) {
-    // Streaming, the whole step's gradients and totals; buffered, the counts alone (each update
-    // reduces its own, FinishBuffered).
-    Status s = Buffered() ? ReduceTotals(&step_, true) : ReduceGradients();
-    if (s.ok() && !Buffered()) s = ReduceTotals(&step_, true);
-    if (!s.ok()) {
-      BeginStep();
-      return s;
-    }
+  // Streaming, the whole step's gradients and totals; buffered, the counts alone (each update
+  // completes its own, FinishBuffered).
+  Status s = Status::OK();
+  if (!Buffered()) {
+    s = CompleteGradients(&step_, true);
+  } else if (group_) {
+    s = ReduceTotals(&step_, true);
   }
-  if (acc_.samples == 0) return Status::InvalidArgument("no samples in this step");
+  if (s.ok() && acc_.samples == 0) s = Status::InvalidArgument("no samples in this step");
+  if (!s.ok()) {
+    BeginStep();
+    return s;
+  }
   StepStats out = acc_;
   out.mean_reward = reward_sum_ / static_cast<double>(out.samples);
   // Adam's first steps move every weight by about lr whatever its gradient (m/sqrt(v) is the sign
@@ -448,6 +458,7 @@ Result<StepStats> GrpoTrainer::FinishStep() {
   out.clip_fraction = step_.tokens > 0 ? step_.clipped / step_.tokens : 0;
   out.kl = step_.tokens > 0 ? step_.kl / step_.tokens : 0;
   out.logprob_gap = step_.gap_tokens > 0 ? step_.gap / step_.gap_tokens : 0;
+  out.sft_loss = sft_tokens_ > 0 ? sft_nll_ / sft_tokens_ : 0;
   SetWeights(step_, &out);
   BeginStep();
   return out;
@@ -561,10 +572,7 @@ Result<StepStats> GrpoTrainer::FinishBuffered(StepStats out, double lr) {
       optimizer_->ZeroGrad();
       if (critic_optimizer_) critic_optimizer_->ZeroGrad();
       RL_ASSIGN_OR_RETURN(Totals t, Backward(mb));
-      if (group_) {
-        RL_RETURN_IF_ERROR(ReduceGradients());
-        RL_RETURN_IF_ERROR(ReduceTotals(&t, false));
-      }
+      RL_RETURN_IF_ERROR(CompleteGradients(&t, false));
       RL_ASSIGN_OR_RETURN(double norm, Update(t, lr));
       loss_sum += t.loss / LossDenominator(options_.norm, t.tokens, t.sequences, options_.norm_constant);
       if (t.tokens > 0) value_sum += t.value_loss / t.tokens;
@@ -583,8 +591,19 @@ Result<StepStats> GrpoTrainer::FinishBuffered(StepStats out, double lr) {
     out.value_loss = value_sum / static_cast<double>(out.updates);
     out.value_clip_fraction = all.tokens > 0 ? all.value_clipped / all.tokens : 0;
   }
+  out.sft_loss = sft_tokens_ > 0 ? sft_nll_ / sft_tokens_ : 0;
   SetWeights(all, &out);
   return out;
+}
+
+Status GrpoTrainer::CompleteGradients(Totals* t, bool counts) {
+  if (group_) RL_RETURN_IF_ERROR(ReduceTotals(t, counts));
+  // Every rank has the same totals now: all of them skip the rest together.
+  if (counts && acc_.samples == 0) return Status::OK();
+  const double denom = LossDenominator(options_.norm, t->tokens, t->sequences, options_.norm_constant);
+  if (options_.sft_coef > 0 && denom > 0) RL_RETURN_IF_ERROR(BackwardSftMix(denom));
+  if (group_) RL_RETURN_IF_ERROR(ReduceGradients());
+  return Status::OK();
 }
 
 }  // namespace rl::train

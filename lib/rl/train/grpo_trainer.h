@@ -68,7 +68,18 @@ struct GrpoOptions {
   double gamma = 1.0, lambda = 1.0;  // of GAE
   double value_clip = 0.2;           // c of the clipped value loss; <= 0: no clip
   double critic_lr = 0;              // the critic's peak learning rate (same schedule); 0: the policy's
-  uint64_t seed = 0;          // of the minibatch order
+  uint64_t seed = 0;          // of the minibatch order (and of the SFT mix's)
+  // An SFT loss mixed into every update (PPO-ptx, InstructGPT's guard against forgetting what the
+  // warm start learnt): sft_coef x the token-mean next-token NLL (temperature 1) of the responses
+  // of sft_batch of these examples (EncodeSftData, sft.h), added to the policy's loss before the
+  // gradient clip. The examples of update u (the optimizer's step count) are positions
+  // [u * sft_batch, (u + 1) * sft_batch) of an endless sequence of seeded shuffles of them, one per
+  // pass, so a resumed run (its optimizer step count comes back) takes the ones it would have.
+  // Data-parallel ranks take every world-th example of each update's batch and scale by the whole
+  // batch's tokens, so that the sum over the ranks is one trainer's. 0: off.
+  double sft_coef = 0;
+  int64_t sft_batch = 16;
+  std::shared_ptr<const std::vector<Sample>> sft_examples;  // needed when sft_coef > 0
   // Set: every step writes the tensors its loss came from here, for an independent check
   // (tests/reference/grpo_loss_reference.py): step-S-batch.safetensors (rewards, group and length
   // of every sample; token_adv, turn_rewards and turn_ends (1 where a turn ends) [N, T] and, with gae,
@@ -108,6 +119,9 @@ struct StepStats {
   // With a critic: the value loss (mean over updates of the token mean) and the share of tokens
   // whose value the clip held back.
   double value_loss = 0, value_clip_fraction = 0;
+  // With an SFT mix: the token-mean NLL of the examples mixed into the step's updates (with ranks,
+  // of this rank's share of them).
+  double sft_loss = 0;
   int64_t samples = 0, groups = 0, tokens = 0, updates = 0;
   int64_t min_version = 0, max_version = 0;
 };
@@ -165,6 +179,15 @@ class GrpoTrainer {
   // The critic's half of a piece: its value loss backward; adds to *t.
   Status BackwardCritic(const std::vector<const Sample*>& samples, const TokenBatch& batch, Totals* t,
                         model::NamedTensors* dump);
+  // The gradients of an update made whole before Update: t summed over the ranks, the SFT mix's
+  // gradient added (scaled by t's denominator, which Update divides by), the ranks' gradients
+  // summed. With `counts`, the step's counts are summed too (ReduceTotals), and a step without
+  // samples on any rank is InvalidArgument on every rank.
+  Status CompleteGradients(Totals* t, bool counts);
+  // The SFT mix (grpo_sft_mix.cc): the examples of update `update`, and the backward pass of this
+  // rank's share of them, scaled by `denom`.
+  std::vector<const Sample*> SftMixBatch(int64_t update);
+  Status BackwardSftMix(double denom);
   // Normalise the accumulated gradients by t's denominators, clip them and step; returns the
   // policy's gradient norm.
   Result<double> Update(const Totals& t, double lr);
@@ -214,6 +237,10 @@ class GrpoTrainer {
   // the step started from (the proximal policy), taken before the first update.
   TokenValues prox_;
   int64_t update_ = 0;  // updates taken in this step so far
+  // The SFT mix: the shuffle of the examples for pass sft_pass_, and the step's NLL and tokens.
+  std::vector<size_t> sft_order_;
+  int64_t sft_pass_ = -1;
+  double sft_nll_ = 0, sft_tokens_ = 0;
   // Dumping: the batch's rewards and group numbers, its per-token advantages (and values and
   // returns), in order, and the next piece's number.
   std::vector<float> dump_rewards_, dump_groups_;

@@ -51,6 +51,14 @@ std::vector<int64_t> ToolResultMask(const std::vector<int64_t>& ids, const ToolR
   return mask;
 }
 
+task::DatasetOptions SftRecordOptions(task::DatasetOptions o, const std::string& response_key,
+                                      bool response_key_given) {
+  o.answer_key = "";
+  o.require_response = true;
+  o.response_key = response_key_given || o.messages_key.empty() ? response_key : "";
+  return o;
+}
+
 Result<SftData> EncodeSftData(task::Dataset* data, const model::PromptEncoder& encoder, int64_t context,
                               const ToolResultTags* tool_result) {
   SftData out;

@@ -12,12 +12,14 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "rl/core/status.h"
 #include "rl/model/prompt_encoder.h"
 #include "rl/model/transformer.h"
 #include "rl/reward/verifier.h"
+#include "rl/task/dataset.h"
 #include "rl/train/adamw.h"
 #include "rl/train/evaluate.h"
 #include "rl/train/lr_schedule.h"
@@ -72,6 +74,10 @@ struct SftData {
 struct ToolResultTags {
   std::vector<int64_t> open, close;
 };
+// How SFT records are read: as prompts are (`prompts`: keys, system prompt), with a response
+// under `response_key`, or, for chat messages and no response key given, the last assistant message.
+task::DatasetOptions SftRecordOptions(task::DatasetOptions prompts, const std::string& response_key,
+                                      bool response_key_given);
 Result<SftData> EncodeSftData(task::Dataset* data, const model::PromptEncoder& encoder, int64_t context,
                               const ToolResultTags* tool_result = nullptr);
 // The loss mask of `ids` with every span from tags.open through tags.close at 0 (an open span
