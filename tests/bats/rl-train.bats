@@ -139,7 +139,7 @@ for l in open(sys.argv[1]):
   [ "$output" = "rl-train: --loss-norm seq-mean-token-sum-norm needs --loss-norm-constant C > 0" ]
   for bad in "--minibatches 0" "--epochs 0" "--correction vtrace" "--correction-cap 0" "--temperature 0" \
              "--loss-norm seq-sum" "--max-redraws -1" "--advantage ppo" "--gamma 1.5" "--lambda -0.1" \
-             "--value-clip -1" "--critic-lr -1"; do
+             "--value-clip -1" "--critic-lr -1" "--kl-estimator k1" "--sft-batch 0"; do
     run rl-train grpo --checkpoint-dir "$TMP/c" --prompts "$TMP/none.jsonl" $bad
     [ "$status" -eq 64 ] || { echo "$bad: $status $output"; false; }
   done
@@ -351,7 +351,7 @@ print("\n".join(sorted({r["prompt"] for r in rows})))' > "$TMP/train"
   cmp hf/model.safetensors again/model.safetensors
 }
 
-@test "grpo --sft-data --sft-coef mixes an SFT loss into a real run; bad SFT input exits with one line" {
+@test "grpo --sft-data --sft-coef mixes an SFT loss into a real run (with a k2 KL term); bad SFT input exits with one line" {
   small_sft
   run rl-train grpo --checkpoint-dir "$TMP/ckpt" --prompts "$TMP/problems.jsonl" --sft-coef 0.5
   [ "$status" -eq 64 ]
@@ -378,7 +378,8 @@ print("\n".join(sorted({r["prompt"] for r in rows})))' > "$TMP/train"
   PIDS+=($!)
   run timeout 300 rl-train grpo --checkpoint-dir "$TMP/ckpt" --prompts "$TMP/problems.jsonl" --run-dir run \
     --group-size 4 --prompts-per-step 2 --mode sync --dynamic-sampling false --eval-every 0 --max-steps 2 \
-    --sft-data "$TMP/problems.jsonl" --response-key answer --sft-coef 0.5 --sft-batch 8
+    --sft-data "$TMP/problems.jsonl" --response-key answer --sft-coef 0.5 --sft-batch 8 \
+    --kl-coef 0.05 --kl-estimator k2
   echo "$output"
   [ "$status" -eq 0 ]
   [[ "$output" == *"SFT mix: 500 examples of $TMP/problems.jsonl, 8 in each update at weight 0.5"* ]]
@@ -389,6 +390,8 @@ steps = [e for e in map(json.loads, open(sys.argv[1])) if e["event"] == "step"]
 assert len(steps) == 2, steps
 for e in steps:
     assert 0.5 < e["sft_loss"] < 5, e
+# Step 1 trains on the reference's own samples (KL 0); step 2's policy has moved off it.
+assert steps[0]["kl"] == 0 and steps[1]["kl"] > 0, steps
 PY
 }
 

@@ -18,7 +18,8 @@ float64:
               gae: they are token rewards beside the outcome at the last token
   value loss  0.5 max((V - R)^2, (clamp(V, V_old - c, V_old + c) - R)^2) summed over tokens
   ratio       exp(new_lp - old_lp)
-  per token   -min(ratio A, clamp(ratio, 1 - clip, 1 + clip) A) + kl_coef (exp(d) - d - 1), d = ref - new
+  per token   -min(ratio A, clamp(ratio, 1 - clip, 1 + clip) A) + kl_coef k(d), d = ref - new,
+              k(d) = exp(d) - d - 1 (k3) or d^2 / 2 (k2, metadata kl_estimator)
   corrections (behaviour = old, proximal = prox, w capped at C, without gradient):
     1 tis        -min(exp(new - old), C) A new, no clip (truncated importance sampling)
     2 decoupled  -min(exp(prox - old), C) min(r A, clamp(r, 1 - clip, 1 + clip) A), r = exp(new - prox)
@@ -179,7 +180,7 @@ def piece_sums(t, meta):
     kl_sum = 0.0
     if "ref_lp" in t and kl_coef != 0:
         d = (t["ref_lp"] - new) * mask
-        kl = torch.exp(d) - d - 1
+        kl = 0.5 * d * d if meta.get("kl_estimator", "k3") == "k2" else torch.exp(d) - d - 1
         loss = loss + kl_coef * kl
         kl_sum = (kl * mask).sum().item()
     loss = loss * mask

@@ -58,6 +58,10 @@ void AppendTrainOptions(std::vector<OptionSpec>* table) {
       {"--group-size", "RL_TRAIN_GROUP_SIZE", "responses per prompt (G): rows fed per prompt", {grpo}},
       {"--keep-checkpoints", "RL_TRAIN_KEEP", "checkpoints and weight versions kept on disk", {grpo}},
       {"--kl-coef", "RL_TRAIN_KL_COEF", "weight of the KL term to the version-0 reference model (0: off)", {grpo}},
+      {"--kl-estimator", "RL_TRAIN_KL_ESTIMATOR",
+       "the KL term's per-token estimate: k3 (exp(d) - d - 1, unbounded where the policy left a sampled token) or "
+       "k2 (d^2 / 2), d = ref - new log-probability",
+       {grpo}},
       {"--ref-from-queue", "RL_TRAIN_REF_FROM_QUEUE",
        "with --kl-coef: take the reference log-probabilities from the rows' ref_logprobs (rl-train score) instead "
        "of loading a reference model; task train must need that column",

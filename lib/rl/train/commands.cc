@@ -232,6 +232,9 @@ int RunGrpoCommand(GrpoFlags f, const std::atomic<bool>& stop) {
   auto advantage = ParseAdvantage(f.advantage);
   if (!advantage.ok()) return Fail(kTool, advantage.status());
   o.grpo.advantage = *advantage;
+  auto kl = ParseKlEstimator(f.kl_estimator);
+  if (!kl.ok()) return Fail(kTool, kl.status());
+  o.grpo.kl_estimator = *kl;
   if (Status s = ValidateGrpoOptions(o.grpo); !s.ok()) return Fail(kTool, s);
   o.sft_response_key_given = f.response_key_option && f.response_key_option->count() > 0;
   if (o.sft_data.empty() != !(o.grpo.sft_coef > 0)) {

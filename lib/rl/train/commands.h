@@ -40,7 +40,7 @@ struct GrpoFlags {
   std::string device = "cpu";  // --device (device.h)
   std::string precision = "float32";
   std::string loss_norm = "token", mode = "sync", stale_rows = "regenerate", lr_decay = "constant";
-  std::string correction = "none", advantage = "grpo";
+  std::string correction = "none", advantage = "grpo", kl_estimator = "k3";
   CLI::Option* staleness = nullptr;  // set when given: they override --mode
   CLI::Option* fraction = nullptr;
   CLI::Option* response_key_option = nullptr;  // given: --sft-data's responses are under it

@@ -71,6 +71,7 @@ std::vector<std::pair<const char*, std::string>> FlagsToAgreeOn(const GrpoLoopOp
           {"--min-lr-ratio", num(g.schedule.min_ratio)},
           {"--clip", num(g.clip)},
           {"--kl-coef", num(g.kl_coef)},
+          {"--kl-estimator", num(static_cast<int>(g.kl_estimator))},
           {"--sft-coef", num(g.sft_coef)},
           {"--sft-batch", num(static_cast<double>(g.sft_batch))},
           {"--grad-clip", num(g.grad_clip)},

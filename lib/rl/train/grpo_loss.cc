@@ -22,6 +22,12 @@ Result<Correction> ParseCorrection(const std::string& name) {
   return Status::InvalidArgument("unknown off-policy correction '" + name + "' (none, tis or decoupled)");
 }
 
+Result<KlEstimator> ParseKlEstimator(const std::string& name) {
+  if (name == "k3") return KlEstimator::kK3;
+  if (name == "k2") return KlEstimator::kK2;
+  return Status::InvalidArgument("unknown KL estimator '" + name + "' (k3 or k2)");
+}
+
 double LossDenominator(LossNorm norm, double tokens, double sequences, double constant) {
   switch (norm) {
     case LossNorm::kToken:
@@ -38,7 +44,7 @@ double LossDenominator(LossNorm norm, double tokens, double sequences, double co
 Result<LossSums> PolicyLossSums(const at::Tensor& new_lp, const at::Tensor& old_lp,
                                 const at::Tensor& mask, const at::Tensor& adv, double clip,
                                 LossNorm norm, const at::Tensor& ref_lp, double kl_coef,
-                                const OffPolicy& off, const at::Tensor& prox_lp) {
+                                const OffPolicy& off, const at::Tensor& prox_lp, KlEstimator estimator) {
   const bool adv_ok = new_lp.dim() == 2 && (adv.dim() == 1 || (adv.dim() == 2 && adv.size(1) == new_lp.size(1))) &&
                       adv.size(0) == new_lp.size(0);
   if (new_lp.dim() != 2 || !new_lp.sizes().equals(old_lp.sizes()) || !new_lp.sizes().equals(mask.sizes()) ||
@@ -70,7 +76,7 @@ Result<LossSums> PolicyLossSums(const at::Tensor& new_lp, const at::Tensor& old_
     }
     if (ref_lp.defined() && kl_coef != 0) {
       at::Tensor d = (ref_lp - new_lp) * mask;
-      at::Tensor kl = at::exp(d) - d - 1;
+      at::Tensor kl = estimator == KlEstimator::kK2 ? 0.5 * d * d : at::exp(d) - d - 1;
       per_token = per_token + kl_coef * kl;
       out.kl = (kl * mask).sum().item<double>();
     }

@@ -3,7 +3,16 @@
 // For response token t of sequence b, with ratio = exp(new_lp - old_lp) (old_lp: the sampling
 // policy's log-probability, recorded by the rollout) and the token's advantage A (advantage.h):
 //   l = -min(ratio * A, clamp(ratio, 1 - clip, 1 + clip) * A)
-//       + kl_coef * (exp(ref_lp - new_lp) - (ref_lp - new_lp) - 1)      (k3 KL estimator)
+//       + kl_coef * k(d),  d = ref_lp - new_lp                           (the KL term)
+// with one of Schulman's estimators of KL(new || ref) on tokens the policy sampled
+// ("Approximating KL Divergence", 2020):
+//   k3  exp(d) - d - 1   (the default; unbiased and low-variance as an estimate, but unbounded in
+//                         exp(d) where the policy has moved off a token the older policy sampled)
+//   k2  d^2 / 2          (biased as an estimate; as a loss its gradient, -d * grad new_lp, is the
+//                         gradient of the KL on the policy's own samples, and it grows as d^2
+//                         only, so one crushed token cannot dominate a step)
+// k1 (-d) is not offered: as a loss its gradient is -grad new_lp, the score function, whose
+// expectation is zero; it regularises nothing.
 // Off-policy corrections (behaviour = old_lp, what the rollout sampled with; proximal = prox_lp,
 // the trainer's weights before this step's first update, without gradient; w capped at C):
 //   none       as above
@@ -39,6 +48,10 @@ namespace rl::train {
 
 enum class LossNorm { kToken, kSequence, kSequenceSum, kSequenceSumNorm };
 enum class Correction { kNone, kTis, kDecoupled };
+enum class KlEstimator { kK3, kK2 };
+
+// "k3" or "k2"; InvalidArgument otherwise.
+Result<KlEstimator> ParseKlEstimator(const std::string& name);
 
 // "none", "tis" or "decoupled"; InvalidArgument otherwise.
 Result<Correction> ParseCorrection(const std::string& name);
@@ -72,7 +85,8 @@ struct LossSums {
 Result<LossSums> PolicyLossSums(const at::Tensor& new_lp, const at::Tensor& old_lp,
                                 const at::Tensor& mask, const at::Tensor& adv, double clip,
                                 LossNorm norm, const at::Tensor& ref_lp, double kl_coef,
-                                const OffPolicy& off = {}, const at::Tensor& prox_lp = {});
+                                const OffPolicy& off = {}, const at::Tensor& prox_lp = {},
+                                KlEstimator kl = KlEstimator::kK3);
 
 // The value loss's numerator over a piece: the sum of l_v, its tokens, and the tokens whose clipped
 // term was the larger (the clip acted).

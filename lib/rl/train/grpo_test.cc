@@ -139,6 +139,28 @@ TEST(PolicyLossTest, KlTermIsTheK3EstimatorOnResponseTokens) {
   EXPECT_NEAR(sums->sum.item<double>(), -0.6 + 0.1 * kl, 1e-6);
 }
 
+// k2: d^2 / 2 per token, with the gradient -d in new_lp (k3's is 1 - exp(d)); the policy term
+// of each token is HandCase's (its gradient at [0][0] is 0, where the clip holds).
+TEST(PolicyLossTest, KlTermCanBeTheK2Estimator) {
+  LossCase c = HandCase();
+  at::Tensor ref = c.old_lp.clone();
+  auto sums = PolicyLossSums(c.new_lp, c.old_lp, c.mask, c.adv, 0.2, LossNorm::kToken, ref, 0.1, {}, {},
+                             KlEstimator::kK2);
+  ASSERT_TRUE(sums.ok());
+  const double kl = 0.02489652224655867 + 0.0 + 0.11045170575208144;  // d^2 / 2, d = ref - new
+  EXPECT_NEAR(sums->kl, kl, 1e-6);
+  EXPECT_NEAR(sums->sum.item<double>(), -0.6 + 0.1 * kl, 1e-6);
+  sums->sum.backward();
+  at::Tensor g = c.new_lp.grad();
+  EXPECT_NEAR(g[0][0].item<double>(), 0.1 * 0.2231435513142097, 1e-6);
+  EXPECT_NEAR(g[0][1].item<double>(), -1.0, 1e-6);
+  EXPECT_NEAR(g[1][0].item<double>(), 1.6 + 0.1 * 0.4700036292457356, 1e-6);
+  EXPECT_NEAR(g[1][1].item<double>(), 0.0, 1e-6);  // masked
+  EXPECT_EQ(ParseKlEstimator("k2").value(), KlEstimator::kK2);
+  EXPECT_EQ(ParseKlEstimator("k3").value(), KlEstimator::kK3);
+  EXPECT_FALSE(ParseKlEstimator("k1").ok());
+}
+
 TEST(TokenBatchTest, ResponseTokensArePredictedFromThePositionBefore) {
   Sample a{0, {1, 3, 4}, {5, 2}, {-0.5f, -0.25f}, 1, 0, {}, {}};
   Sample b{1, {1, 3}, {6}, {-1.0f}, 0, 0, {}, {}};

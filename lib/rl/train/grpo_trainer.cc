@@ -297,7 +297,8 @@ Result<GrpoTrainer::Totals> GrpoTrainer::BackwardPiece(const std::vector<const S
       prox_lp = prox_.empty() ? new_lp.detach() : PerToken(samples, batch.mask, prox_);
     }
     RL_ASSIGN_OR_RETURN(LossSums sums, PolicyLossSums(new_lp, batch.old_lp, batch.mask, a, options_.clip,
-                                                      options_.norm, ref_lp, options_.kl_coef, options_.off, prox_lp));
+                                                      options_.norm, ref_lp, options_.kl_coef, options_.off, prox_lp,
+                                                      options_.kl_estimator));
     const bool dumping = !options_.dump_dir.empty();
     model::NamedTensors dump;
     if (dumping) {
@@ -378,7 +379,8 @@ Status GrpoTrainer::DumpPiece(model::NamedTensors tensors, const LossSums& sums,
   model::Metadata m = {{"sum", Num(sums.sum.item<double>())}, {"tokens", Num(sums.tokens)},
                        {"sequences", Num(sums.sequences)},    {"clipped", Num(sums.clipped)},
                        {"kl", Num(sums.kl)},                  {"clip", Num(options_.clip)},
-                       {"kl_coef", Num(options_.kl_coef)},    {"norm", std::to_string(static_cast<int>(options_.norm))},
+                       {"kl_coef", Num(options_.kl_coef)},
+                       {"kl_estimator", options_.kl_estimator == KlEstimator::kK2 ? "k2" : "k3"},    {"norm", std::to_string(static_cast<int>(options_.norm))},
                        {"correction", std::to_string(static_cast<int>(options_.off.kind))},
                        {"cap", Num(options_.off.cap)},        {"weight_sum", Num(sums.weight_sum)},
                        {"weight_max", Num(sums.weight_max)},  {"capped", Num(sums.capped)}};

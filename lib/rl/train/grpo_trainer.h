@@ -54,6 +54,7 @@ struct GrpoOptions {
   LrSchedule schedule;  // lr 1e-4, constant, no warm-up unless set
   double clip = 0.2;
   double kl_coef = 0;      // > 0 needs a reference model, or ref_from_rows
+  KlEstimator kl_estimator = KlEstimator::kK3;  // of the KL term (grpo_loss.h)
   // With kl_coef > 0 and no reference model: the reference log-probabilities are the samples'
   // ref_logprobs (rows scored by `rl-train score`, ref_loop.h); a sample without them is a DataError.
   bool ref_from_rows = false;

@@ -171,6 +171,7 @@ TEST(GrpoTrainerTest, DumpedStepsAgreeWithTheIndependentReference) {
     Correction correction = Correction::kNone;
     Advantage advantage = Advantage::kGrpo;
     bool turns = false;  // multi-turn rows with turn rewards
+    KlEstimator estimator = KlEstimator::kK3;
   };
   const std::vector<Case> cases = {{"token-kl", LossNorm::kToken, 1, 1, 0.1},
                                    {"seqmean-epochs", LossNorm::kSequence, 2, 2, 0},
@@ -189,7 +190,11 @@ TEST(GrpoTrainerTest, DumpedStepsAgreeWithTheIndependentReference) {
                                    {"grpo-turns", LossNorm::kToken, 1, 1, 0, Correction::kNone, Advantage::kGrpo, true},
                                    {"grpo-turns-epochs", LossNorm::kSequence, 2, 2, 0, Correction::kNone,
                                     Advantage::kGrpo, true},
-                                   {"gae-turns", LossNorm::kToken, 2, 1, 0, Correction::kNone, Advantage::kGae, true}};
+                                   {"gae-turns", LossNorm::kToken, 2, 1, 0, Correction::kNone, Advantage::kGae, true},
+                                   {"token-k2", LossNorm::kToken, 1, 1, 0.1, Correction::kNone, Advantage::kGrpo,
+                                    false, KlEstimator::kK2},
+                                   {"decoupled-k2-epochs", LossNorm::kSequence, 2, 2, 0.2, Correction::kDecoupled,
+                                    Advantage::kGrpo, false, KlEstimator::kK2}};
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
     GrpoOptions o;
@@ -199,6 +204,7 @@ TEST(GrpoTrainerTest, DumpedStepsAgreeWithTheIndependentReference) {
     o.minibatches = c.minibatches;
     o.epochs = c.epochs;
     o.kl_coef = c.kl;
+    o.kl_estimator = c.estimator;
     o.temperature = 0.8;
     o.micro_batch = 5;  // several pieces per update
     o.off = {c.correction, 1.5};
