@@ -29,6 +29,8 @@ namespace rl::rollout::detail {
 
 using queue::GotRow;
 
+namespace {
+
 // The row's prompt ids, or why the model cannot take them.
 Result<std::vector<int64_t>> PromptIds(const GotRow& row, const model::ModelConfig& config) {
   const Value* v = FindColumn(row.columns, "prompt_ids");
@@ -46,6 +48,8 @@ Result<std::vector<int64_t>> PromptIds(const GotRow& row, const model::ModelConf
   }
   return ids;
 }
+
+}  // namespace
 
 // The group a row counts in: the queue's key of its group column (queue::GroupKey, as rl-queue
 // and rl-train know groups by), or a group of its own when it has none. Only counted, never

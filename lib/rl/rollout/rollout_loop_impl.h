@@ -20,9 +20,6 @@
 
 namespace rl::rollout::detail {
 
-// The row's prompt ids, or why the model cannot take them.
-Result<std::vector<int64_t>> PromptIds(const queue::GotRow& row, const model::ModelConfig& config);
-
 // The group a row counts in: the queue's key of its group column (queue::GroupKey, as rl-queue
 // and rl-train know groups by), or a group of its own when it has none. Only counted, never
 // stored or sent.
