@@ -206,7 +206,7 @@ class GrpoTrainer {
   // Turn rewards (advantage.h): grpo's process term added to adv_ of g's samples; other
   // estimators but gae (which takes them as token rewards) warn once that they ignore them.
   void AddTurnRewards(const Group& g);
-  // Copies what DumpBatch writes of these samples (group number `group`).
+  // Dumps (grpo_dump.cc). Copies what DumpBatch writes of these samples (group number `group`).
   void KeepForDump(const Sample& s, int64_t group);
   Status DumpPiece(model::NamedTensors tensors, const LossSums& sums, const Totals& critic);
   void SetWeights(const Totals& t, StepStats* out);
