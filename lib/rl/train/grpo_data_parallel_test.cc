@@ -149,6 +149,7 @@ void ExpectRanksMatchOneRank(const std::vector<std::vector<Group>>& parts, const
     EXPECT_NEAR(got[r].stats.grad_norm, want.stats.grad_norm, 1e-4 * want.stats.grad_norm);
     EXPECT_NEAR(got[r].stats.value_loss, want.stats.value_loss, 1e-5);
     EXPECT_NEAR(got[r].stats.clip_fraction, want.stats.clip_fraction, 1e-6);
+    EXPECT_NEAR(got[r].stats.sft_loss, want.stats.sft_loss, 1e-5);
   }
 }
 
@@ -223,6 +224,7 @@ TEST(DataParallelGrpoTest, AnSftMixOnRanksIsOneTrainersMix) {
       o.sft_batch = 7;
       o.sft_examples = examples;
       ExpectRanksMatchOneRank({{b[0]}, {b[1], b[2]}, {b[3]}}, o);
+      EXPECT_GT(OneRank({b[0]}, o).stats.sft_loss, 0);  // so that the match above is of something
     }
   }
 }

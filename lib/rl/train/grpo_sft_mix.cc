@@ -57,17 +57,23 @@ Status GrpoTrainer::BackwardSftMix(double denom) {
   for (size_t k = rank; k < batch.size(); k += world) mine.push_back(batch[k]);
   const double scale = options_.sft_coef * denom / tokens;
   return model::TorchGuard("grpo sft mix", [&]() -> Status {
-    for (size_t at = 0; at < mine.size(); at += static_cast<size_t>(options_.micro_batch)) {
-      const size_t end = std::min(mine.size(), at + static_cast<size_t>(options_.micro_batch));
-      const std::vector<const Sample*> piece(mine.begin() + static_cast<std::ptrdiff_t>(at),
-                                             mine.begin() + static_cast<std::ptrdiff_t>(end));
+    double nll_sum = 0;
+    for (const std::vector<const Sample*>& piece : MicroBatches(mine)) {
       TokenBatch b = DeviceBatch(piece);
       RL_ASSIGN_OR_RETURN(at::Tensor lp, TokenLogprobs(policy_, b.tokens, b.mask));
       at::Tensor nll = -(lp * b.mask).sum();
       (nll * scale).backward();
-      sft_nll_ += nll.item<double>();
-      sft_tokens_ += b.mask.sum().item<double>();
+      nll_sum += nll.item<double>();
     }
+    // The step's sft_loss is the whole batch's on every rank: the shares' NLL summed (every rank
+    // is here at once, CompleteGradients being SPMD), over the batch's tokens, known to all.
+    if (group_) {
+      at::Tensor sum = at::tensor(std::vector<double>{nll_sum}, at::kDouble);
+      RL_RETURN_IF_ERROR(group_->AllReduceSum(sum));
+      nll_sum = sum.item<double>();
+    }
+    sft_nll_ += nll_sum;
+    sft_tokens_ += tokens;
     return Status::OK();
   });
 }

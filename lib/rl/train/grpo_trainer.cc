@@ -250,18 +250,21 @@ Status GrpoTrainer::HeldAdvantages() {
   return Status::OK();
 }
 
+std::vector<std::vector<const Sample*>> GrpoTrainer::MicroBatches(const std::vector<const Sample*>& samples) const {
+  std::vector<const Sample*> sorted = samples;
+  auto length = [](const Sample* s) { return s->prompt_ids.size() + s->response_ids.size(); };
+  std::stable_sort(sorted.begin(), sorted.end(), [&](const Sample* a, const Sample* b) { return length(a) < length(b); });
+  std::vector<std::vector<const Sample*>> pieces;
+  for (size_t at = 0; at < sorted.size(); at += static_cast<size_t>(options_.micro_batch)) {
+    const size_t end = std::min(sorted.size(), at + static_cast<size_t>(options_.micro_batch));
+    pieces.emplace_back(sorted.begin() + static_cast<std::ptrdiff_t>(at), sorted.begin() + static_cast<std::ptrdiff_t>(end));
+  }
+  return pieces;
+}
+
 Result<GrpoTrainer::Totals> GrpoTrainer::Backward(const std::vector<const Sample*>& samples) {
-  // A micro-batch is padded to its longest sequence, so one runaway response (no <eos> until the
-  // context is full) would make its whole micro-batch that long: take the samples by length.
-  std::vector<size_t> order(samples.size());
-  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-  auto length = [&](size_t i) { return samples[i]->prompt_ids.size() + samples[i]->response_ids.size(); };
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return length(a) < length(b); });
   Totals total;
-  for (size_t at = 0; at < order.size(); at += options_.micro_batch) {
-    size_t end = std::min(order.size(), at + static_cast<size_t>(options_.micro_batch));
-    std::vector<const Sample*> piece;
-    for (size_t k = at; k < end; ++k) piece.push_back(samples[order[k]]);
+  for (const std::vector<const Sample*>& piece : MicroBatches(samples)) {
     RL_ASSIGN_OR_RETURN(Totals t, BackwardPiece(piece));
     total.Add(t);
   }
@@ -401,9 +404,7 @@ void GrpoTrainer::SetWeights(const Totals& t, StepStats* out) {
 Status GrpoTrainer::RecordPerToken(const std::vector<const Sample*>& samples, bool critic, TokenValues* out) {
   return model::TorchGuard("grpo per-token values", [&]() -> Status {
     c10::NoGradGuard no_grad;
-    for (size_t at = 0; at < samples.size(); at += options_.micro_batch) {
-      size_t end = std::min(samples.size(), at + static_cast<size_t>(options_.micro_batch));
-      std::vector<const Sample*> piece(samples.begin() + at, samples.begin() + end);
+    for (const std::vector<const Sample*>& piece : MicroBatches(samples)) {
       TokenBatch batch = DeviceBatch(piece);
       at::Tensor x;
       if (critic) {

@@ -121,7 +121,7 @@ struct StepStats {
   // whose value the clip held back.
   double value_loss = 0, value_clip_fraction = 0;
   // With an SFT mix: the token-mean NLL of the examples mixed into the step's updates (with ranks,
-  // of this rank's share of them).
+  // of all of them, the same on every rank).
   double sft_loss = 0;
   int64_t samples = 0, groups = 0, tokens = 0, updates = 0;
   int64_t min_version = 0, max_version = 0;
@@ -176,6 +176,10 @@ class GrpoTrainer {
   bool Buffered() const { return options_.minibatches * options_.epochs > 1 || !PerGroup(options_.advantage); }
   // Forward and backward over `samples` (advantages in adv_) in micro-batches, shortest first.
   Result<Totals> Backward(const std::vector<const Sample*>& samples);
+  // `samples` cut into micro-batches after a stable sort by length (prompt and response): a
+  // micro-batch is padded to its longest, so one runaway response (no <eos> until the context is
+  // full) would otherwise make its whole micro-batch that long.
+  std::vector<std::vector<const Sample*>> MicroBatches(const std::vector<const Sample*>& samples) const;
   Result<Totals> BackwardPiece(const std::vector<const Sample*>& samples);
   // The critic's half of a piece: its value loss backward; adds to *t.
   Status BackwardCritic(const std::vector<const Sample*>& samples, const TokenBatch& batch, Totals* t,
