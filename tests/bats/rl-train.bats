@@ -232,6 +232,28 @@ for l in open(sys.argv[1]):
   [ ! -e "$TMP/ckpt/weights-1.safetensors" ]
 }
 
+@test "grpo --world 2: ranks mixing in different SFT examples exit 78, both, naming --sft-data" {
+  small_sft
+  start_queue "$TMP/q" "${TASKS[@]}"
+  head -n 400 "$TMP/problems.jsonl" > "$TMP/sft-1.jsonl"
+  cp "$TMP/problems.jsonl" "$TMP/sft-0.jsonl"
+  port=$(free_port)
+  for r in 1 0; do
+    rl-train grpo --checkpoint-dir "$TMP/ckpt" --prompts "$TMP/problems.jsonl" --group-size 4 --prompts-per-step 4 \
+      --eval-size 8 --world 2 --rank "$r" --rendezvous "127.0.0.1:$port" --group-timeout 20 \
+      --sft-data "$TMP/sft-$r.jsonl" --response-key answer --sft-coef 0.5 2> "$TMP/rank$r.log" &
+    PIDS+=($!)
+  done
+  for p in "${PIDS[-2]}" "${PIDS[-1]}"; do
+    code=0
+    wait "$p" || code=$?
+    [ "$code" -eq 78 ]
+  done
+  grep -q "^rl-train: rank 1 was given another --sft-data than rank 0 (this rank's: 500 examples, fingerprint [0-9a-f]*): " "$TMP/rank0.log"
+  grep -q "^rl-train: rank 1 was given another --sft-data than rank 0 (this rank's: 400 examples, fingerprint [0-9a-f]*): " "$TMP/rank1.log"
+  [ ! -e "$TMP/ckpt/weights-1.safetensors" ]
+}
+
 @test "make-data --task words --response-format writes SFT responses the math verifier scores 1" {
   command -v rl-reward >/dev/null || skip "rl-reward is not built"
   for f in gsm8k boxed; do

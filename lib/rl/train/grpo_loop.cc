@@ -59,14 +59,14 @@ Status GrpoLoop::Start() {
   }
   RL_RETURN_IF_ERROR(MakeDirs(o_.checkpoint_dir));
   if (!o_.run_dir.empty()) RL_RETURN_IF_ERROR(events_.Open(o_.run_dir, "train", o_.id));
-  if (o_.world > 1) {
-    RL_RETURN_IF_ERROR(JoinGroup());
-    RL_RETURN_IF_ERROR(AgreeOnFlags());
-  }
   RL_ASSIGN_OR_RETURN(model::PromptEncoder encoder, model::OpenPromptEncoder(o_.prompt));
   encoder_ = std::make_shared<const model::PromptEncoder>(std::move(encoder));
   o_.grpo.pad_id = encoder_->dir().pad_id;
   if (o_.grpo.sft_coef > 0) RL_RETURN_IF_ERROR(LoadSftMix());
+  if (o_.world > 1) {  // after the SFT mix is encoded: the ranks compare its examples too
+    RL_RETURN_IF_ERROR(JoinGroup());
+    RL_RETURN_IF_ERROR(AgreeOnFlags());
+  }
   if (lead()) {  // the other ranks of a group neither feed, evaluate nor publish
     RL_ASSIGN_OR_RETURN(std::unique_ptr<PromptSource> source,
                         PromptSource::Open(o_.prompts, o_.prompt.dataset, encoder_));

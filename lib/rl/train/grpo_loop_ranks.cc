@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <iterator>
 
 #include "rl/model/device.h"
@@ -47,6 +48,33 @@ Status GrpoLoop::AgreeOnStart(const std::optional<Checkpoint>& ckpt) {
 
 namespace {
 
+// FNV-1a, 63 bits (the gather carries int64).
+int64_t Fingerprint(const std::string& text) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : text) h = (h ^ c) * 1099511628211ull;
+  return static_cast<int64_t>(h >> 1);
+}
+
+// The SFT mix's examples as encoded (token ids and loss masks), not the --sft-data path: each
+// machine may keep the file elsewhere, and the same path may hold another file on another
+// machine, or be encoded by another tokenizer.
+std::string SftExamplesDigest(const GrpoOptions& g) {
+  if (!g.sft_examples) return "none";
+  std::string bytes;
+  auto add = [&bytes](const std::vector<int64_t>& v) {
+    bytes.append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(int64_t));
+    bytes += '|';
+  };
+  for (const Sample& s : *g.sft_examples) {
+    add(s.prompt_ids);
+    add(s.response_ids);
+    add(s.loss_mask);
+  }
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(Fingerprint(bytes)));
+  return std::to_string(g.sft_examples->size()) + " examples, fingerprint " + hex;
+}
+
 // The flags every rank must share, by name: one rank training with another --lr or batch size
 // would still all-reduce, silently, into a step nobody asked for.
 std::vector<std::pair<const char*, std::string>> FlagsToAgreeOn(const GrpoLoopOptions& o) {
@@ -74,6 +102,7 @@ std::vector<std::pair<const char*, std::string>> FlagsToAgreeOn(const GrpoLoopOp
           {"--kl-estimator", num(static_cast<int>(g.kl_estimator))},
           {"--sft-coef", num(g.sft_coef)},
           {"--sft-batch", num(static_cast<double>(g.sft_batch))},
+          {"--sft-data", SftExamplesDigest(g)},
           {"--grad-clip", num(g.grad_clip)},
           {"--loss-norm", num(static_cast<int>(g.norm))},
           {"--loss-norm-constant", num(g.norm_constant)},
@@ -91,13 +120,6 @@ std::vector<std::pair<const char*, std::string>> FlagsToAgreeOn(const GrpoLoopOp
           // would make its gradient bucket another size.
           {"--critic-config", o.critic_config},
           {"--freeze", freeze}};
-}
-
-// FNV-1a, 63 bits (the gather carries int64).
-int64_t Fingerprint(const std::string& text) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : text) h = (h ^ c) * 1099511628211ull;
-  return static_cast<int64_t>(h >> 1);
 }
 
 }  // namespace
