@@ -1,5 +1,5 @@
 // The learning roles on a GPU against the same work on the CPU: forward passes, cached decoding,
-// the sampler, streaming generation, a GRPO step in float32 and in bf16 with masters, and the host snapshots a
+// the sampler, streaming generation, a GRPO step in float32 (with and without an SFT mix) and in bf16 with masters, and the host snapshots a
 // checkpoint and a weight publisher take. Every test skips where no CUDA device is visible (this
 // build, or a machine without a GPU); scripts/gpu-check.sh runs them on one.
 #include <ATen/ATen.h>
@@ -116,8 +116,11 @@ TEST(DeviceTrainTest, StreamingGenerationOnTheGpuMatchesTheCpu) {
 // to the host in float32.
 TEST(DeviceTrainTest, AGrpoStepOnTheGpuIsTheCpuStep) {
   REQUIRE_GPU();
-  for (bool bf16 : {false, true}) {
-    SCOPED_TRACE(bf16 ? "bf16" : "float32");
+  auto examples = std::make_shared<std::vector<Sample>>();  // an SFT mix's
+  for (const Group& g : Batch(23)) examples->insert(examples->end(), g.samples.begin(), g.samples.end());
+  for (int variant = 0; variant < 3; ++variant) {
+    const bool bf16 = variant == 1, sft = variant == 2;
+    SCOPED_TRACE(bf16 ? "bf16" : sft ? "float32 with an SFT mix" : "float32");
     std::vector<StepStats> stats;
     std::vector<model::NamedTensors> weights;
     for (const c10::Device& d : {kCpu, kGpu}) {
@@ -125,6 +128,11 @@ TEST(DeviceTrainTest, AGrpoStepOnTheGpuIsTheCpuStep) {
       o.schedule.lr = 1e-2;
       o.device = d;
       o.bf16 = bf16;
+      if (sft) {
+        o.sft_coef = 0.5;
+        o.sft_batch = 5;
+        o.sft_examples = examples;
+      }
       auto t = GrpoTrainer::Create(model::Transformer::Create(Tiny(), 7).value(), std::nullopt, o);
       ASSERT_TRUE(t.ok()) << t.status().ToString();
       EXPECT_EQ((*t)->policy().device(), d);
@@ -145,6 +153,8 @@ TEST(DeviceTrainTest, AGrpoStepOnTheGpuIsTheCpuStep) {
     const double tol = bf16 ? 2e-2 : 1e-4;
     EXPECT_NEAR(stats[1].loss, stats[0].loss, tol * std::max(1.0, std::abs(stats[0].loss)));
     EXPECT_NEAR(stats[1].grad_norm, stats[0].grad_norm, 5 * tol * stats[0].grad_norm);
+    EXPECT_NEAR(stats[1].sft_loss, stats[0].sft_loss, tol * std::max(1.0, stats[0].sft_loss));
+    if (sft) EXPECT_GT(stats[0].sft_loss, 0);
     int64_t close = 0, total = 0;
     for (size_t i = 0; i < weights[0].size(); ++i) {
       const at::Tensor diff = (weights[1][i].second - weights[0][i].second).abs();
