@@ -18,14 +18,17 @@
 # follows its sequences, so an empty slot costs little); --width 1024 0.238 -> 0.559, 1.33x.
 # --width W widens the model (hidden W, intermediate 8W/3, the demo's 3 layers): where a decode step
 # reads more weights than it computes with, as on a GPU, an emptied slot saves little time.
+# --ranks N: the rollout is a rollout group of N processes (rl-rollout run --ranks N, static
+# tensor parallelism over all of them), which refills at its checks (--check-every, default 8
+# rounds); its rounds are those of rank 0's replica. The rows are put once the group has formed.
 # Usage: refill.sh [--short] [--groups N] [--group-size N] [--slots N] [--max-new-tokens N] [--width W]
-#                  [--repeats N]
+#                  [--repeats N] [--ranks N] [--check-every N]
 #   --short: a smoke run for CI (16 groups in 16 slots, responses up to 48 tokens)
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 rl_tools
 
-groups=64 group=4 slots=64 max_new=160 repeats=1 width=
+groups=64 group=4 slots=64 max_new=160 repeats=1 width= ranks=1 check_every=8
 while [ $# -gt 0 ]; do
   case "$1" in
     --short) groups=16; slots=16; max_new=48 ;;
@@ -35,6 +38,8 @@ while [ $# -gt 0 ]; do
     --max-new-tokens) max_new="$2"; shift ;;
     --repeats) repeats="$2"; shift ;;
     --width) width="$2"; shift ;;
+    --ranks) ranks="$2"; shift ;;
+    --check-every) check_every="$2"; shift ;;
     *) echo "refill: unknown argument $1" >&2; exit 64 ;;
   esac
   shift
@@ -70,12 +75,29 @@ for ((r = 1; r <= repeats; r++)); do for mode in batch refill; do
   rl-queue serve --dir "$d/queue" --bind "$RL_QUEUE" --id 0 --log-level warn --declare generate=prompt_ids &
   pids+=($!)
   until rl-queue stat --timeout 0.2 >/dev/null 2>&1; do sleep 0.1; done
-  rl-queue put --repeat "$group" < "$run/prompts.jsonl" > /dev/null
-  rl-rollout run --checkpoint-dir "$run/ckpt" "${flags[@]}" --count "$slots" --slots "$slots" \
-    --max-new-tokens "$max_new" --threads 1 --seed 1 --temperature 1 --wait 0.2 --run-dir "$d" --id 0 \
-    --progress-interval 0 --log-level warn &
+  [ "$ranks" -eq 1 ] && rl-queue put --repeat "$group" < "$run/prompts.jsonl" > /dev/null
+  common=(--checkpoint-dir "$run/ckpt" "${flags[@]}" --count "$slots" --slots "$slots" --max-new-tokens "$max_new"
+          --threads 1 --seed 1 --temperature 1 --wait 0.2 --id 0 --progress-interval 0 --log-level warn)
+  if [ "$ranks" -gt 1 ]; then
+    common+=(--ranks "$ranks" --rendezvous "127.0.0.1:$(free_port)" --check-every "$check_every")
+    for ((k = 1; k < ranks; k++)); do
+      rl-rollout run "${common[@]}" --rank "$k" &
+      pids+=($!)
+    done
+    common+=(--rank 0)
+  fi
+  rl-rollout run "${common[@]}" --run-dir "$d" &
   rollout=$!
   pids+=($rollout)
+  if [ "$ranks" -gt 1 ]; then  # the rows once the group has formed: the batches run over it
+    for _ in $(seq 1 600); do
+      grep -qs '"event":"group".*"what":"formed"' "$d/events/rollout-0.jsonl" && break
+      sleep 0.1
+    done
+    grep -qs '"event":"group".*"what":"formed"' "$d/events/rollout-0.jsonl" ||
+      { echo "refill: the rollout group of $ranks did not form within 60 s" >&2; exit 70; }
+    rl-queue put --repeat "$group" < "$run/prompts.jsonl" > /dev/null
+  fi
   for _ in $(seq 1 6000); do
     [ "$(consumed)" -ge "$rows" ] && break
     if ! kill -0 "$rollout" 2>/dev/null; then  # it exited before the rows were done: say how

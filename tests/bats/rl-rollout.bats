@@ -178,7 +178,7 @@ for line in sys.stdin:
   grep -q '"event":"weights".*"version":3' "$ev"
 }
 
-@test "run --refill: groups join a running batch and each is put whole; not with a group or tools" {
+@test "run --refill: groups join a running batch and each is put whole; not with tools" {
   serve_groups 10
   rl-rollout run --checkpoint-dir "$TMP/ckpt" --refill --wait 0.5 --max-new-tokens 4 --count 8 --slots 8 \
     --run-dir "$TMP/run" --id r1 --progress-interval 0 2>"$TMP/rollout.log" &
@@ -201,14 +201,44 @@ assert len(batches) < 5 and sum(b["refills"] for b in batches) >= 1, batches
 assert all(b["leases"] == 1 + b["refills"] for b in batches), batches
 assert all(b["prompt_tokens"] > 0 and b["rounds"] > 0 for b in batches), batches  # what rl-profile plan fits
 PY
-  run rl-rollout run --weights "$MODEL" --refill --ranks 2 --rendezvous 127.0.0.1:1
-  [ "$status" -eq 64 ]
-  [ "$output" = "rl-rollout: --refill is not supported with --ranks > 1 or --tools (a group and conversations"\
-" generate batch by batch)" ]
   run rl-rollout run --weights "$MODEL" --refill --tools tcp://127.0.0.1:1
   [ "$status" -eq 64 ]
+  [ "$output" = "rl-rollout: --refill is not supported with --tools (conversations generate turn by turn)" ]
   run rl-rollout run --help
   [[ "$output" == *"--refill"*"[env RL_REFILL]"* ]]
+}
+
+@test "run --ranks 2 --refill: the group takes groups at its checks and puts each whole" {
+  start_queue "$TMP/q" --declare generate=prompt_ids --declare reward=prompt,response,answer
+  rl-rollout random-model --model "$RL_MODEL" --seed 3 --out "$TMP/tiny.safetensors" 2>/dev/null
+  local group
+  group=(--weights "$TMP/tiny.safetensors" --ranks 2 --rendezvous "127.0.0.1:$(free_port)" --id g --threads 1
+         --wait 0.5 --count 8 --slots 8 --max-new-tokens 6 --check-every 2 --refill --progress-interval 0)
+  rl-rollout run "${group[@]}" --rank 1 2>"$TMP/rank1.log" &
+  follower=$!
+  PIDS+=("$follower")
+  rl-rollout run "${group[@]}" --rank 0 --run-dir "$TMP/run" 2>"$TMP/rank0.log" &
+  leader=$!
+  PIDS+=("$leader")
+  # The rows once the group has formed, so that the batches run over it, not on the leader alone.
+  wait_for "$TMP/run/events/rollout-g.jsonl" '"event":"group".*"what":"formed"' 30
+  rl-reward make-data --count 10 --seed 2 | rl-train encode | rl-queue put --repeat 4 > /dev/null
+  wait_consumed 40
+  kill -TERM "$leader"
+  wait "$leader"
+  wait "$follower"
+  [ "$(task_stat generate consumed)" -eq 40 ]
+  [ "$(task_stat generate leased)" -eq 0 ]
+  [ "$(task_stat reward ready)" -eq 40 ]
+  [ "$(grep -c '"what":"lost"' "$TMP/run/events/rollout-g.jsonl")" -eq 0 ]
+  python3 - "$TMP/run/events/rollout-g.jsonl" <<'PY'
+import json, sys
+batches = [e for e in map(json.loads, open(sys.argv[1])) if e["event"] == "batch"]
+assert sum(b["rows"] for b in batches) == 40, batches
+assert sum(b["groups"] for b in batches) == 10, batches
+assert len(batches) < 5 and sum(b["refills"] for b in batches) >= 1, batches
+assert all(b["leases"] == 1 + b["refills"] for b in batches), batches
+PY
 }
 
 @test "run --ranks 2 re-forms in place: a follower killed with SIGKILL is replaced, the leader goes on alone meanwhile" {

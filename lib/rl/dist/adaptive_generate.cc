@@ -59,11 +59,13 @@ at::Tensor PadTo(const at::Tensor& t, int64_t dim, int64_t size) {
   return out;
 }
 
-// Moves the unfinished sequences of the replicas of degree `from` into those of degree `to`:
-// `place[k][i]` is the new replica of old replica k's i-th sequence (MergeInto). Over the whole
-// group, so that sequences may move between any replicas; this rank keeps the sequences of its new
-// replica (rank / to) and, of their KV cache, the key/value heads its new shard holds, which the
-// old replica's rank holding them sends (every rank of an old replica holds the same sequences).
+// Moves the unfinished sequences of the replicas of degree `from` into those of degree `to`,
+// wider (merging them) or narrower (splitting them): `place[k][i]` is the new replica of old
+// replica k's i-th sequence (MergeInto). Over the whole group, so that sequences may move between
+// any replicas; this rank keeps the sequences of its new replica (rank / to) and, of their KV
+// cache, the key/value heads its new shard holds, which the old replica's ranks holding them send
+// (every rank of an old replica holds the same sequences; narrower, a new shard's heads come from
+// several of them).
 Status Merge(Group& group, Replica::Exported mine, int from, int to, const std::vector<std::vector<int>>& place,
              const model::ModelConfig& config, const c10::Device& device, bool recompute, Replica* merged,
              SwitchRecord* record) {
@@ -135,9 +137,18 @@ Status Merge(Group& group, Replica::Exported mine, int from, int to, const std::
   }
   // The KV cache, layer by layer: gather every rank's valid entries, keep this rank's new heads.
   // They are [first, first + heads) of the whole model's; at degree `from` the old replica's rank
-  // first / old_heads held them, from offset first % old_heads of its own.
+  // h / old_heads held head h, at offset h % old_heads of its own: spans of (holder, offset, heads).
   const int64_t heads = config.kv_heads() / to, first = heads * (rank % to);
-  const int64_t old_heads = config.kv_heads() / from, holder = first / old_heads, offset = first % old_heads;
+  const int64_t old_heads = config.kv_heads() / from;
+  struct Span {
+    int64_t holder, offset, heads;
+  };
+  std::vector<Span> spans;
+  for (int64_t h = first; h < first + heads;) {
+    const Span span{h / old_heads, h % old_heads, std::min(old_heads - h % old_heads, first + heads - h)};
+    spans.push_back(span);
+    h += span.heads;
+  }
   std::vector<at::Tensor> keys, values;
   for (size_t l = 0; l < mine.keys.size(); ++l) {
     for (int kv = 0; kv < 2; ++kv) {
@@ -149,9 +160,16 @@ Status Merge(Group& group, Replica::Exported mine, int from, int to, const std::
       RL_RETURN_IF_ERROR(group.AllGather(padded, &parts));
       std::vector<at::Tensor> kept;
       for (const auto& [src, row] : sources) {
-        kept.push_back(parts[src + static_cast<size_t>(holder)].narrow(0, row, 1).narrow(1, offset, heads));
+        std::vector<at::Tensor> pieces;
+        for (const Span& span : spans) {
+          pieces.push_back(parts[src + static_cast<size_t>(span.holder)].narrow(0, row, 1).narrow(1, span.offset, span.heads));
+        }
+        kept.push_back(pieces.size() == 1 ? pieces[0] : at::cat(pieces, 1));
       }
-      (kv == 0 ? keys : values).push_back(kept.empty() ? padded.narrow(0, 0, 0).narrow(1, 0, heads) : at::cat(kept, 0));
+      std::vector<int64_t> none = padded.sizes().vec();
+      none[0] = 0;
+      none[1] = heads;
+      (kv == 0 ? keys : values).push_back(kept.empty() ? at::zeros(none, padded.options()) : at::cat(kept, 0));
     }
   }
   RL_RETURN_IF_ERROR(merged->PutActive(std::move(sequences), keys, values));
@@ -160,39 +178,111 @@ Status Merge(Group& group, Replica::Exported mine, int from, int to, const std::
   return Status::OK();
 }
 
-// Every rank's finished responses onto every rank: each prompt's response is held by one rank
-// (`owner`), the others contribute zeros to a sum.
-Status ShareOutputs(Group& group, const std::vector<bool>& owned, std::vector<model::Generation>* out) {
-  const auto p = static_cast<int64_t>(out->size());
-  at::Tensor lens = at::zeros({p}, at::kLong), stops = at::zeros({p}, at::kLong);
-  for (int64_t i = 0; i < p; ++i) {
-    if (!owned[static_cast<size_t>(i)]) continue;
-    lens[i] = static_cast<int64_t>((*out)[static_cast<size_t>(i)].response_ids.size());
-    stops[i] = static_cast<int64_t>((*out)[static_cast<size_t>(i)].stop);
+// The responses finished since they were last shared onto every rank: `unshared` are those this
+// rank speaks for (its replica's first rank's; the others of the replica hold the same), already
+// in *generations. Rows of (prompt, stop, length), the tokens and log-probabilities after them,
+// each rank's padded to the largest. Returns every prompt shared, in rank order.
+Result<std::vector<int64_t>> ShareFinished(Group& group, std::vector<int64_t>* unshared,
+                                           std::vector<model::Generation>* generations) {
+  std::vector<int64_t> shared;
+  if (group.size() == 1) {
+    shared.swap(*unshared);
+    return shared;
   }
-  RL_RETURN_IF_ERROR(group.AllReduceSum(lens));
-  RL_RETURN_IF_ERROR(group.AllReduceSum(stops));
-  const int64_t width = std::max<int64_t>(1, p > 0 ? lens.max().item<int64_t>() : 1);
-  at::Tensor ids = at::zeros({p, width}, at::kLong), lps = at::zeros({p, width}, at::kFloat);
-  for (int64_t i = 0; i < p; ++i) {
-    if (!owned[static_cast<size_t>(i)]) continue;
-    const model::Generation& g = (*out)[static_cast<size_t>(i)];
+  int64_t tokens = 0;
+  for (int64_t i : *unshared) tokens += static_cast<int64_t>((*generations)[static_cast<size_t>(i)].response_ids.size());
+  const auto count = static_cast<int64_t>(unshared->size());
+  std::vector<at::Tensor> sizes;
+  RL_RETURN_IF_ERROR(group.AllGather(at::tensor(std::vector<int64_t>{count, tokens}, at::kLong), &sizes));
+  int64_t rows_max = 1, tokens_max = 1;
+  for (const at::Tensor& t : sizes) {
+    rows_max = std::max(rows_max, t[0].item<int64_t>());
+    tokens_max = std::max(tokens_max, t[1].item<int64_t>());
+  }
+  at::Tensor rows = at::zeros({rows_max, 3}, at::kLong), ids = at::zeros({tokens_max}, at::kLong);
+  at::Tensor lps = at::zeros({tokens_max}, at::kFloat);
+  int64_t at = 0;
+  for (int64_t k = 0; k < count; ++k) {
+    const model::Generation& g = (*generations)[static_cast<size_t>((*unshared)[static_cast<size_t>(k)])];
     const auto n = static_cast<int64_t>(g.response_ids.size());
+    rows[k][0] = (*unshared)[static_cast<size_t>(k)];
+    rows[k][1] = static_cast<int64_t>(g.stop);
+    rows[k][2] = n;
     if (n == 0) continue;
-    ids[i].narrow(0, 0, n).copy_(at::tensor(g.response_ids, at::kLong));
-    lps[i].narrow(0, 0, n).copy_(at::tensor(g.logprobs, at::kFloat));
+    ids.narrow(0, at, n).copy_(at::tensor(g.response_ids, at::kLong));
+    lps.narrow(0, at, n).copy_(at::tensor(g.logprobs, at::kFloat));
+    at += n;
   }
-  RL_RETURN_IF_ERROR(group.AllReduceSum(ids));
-  RL_RETURN_IF_ERROR(group.AllReduceSum(lps));
-  for (int64_t i = 0; i < p; ++i) {
-    model::Generation& g = (*out)[static_cast<size_t>(i)];
-    const int64_t n = lens[i].item<int64_t>();
-    const at::Tensor row = ids[i].narrow(0, 0, n).contiguous(), lrow = lps[i].narrow(0, 0, n).contiguous();
-    g.response_ids.assign(row.data_ptr<int64_t>(), row.data_ptr<int64_t>() + n);
-    g.logprobs.assign(lrow.data_ptr<float>(), lrow.data_ptr<float>() + n);
-    g.stop = static_cast<model::StopReason>(stops[i].item<int64_t>());
+  std::vector<at::Tensor> all_rows, all_ids, all_lps;
+  RL_RETURN_IF_ERROR(group.AllGather(rows, &all_rows));
+  RL_RETURN_IF_ERROR(group.AllGather(ids, &all_ids));
+  RL_RETURN_IF_ERROR(group.AllGather(lps, &all_lps));
+  for (size_t r = 0; r < all_rows.size(); ++r) {
+    const int64_t* row = all_rows[r].data_ptr<int64_t>();
+    const int64_t* id = all_ids[r].data_ptr<int64_t>();
+    const float* lp = all_lps[r].data_ptr<float>();
+    int64_t from = 0;
+    for (int64_t k = 0; k < sizes[r][0].item<int64_t>(); ++k, row += 3) {
+      if (row[0] < 0 || static_cast<size_t>(row[0]) >= generations->size() || row[2] < 0 || from + row[2] > tokens_max) {
+        return Status::Internal("adaptive generate: a rank shared a response outside the stage");
+      }
+      shared.push_back(row[0]);
+      if (static_cast<int>(r) != group.rank()) {
+        model::Generation& g = (*generations)[static_cast<size_t>(row[0])];
+        g.response_ids.assign(id + from, id + from + row[2]);
+        g.logprobs.assign(lp + from, lp + from + row[2]);
+        g.stop = static_cast<model::StopReason>(row[1]);
+      }
+      from += row[2];
+    }
   }
-  return Status::OK();
+  unshared->clear();
+  return shared;
+}
+
+// Refill at a check: rank 0 asks for up to `free` more prompts (none when `free` is 0) and every
+// rank appends them to *prompts: [count, tokens] broadcast, then the lengths and the tokens.
+// `failed` is rank 0's error so far (an on_finished that failed): count -1 says the stage is
+// abandoned. Returns the count: rank 0 the error instead of -1.
+Result<int64_t> TakeMorePrompts(Group& group, const AdaptiveOptions& o, const model::ModelConfig& config, int64_t free,
+                                Status failed, std::vector<std::vector<int64_t>>* prompts) {
+  std::vector<std::vector<int64_t>> more;
+  if (group.rank() == 0 && failed.ok() && free > 0 && o.generate.more_prompts) {
+    Result<std::vector<std::vector<int64_t>>> got = o.generate.more_prompts(free);
+    if (got.ok()) {
+      more = std::move(*got);
+      failed = model::CheckGenerateRequest(config, more, o.generate);
+    } else {
+      failed = got.status();
+    }
+  }
+  std::vector<int64_t> lengths, flat;
+  for (const auto& p : more) {
+    lengths.push_back(static_cast<int64_t>(p.size()));
+    flat.insert(flat.end(), p.begin(), p.end());
+  }
+  at::Tensor head = at::tensor(std::vector<int64_t>{failed.ok() ? static_cast<int64_t>(more.size()) : -1,
+                                                    static_cast<int64_t>(flat.size())}, at::kLong);
+  RL_RETURN_IF_ERROR(group.Broadcast(head, 0));
+  const int64_t count = head[0].item<int64_t>(), tokens = head[1].item<int64_t>();
+  if (count < 0) {
+    if (group.rank() == 0) return failed;
+    return count;
+  }
+  if (count == 0) return count;
+  at::Tensor len_t = group.rank() == 0 ? at::tensor(lengths, at::kLong) : at::zeros({count}, at::kLong);
+  at::Tensor tok_t = group.rank() == 0 ? at::tensor(flat, at::kLong) : at::zeros({tokens}, at::kLong);
+  RL_RETURN_IF_ERROR(group.Broadcast(len_t, 0));
+  RL_RETURN_IF_ERROR(group.Broadcast(tok_t, 0));
+  const int64_t* len = len_t.data_ptr<int64_t>();
+  const int64_t* tok = tok_t.data_ptr<int64_t>();
+  int64_t at = 0;
+  for (int64_t i = 0; i < count; ++i) {
+    if (len[i] < 1 || at + len[i] > tokens) return Status::Internal("adaptive generate: added prompts overrun");
+    prompts->emplace_back(tok + at, tok + at + len[i]);
+    at += len[i];
+  }
+  return count;
 }
 
 // The decision at a check: the degree to widen to (0: stay) and the estimate it was taken on.
@@ -232,16 +322,28 @@ Decision Decide(const AdaptiveOptions& o, const LatencyModel* predictor, const s
   return d;
 }
 
-// Responses finished by this rank's replica (degree tp) so far move to `generations`; the
-// replica's first rank speaks for them when they are shared.
+// Responses finished by this rank's replica (degree tp) so far move to `generations`; those the
+// replica's first rank speaks for when they are shared go to *unshared.
 void Collect(std::vector<model::Generation>* out, int tp, int rank, std::vector<model::Generation>* generations,
-             std::vector<bool>* owned) {
+             std::vector<int64_t>* unshared) {
   for (size_t i = 0; i < out->size(); ++i) {
     if ((*out)[i].response_ids.empty()) continue;
     (*generations)[i] = std::move((*out)[i]);
     (*out)[i] = model::Generation{};
-    (*owned)[i] = rank % tp == 0;
+    if (rank % tp == 0) unshared->push_back(static_cast<int64_t>(i));
   }
+}
+
+// Where refilled prompts go: each to the replica holding the fewest sequences (ties: the lower
+// index), from `held` per replica. Every rank deals alike.
+std::vector<int> Deal(std::vector<int64_t> held, int64_t count) {
+  std::vector<int> to;
+  for (int64_t i = 0; i < count; ++i) {
+    const auto least = std::min_element(held.begin(), held.end()) - held.begin();
+    ++held[static_cast<size_t>(least)];
+    to.push_back(static_cast<int>(least));
+  }
+  return to;
 }
 
 }  // namespace
@@ -271,6 +373,9 @@ Result<AdaptiveResult> AdaptiveGenerate(Group& group, const model::Transformer& 
   if (o.predictor != nullptr && o.adaptive && o.start_tp < n && !o.predictor->Has(o.start_tp)) {
     return Status::InvalidArgument("adaptive generate: the profile lacks tp " + std::to_string(o.start_tp));
   }
+  if (o.refill && !o.generate.max_new_tokens_each.empty()) {
+    return Status::InvalidArgument("adaptive generate: refill takes no per-prompt budgets");
+  }
   RL_RETURN_IF_ERROR(model::CheckTensorParallel(whole.config(), o.start_tp));
   RL_RETURN_IF_ERROR(model::CheckGenerateRequest(whole.config(), prompts, o.generate));
   const Clock::time_point start = Clock::now();
@@ -289,9 +394,12 @@ Result<AdaptiveResult> AdaptiveGenerate(Group& group, const model::Transformer& 
     RL_ASSIGN_OR_RETURN(Group g, group.TensorParallelGroup(t));
     RL_ASSIGN_OR_RETURN(comms[t], g.TensorParallel());
   }
-  // Responses finished by this rank's replica since the last switch, and those collected so far.
+  // The stage's prompts: the caller's, then those a refill adds (the replicas point at them).
+  std::vector<std::vector<int64_t>> all_prompts = prompts;
+  // Responses finished by this rank's replica since the last switch, and those this rank speaks
+  // for that the others have not been given yet.
   std::vector<model::Generation> out(prompts.size());
-  std::vector<bool> owned(prompts.size(), false);
+  std::vector<int64_t> unshared;
   const int64_t slots = o.generate.slots;
   int tp = o.start_tp;
   // The shard the replica decodes with (none at degree 1: the whole model); held by pointer, as
@@ -304,13 +412,47 @@ Result<AdaptiveResult> AdaptiveGenerate(Group& group, const model::Transformer& 
   std::optional<Replica> replica;
   {
     const int replicas = n / tp, me = rank / tp;
-    RL_ASSIGN_OR_RETURN(Replica r, Replica::Create(shard ? shard.get() : &whole, slots * tp, &prompts, &o.generate,
-                                                   o.generate.seed + static_cast<uint64_t>(me)));
+    RL_ASSIGN_OR_RETURN(Replica r, Replica::Create(shard ? shard.get() : &whole, slots * tp, &all_prompts,
+                                                   &o.generate, o.generate.seed + static_cast<uint64_t>(me)));
     replica.emplace(std::move(r));
     for (size_t i = static_cast<size_t>(me); i < prompts.size(); i += static_cast<size_t>(replicas)) {
       replica->AddPending(static_cast<int64_t>(i));
     }
   }
+  // To degree `to`, each unfinished sequence to its replica in `place`; returns how many
+  // sequences each new replica holds.
+  auto switch_to = [&](int to, const std::vector<std::vector<int>>& place, SwitchRecord record) -> Result<std::vector<int64_t>> {
+    record.from = tp;
+    record.to = to;
+    Clock::time_point t = Clock::now();
+    std::unique_ptr<model::Transformer> next_shard;
+    if (to > 1) {
+      RL_ASSIGN_OR_RETURN(model::Transformer s, whole.Shard(comms.at(to)));
+      next_shard = std::make_unique<model::Transformer>(std::move(s));
+    }
+    model::Synchronize(whole.device());
+    record.reshard_s = Since(t);
+    t = Clock::now();
+    RL_ASSIGN_OR_RETURN(Replica::Exported mine, replica->TakeActive());
+    Collect(&out, tp, rank, &result.generations, &unshared);
+    const uint64_t seed = o.generate.seed + 7919u * (result.switches.size() + 1) + static_cast<uint64_t>(rank / to);
+    RL_ASSIGN_OR_RETURN(Replica next, Replica::Create(next_shard ? next_shard.get() : &whole, slots * to, &all_prompts,
+                                                      &o.generate, seed));
+    record.other_s = Since(t);
+    RL_RETURN_IF_ERROR(TorchGuard("adaptive generate: switch", [&]() -> Status {
+      return Merge(group, std::move(mine), tp, to, place, whole.config(), whole.device(), record.recompute, &next,
+                   &record);
+    }));
+    replica.emplace(std::move(next));
+    shard = std::move(next_shard);
+    tp = to;
+    result.switches.push_back(record);
+    std::vector<int64_t> held(static_cast<size_t>(n / to), 0);
+    for (const auto& p : place) {
+      for (int r : p) ++held[static_cast<size_t>(r)];
+    }
+    return held;
+  };
   int64_t round = 0;
   int check = 0;
   for (;;) {
@@ -328,14 +470,14 @@ Result<AdaptiveResult> AdaptiveGenerate(Group& group, const model::Transformer& 
       result.trace.push_back(r);
     }
     ++round;
-    if (tp == n) {
+    if (tp == n && !o.refill) {
       // One replica over every rank: the ranks move in lockstep and finish together.
       if (replica->done()) break;
       continue;
     }
     // Static replicas run on their own: they meet once, each when done (a replica done first
-    // waits there for the others, as long as they take).
-    if (!o.adaptive && !replica->done()) continue;
+    // waits there for the others, as long as they take); with refill, at every check.
+    if (!o.adaptive && !o.refill && !replica->done()) continue;
     // Adaptive ones meet every check_every rounds; a replica with nothing left idles to the next.
     if (round % o.check_every != 0 && !replica->done()) continue;
     if (replica->done()) round = (round + o.check_every - 1) / o.check_every * o.check_every;
@@ -345,12 +487,58 @@ Result<AdaptiveResult> AdaptiveGenerate(Group& group, const model::Transformer& 
     const int this_check = check++;
     bool all_done = pending == 0;
     for (const ReplicaLoad& l : loads) all_done = all_done && l.empty();
-    if (all_done) break;
-    if (!o.adaptive || pending > 0) continue;
     // Every rank of a replica reports its loads; its first rank's stand for it (pending counted
-    // once per replica is not needed: any pending prompt stops the decision).
+    // once per replica is not needed: any pending prompt stops a decision or a refill).
     std::vector<ReplicaLoad> by_replica;
     for (int k = 0; k < n / tp; ++k) by_replica.push_back(loads[static_cast<size_t>(k * tp)]);
+    int64_t added = 0;
+    if (o.refill) {
+      Collect(&out, tp, rank, &result.generations, &unshared);
+      Result<std::vector<int64_t>> shared = TorchGuard("adaptive generate: share", [&]() {
+        return ShareFinished(group, &unshared, &result.generations);
+      });
+      if (!shared.ok()) return shared.status();
+      Status failed = Status::OK();
+      for (int64_t i : *shared) {
+        if (rank != 0 || !o.generate.on_finished || !failed.ok()) break;
+        failed = o.generate.on_finished(static_cast<size_t>(i), result.generations[static_cast<size_t>(i)]);
+      }
+      int64_t active = 0;
+      for (const ReplicaLoad& l : by_replica) active += static_cast<int64_t>(l.size());
+      const int64_t free = pending == 0 ? n * slots - active : 0;
+      RL_ASSIGN_OR_RETURN(added, TorchGuard("adaptive generate: refill", [&]() {
+                            return TakeMorePrompts(group, o, whole.config(), free, failed, &all_prompts);
+                          }));
+      if (added < 0) {  // rank 0 returned its error above
+        result.abandoned = true;
+        break;
+      }
+      out.resize(all_prompts.size());
+      result.generations.resize(all_prompts.size());
+      if (added > 0) ++result.refills;
+    }
+    if (all_done && added == 0) break;
+    if (added > 0) {
+      // New work: back to start_tp's narrow replicas first, then the prompts to the emptiest.
+      std::vector<int64_t> held;
+      if (tp > o.start_tp) {
+        SwitchRecord record;
+        record.round = round;
+        record.recompute = o.move == AdaptiveOptions::Move::kRecompute;
+        for (const ReplicaLoad& l : by_replica) record.sequences += static_cast<int64_t>(l.size());
+        const int to = o.start_tp;
+        RL_ASSIGN_OR_RETURN(held, switch_to(to, MergeInto(by_replica, n / to, slots * to), record));
+      } else {
+        for (const ReplicaLoad& l : by_replica) held.push_back(static_cast<int64_t>(l.size()));
+      }
+      const std::vector<int> dealt = Deal(held, added);
+      const auto first = static_cast<int64_t>(all_prompts.size()) - added;
+      for (int64_t i = 0; i < added; ++i) {
+        if (dealt[static_cast<size_t>(i)] == rank / tp) replica->AddPending(first + i);
+      }
+      continue;
+    }
+    if (!o.adaptive || pending > 0) continue;
     // The profile as the calibration has followed the machine so far.
     std::optional<LatencyModel> calibrated;
     if (o.predictor != nullptr && o.calibration != nullptr) calibrated = o.predictor->Scaled(o.calibration->scale());
@@ -367,38 +555,18 @@ Result<AdaptiveResult> AdaptiveGenerate(Group& group, const model::Transformer& 
     }
     SwitchRecord record;
     record.round = round;
-    record.from = tp;
-    record.to = d.to;
     record.predicted = d.estimate;
     record.recompute = o.move == AdaptiveOptions::Move::kRecompute ||
                        (o.move == AdaptiveOptions::Move::kAuto && d.estimate.recompute);
     for (const ReplicaLoad& l : by_replica) record.sequences += static_cast<int64_t>(l.size());
-    const std::vector<std::vector<int>> place = MergeInto(by_replica, n / d.to, slots * d.to);
-    Clock::time_point t = Clock::now();
-    RL_ASSIGN_OR_RETURN(model::Transformer s, whole.Shard(comms.at(d.to)));
-    auto next_shard = std::make_unique<model::Transformer>(std::move(s));
-    model::Synchronize(whole.device());
-    record.reshard_s = Since(t);
-    t = Clock::now();
-    RL_ASSIGN_OR_RETURN(Replica::Exported mine, replica->TakeActive());
-    Collect(&out, tp, rank, &result.generations, &owned);
-    const uint64_t seed = o.generate.seed + 7919u * (result.switches.size() + 1) + static_cast<uint64_t>(rank / d.to);
-    RL_ASSIGN_OR_RETURN(Replica next, Replica::Create(next_shard.get(), slots * d.to, &prompts, &o.generate, seed));
-    record.other_s = Since(t);
-    RL_RETURN_IF_ERROR(TorchGuard("adaptive generate: switch", [&]() -> Status {
-      return Merge(group, std::move(mine), tp, d.to, place, whole.config(), whole.device(), record.recompute, &next,
-                   &record);
-    }));
-    replica.emplace(std::move(next));
-    shard = std::move(next_shard);
-    tp = d.to;
-    result.switches.push_back(record);
+    RL_RETURN_IF_ERROR(switch_to(d.to, MergeInto(by_replica, n / d.to, slots * d.to), record).status());
   }
-  Collect(&out, tp, rank, &result.generations, &owned);
-  if (n > 1) {
-    RL_RETURN_IF_ERROR(TorchGuard("adaptive generate: share", [&]() -> Status {
-      return ShareOutputs(group, owned, &result.generations);
-    }));
+  Collect(&out, tp, rank, &result.generations, &unshared);
+  if (!result.abandoned) {
+    RL_ASSIGN_OR_RETURN(std::vector<int64_t> shared, TorchGuard("adaptive generate: share", [&]() {
+                          return ShareFinished(group, &unshared, &result.generations);
+                        }));
+    (void)shared;  // with refill every response was shared (and told) at the last check
   }
   result.seconds = Since(start);
   return result;

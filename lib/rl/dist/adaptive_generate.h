@@ -19,6 +19,14 @@
 // the communication groups of every degree are made once, before the first round, and kept in
 // the group for later stages. With greedy decoding the tokens are those of a run that never
 // switches.
+// Refill (AdaptiveOptions::refill): the stage takes new prompts while it runs, as model::Generate
+// does with more_prompts. At every check (every check_every rounds, whatever the degree, static
+// replicas and one replica over every rank included) the responses finished since the last check
+// are shared, rank 0 tells its on_finished of each, and when nothing is pending and slots are
+// free rank 0 asks its more_prompts for more and broadcasts them. New prompts go to the replicas
+// with the fewest sequences. Arriving while the stage is wider than start_tp, they narrow it back
+// first (the state moves as when widening, split instead of merged): PAT's rule, many narrow
+// replicas while there is work for them, wide ones for the tail alone.
 // Thread safety: every rank calls this at once with the same prompts and options (SPMD).
 #pragma once
 
@@ -48,8 +56,13 @@ struct AdaptiveOptions {
   // Tests: from this check (0-based) on, widen to the next degree at every check, whatever the
   // predictor (1 -> 2 -> 4 with N = 4).
   int force_switch_check = -1;
-  // Static replicas meet only when done: how long the first done may wait for the others.
+  // Static replicas meet only when done (with refill, at every check): how long the first there
+  // may wait for the others.
   int64_t idle_timeout_ms = 24LL * 3600 * 1000;
+  // Every rank: the stage takes new prompts (see the file comment); generate.more_prompts and
+  // generate.on_finished are rank 0's (the other ranks' are not called). Not with
+  // generate.max_new_tokens_each.
+  bool refill = false;
 };
 
 struct SwitchRecord {
@@ -77,7 +90,13 @@ struct RoundTrace {
 };
 
 struct AdaptiveResult {
-  std::vector<model::Generation> generations;  // one per prompt, the same on every rank
+  // One per prompt (with refill, the caller's and then those more_prompts added), the same on
+  // every rank.
+  std::vector<model::Generation> generations;
+  int64_t refills = 0;     // checks at which more_prompts gave prompts
+  // Rank 0's more_prompts or on_finished failed: it returns that error, the other ranks this flag
+  // (with what they had), so that none waits for the rest of a stage that will not come.
+  bool abandoned = false;
   std::vector<SwitchRecord> switches;
   std::vector<RoundTrace> trace;
   double seconds = 0;  // the stage, on this rank (the last collective ends it on every rank)
@@ -88,7 +107,7 @@ struct AdaptiveResult {
 std::vector<int> TensorParallelDegrees(const model::ModelConfig& config, int ranks);
 
 // InvalidArgument for bad options (a start_tp that does not divide the group's size, no
-// predictor, a predictor without start_tp), Config when the model does not split at start_tp,
+// predictor, a predictor without start_tp, refill with per-prompt budgets), Config when the model does not split at start_tp,
 // Unavailable when a rank is lost (the stage is then abandoned: its prompts' leases come back to
 // the queue).
 Result<AdaptiveResult> AdaptiveGenerate(Group& group, const model::Transformer& whole,

@@ -1,5 +1,6 @@
-// The adaptive engine against plain generation: whatever the configuration and however the state
-// moves at a switch, greedy decoding gives the tokens of the whole model decoding alone.
+// The adaptive engine against plain generation: whatever the configuration, however the state
+// moves at a switch, and with prompts added as it runs (refill), greedy decoding gives the tokens
+// of the whole model decoding alone.
 #include "rl/dist/adaptive_generate.h"
 
 #include <gtest/gtest.h>
@@ -243,6 +244,203 @@ TEST(AdaptiveGenerateTest, ARolloutGroupChecksAndSwitchesByItsLeadersSettings) {
   EXPECT_TRUE(follower.ok()) << follower.ToString();
 }
 
+// Refill: ten prompts, four at the start and two refills of three, against plain generation of
+// all ten. The force rule widens at every check without new prompts, so the stage goes
+// 1 -> 2 -> 1 (the first refill) -> 2 ... and every move keeps the greedy tokens.
+struct RefillRun {
+  std::vector<std::vector<int64_t>> start, extra;
+  std::vector<Generation> expected;  // of start + extra
+};
+
+RefillRun MakeRefill(const Fixture& f) {
+  RefillRun r;
+  r.start.assign(f.work.prompts.begin(), f.work.prompts.begin() + 4);
+  r.extra.assign(f.work.prompts.begin() + 4, f.work.prompts.begin() + 10);
+  std::vector<std::vector<int64_t>> all = r.start;
+  all.insert(all.end(), r.extra.begin(), r.extra.end());
+  model::GenerateOptions g = f.gen;
+  g.max_new_tokens_each.clear();
+  g.max_new_tokens = 10;
+  auto expected = model::Generate(*f.whole, all, g);
+  EXPECT_TRUE(expected.ok());
+  r.expected = *expected;
+  return r;
+}
+
+// Rank 0's more_prompts: nothing at its first call (the stage widens), then the extras three at a
+// time, then nothing. Its on_finished records what it is told.
+struct RefillSource {
+  explicit RefillSource(const RefillRun* r) : run(r) {}
+  const RefillRun* run;
+  int calls = 0;
+  size_t given = 0;
+  std::vector<std::pair<size_t, Generation>> told;
+  model::MorePrompts More() {
+    return [this](int64_t free) -> Result<std::vector<std::vector<int64_t>>> {
+      EXPECT_GT(free, 0);
+      if (calls++ == 0 || given == run->extra.size()) return std::vector<std::vector<int64_t>>();
+      std::vector<std::vector<int64_t>> out(run->extra.begin() + static_cast<std::ptrdiff_t>(given),
+                                            run->extra.begin() + static_cast<std::ptrdiff_t>(given + 3));
+      given += 3;
+      return out;
+    };
+  }
+  model::OnFinished Told() {
+    return [this](size_t i, const Generation& g) -> Status {
+      told.emplace_back(i, g);
+      return Status::OK();
+    };
+  }
+};
+
+void ExpectRefilled(const RefillRun& run, const RefillSource& src, const std::vector<AdaptiveResult>& results,
+                    const char* what) {
+  for (size_t r = 0; r < results.size(); ++r) {
+    ASSERT_EQ(results[r].generations.size(), run.expected.size()) << what;
+    EXPECT_EQ(results[r].refills, 2) << what;
+    for (size_t i = 0; i < run.expected.size(); ++i) {
+      EXPECT_EQ(results[r].generations[i].response_ids, run.expected[i].response_ids) << what << " prompt " << i;
+      EXPECT_EQ(results[r].generations[i].logprobs.size(), run.expected[i].logprobs.size()) << what;
+    }
+  }
+  // Rank 0 was told of every response once, as the one it returns.
+  ASSERT_EQ(src.told.size(), run.expected.size()) << what;
+  std::vector<bool> seen(run.expected.size(), false);
+  for (const auto& [i, g] : src.told) {
+    ASSERT_LT(i, seen.size());
+    EXPECT_FALSE(seen[i]) << what << " prompt " << i << " told twice";
+    seen[i] = true;
+    EXPECT_EQ(g.response_ids, run.expected[i].response_ids) << what;
+  }
+}
+
+std::vector<AdaptiveResult> RunRefill(const Fixture& f, const RefillRun& run, AdaptiveOptions o, RefillSource* src) {
+  o.refill = true;
+  o.generate.max_new_tokens_each.clear();
+  o.generate.max_new_tokens = 10;
+  std::vector<AdaptiveResult> results(2);
+  RunRanks(2, [&](Group& g) {
+    AdaptiveOptions mine = o;
+    if (g.rank() == 0) {
+      mine.generate.more_prompts = src->More();
+      mine.generate.on_finished = src->Told();
+    }
+    auto r = AdaptiveGenerate(g, *f.whole, run.start, mine);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    results[static_cast<size_t>(g.rank())] = std::move(*r);
+  });
+  return results;
+}
+
+TEST(AdaptiveGenerateTest, RefillTakesPromptsAtChecksAndSplitsWideReplicasForThem) {
+  for (Architecture arch : {Architecture::kLlama, Architecture::kQwen3}) {
+    const Fixture f = MakeFixture(arch);
+    const RefillRun run = MakeRefill(f);
+    AdaptiveOptions o;
+    o.generate = f.gen;
+    o.check_every = 2;
+    o.force_switch_check = 0;
+    for (auto move : {AdaptiveOptions::Move::kMigrate, AdaptiveOptions::Move::kRecompute}) {
+      o.move = move;
+      const char* what = move == AdaptiveOptions::Move::kMigrate ? "migrated" : "recomputed";
+      RefillSource src(&run);
+      const auto results = RunRefill(f, run, o, &src);
+      ExpectRefilled(run, src, results, what);
+      int widened = 0, split = 0;
+      for (const SwitchRecord& s : results[0].switches) {
+        widened += s.from == 1 && s.to == 2;
+        split += s.from == 2 && s.to == 1;
+        EXPECT_EQ(s.recompute, move == AdaptiveOptions::Move::kRecompute) << what;
+      }
+      EXPECT_GE(widened, 1) << what;
+      EXPECT_GE(split, 1) << what;
+    }
+  }
+}
+
+TEST(AdaptiveGenerateTest, StaticReplicasAndOneReplicaOverEveryRankRefillToo) {
+  const Fixture f = MakeFixture(Architecture::kQwen2);
+  const RefillRun run = MakeRefill(f);
+  AdaptiveOptions o;
+  o.generate = f.gen;
+  o.check_every = 3;
+  o.adaptive = false;
+  for (int tp : {1, 2}) {
+    o.start_tp = tp;
+    RefillSource src(&run);
+    const auto results = RunRefill(f, run, o, &src);
+    ExpectRefilled(run, src, results, tp == 1 ? "static tp 1" : "static tp 2");
+    EXPECT_TRUE(results[0].switches.empty());
+  }
+}
+
+// Rank 0's source failing mid-stage: rank 0 returns its error, the other rank gives up the stage
+// instead of waiting for it.
+TEST(AdaptiveGenerateTest, ARefillThatFailsOnRankZeroEndsTheStageOnEveryRank) {
+  const Fixture f = MakeFixture(Architecture::kLlama);
+  const RefillRun run = MakeRefill(f);
+  std::vector<Status> status(2);
+  std::vector<bool> abandoned(2, false);
+  RunRanks(2, [&](Group& g) {
+    AdaptiveOptions o;
+    o.generate = f.gen;
+    o.generate.max_new_tokens_each.clear();
+    o.generate.max_new_tokens = 10;
+    o.adaptive = false;
+    o.check_every = 2;
+    o.refill = true;
+    if (g.rank() == 0) {
+      o.generate.more_prompts = [](int64_t) -> Result<std::vector<std::vector<int64_t>>> {
+        return Status::Unavailable("the queue went away");
+      };
+    }
+    auto r = AdaptiveGenerate(g, *f.whole, run.start, o);
+    status[static_cast<size_t>(g.rank())] = r.status();
+    if (r.ok()) abandoned[static_cast<size_t>(g.rank())] = r->abandoned;
+  });
+  EXPECT_EQ(status[0].code(), Code::kUnavailable);
+  EXPECT_EQ(status[0].message(), "the queue went away");
+  EXPECT_TRUE(status[1].ok()) << status[1].ToString();
+  EXPECT_TRUE(abandoned[1]);
+}
+
+// Through a rollout group: the leader's more_prompts and on_finished, the follower told by the
+// request that the batch refills.
+TEST(AdaptiveGenerateTest, ARolloutGroupLeaderRefillsItsBatch) {
+  const Fixture f = MakeFixture(Architecture::kQwen2);
+  const RefillRun run = MakeRefill(f);
+  const LatencyModel fast = Profile(1.8, 0.001);
+  Status follower = Status::Internal("not run");
+  RefillSource src(&run);
+  RunRanks(2, [&](Group& g) {
+    GroupGenerateOptions opts;
+    opts.predictor = &fast;
+    opts.check_every = 2;
+    opts.margin = 0;
+    if (g.rank() == 1) {
+      auto seed_model = Transformer::Create(f.config, 99);
+      ASSERT_TRUE(seed_model.ok());
+      follower = RunGroupFollower(g, *seed_model, opts);
+      return;
+    }
+    GroupLeader leader(&g, opts);
+    model::GenerateOptions go = f.gen;
+    go.max_new_tokens_each.clear();
+    go.max_new_tokens = 10;
+    go.slots = 6;
+    go.more_prompts = src.More();
+    go.on_finished = src.Told();
+    auto got = leader.Generate(*f.whole, 1, run.start, go, nullptr);
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    AdaptiveResult r;
+    r.generations = *got;
+    r.refills = 2;  // the leader's Generate returns the responses alone
+    ExpectRefilled(run, src, {r}, "group");
+    EXPECT_TRUE(leader.Stop().ok());
+  });
+  EXPECT_TRUE(follower.ok()) << follower.ToString();
+}
+
 TEST(AdaptiveGenerateTest, BadOptionsAreRefused) {
   const Fixture f = MakeFixture(Architecture::kLlama);
   RunRanks(2, [&](Group& g) {
@@ -251,6 +449,9 @@ TEST(AdaptiveGenerateTest, BadOptionsAreRefused) {
     o.start_tp = 3;
     EXPECT_EQ(AdaptiveGenerate(g, *f.whole, f.work.prompts, o).status().code(), Code::kInvalidArgument);
     o.start_tp = 1;  // adaptive without a predictor
+    EXPECT_EQ(AdaptiveGenerate(g, *f.whole, f.work.prompts, o).status().code(), Code::kInvalidArgument);
+    o.adaptive = false;
+    o.refill = true;  // with per-prompt budgets
     EXPECT_EQ(AdaptiveGenerate(g, *f.whole, f.work.prompts, o).status().code(), Code::kInvalidArgument);
   });
 }

@@ -33,6 +33,7 @@ enum Field : int64_t {
   kMarginPpm,   // must decide alike
   kGpu,         // 1: the leader's model is on a GPU (every rank's must be: their collectives meet there)
   kShape,       // ShapeOf the leader's model: a follower's must match, or the weights would not fit
+  kRefill,      // 1: the leader takes more prompts during the batch (AdaptiveOptions::refill)
   kFields
 };
 constexpr int64_t kStop = 0, kGenerate = 1;
@@ -93,12 +94,14 @@ Status ExchangeBody(Group& group, Request* r) {
   return Status::OK();
 }
 
-Result<std::vector<model::Generation>> RunOnGroup(Group& group, const model::Transformer& model,
-                                                  const std::vector<std::vector<int64_t>>& prompts,
-                                                  const model::GenerateOptions& go,
-                                                  const GroupGenerateOptions& options) {
+// The leader's go carries its more_prompts and on_finished; a follower's has none but `refill`
+// from the header.
+Result<AdaptiveResult> RunOnGroup(Group& group, const model::Transformer& model,
+                                  const std::vector<std::vector<int64_t>>& prompts, const model::GenerateOptions& go,
+                                  const GroupGenerateOptions& options, bool refill) {
   AdaptiveOptions a;
   a.generate = go;
+  a.refill = refill;
   a.adaptive = options.predictor != nullptr;
   a.start_tp = a.adaptive ? 1 : group.size();
   a.predictor = options.predictor;
@@ -107,8 +110,8 @@ Result<std::vector<model::Generation>> RunOnGroup(Group& group, const model::Tra
   a.margin = options.margin;
   // The leader's slots are the group's: each of the N replicas (or the N ranks' one) takes a share.
   a.generate.slots = std::max<int64_t>(1, go.slots / group.size());
-  RL_ASSIGN_OR_RETURN(AdaptiveResult r, AdaptiveGenerate(group, model, prompts, a));
-  return std::move(r.generations);
+  // Abandoned (a follower's: the leader returned its error): the group waits for the next request.
+  return AdaptiveGenerate(group, model, prompts, a);
 }
 
 }  // namespace
@@ -123,25 +126,30 @@ Result<std::vector<model::Generation>> GroupLeader::Generate(const model::Transf
     if (formed) sent_any_ = false;  // the new group's followers hold no weights yet
     group_ = host_->group();
   }
-  Result<std::vector<model::Generation>> out = Status::Unavailable("rollout group: no group");
+  Result<AdaptiveResult> out = Status::Unavailable("rollout group: no group");
   if (group_ != nullptr) {
     out = OnGroup(model, version, prompts, go);
     if (!out.ok() && host_ != nullptr && out.status().code() == Code::kUnavailable) {
       host_->Drop(out.status().message());
       group_ = nullptr;
+      // Streaming, some responses were handed out already: generating the batch again alone
+      // would hand them out twice. The caller gives the rest back; the next batch goes alone.
+      if (go.more_prompts) return out.status();
     }
   }
   if (group_ == nullptr && host_ != nullptr) {  // the leader holds the whole model: alone
     return model::Generate(model, prompts, go, stats);
   }
-  if (out.ok() && stats != nullptr) {
+  if (!out.ok()) return out.status();
+  if (stats != nullptr) {
     *stats = model::GenerateStats{};
-    for (const auto& g : *out) stats->new_tokens += static_cast<int64_t>(g.response_ids.size());
+    for (const auto& g : out->generations) stats->new_tokens += static_cast<int64_t>(g.response_ids.size());
+    stats->steps = static_cast<int64_t>(out->trace.size());  // the rounds of rank 0's replica
   }
-  return out;
+  return std::move(out->generations);
 }
 
-Result<std::vector<model::Generation>> GroupLeader::OnGroup(const model::Transformer& model, uint64_t version,
+Result<AdaptiveResult> GroupLeader::OnGroup(const model::Transformer& model, uint64_t version,
                                                             const std::vector<std::vector<int64_t>>& prompts,
                                                             const model::GenerateOptions& go) {
   Request r;
@@ -169,6 +177,7 @@ Result<std::vector<model::Generation>> GroupLeader::OnGroup(const model::Transfo
     h[kMarginPpm] = std::llround(options_.margin * 1e6);
     h[kGpu] = model.device().is_cuda() ? 1 : 0;
     h[kShape] = ShapeOf(model);
+    h[kRefill] = go.more_prompts ? 1 : 0;
     r.sampling[0] = go.sampling.temperature;
     r.sampling[1] = go.sampling.top_p;
     r.lengths = at::tensor(lengths, at::kLong);
@@ -185,7 +194,7 @@ Result<std::vector<model::Generation>> GroupLeader::OnGroup(const model::Transfo
     sent_any_ = true;
     sent_version_ = version;
   }
-  return RunOnGroup(*group_, model, prompts, go, options_);
+  return RunOnGroup(*group_, model, prompts, go, options_, go.more_prompts != nullptr);
 }
 
 Status GroupLeader::Stop() {
@@ -208,7 +217,8 @@ Status RunGroupFollower(Group& group, model::Transformer& whole, const GroupGene
     if (h[kKind] == kStop) return Status::OK();
     if (h[kKind] != kGenerate || h[kPrompts] < 0 || h[kTokens] < 0 || h[kStops] < 0 ||
         h[kDType] < static_cast<int64_t>(model::DType::kF32) || h[kDType] > static_cast<int64_t>(model::DType::kF16) ||
-        h[kCheckEvery] < 1 || h[kMarginPpm] < 0 || (h[kGpu] != 0 && h[kGpu] != 1)) {
+        h[kCheckEvery] < 1 || h[kMarginPpm] < 0 || (h[kGpu] != 0 && h[kGpu] != 1) ||
+        (h[kRefill] != 0 && h[kRefill] != 1)) {
       return Status::Protocol("rollout group: a request the follower cannot read");
     }
     if ((h[kGpu] == 1) != whole.device().is_cuda()) {  // their collectives would never meet
@@ -253,7 +263,7 @@ Status RunGroupFollower(Group& group, model::Transformer& whole, const GroupGene
     GroupGenerateOptions leaders = options;
     leaders.check_every = static_cast<int>(std::min<int64_t>(h[kCheckEvery], 1 << 16));
     leaders.margin = static_cast<double>(h[kMarginPpm]) / 1e6;
-    RL_ASSIGN_OR_RETURN(auto out, RunOnGroup(group, whole, prompts, go, leaders));
+    RL_ASSIGN_OR_RETURN(auto out, RunOnGroup(group, whole, prompts, go, leaders, h[kRefill] == 1));
     (void)out;  // the leader writes the responses
   }
 }

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <map>
 
+#include <spdlog/spdlog.h>
+
 #include "rl/rollout/rollout_loop_impl.h"
 
 namespace rl::rollout::detail {
@@ -101,11 +103,20 @@ Status Loop::StreamBatch(const queue::GetReply& got, const std::atomic<bool>& st
   const uint64_t refills = stats_->refills;
   const int64_t start = MonoMillis();
   Result<std::vector<std::vector<int64_t>>> prompts = AddLease(got, config, &st);
-  Result<std::vector<model::Generation>> gens =
-      prompts.ok() ? model::Generate(model, *prompts, go, &gs) : Result<std::vector<model::Generation>>(prompts.status());
+  Result<std::vector<model::Generation>> gens = prompts.status();
+  if (prompts.ok()) {
+    gens = o_.group != nullptr ? o_.group->Generate(model, began, *prompts, go, &gs) : model::Generate(model, *prompts, go, &gs);
+  }
   double seconds = (MonoMillis() - start) / 1000.0;
   if (!gens.ok()) {  // what was not put yet goes back at once
     for (uint64_t lease : st.leases) (void)queue_.Nack(kGenerateTask, lease, {});
+    // A rollout group lost mid-batch: the groups put are in the queue, the rest were given back,
+    // and the leader goes on alone until the group re-forms.
+    if (o_.group != nullptr && o_.group->Reforms() && gens.status().code() == Code::kUnavailable) {
+      spdlog::warn("the rollout group broke during a batch ({}): its unfinished rows went back to the queue",
+                   gens.status().message());
+      return Status::OK();
+    }
     return gens.status();
   }
   stats_->generate_s += seconds;
