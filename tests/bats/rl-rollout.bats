@@ -33,6 +33,21 @@ wait_consumed() {
   done
 }
 
+# The batch events of a refilling rollout over serve_groups 10's 40 rows: fewer batches than the
+# five gets of 8 a batch-by-batch rollout takes, the groups of later gets (leases) in them, and
+# the prompt tokens and rounds rl-profile plan fits.
+refilled_batches() {
+  python3 - "$1" <<'PY'
+import json, sys
+batches = [e for e in map(json.loads, open(sys.argv[1])) if e["event"] == "batch"]
+assert sum(b["rows"] for b in batches) == 40, batches
+assert sum(b["groups"] for b in batches) == 10, batches
+assert len(batches) < 5 and sum(b["refills"] for b in batches) >= 1, batches
+assert all(b["leases"] == 1 + b["refills"] for b in batches), batches
+assert all(b["prompt_tokens"] > 0 and b["rounds"] > 0 for b in batches), batches
+PY
+}
+
 man_examples() {
   awk '/^\.\\" example-begin/{f=1;next} /^\.\\" example-end/{f=0} f && !/^\.E[XE]/' "$1"
 }
@@ -190,17 +205,7 @@ for line in sys.stdin:
   [ "$(task_stat generate consumed)" -eq 40 ]
   [ "$(task_stat generate leased)" -eq 0 ]
   [ "$(task_stat reward ready)" -eq 40 ]
-  # The batch events: fewer batches than the five gets of 8 a batch-by-batch rollout takes, the
-  # groups of later gets in them.
-  python3 - "$TMP/run/events/rollout-r1.jsonl" <<'PY'
-import json, sys
-batches = [e for e in map(json.loads, open(sys.argv[1])) if e["event"] == "batch"]
-assert sum(b["rows"] for b in batches) == 40, batches
-assert sum(b["groups"] for b in batches) == 10, batches
-assert len(batches) < 5 and sum(b["refills"] for b in batches) >= 1, batches
-assert all(b["leases"] == 1 + b["refills"] for b in batches), batches
-assert all(b["prompt_tokens"] > 0 and b["rounds"] > 0 for b in batches), batches  # what rl-profile plan fits
-PY
+  refilled_batches "$TMP/run/events/rollout-r1.jsonl"
   run rl-rollout run --weights "$MODEL" --refill --tools tcp://127.0.0.1:1
   [ "$status" -eq 64 ]
   [ "$output" = "rl-rollout: --refill is not supported with --tools (conversations generate turn by turn)" ]
@@ -231,14 +236,7 @@ PY
   [ "$(task_stat generate leased)" -eq 0 ]
   [ "$(task_stat reward ready)" -eq 40 ]
   [ "$(grep -c '"what":"lost"' "$TMP/run/events/rollout-g.jsonl")" -eq 0 ]
-  python3 - "$TMP/run/events/rollout-g.jsonl" <<'PY'
-import json, sys
-batches = [e for e in map(json.loads, open(sys.argv[1])) if e["event"] == "batch"]
-assert sum(b["rows"] for b in batches) == 40, batches
-assert sum(b["groups"] for b in batches) == 10, batches
-assert len(batches) < 5 and sum(b["refills"] for b in batches) >= 1, batches
-assert all(b["leases"] == 1 + b["refills"] for b in batches), batches
-PY
+  refilled_batches "$TMP/run/events/rollout-g.jsonl"
 }
 
 @test "run --ranks 2 re-forms in place: a follower killed with SIGKILL is replaced, the leader goes on alone meanwhile" {

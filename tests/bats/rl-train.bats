@@ -18,6 +18,25 @@ small_sft() {
     --model-config '{"architectures": ["LlamaForCausalLM"], "vocab_size": 15, "hidden_size": 16, "intermediate_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2, "max_position_embeddings": 32, "tie_word_embeddings": true}'
 }
 
+# Ranks 1 and 0 of a two-rank grpo group, each with the flags function $1 sets in rank_flags for
+# its rank, logging to $TMP/rankR.log; both must exit 78 (the ranks' flags disagree).
+two_ranks_exit_78() {
+  local port r p code
+  port=$(free_port)
+  for r in 1 0; do
+    "$1" "$r"
+    rl-train grpo --checkpoint-dir "$TMP/ckpt" --prompts "$TMP/problems.jsonl" --group-size 4 --prompts-per-step 4 \
+      --eval-size 8 --world 2 --rank "$r" --rendezvous "127.0.0.1:$port" --group-timeout 20 "${rank_flags[@]}" \
+      2> "$TMP/rank$r.log" &
+    PIDS+=($!)
+  done
+  for p in "${PIDS[-2]}" "${PIDS[-1]}"; do
+    code=0
+    wait "$p" || code=$?
+    [ "$code" -eq 78 ]
+  done
+}
+
 @test "--help lists the subcommands and the environment variable of each option" {
   run rl-train --help
   [ "$status" -eq 0 ]
@@ -215,18 +234,8 @@ for l in open(sys.argv[1]):
 @test "grpo --world 2: ranks given another --lr exit 78, both, naming the flag, before training" {
   small_sft
   start_queue "$TMP/q" "${TASKS[@]}"
-  port=$(free_port)
-  for r in 1 0; do
-    rl-train grpo --checkpoint-dir "$TMP/ckpt" --prompts "$TMP/problems.jsonl" --group-size 4 --prompts-per-step 4 \
-      --eval-size 8 --world 2 --rank "$r" --rendezvous "127.0.0.1:$port" --group-timeout 20 --lr "1e-$((4 + r))" \
-      2> "$TMP/rank$r.log" &
-    PIDS+=($!)
-  done
-  for p in "${PIDS[-2]}" "${PIDS[-1]}"; do
-    code=0
-    wait "$p" || code=$?
-    [ "$code" -eq 78 ]
-  done
+  lr_of() { rank_flags=(--lr "1e-$((4 + $1))"); }
+  two_ranks_exit_78 lr_of
   grep -q "^rl-train: rank 1 was given another --lr than rank 0 (this rank's: 0.000100): the ranks" "$TMP/rank0.log"
   grep -q "^rl-train: rank 1 was given another --lr than rank 0 (this rank's: 0.000010): the ranks" "$TMP/rank1.log"
   [ ! -e "$TMP/ckpt/weights-1.safetensors" ]
@@ -237,18 +246,8 @@ for l in open(sys.argv[1]):
   start_queue "$TMP/q" "${TASKS[@]}"
   head -n 400 "$TMP/problems.jsonl" > "$TMP/sft-1.jsonl"
   cp "$TMP/problems.jsonl" "$TMP/sft-0.jsonl"
-  port=$(free_port)
-  for r in 1 0; do
-    rl-train grpo --checkpoint-dir "$TMP/ckpt" --prompts "$TMP/problems.jsonl" --group-size 4 --prompts-per-step 4 \
-      --eval-size 8 --world 2 --rank "$r" --rendezvous "127.0.0.1:$port" --group-timeout 20 \
-      --sft-data "$TMP/sft-$r.jsonl" --response-key answer --sft-coef 0.5 2> "$TMP/rank$r.log" &
-    PIDS+=($!)
-  done
-  for p in "${PIDS[-2]}" "${PIDS[-1]}"; do
-    code=0
-    wait "$p" || code=$?
-    [ "$code" -eq 78 ]
-  done
+  sft_of() { rank_flags=(--sft-data "$TMP/sft-$1.jsonl" --response-key answer --sft-coef 0.5); }
+  two_ranks_exit_78 sft_of
   grep -q "^rl-train: rank 1 was given another --sft-data than rank 0 (this rank's: 500 examples, fingerprint [0-9a-f]*): " "$TMP/rank0.log"
   grep -q "^rl-train: rank 1 was given another --sft-data than rank 0 (this rank's: 400 examples, fingerprint [0-9a-f]*): " "$TMP/rank1.log"
   [ ! -e "$TMP/ckpt/weights-1.safetensors" ]
