@@ -48,6 +48,17 @@ assert all(b["prompt_tokens"] > 0 and b["rounds"] > 0 for b in batches), batches
 PY
 }
 
+# A rollout group of two with these flags: rank 1 (pid in $follower) and rank 0 (in $leader,
+# events under $TMP/run), logging to $TMP/rankR.log.
+start_group() {
+  rl-rollout run "$@" --rank 1 2>"$TMP/rank1.log" &
+  follower=$!
+  PIDS+=("$follower")
+  rl-rollout run "$@" --rank 0 --run-dir "$TMP/run" 2>"$TMP/rank0.log" &
+  leader=$!
+  PIDS+=("$leader")
+}
+
 man_examples() {
   awk '/^\.\\" example-begin/{f=1;next} /^\.\\" example-end/{f=0} f && !/^\.E[XE]/' "$1"
 }
@@ -219,12 +230,7 @@ for line in sys.stdin:
   local group
   group=(--weights "$TMP/tiny.safetensors" --ranks 2 --rendezvous "127.0.0.1:$(free_port)" --id g --threads 1
          --wait 0.5 --count 8 --slots 8 --max-new-tokens 6 --check-every 2 --refill --progress-interval 0)
-  rl-rollout run "${group[@]}" --rank 1 2>"$TMP/rank1.log" &
-  follower=$!
-  PIDS+=("$follower")
-  rl-rollout run "${group[@]}" --rank 0 --run-dir "$TMP/run" 2>"$TMP/rank0.log" &
-  leader=$!
-  PIDS+=("$leader")
+  start_group "${group[@]}"
   # The rows once the group has formed, so that the batches run over it, not on the leader alone.
   wait_for "$TMP/run/events/rollout-g.jsonl" '"event":"group".*"what":"formed"' 30
   rl-reward make-data --count 10 --seed 2 | rl-train encode | rl-queue put --repeat 4 > /dev/null
@@ -248,12 +254,7 @@ for line in sys.stdin:
   rv="127.0.0.1:$(free_port)"
   group=(--weights "$TMP/tiny.safetensors" --ranks 2 --rendezvous "$rv" --id g --threads 1 --wait 0.2 --count 4 --max-new-tokens 4
          --progress-interval 0)
-  rl-rollout run "${group[@]}" --rank 1 2>"$TMP/rank1.log" &
-  follower=$!
-  PIDS+=("$follower")
-  rl-rollout run "${group[@]}" --rank 0 --run-dir "$TMP/run" 2>"$TMP/rank0.log" &
-  leader=$!
-  PIDS+=("$leader")
+  start_group "${group[@]}"
   ev="$TMP/run/events/rollout-g.jsonl"
   consumed() {  # N: waits until N rows of task generate were consumed
     for _ in $(seq 1 300); do
