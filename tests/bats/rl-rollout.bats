@@ -245,6 +245,40 @@ for line in sys.stdin:
   refilled_batches "$TMP/run/events/rollout-g.jsonl"
 }
 
+@test "run --ranks 2 --refill: a follower killed mid-batch loses no row and doubles none; the leader goes on alone" {
+  start_queue "$TMP/q" --declare generate=prompt_ids --declare reward=prompt,response,answer
+  # A wider model with room for long responses: a batch lasts long enough to be cut into.
+  mkdir "$TMP/wide"
+  cp "$RL_MODEL"/*.json "$TMP/wide/"
+  python3 - "$TMP/wide/config.json" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1]))
+c.update(max_position_embeddings=96, hidden_size=512, intermediate_size=1376, head_dim=128)
+json.dump(c, open(sys.argv[1], "w"))
+PY
+  rl-rollout random-model --model "$TMP/wide" --seed 1 --out "$TMP/wide.safetensors" 2>/dev/null
+  local group
+  group=(--model "$TMP/wide" --weights "$TMP/wide.safetensors" --ranks 2 --rendezvous "127.0.0.1:$(free_port)"
+         --id g --threads 1 --wait 0.5 --count 16 --slots 16 --max-new-tokens 64 --check-every 2 --refill
+         --progress-interval 0)
+  start_group "${group[@]}"
+  wait_for "$TMP/run/events/rollout-g.jsonl" '"event":"group".*"what":"formed"' 30
+  rl-reward make-data --count 25 --seed 2 | rl-train encode | rl-queue put --repeat 4 > /dev/null
+  # The first groups are put: the batch is under way, with more to take.
+  for _ in $(seq 1 400); do [ "$(task_stat reward ready)" -ge 4 ] && break; sleep 0.05; done
+  [ "$(task_stat generate consumed)" -lt 100 ]
+  kill -9 "$follower"
+  for _ in $(seq 1 600); do [ "$(task_stat generate consumed)" -ge 100 ] && break; sleep 0.1; done
+  [ "$(task_stat generate consumed)" -eq 100 ]
+  [ "$(task_stat generate leased)" -eq 0 ]
+  [ "$(task_stat reward ready)" -eq 100 ]
+  kill -0 "$leader"
+  grep -q "the rollout group broke during a batch" "$TMP/rank0.log"
+  grep '"event":"group"' "$TMP/run/events/rollout-g.jsonl" | grep -q '"what":"lost"'
+  kill -TERM "$leader"
+  wait "$leader"
+}
+
 @test "run --ranks 2 re-forms in place: a follower killed with SIGKILL is replaced, the leader goes on alone meanwhile" {
   start_queue "$TMP/q" --declare generate=prompt_ids --declare reward=prompt,response,answer
   rl-reward make-data --count 1 --seed 2 | rl-train encode > "$TMP/rows.jsonl"  # one group of 4 (--repeat 4)
