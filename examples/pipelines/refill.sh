@@ -21,6 +21,8 @@
 # --ranks N: the rollout is a rollout group of N processes (rl-rollout run --ranks N, static
 # tensor parallelism over all of them), which refills at its checks (--check-every, default 8
 # rounds); its rounds are those of rank 0's replica. The rows are put once the group has formed.
+# Measured: --ranks 2 --width 1024 --repeats 3, 0.238 -> 0.553 occupancy, 1.22x tokens/s (one
+# rollout the same hour: 1.18x).
 # Usage: refill.sh [--short] [--groups N] [--group-size N] [--slots N] [--max-new-tokens N] [--width W]
 #                  [--repeats N] [--ranks N] [--check-every N]
 #   --short: a smoke run for CI (16 groups in 16 slots, responses up to 48 tokens)
