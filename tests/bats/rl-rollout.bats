@@ -245,6 +245,43 @@ for line in sys.stdin:
   refilled_batches "$TMP/run/events/rollout-g.jsonl"
 }
 
+@test "run --ranks 2 --refill with a decode profile: the group merges for the tail, splits for new groups, a layout event each" {
+  start_queue "$TMP/q" --declare generate=prompt_ids --declare reward=prompt,response,answer
+  rl-rollout random-model --model "$RL_MODEL" --seed 3 --out "$TMP/tiny.safetensors" 2>/dev/null
+  # One replica over both ranks ten times faster: the group merges whenever nothing is pending.
+  python3 - "$TMP/profile.json" <<'PY'
+import json, sys
+decode = [[tp, b, t, (0.01 + 0.001 * b + 1e-6 * t) / (10 if tp == 2 else 1)]
+          for tp in (1, 2) for b in (1, 16) for t in (0, 4096)]
+prefill = [[tp, n, 0.0001 * n] for tp in (1, 2) for n in (1, 256)]
+json.dump({"decode": decode, "prefill": prefill,
+           "switch": {"gather_bytes_per_s": 1e9, "reshard_s": 0.001, "kv_bytes_per_token": 1024}},
+          open(sys.argv[1], "w"))
+PY
+  local group
+  group=(--weights "$TMP/tiny.safetensors" --ranks 2 --rendezvous "127.0.0.1:$(free_port)" --id g --threads 1
+         --wait 0.5 --count 8 --slots 8 --max-new-tokens 10 --check-every 2 --refill --adaptive-profile "$TMP/profile.json"
+         --progress-interval 0)
+  start_group "${group[@]}"
+  wait_for "$TMP/run/events/rollout-g.jsonl" '"event":"group".*"what":"formed"' 30
+  rl-reward make-data --count 10 --seed 2 | rl-train encode | rl-queue put --repeat 4 > /dev/null
+  wait_consumed 40
+  kill -TERM "$leader"
+  wait "$leader"
+  wait "$follower"
+  [ "$(task_stat reward ready)" -eq 40 ]
+  refilled_batches "$TMP/run/events/rollout-g.jsonl"
+  python3 - "$TMP/run/events/rollout-g.jsonl" <<'PY'
+import json, sys
+events = [json.loads(l) for l in open(sys.argv[1])]
+layouts = [e for e in events if e["event"] == "layout"]
+assert any(e["from"] == 1 and e["to"] == 2 and e["predicted_s"] > 0 for e in layouts), layouts
+assert any(e["from"] == 2 and e["to"] == 1 for e in layouts), layouts
+assert all(e["sequences"] >= 0 and e["seconds"] >= 0 for e in layouts), layouts
+assert sum(e.get("layout_switches", 0) for e in events if e["event"] == "batch") == len(layouts)
+PY
+}
+
 @test "run --ranks 2 --refill: a follower killed mid-batch loses no row and doubles none; the leader goes on alone" {
   start_queue "$TMP/q" --declare generate=prompt_ids --declare reward=prompt,response,answer
   # A wider model with room for long responses: a batch lasts long enough to be cut into.

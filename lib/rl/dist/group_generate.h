@@ -62,6 +62,9 @@ class GroupLeader {
   Status Stop();
   // Whether a lost group re-forms (a GroupHost): the leader goes on alone meanwhile.
   bool Reforms() const { return host_ != nullptr; }
+  // The layout switches (merges to wider tensor-parallel replicas, splits back) of the last
+  // Generate; none when it ran alone, static, or failed.
+  const std::vector<SwitchRecord>& last_switches() const { return switches_; }
 
  private:
   Result<AdaptiveResult> OnGroup(const model::Transformer& model, uint64_t version,
@@ -70,6 +73,7 @@ class GroupLeader {
   GroupHost* host_ = nullptr;
   Group* group_ = nullptr;
   GroupGenerateOptions options_;
+  std::vector<SwitchRecord> switches_;
   bool sent_any_ = false;
   uint64_t sent_version_ = 0;
 };

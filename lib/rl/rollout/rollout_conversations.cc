@@ -41,7 +41,9 @@ Status Loop::ConversationBatch(const queue::GetReply& got, const std::atomic<boo
   if (o_.group != nullptr) {
     on_group = [this](const model::Transformer& model, uint64_t version, const std::vector<std::vector<int64_t>>& p,
                       const model::GenerateOptions& go, model::GenerateStats* gs) {
-      return o_.group->Generate(model, version, p, go, gs);
+      auto out = o_.group->Generate(model, version, p, go, gs);
+      if (out.ok()) EmitLayoutSwitches();
+      return out;
     };
   }
   ConversationRunner runner(*o_.model, co, *tool_tokens_, std::move(on_group));

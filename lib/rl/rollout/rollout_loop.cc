@@ -268,6 +268,18 @@ void Loop::CountSwitches(const model::GenerateStats& gs) {
   stats_->switch_s += gs.switch_s;
 }
 
+size_t Loop::EmitLayoutSwitches() {
+  if (o_.group == nullptr) return 0;
+  const std::vector<dist::SwitchRecord>& switches = o_.group->last_switches();
+  for (const dist::SwitchRecord& s : switches) {
+    if (o_.events == nullptr) break;
+    o_.events->Emit("layout", {{"from", s.from}, {"to", s.to}, {"round", s.round}, {"sequences", s.sequences},
+                               {"recompute", s.recompute}, {"seconds", s.total_s()},
+                               {"predicted_s", s.predicted.total_s()}});
+  }
+  return switches.size();
+}
+
 // Weights of another vocabulary end the batch: its rows are given back and the error returned.
 Status Loop::CheckWeights(const queue::GetReply& got) {
   Status s = model::CheckVocabulary(policy_->model(), *o_.model, "weights version " + std::to_string(policy_->version()));
@@ -311,6 +323,7 @@ Status Loop::Batch(const queue::GetReply& got) {
   RL_RETURN_IF_ERROR(Commit(put, prompts.groups, gs.new_tokens));
   stats_->generate_s += seconds;
   CountSwitches(gs);
+  const size_t layouts = EmitLayoutSwitches();
   ++stats_->batches;
   if (o_.events) {
     o_.events->Emit("batch", {{"rows", got.rows.size()}, {"groups", prompts.groups}, {"tokens", gs.new_tokens},
@@ -318,6 +331,7 @@ Status Loop::Batch(const queue::GetReply& got) {
                               {"version", policy_->version()}, {"began", began}, {"lease", got.lease},
                               {"rounds", gs.steps}, {"prompt_tokens", PromptTokens(prompts.ids)},
                               {"lengths", LengthQuartiles(*gens)}, {"switches", gs.switches},
+                              {"layout_switches", layouts},
                               {"interrupted", gs.interrupted}, {"reprefill_tokens", gs.reprefill_tokens},
                               {"switch_seconds", gs.switch_s}});
   }

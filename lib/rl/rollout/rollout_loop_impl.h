@@ -80,6 +80,9 @@ class Loop {
   model::NewerWeights NewerWeights();
 
   void CountSwitches(const model::GenerateStats& gs);
+  // A rollout group's layout switches in its last batch (or turn), one "layout" event each;
+  // returns how many (0 without a group).
+  size_t EmitLayoutSwitches();
 
   // Weights of another vocabulary end the batch: its rows are given back and the error returned.
   Status CheckWeights(const queue::GetReply& got);

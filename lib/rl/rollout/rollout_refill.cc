@@ -121,6 +121,7 @@ Status Loop::StreamBatch(const queue::GetReply& got, const std::atomic<bool>& st
   }
   stats_->generate_s += seconds;
   CountSwitches(gs);
+  const size_t layouts = EmitLayoutSwitches();
   ++stats_->batches;
   if (o_.events) {
     o_.events->Emit("batch", {{"rows", st.rows.size()}, {"groups", st.groups.size()}, {"tokens", gs.new_tokens},
@@ -130,7 +131,8 @@ Status Loop::StreamBatch(const queue::GetReply& got, const std::atomic<bool>& st
                               {"rounds", gs.steps}, {"prompt_tokens", st.prompt_tokens},
                               {"lengths", LengthQuartiles(*gens)},
                               {"switches", gs.switches}, {"interrupted", gs.interrupted},
-                              {"reprefill_tokens", gs.reprefill_tokens}, {"switch_seconds", gs.switch_s}});
+                              {"reprefill_tokens", gs.reprefill_tokens}, {"switch_seconds", gs.switch_s},
+                              {"layout_switches", layouts}});
   }
   return Status::OK();
 }
