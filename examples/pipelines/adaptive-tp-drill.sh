@@ -28,15 +28,7 @@ trap cleanup EXIT
 rl-rollout random-model --model "$run/model" --seed 3 --out "$run/drill-weights.safetensors" --log-level warn
 # A profile in which one replica over both ranks is ten times faster: the group switches at its
 # first check with nothing pending, so the fail point is reached for sure.
-python3 - "$run/drill-profile.json" <<'PY'
-import json, sys
-decode = [[tp, b, t, (0.01 + 0.001 * b + 1e-6 * t) / (10 if tp == 2 else 1)]
-          for tp in (1, 2) for b in (1, 16) for t in (0, 4096)]
-prefill = [[tp, n, 0.0001 * n] for tp in (1, 2) for n in (1, 256)]
-json.dump({"decode": decode, "prefill": prefill,
-           "switch": {"gather_bytes_per_s": 1e9, "reshard_s": 0.001, "kv_bytes_per_token": 1024}},
-          open(sys.argv[1], "w"))
-PY
+wide_wins_profile "$run/drill-profile.json"
 queue="$(free_endpoint)"
 export RL_QUEUE="$queue"
 rl-queue serve --dir "$run/drill-queue" --bind "$queue" --id 0 --log-level warn \

@@ -12,6 +12,9 @@
 #                   config (the demo's) with the context raised to CONTEXT (and hidden size WIDTH): with random
 #                   weights its <eos> comes about once per vocabulary size of tokens, so response
 #                   lengths fall off geometrically with a tail to the token cap
+#   wide_wins_profile FILE  writes a decode profile (rl-profile adaptive's JSON) in which one
+#                   replica over two ranks is ten times faster than two replicas: a rollout group
+#                   given it merges at every check with nothing pending
 rl_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 
 rl_tools() {
@@ -79,5 +82,17 @@ if sys.argv[3]:
     w = int(sys.argv[3])
     c.update(hidden_size=w, intermediate_size=8 * w // 3, head_dim=w // c["num_attention_heads"])
 json.dump(c, open(sys.argv[1], "w"), indent=2)
+PY
+}
+
+wide_wins_profile() {
+  python3 - "$1" <<'PY'
+import json, sys
+decode = [[tp, b, t, (0.01 + 0.001 * b + 1e-6 * t) / (10 if tp == 2 else 1)]
+          for tp in (1, 2) for b in (1, 16) for t in (0, 4096)]
+prefill = [[tp, n, 0.0001 * n] for tp in (1, 2) for n in (1, 256)]
+json.dump({"decode": decode, "prefill": prefill,
+           "switch": {"gather_bytes_per_s": 1e9, "reshard_s": 0.001, "kv_bytes_per_token": 1024}},
+          open(sys.argv[1], "w"))
 PY
 }

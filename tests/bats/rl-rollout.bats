@@ -59,6 +59,22 @@ start_group() {
   PIDS+=("$leader")
 }
 
+# A refilling rollout group of two (start_group, these flags added) serving 40 rows (10 groups)
+# from a fresh queue, put once the group has formed so that the batches run over it, not on the
+# leader alone; stopped with SIGTERM once they are consumed.
+refilling_group_serves_40() {
+  start_queue "$TMP/q" --declare generate=prompt_ids --declare reward=prompt,response,answer
+  rl-rollout random-model --model "$RL_MODEL" --seed 3 --out "$TMP/tiny.safetensors" 2>/dev/null
+  start_group --weights "$TMP/tiny.safetensors" --ranks 2 --rendezvous "127.0.0.1:$(free_port)" --id g --threads 1 \
+    --wait 0.5 --count 8 --slots 8 --check-every 2 --refill --progress-interval 0 "$@"
+  wait_for "$TMP/run/events/rollout-g.jsonl" '"event":"group".*"what":"formed"' 30
+  rl-reward make-data --count 10 --seed 2 | rl-train encode | rl-queue put --repeat 4 > /dev/null
+  wait_consumed 40
+  kill -TERM "$leader"
+  wait "$leader"
+  wait "$follower"
+}
+
 man_examples() {
   awk '/^\.\\" example-begin/{f=1;next} /^\.\\" example-end/{f=0} f && !/^\.E[XE]/' "$1"
 }
@@ -225,19 +241,7 @@ for line in sys.stdin:
 }
 
 @test "run --ranks 2 --refill: the group takes groups at its checks and puts each whole" {
-  start_queue "$TMP/q" --declare generate=prompt_ids --declare reward=prompt,response,answer
-  rl-rollout random-model --model "$RL_MODEL" --seed 3 --out "$TMP/tiny.safetensors" 2>/dev/null
-  local group
-  group=(--weights "$TMP/tiny.safetensors" --ranks 2 --rendezvous "127.0.0.1:$(free_port)" --id g --threads 1
-         --wait 0.5 --count 8 --slots 8 --max-new-tokens 6 --check-every 2 --refill --progress-interval 0)
-  start_group "${group[@]}"
-  # The rows once the group has formed, so that the batches run over it, not on the leader alone.
-  wait_for "$TMP/run/events/rollout-g.jsonl" '"event":"group".*"what":"formed"' 30
-  rl-reward make-data --count 10 --seed 2 | rl-train encode | rl-queue put --repeat 4 > /dev/null
-  wait_consumed 40
-  kill -TERM "$leader"
-  wait "$leader"
-  wait "$follower"
+  refilling_group_serves_40 --max-new-tokens 6
   [ "$(task_stat generate consumed)" -eq 40 ]
   [ "$(task_stat generate leased)" -eq 0 ]
   [ "$(task_stat reward ready)" -eq 40 ]
@@ -246,29 +250,10 @@ for line in sys.stdin:
 }
 
 @test "run --ranks 2 --refill with a decode profile: the group merges for the tail, splits for new groups, a layout event each" {
-  start_queue "$TMP/q" --declare generate=prompt_ids --declare reward=prompt,response,answer
-  rl-rollout random-model --model "$RL_MODEL" --seed 3 --out "$TMP/tiny.safetensors" 2>/dev/null
   # One replica over both ranks ten times faster: the group merges whenever nothing is pending.
-  python3 - "$TMP/profile.json" <<'PY'
-import json, sys
-decode = [[tp, b, t, (0.01 + 0.001 * b + 1e-6 * t) / (10 if tp == 2 else 1)]
-          for tp in (1, 2) for b in (1, 16) for t in (0, 4096)]
-prefill = [[tp, n, 0.0001 * n] for tp in (1, 2) for n in (1, 256)]
-json.dump({"decode": decode, "prefill": prefill,
-           "switch": {"gather_bytes_per_s": 1e9, "reshard_s": 0.001, "kv_bytes_per_token": 1024}},
-          open(sys.argv[1], "w"))
-PY
-  local group
-  group=(--weights "$TMP/tiny.safetensors" --ranks 2 --rendezvous "127.0.0.1:$(free_port)" --id g --threads 1
-         --wait 0.5 --count 8 --slots 8 --max-new-tokens 10 --check-every 2 --refill --adaptive-profile "$TMP/profile.json"
-         --progress-interval 0)
-  start_group "${group[@]}"
-  wait_for "$TMP/run/events/rollout-g.jsonl" '"event":"group".*"what":"formed"' 30
-  rl-reward make-data --count 10 --seed 2 | rl-train encode | rl-queue put --repeat 4 > /dev/null
-  wait_consumed 40
-  kill -TERM "$leader"
-  wait "$leader"
-  wait "$follower"
+  source "$RL_SOURCE_DIR/examples/pipelines/lib.sh"
+  wide_wins_profile "$TMP/profile.json"
+  refilling_group_serves_40 --max-new-tokens 10 --adaptive-profile "$TMP/profile.json"
   [ "$(task_stat reward ready)" -eq 40 ]
   refilled_batches "$TMP/run/events/rollout-g.jsonl"
   python3 - "$TMP/run/events/rollout-g.jsonl" <<'PY'
