@@ -1,7 +1,8 @@
 // Rollout groups on GPUs: every rank's model on a GPU (all on GPU 0 where there is one, sharing it
 // through host memory; a GPU each where there are two, through NCCL where the build has it),
 // generating what the leader's model generates alone on its GPU: statically split over both
-// ranks, and adaptively, merging two replicas into one with their KV caches moved or recomputed.
+// ranks, and adaptively, merging two replicas into one with their KV caches moved or recomputed,
+// and splitting it back for prompts a refill adds.
 // Every test skips where no CUDA device is visible; scripts/gpu-check.sh runs them on a GPU.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
@@ -116,6 +117,58 @@ TEST(GroupGpuTest, AnAdaptiveGroupMovesItsSequencesOnTheGpu) {
     EXPECT_GT(results[0].switches[0].sequences, 0) << what;
     EXPECT_EQ(results[1].trace.back().tp, 2) << what;
   }
+}
+
+// Refill on GPUs: prompts added at the checks split the merged replica back (its KV cache
+// gathered onto each new replica's GPU), and the tokens are those of one generation of them all.
+TEST(GroupGpuTest, ARefillingAdaptiveGroupSplitsOnTheGpu) {
+  RL_REQUIRE_GPUS(1);
+  model::ModelConfig config = model::testing::TinyConfig(model::Architecture::kLlama, true, 2);
+  config.max_position_embeddings = 64;
+  const Transformer whole = OnGpu(config, 4);
+  std::vector<std::vector<int64_t>> start, extra, all;
+  for (int64_t i = 0; i < 10; ++i) (i < 4 ? start : extra).push_back({1 + i, 3, 2 + i});
+  all = start;
+  all.insert(all.end(), extra.begin(), extra.end());
+  AdaptiveOptions o;
+  o.generate.sampling.temperature = 0;
+  o.generate.slots = 3;
+  o.generate.max_new_tokens = 12;
+  o.check_every = 2;
+  o.force_switch_check = 0;  // merge whenever nothing is pending and no prompt came
+  o.refill = true;
+  auto want = model::Generate(whole, all, o.generate);
+  ASSERT_TRUE(want.ok());
+  std::vector<AdaptiveResult> results(2);
+  RunRanks(2, [&](Group& g) {
+    auto mine = g.rank() == 0 ? Result<Transformer>(whole) : whole.Clone(Gpu(GpuOf(g.rank())));
+    ASSERT_TRUE(mine.ok());
+    AdaptiveOptions ro = o;
+    size_t given = 0;
+    int calls = 0;
+    if (g.rank() == 0) {  // nothing at the first check (the stage merges), then three at a time
+      ro.generate.more_prompts = [&](int64_t) -> Result<std::vector<std::vector<int64_t>>> {
+        if (calls++ == 0 || given == extra.size()) return std::vector<std::vector<int64_t>>();
+        const size_t n = std::min<size_t>(3, extra.size() - given);
+        std::vector<std::vector<int64_t>> out(extra.begin() + static_cast<std::ptrdiff_t>(given),
+                                              extra.begin() + static_cast<std::ptrdiff_t>(given + n));
+        given += n;
+        return out;
+      };
+    }
+    auto r = AdaptiveGenerate(g, *mine, start, ro);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    results[static_cast<size_t>(g.rank())] = std::move(*r);
+  }, GpuOf);
+  for (size_t r = 0; r < results.size(); ++r) {
+    ASSERT_EQ(results[r].generations.size(), all.size());
+    for (size_t i = 0; i < all.size(); ++i) {
+      EXPECT_EQ(results[r].generations[i].response_ids, (*want)[i].response_ids) << "rank " << r << " prompt " << i;
+    }
+  }
+  int split = 0;
+  for (const SwitchRecord& s : results[0].switches) split += s.from == 2 && s.to == 1;
+  EXPECT_GE(split, 1);
 }
 
 }  // namespace
