@@ -54,7 +54,7 @@ void AppendRolloutOptions(std::vector<OptionSpec>* table) {
        {"rl-rollout run"}},
       {"--refill", "RL_REFILL",
        "keep the slots full: take more groups as sequences finish and put each group when it is done, instead of "
-       "waiting for a batch's longest response",
+       "waiting for a batch's longest response (a rollout group: at its checks)",
        {"rl-rollout run"}},
       {"--progress-interval", "RL_PROGRESS_INTERVAL", "seconds between progress lines on stderr (0: none)",
        {"rl-rollout run", "rl-reward run"}},
@@ -103,7 +103,7 @@ void AppendRolloutOptions(std::vector<OptionSpec>* table) {
       {"--short-tokens", "", "typical length of a short response (the long ones run --max-new-tokens)",
        adaptive},
       {"--tail", "", "fraction of long responses in the long-tail workload", adaptive},
-      {"--check-every", "", "decode rounds between the coordinator's switch checks (adaptive tensor parallelism)",
+      {"--check-every", "", "decode rounds between a rollout group's checks (adaptive switches, refills)",
        {"rl-profile adaptive", "rl-rollout run"}},
       {"--switch-margin", "",
        "widen tensor parallelism only when a wider layout is predicted this fraction faster than staying "

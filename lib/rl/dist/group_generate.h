@@ -37,7 +37,7 @@ struct GroupGenerateOptions {
   // Follows the machine from batch to batch (AdaptiveOptions::calibration); the leader's decides.
   LatencyCalibration* calibration = nullptr;
   // The leader's are the group's: they travel in each request, so followers need not be given them.
-  int check_every = 8;     // rounds between the coordinator's switch checks
+  int check_every = 8;     // rounds between the coordinator's checks (switches, refills)
   double margin = 0.05;    // switch only when it is predicted this fraction faster
   int64_t idle_timeout_ms = 24LL * 3600 * 1000;  // a follower waiting for the next request
 };

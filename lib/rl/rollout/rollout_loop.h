@@ -39,7 +39,9 @@
 // row wants a newer version than the policy's (given back), when it has taken kRefillRowsPerSlot
 // rows per slot, or on stop. Every lease is a get of
 // its own, so a killed rollout loses nothing: the groups not put yet expire with their leases.
-// Not with tools or a rollout group.
+// A rollout group takes and puts groups at its checks (AdaptiveOptions::refill); a group lost in
+// such a batch gives the rest of its leases back at once and the leader goes on alone. Not with
+// tools.
 // Thread safety: runs on the calling thread; *policy and *events are used from it only.
 #pragma once
 
