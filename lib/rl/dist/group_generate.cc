@@ -152,8 +152,8 @@ Result<std::vector<model::Generation>> GroupLeader::Generate(const model::Transf
 }
 
 Result<AdaptiveResult> GroupLeader::OnGroup(const model::Transformer& model, uint64_t version,
-                                                            const std::vector<std::vector<int64_t>>& prompts,
-                                                            const model::GenerateOptions& go) {
+                                            const std::vector<std::vector<int64_t>>& prompts,
+                                            const model::GenerateOptions& go) {
   Request r;
   const bool weights = !sent_any_ || sent_version_ != version;
   RL_RETURN_IF_ERROR(TorchGuard("rollout group: request", [&]() -> Status {
