@@ -241,9 +241,24 @@ for l in open(sys.argv[1]):
   [ ! -e "$TMP/ckpt/weights-1.safetensors" ]
 }
 
-@test "grpo --world 2: ranks mixing in different SFT examples exit 78, both, naming --sft-data" {
+@test "grpo --world 2: ranks mixing in different SFT examples exit 78, both, naming --sft-data; the same at other paths agree" {
   small_sft
   start_queue "$TMP/q" "${TASKS[@]}"
+  # The same examples under two paths: the ranks agree and wait for data together (no rollout runs).
+  cp "$TMP/problems.jsonl" "$TMP/same-0.jsonl"
+  cp "$TMP/problems.jsonl" "$TMP/same-1.jsonl"
+  port=$(free_port)
+  for r in 1 0; do
+    rl-train grpo --checkpoint-dir "$TMP/ckpt" --prompts "$TMP/problems.jsonl" --group-size 4 --prompts-per-step 4 \
+      --eval-size 8 --run-dir "$TMP/run" --world 2 --rank "$r" --rendezvous "127.0.0.1:$port" --group-timeout 20 \
+      --sft-data "$TMP/same-$r.jsonl" --response-key answer --sft-coef 0.5 2> "$TMP/same$r.log" &
+    PIDS+=($!)
+  done
+  wait_for "$TMP/run/events/train-0.jsonl" '"phase":"waiting-for-data"' 60
+  wait_for "$TMP/run/events/train-1.jsonl" '"phase":"waiting-for-data"' 60
+  kill -9 "${PIDS[-2]}" "${PIDS[-1]}"
+  wait "${PIDS[-2]}" "${PIDS[-1]}" || true
+  [ "$(cat "$TMP/same0.log" "$TMP/same1.log" | grep -c "another --sft-data")" -eq 0 ]
   head -n 400 "$TMP/problems.jsonl" > "$TMP/sft-1.jsonl"
   cp "$TMP/problems.jsonl" "$TMP/sft-0.jsonl"
   sft_of() { rank_flags=(--sft-data "$TMP/sft-$1.jsonl" --response-key answer --sft-coef 0.5); }

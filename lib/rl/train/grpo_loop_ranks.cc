@@ -48,11 +48,20 @@ Status GrpoLoop::AgreeOnStart(const std::optional<Checkpoint>& ckpt) {
 
 namespace {
 
-// FNV-1a, 63 bits (the gather carries int64).
-int64_t Fingerprint(const std::string& text) {
+// FNV-1a, 63 bits (the gather carries int64): `h` takes bytes as they come, Fingerprint a whole string.
+struct Fnv {
   uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : text) h = (h ^ c) * 1099511628211ull;
-  return static_cast<int64_t>(h >> 1);
+  void Add(const void* data, size_t n) {
+    const auto* p = static_cast<const unsigned char*>(data);
+    for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 1099511628211ull;
+  }
+  int64_t Value() const { return static_cast<int64_t>(h >> 1); }
+};
+
+int64_t Fingerprint(const std::string& text) {
+  Fnv f;
+  f.Add(text.data(), text.size());
+  return f.Value();
 }
 
 // The SFT mix's examples as encoded (token ids and loss masks), not the --sft-data path: each
@@ -60,10 +69,11 @@ int64_t Fingerprint(const std::string& text) {
 // machine, or be encoded by another tokenizer.
 std::string SftExamplesDigest(const GrpoOptions& g) {
   if (!g.sft_examples) return "none";
-  std::string bytes;
-  auto add = [&bytes](const std::vector<int64_t>& v) {
-    bytes.append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(int64_t));
-    bytes += '|';
+  Fnv f;  // streamed: hf-grpo's file is 100,000 examples, no copy of them is needed
+  auto add = [&f](const std::vector<int64_t>& v) {
+    const uint64_t n = v.size();  // the length first, so that no two lists hash alike by moving a boundary
+    f.Add(&n, sizeof n);
+    f.Add(v.data(), v.size() * sizeof(int64_t));
   };
   for (const Sample& s : *g.sft_examples) {
     add(s.prompt_ids);
@@ -71,7 +81,7 @@ std::string SftExamplesDigest(const GrpoOptions& g) {
     add(s.loss_mask);
   }
   char hex[17];
-  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(Fingerprint(bytes)));
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(f.Value()));
   return std::to_string(g.sft_examples->size()) + " examples, fingerprint " + hex;
 }
 
