@@ -263,6 +263,13 @@ layouts = [e for e in events if e["event"] == "layout"]
 assert any(e["from"] == 1 and e["to"] == 2 and e["predicted_s"] > 0 for e in layouts), layouts
 assert any(e["from"] == 2 and e["to"] == 1 for e in layouts), layouts
 assert all(e["sequences"] >= 0 and e["seconds"] >= 0 for e in layouts), layouts
+# Each is written at its batch's end and says when it began: inside that batch, in order.
+batch_ends = [e["ts"] for e in events if e["event"] == "batch"]
+for e in layouts:
+    end = min(t for t in batch_ends if t >= e["ts"])
+    began = max([t for t in batch_ends if t < end] + [events[0]["ts"]])
+    assert began <= e["at"] <= e["ts"] <= end, (began, e, end)
+assert [e["at"] for e in layouts] == sorted(e["at"] for e in layouts), layouts
 assert sum(e.get("layout_switches", 0) for e in events if e["event"] == "batch") == len(layouts)
 PY
 }

@@ -11,6 +11,7 @@
 #include <memory>
 #include <optional>
 
+#include "rl/core/clock.h"
 #include "rl/dist/replica.h"
 #include "rl/model/device.h"
 #include "rl/model/tensor_parallel.h"
@@ -20,7 +21,6 @@ namespace rl::dist {
 namespace {
 
 using model::TorchGuard;
-using Clock = std::chrono::steady_clock;
 
 double Since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
@@ -424,6 +424,7 @@ Result<AdaptiveResult> AdaptiveGenerate(Group& group, const model::Transformer& 
   auto switch_to = [&](int to, const std::vector<std::vector<int>>& place, SwitchRecord record) -> Result<std::vector<int64_t>> {
     record.from = tp;
     record.to = to;
+    record.began_ts = WallSeconds();
     Clock::time_point t = Clock::now();
     std::unique_ptr<model::Transformer> next_shard;
     if (to > 1) {

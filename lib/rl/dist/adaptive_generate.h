@@ -67,6 +67,7 @@ struct AdaptiveOptions {
 
 struct SwitchRecord {
   int64_t round = 0;       // the round after which it happened
+  double began_ts = 0;     // when it began: Unix seconds on this rank's clock (rl-profile's timeline)
   int from = 1, to = 1;    // tensor-parallel degrees
   int64_t sequences = 0;   // moved
   bool recompute = false;  // the state was recomputed, not moved

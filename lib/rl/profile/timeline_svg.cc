@@ -10,6 +10,7 @@ namespace rl::profile {
 namespace {
 
 constexpr double kWidth = 1200, kLeft = 110, kRight = 20, kTop = 30, kLane = 26, kBar = 16;
+constexpr char kLayoutColour[] = "#d81b60";
 
 const char* Colour(const std::string& phase) {
   if (phase == "train") return "#2e7d32";
@@ -69,6 +70,21 @@ class Picture {
   std::ostringstream out_;
 };
 
+// A rollout group's switch of tensor-parallel degree (its `layout` event): a tick where it began
+// (`at`; the event's ts is its batch's end) and a band as long as it took.
+void LayoutSwitch(Picture* p, const std::string& lane, const RunEvent& e, double y) {
+  const nlohmann::json& f = e.fields;
+  if (!f.contains("at") || !f["at"].is_number()) return;  // logs written before switches had a time
+  auto number = [&](const char* key) { return f.contains(key) && f[key].is_number() ? f[key].get<double>() : 0.0; };
+  const double at = number("at"), seconds = std::max(0.0, number("seconds"));
+  char what[200];
+  std::snprintf(what, sizeof what, "%s: tp %.0f to %.0f after round %.0f, %.0f sequences %s, %.3f s (predicted %.3f s)",
+                lane.c_str(), number("from"), number("to"), number("round"), number("sequences"),
+                f.value("recompute", false) ? "recomputed" : "moved", seconds, number("predicted_s"));
+  p->Rect(at, at + seconds, y - 2, kBar + 4, kLayoutColour, what, 0.5);
+  p->Line(at, y - 2, y + kBar + 2, kLayoutColour, 1.5);
+}
+
 void Lane(Picture* p, const std::string& name, const std::vector<RunEvent>& events, const EttrReport& r, double y) {
   std::string member = MemberOf(name);
   p->Text(kLeft - 8, y + kBar - 3, name, "end");
@@ -88,6 +104,9 @@ void Lane(Picture* p, const std::string& name, const std::vector<RunEvent>& even
   }
   if (name == r.trainer) {
     for (const StepTime& s : r.steps) p->Line(s.end, y - 2, y + kBar + 2, "#1b5e20", 1);
+  }
+  for (const RunEvent& e : events) {
+    if (e.event == "layout") LayoutSwitch(p, name, e, y);
   }
   for (const FaultTime& f : r.faults) {
     if (f.member != member && f.action != "restart-job") continue;
@@ -109,7 +128,7 @@ std::string TimelineSvg(const RunEvents& run, const EttrReport& report) {
     t1 = std::max(t1, events.back().ts);
   }
   Picture p(t0, t1);
-  double height = kTop + kLane * lanes.size() + 50;
+  double height = kTop + kLane * lanes.size() + 68;
   p.out() << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << kWidth << "\" height=\"" << height
           << "\" font-family=\"sans-serif\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
   char title[160];
@@ -134,6 +153,10 @@ std::string TimelineSvg(const RunEvents& run, const EttrReport& report) {
   p.out() << "<line x1=\"" << x << "\" y1=\"" << y - 10 << "\" x2=\"" << x << "\" y2=\"" << y + 2
           << "\" stroke=\"#c62828\" stroke-width=\"2\"/>\n";
   p.Text(x + 6, y, "fault (shaded until ready)");
+  x = kLeft, y += 18;  // a second row: the first is full
+  p.out() << "<line x1=\"" << x << "\" y1=\"" << y - 10 << "\" x2=\"" << x << "\" y2=\"" << y + 2
+          << "\" stroke=\"" << kLayoutColour << "\" stroke-width=\"1.5\"/>\n";
+  p.Text(x + 6, y, "layout switch (tp)");
   p.out() << "</svg>\n";
   return p.out().str();
 }

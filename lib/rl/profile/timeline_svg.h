@@ -1,6 +1,7 @@
 // The timeline picture of rl-profile report: an SVG with one lane per role instance (each event
-// log but the watchdog's), the phases as coloured bars, the trainer's steps as ticks, and each
-// fault as a red line at the fault with a shaded span until the role was ready again.
+// log but the watchdog's), the phases as coloured bars, the trainer's steps as ticks, each fault
+// as a red line at the fault with a shaded span until the role was ready again, and each layout
+// switch of a rollout group (tensor-parallel degree) as a magenta tick where it began.
 // Thread safety: reentrant.
 #pragma once
 

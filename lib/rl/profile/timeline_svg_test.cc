@@ -41,5 +41,33 @@ TEST(TimelineSvgTest, ALanePerRoleOneBarPerPhaseRunAndARedLinePerFault) {
   EXPECT_EQ(count("stroke=\"#c62828\""), 2u) << "the fault's line and the legend's";
 }
 
+TEST(TimelineSvgTest, ALayoutSwitchIsATickOnItsRolloutsLaneWhereItBegan) {
+  auto run = ParseRunEvents({
+      {"train-0", R"({"ts":100,"event":"start","step":0,"phase":"train"}
+{"ts":110,"event":"step","step":1,"phase":"train"}
+)"},
+      // A batch from 100 to 110 with two switches, logged at its end; the third line is from a log
+      // written before switches had a time, and is not drawn.
+      {"rollout-g", R"({"ts":100,"event":"batch","phase":"generate"}
+{"ts":110,"event":"layout","phase":"generate","from":1,"to":2,"round":12,"at":104,"sequences":3,"recompute":false,"seconds":0.5,"predicted_s":0.25}
+{"ts":110,"event":"layout","phase":"generate","from":2,"to":1,"round":20,"at":108,"sequences":7,"recompute":true,"seconds":1,"predicted_s":0}
+{"ts":110,"event":"layout","phase":"generate","from":1,"to":2,"round":30,"sequences":1,"seconds":0.1}
+{"ts":110,"event":"batch","phase":"generate","layout_switches":3}
+)"}});
+  ASSERT_TRUE(run.ok()) << run.status().ToString();
+  auto report = ComputeEttr(*run);
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  std::string svg = TimelineSvg(*run, *report);
+  EXPECT_NE(svg.find("<title>rollout-g: tp 1 to 2 after round 12, 3 sequences moved, 0.500 s (predicted 0.250 s)</title>"),
+            std::string::npos)
+      << svg;
+  EXPECT_NE(svg.find("<title>rollout-g: tp 2 to 1 after round 20, 7 sequences recomputed, 1.000 s (predicted 0.000 s)</title>"),
+            std::string::npos);
+  EXPECT_EQ(svg.find("after round 30"), std::string::npos) << "no time, no tick";
+  // The picture spans 100..110 over x 110..1180: a switch at 104 is at x 538.0, not at its line's ts.
+  EXPECT_NE(svg.find("<line x1=\"538.0\" y1=\"28.0\" x2=\"538.0\" y2=\"48.0\" stroke=\"#d81b60\""), std::string::npos) << svg;
+  EXPECT_NE(svg.find(">layout switch (tp)</text>"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace rl::profile

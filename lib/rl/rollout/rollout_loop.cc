@@ -273,7 +273,7 @@ size_t Loop::EmitLayoutSwitches() {
   const std::vector<dist::SwitchRecord>& switches = o_.group->last_switches();
   for (const dist::SwitchRecord& s : switches) {
     if (o_.events == nullptr) break;
-    o_.events->Emit("layout", {{"from", s.from}, {"to", s.to}, {"round", s.round}, {"sequences", s.sequences},
+    o_.events->Emit("layout", {{"from", s.from}, {"to", s.to}, {"round", s.round}, {"at", s.began_ts}, {"sequences", s.sequences},
                                {"recompute", s.recompute}, {"seconds", s.total_s()},
                                {"predicted_s", s.predicted.total_s()}});
   }
