@@ -85,11 +85,18 @@ json.dump(c, open(sys.argv[1], "w"), indent=2)
 PY
 }
 
+# A decode profile (rl-rollout --adaptive-profile) for two ranks in which one replica over both is
+# ten times faster at every batch size: a group merges whenever nothing is pending and stays
+# merged. With "tail" as $2, the wide replica is faster up to 8 sequences and far slower at 16
+# (PAT's case, exaggerated): a refilling group merges for a tail and splits for new prompts.
 wide_wins_profile() {
-  python3 - "$1" <<'PY'
+  python3 - "$1" "${2:-}" <<'PY'
 import json, sys
-decode = [[tp, b, t, (0.01 + 0.001 * b + 1e-6 * t) / (10 if tp == 2 else 1)]
-          for tp in (1, 2) for b in (1, 16) for t in (0, 4096)]
+def step(tp, b, t):
+    if sys.argv[2] == "tail":
+        return (0.006 + 0.0001 * b if tp == 1 else 0.0005 * b if b <= 8 else 0.05) + 1e-6 * t
+    return (0.01 + 0.001 * b + 1e-6 * t) / (10 if tp == 2 else 1)
+decode = [[tp, b, t, step(tp, b, t)] for tp in (1, 2) for b in (1, 8, 16) for t in (0, 4096)]
 prefill = [[tp, n, 0.0001 * n] for tp in (1, 2) for n in (1, 256)]
 json.dump({"decode": decode, "prefill": prefill,
            "switch": {"gather_bytes_per_s": 1e9, "reshard_s": 0.001, "kv_bytes_per_token": 1024}},

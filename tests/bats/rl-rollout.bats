@@ -249,21 +249,16 @@ for line in sys.stdin:
   refilled_batches "$TMP/run/events/rollout-g.jsonl"
 }
 
-@test "run --ranks 2 --refill with a decode profile: the group merges for the tail, splits for new groups, a layout event each" {
-  # One replica over both ranks ten times faster: the group merges whenever nothing is pending.
-  source "$RL_SOURCE_DIR/examples/pipelines/lib.sh"
-  wide_wins_profile "$TMP/profile.json"
-  refilling_group_serves_40 --max-new-tokens 10 --adaptive-profile "$TMP/profile.json"
-  [ "$(task_stat reward ready)" -eq 40 ]
-  refilled_batches "$TMP/run/events/rollout-g.jsonl"
-  python3 - "$TMP/run/events/rollout-g.jsonl" <<'PY'
+# Layout events (rl-rollout(1), "Events") of a rollout group's log: each well-formed, written at
+# its batch's end, stamped inside that batch, counted by it.
+layout_events_well_formed() {
+  python3 - "$1" <<'PY'
 import json, sys
 events = [json.loads(l) for l in open(sys.argv[1])]
 layouts = [e for e in events if e["event"] == "layout"]
-assert any(e["from"] == 1 and e["to"] == 2 and e["predicted_s"] > 0 for e in layouts), layouts
-assert any(e["from"] == 2 and e["to"] == 1 for e in layouts), layouts
-assert all(e["sequences"] >= 0 and e["seconds"] >= 0 for e in layouts), layouts
-# Each is written at its batch's end and says when it began: inside that batch, in order.
+assert layouts, events
+assert all(e["sequences"] >= 0 and e["seconds"] >= 0 and e["stay_s"] >= 0 for e in layouts), layouts
+assert all(e["from"] == 1 and e["to"] == 2 or e["from"] == 2 and e["to"] == 1 for e in layouts), layouts
 batch_ends = [e["ts"] for e in events if e["event"] == "batch"]
 for e in layouts:
     end = min(t for t in batch_ends if t >= e["ts"])
@@ -271,6 +266,57 @@ for e in layouts:
     assert began <= e["at"] <= e["ts"] <= end, (began, e, end)
 assert [e["at"] for e in layouts] == sorted(e["at"] for e in layouts), layouts
 assert sum(e.get("layout_switches", 0) for e in events if e["event"] == "batch") == len(layouts)
+PY
+}
+
+@test "run --ranks 2 --refill with a profile where one wide replica is always faster: it merges and stays merged for new groups" {
+  source "$RL_SOURCE_DIR/examples/pipelines/lib.sh"
+  wide_wins_profile "$TMP/profile.json"
+  refilling_group_serves_40 --max-new-tokens 10 --adaptive-profile "$TMP/profile.json"
+  [ "$(task_stat reward ready)" -eq 40 ]
+  refilled_batches "$TMP/run/events/rollout-g.jsonl"
+  layout_events_well_formed "$TMP/run/events/rollout-g.jsonl"
+  python3 - "$TMP/run/events/rollout-g.jsonl" <<'PY'
+import json, sys
+events = [json.loads(l) for l in open(sys.argv[1])]
+layouts = [e for e in events if e["event"] == "layout"]
+batches = [e for e in events if e["event"] == "batch"]
+assert all(e["from"] == 1 and e["to"] == 2 and e["predicted_s"] < e["stay_s"] for e in layouts), layouts
+# New groups that came while merged were taken into the wide replica, not split for.
+assert 1 <= sum(b["layout_stays"] for b in batches) <= sum(b["refills"] for b in batches), batches
+PY
+}
+
+@test "run --ranks 2 --refill with a profile where the wide replica wins only for a few sequences: it merges for a tail, splits for new groups" {
+  source "$RL_SOURCE_DIR/examples/pipelines/lib.sh"
+  wide_wins_profile "$TMP/profile.json" tail
+  start_queue "$TMP/q" --declare generate=prompt_ids --declare reward=prompt,response,answer
+  long_tail_model "$TMP/long" 128  # room for responses long enough to come in during
+  rl-rollout random-model --model "$TMP/long" --seed 3 --out "$TMP/long.safetensors" 2>/dev/null
+  start_group --model "$TMP/long" --weights "$TMP/long.safetensors" --ranks 2 --rendezvous "127.0.0.1:$(free_port)" \
+    --id g --threads 1 --wait 0.5 --count 8 --slots 8 --check-every 2 --refill --progress-interval 0 \
+    --max-new-tokens 96 --adaptive-profile "$TMP/profile.json"
+  wait_for "$TMP/run/events/rollout-g.jsonl" '"event":"group".*"what":"formed"' 30
+  rl-reward make-data --count 10 --seed 2 | rl-train encode > "$TMP/rows.jsonl"
+  # Two groups alone: eight sequences over 16 slots and nothing more at the first check, which
+  # merges them. The other eight groups come while they decode, merged.
+  head -n 2 "$TMP/rows.jsonl" | rl-queue put --repeat 4 > /dev/null
+  for _ in $(seq 1 200); do [ "$(task_stat generate leased)" -eq 8 ] && break; sleep 0.02; done
+  tail -n +3 "$TMP/rows.jsonl" | rl-queue put --repeat 4 > /dev/null
+  for _ in $(seq 1 600); do [ "$(task_stat generate consumed)" -eq 40 ] && break; sleep 0.1; done
+  kill -TERM "$leader"
+  wait "$leader"
+  wait "$follower"
+  [ "$(task_stat reward ready)" -eq 40 ]
+  layout_events_well_formed "$TMP/run/events/rollout-g.jsonl"
+  python3 - "$TMP/run/events/rollout-g.jsonl" <<'PY'
+import json, sys
+events = [json.loads(l) for l in open(sys.argv[1])]
+layouts = [e for e in events if e["event"] == "layout"]
+assert layouts[0]["from"] == 1 and layouts[0]["to"] == 2 and layouts[0]["round"] == 2, layouts
+# A split for the new groups, predicted faster than taking them into the wide replica.
+splits = [e for e in layouts if e["from"] == 2 and e["to"] == 1]
+assert splits and all(0 < e["predicted_s"] < e["stay_s"] for e in splits), layouts
 PY
 }
 

@@ -322,18 +322,6 @@ Decision Decide(const AdaptiveOptions& o, const LatencyModel* predictor, const s
   return d;
 }
 
-// Responses finished by this rank's replica (degree tp) so far move to `generations`; those the
-// replica's first rank speaks for when they are shared go to *unshared.
-void Collect(std::vector<model::Generation>* out, int tp, int rank, std::vector<model::Generation>* generations,
-             std::vector<int64_t>* unshared) {
-  for (size_t i = 0; i < out->size(); ++i) {
-    if ((*out)[i].response_ids.empty()) continue;
-    (*generations)[i] = std::move((*out)[i]);
-    (*out)[i] = model::Generation{};
-    if (rank % tp == 0) unshared->push_back(static_cast<int64_t>(i));
-  }
-}
-
 // Where refilled prompts go: each to the replica holding the fewest sequences (ties: the lower
 // index), from `held` per replica. Every rank deals alike.
 std::vector<int> Deal(std::vector<int64_t> held, int64_t count) {
@@ -344,6 +332,69 @@ std::vector<int> Deal(std::vector<int64_t> held, int64_t count) {
     to.push_back(static_cast<int>(least));
   }
   return to;
+}
+
+// What to do with new prompts while the stage is wider than start_tp: the degree to narrow to
+// (tp: stay, the prompts dealt to the wide replicas) and the estimate it was taken on.
+// Without a predictor that knows the degrees, narrow to start_tp: the tail that made the stage
+// widen has ended. With one, each narrower degree it knows is predicted against staying: the time
+// to finish the held sequences and the new prompts (`added`: length and token budget each, dealt
+// as Deal will deal them; their prefill, then their whole budget), the narrowing's move of the
+// held ones included. The best narrower degree is taken unless staying wins by the margin:
+// narrowing is the rule's default, staying the exception the predictor must make.
+Decision DecideNarrow(const AdaptiveOptions& o, const LatencyModel* predictor, const std::vector<int>& degrees, int tp,
+                      int n, const std::vector<ReplicaLoad>& replicas, const ReplicaLoad& added) {
+  Decision d;
+  d.to = o.start_tp;
+  if (predictor == nullptr || !predictor->Has(tp)) return d;
+  const int64_t slots = o.generate.slots;
+  // The time for replicas of degree t holding `loads` once the new prompts are dealt to them.
+  auto finish = [&](std::vector<ReplicaLoad> loads, int t) {
+    std::vector<int64_t> held;
+    for (const ReplicaLoad& l : loads) held.push_back(static_cast<int64_t>(l.size()));
+    const std::vector<int> dealt = Deal(held, static_cast<int64_t>(added.size()));
+    std::vector<double> prefill(loads.size(), 0);
+    for (size_t i = 0; i < added.size(); ++i) {
+      const auto k = static_cast<size_t>(dealt[i]);
+      loads[k].push_back(added[i]);
+      prefill[k] += predictor->Prefill(t, added[i].first);
+    }
+    return predictor->Remaining(t, loads) + *std::max_element(prefill.begin(), prefill.end());
+  };
+  const double stay = finish(replicas, tp);
+  bool found = false;
+  double best = 0;
+  for (int t : degrees) {
+    if (t >= tp || tp % t != 0 || !predictor->Has(t)) continue;
+    SwitchEstimate e = predictor->EstimateSwitch(tp, t, replicas, n / t, slots * t);
+    const std::vector<std::vector<int>> place = MergeInto(replicas, n / t, slots * t);
+    std::vector<ReplicaLoad> narrow(static_cast<size_t>(n / t));
+    for (size_t r = 0; r < replicas.size(); ++r) {
+      for (size_t i = 0; i < replicas[r].size(); ++i) narrow[static_cast<size_t>(place[r][i])].push_back(replicas[r][i]);
+    }
+    e.stay_s = stay;
+    e.after_s = finish(std::move(narrow), t);
+    if (!found || e.total_s() < best) {
+      found = true;
+      best = e.total_s();
+      d.to = t;
+      d.estimate = e;
+    }
+  }
+  if (found && stay < best * (1 - o.margin)) d.to = tp;
+  return d;
+}
+
+// Responses finished by this rank's replica (degree tp) so far move to `generations`; those the
+// replica's first rank speaks for when they are shared go to *unshared.
+void Collect(std::vector<model::Generation>* out, int tp, int rank, std::vector<model::Generation>* generations,
+             std::vector<int64_t>* unshared) {
+  for (size_t i = 0; i < out->size(); ++i) {
+    if ((*out)[i].response_ids.empty()) continue;
+    (*generations)[i] = std::move((*out)[i]);
+    (*out)[i] = model::Generation{};
+    if (rank % tp == 0) unshared->push_back(static_cast<int64_t>(i));
+  }
 }
 
 }  // namespace
@@ -520,20 +571,43 @@ Result<AdaptiveResult> AdaptiveGenerate(Group& group, const model::Transformer& 
     }
     if (all_done && added == 0) break;
     if (added > 0) {
-      // New work: back to start_tp's narrow replicas first, then the prompts to the emptiest.
-      std::vector<int64_t> held;
+      // New work: back to narrower replicas first (DecideNarrow), then the prompts to the emptiest.
+      const auto first = static_cast<int64_t>(all_prompts.size()) - added;
+      Decision d;
+      d.to = tp;
       if (tp > o.start_tp) {
+        ReplicaLoad fresh;
+        for (int64_t i = first; i < static_cast<int64_t>(all_prompts.size()); ++i) {
+          const auto len = static_cast<int64_t>(all_prompts[static_cast<size_t>(i)].size());
+          fresh.emplace_back(len, std::max<int64_t>(0, std::min(o.generate.max_new_tokens, whole.config().context() - len)));
+        }
+        std::optional<LatencyModel> calibrated;
+        if (o.predictor != nullptr && o.calibration != nullptr) calibrated = o.predictor->Scaled(o.calibration->scale());
+        d = DecideNarrow(o, calibrated ? &*calibrated : o.predictor, degrees, tp, n, by_replica, fresh);
+        // Rank 0's decision is the group's (the calibrations of the ranks differ).
+        at::Tensor decided = at::tensor(std::vector<int64_t>{d.to, d.estimate.recompute ? 1 : 0}, at::kLong);
+        RL_RETURN_IF_ERROR(group.Broadcast(decided, 0));
+        d.to = static_cast<int>(decided[0].item<int64_t>());
+        d.estimate.recompute = decided[1].item<int64_t>() != 0;
+        if (d.to != tp && std::find(degrees.begin(), degrees.end(), d.to) == degrees.end()) {
+          return Status::Internal("adaptive generate: rank 0 chose tp " + std::to_string(d.to) + " from tp " +
+                                  std::to_string(tp) + " for new prompts");
+        }
+        if (d.to == tp) ++result.stayed_wide;
+      }
+      std::vector<int64_t> held;
+      if (d.to < tp) {
         SwitchRecord record;
         record.round = round;
-        record.recompute = o.move == AdaptiveOptions::Move::kRecompute;
+        record.predicted = d.estimate;
+        record.recompute = o.move == AdaptiveOptions::Move::kRecompute ||
+                           (o.move == AdaptiveOptions::Move::kAuto && d.estimate.recompute);
         for (const ReplicaLoad& l : by_replica) record.sequences += static_cast<int64_t>(l.size());
-        const int to = o.start_tp;
-        RL_ASSIGN_OR_RETURN(held, switch_to(to, MergeInto(by_replica, n / to, slots * to), record));
+        RL_ASSIGN_OR_RETURN(held, switch_to(d.to, MergeInto(by_replica, n / d.to, slots * d.to), record));
       } else {
         for (const ReplicaLoad& l : by_replica) held.push_back(static_cast<int64_t>(l.size()));
       }
       const std::vector<int> dealt = Deal(held, added);
-      const auto first = static_cast<int64_t>(all_prompts.size()) - added;
       for (int64_t i = 0; i < added; ++i) {
         if (dealt[static_cast<size_t>(i)] == rank / tp) replica->AddPending(first + i);
       }

@@ -26,7 +26,11 @@
 // free rank 0 asks its more_prompts for more and broadcasts them. New prompts go to the replicas
 // with the fewest sequences. Arriving while the stage is wider than start_tp, they narrow it back
 // first (the state moves as when widening, split instead of merged): PAT's rule, many narrow
-// replicas while there is work for them, wide ones for the tail alone.
+// replicas while there is work for them, wide ones for the tail alone. With a predictor, the
+// narrowing is predicted too: to each narrower degree it knows against staying wide, both with the
+// new prompts' prefill and budgets added, the move included; the best narrower one is taken unless
+// staying wins by `margin` (where wide replicas are faster even for full batches, the stage stays
+// wide and the prompts go to its replicas). Without one, it narrows to start_tp.
 // Thread safety: every rank calls this at once with the same prompts and options (SPMD).
 #pragma once
 
@@ -54,7 +58,8 @@ struct AdaptiveOptions {
   LatencyCalibration* calibration = nullptr;
   enum class Move { kAuto, kMigrate, kRecompute } move = Move::kAuto;
   // Tests: from this check (0-based) on, widen to the next degree at every check, whatever the
-  // predictor (1 -> 2 -> 4 with N = 4).
+  // predictor (1 -> 2 -> 4 with N = 4). Narrowing for refilled prompts still asks the predictor
+  // when there is one.
   int force_switch_check = -1;
   // Static replicas meet only when done (with refill, at every check): how long the first there
   // may wait for the others.
@@ -95,6 +100,7 @@ struct AdaptiveResult {
   // every rank.
   std::vector<model::Generation> generations;
   int64_t refills = 0;     // checks at which more_prompts gave prompts
+  int64_t stayed_wide = 0; // of those, wider than start_tp, where the predictor said to stay wide
   // Rank 0's more_prompts or on_finished failed: it returns that error, the other ranks this flag
   // (with what they had), so that none waits for the rest of a stage that will not come.
   bool abandoned = false;

@@ -358,6 +358,45 @@ TEST(AdaptiveGenerateTest, RefillTakesPromptsAtChecksAndSplitsWideReplicasForThe
   }
 }
 
+// With a predictor, narrowing for new prompts is predicted too. Where one replica over both ranks
+// is faster even with every slot full, the stage widens once (forced) and takes both refills into
+// it; where two narrow replicas are, it splits for them as without a predictor.
+TEST(AdaptiveGenerateTest, WithAPredictorRefillsStayWideWhereWideReplicasAreFasterForFullBatches) {
+  const Fixture f = MakeFixture(Architecture::kQwen2);
+  const RefillRun run = MakeRefill(f);
+  const LatencyModel wide = Profile(10, 0.001), narrow = Profile(0.5, 0.001);
+  AdaptiveOptions o;
+  o.generate = f.gen;
+  o.check_every = 2;
+  o.force_switch_check = 0;  // widen at the first check whatever the profile
+  for (const LatencyModel* profile : {&wide, &narrow}) {
+    o.predictor = profile;
+    const char* what = profile == &wide ? "wide faster" : "narrow faster";
+    RefillSource src(&run);
+    const auto results = RunRefill(f, run, o, &src);
+    ExpectRefilled(run, src, results, what);
+    int widened = 0, split = 0;
+    for (const SwitchRecord& s : results[0].switches) {
+      widened += s.from == 1 && s.to == 2;
+      if (s.from != 2 || s.to != 1) continue;
+      ++split;
+      // The split's estimate: staying wide against the narrow replicas with the new prompts.
+      EXPECT_GT(s.predicted.after_s, 0) << what;
+      EXPECT_LT(s.predicted.total_s(), s.predicted.stay_s) << what;
+    }
+    for (const AdaptiveResult& r : results) {
+      EXPECT_EQ(r.stayed_wide, profile == &wide ? 2 : 0) << what << ": rank 0's decisions are every rank's";
+    }
+    if (profile == &wide) {
+      EXPECT_EQ(widened, 1) << what;
+      EXPECT_EQ(split, 0) << what;
+      EXPECT_EQ(results[1].trace.back().tp, 2) << what;
+    } else {
+      EXPECT_GE(split, 1) << what;
+    }
+  }
+}
+
 TEST(AdaptiveGenerateTest, StaticReplicasAndOneReplicaOverEveryRankRefillToo) {
   const Fixture f = MakeFixture(Architecture::kQwen2);
   const RefillRun run = MakeRefill(f);

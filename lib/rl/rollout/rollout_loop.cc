@@ -275,7 +275,7 @@ size_t Loop::EmitLayoutSwitches() {
     if (o_.events == nullptr) break;
     o_.events->Emit("layout", {{"from", s.from}, {"to", s.to}, {"round", s.round}, {"at", s.began_ts}, {"sequences", s.sequences},
                                {"recompute", s.recompute}, {"seconds", s.total_s()},
-                               {"predicted_s", s.predicted.total_s()}});
+                               {"predicted_s", s.predicted.total_s()}, {"stay_s", s.predicted.stay_s}});
   }
   return switches.size();
 }
