@@ -19,8 +19,10 @@
 #   conversations lost (put, never handed to training) and duplicated (handed out twice): both must be 0;
 #   end-to-end time with faults against the same run without them.
 #
-# Usage: agent-drill.sh [--short] [--conversations N] [--seed N]
+# Usage: agent-drill.sh [--short] [--refill] [--conversations N] [--seed N]
 #   --short   a smoke run for CI: 96 conversations, 3 rollout kills and 2 rl-env kills
+#   --refill  the rollouts take more conversations at turn boundaries (rl-rollout --refill): a
+#             batch holds several leases, and a kill finds groups put, others mid-way
 # Environment: RL_BUILD_DIR (default ./build), RL_RUN_DIR (default a new /tmp directory).
 # Ends with: conversations lost L, duplicated D; turns regenerated R (from scratch: S)
 set -euo pipefail
@@ -28,10 +30,11 @@ source "$(dirname "$0")/lib.sh"
 rl_tools
 export RL_MODEL="$rl_root/share/models/calc-tiny"  # the task needs its tool-call tags
 
-seed=1 conversations=1200 rollout_kills=20 env_kills=10
+seed=1 conversations=1200 rollout_kills=20 env_kills=10 refill=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --short) conversations=96 rollout_kills=3 env_kills=2 ;;
+    --refill) refill=(--refill) ;;
     --conversations) conversations="$2"; shift ;;
     --seed) seed="$2"; shift ;;
     *) echo "agent-drill: unknown argument $1" >&2; exit 64 ;;
@@ -71,7 +74,7 @@ start_env() {
 start_rollout() {  # ID
   rl-rollout run --connect "$queue" --weights "$weights" --tools "$tools" --max-turns 5 --max-new-tokens 80 \
     --count 16 --lease 4 --temperature 1 --seed "$((seed + $1))" --threads 1 --id "$1" --run-dir "$run" \
-    --progress-interval 0 --timeout 120 --log-level error &
+    --progress-interval 0 --timeout 120 --log-level error ${refill[@]+"${refill[@]}"} &
   rollout_pids[$1]=$!
 }
 

@@ -103,7 +103,8 @@ step_events() { grep -h '"event":"step"' "$1/events/train-0.jsonl" | grep -o '"s
 
 @test "rl-watchdog run share/configs/fault-drill.toml: a killed trainer is replaced by its spare and the run completes" {
   prepared "$TMP/run"
-  short_pipeline_env 30
+  # Steps enough to outlast the spare's 3 s wait on an idle machine (30 took 2.8 s there).
+  short_pipeline_env 80
   rl-watchdog run "$CONFIGS/fault-drill.toml" --run-dir "$TMP/run" --heartbeat "$HB" --log-level warn 2> "$TMP/wd.err" &
   wpid=$!
   PIDS+=("$wpid")
@@ -118,7 +119,7 @@ step_events() { grep -h '"event":"step"' "$1/events/train-0.jsonl" | grep -o '"s
   [ "$status" -eq 0 ]
   grep '"event":"restart"' "$TMP/run/events/watchdog-0.jsonl" | grep -q '"spare":true'
   ! grep -q '"event":"restart-job"' "$TMP/run/events/watchdog-0.jsonl" || false
-  [ "$(step_events "$TMP/run" | sort -n | uniq | tail -n 1)" = 30 ]
+  [ "$(step_events "$TMP/run" | sort -n | uniq | tail -n 1)" = 80 ]
 }
 
 @test "fault-drill.toml has the roles, keys, values and options of the pipeline fault-drill.sh writes" {

@@ -17,6 +17,20 @@ teardown() { teardown_sealed; }
   [[ "$output" == *"rows with a broken loss mask: 0"* ]]
 }
 
+@test "examples/pipelines/agent-drill.sh --refill in short form: batches of several leases killed, nothing lost or duplicated" {
+  RL_RUN_DIR="$TMP/drill" run bash "$RL_SOURCE_DIR/examples/pipelines/agent-drill.sh" --short --refill
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"conversations lost 0, duplicated 0;"* ]]
+  [[ "$output" == *"rows with a broken loss mask: 0"* ]]
+  # The rollouts did take conversations into running batches.
+  cat "$TMP"/drill/*/events/rollout-*.jsonl | python3 -c '
+import json, sys
+refills = sum(json.loads(l).get("refills", 0) for l in sys.stdin if "\"event\":\"batch\"" in l)
+assert refills > 0, refills
+print(refills, "refills")'
+}
+
 @test "examples/pipelines/adaptive-tp.sh in short form: three configurations, the drill loses nothing, the last line" {
   run bash "$RL_SOURCE_DIR/examples/pipelines/adaptive-tp.sh" --short
   echo "$output"

@@ -220,7 +220,7 @@ for line in sys.stdin:
   grep -q '"event":"weights".*"version":3' "$ev"
 }
 
-@test "run --refill: groups join a running batch and each is put whole; not with tools" {
+@test "run --refill: groups join a running batch and each is put whole" {
   serve_groups 10
   rl-rollout run --checkpoint-dir "$TMP/ckpt" --refill --wait 0.5 --max-new-tokens 4 --count 8 --slots 8 \
     --run-dir "$TMP/run" --id r1 --progress-interval 0 2>"$TMP/rollout.log" &
@@ -233,11 +233,57 @@ for line in sys.stdin:
   [ "$(task_stat generate leased)" -eq 0 ]
   [ "$(task_stat reward ready)" -eq 40 ]
   refilled_batches "$TMP/run/events/rollout-r1.jsonl"
-  run rl-rollout run --weights "$MODEL" --refill --tools tcp://127.0.0.1:1
-  [ "$status" -eq 64 ]
-  [ "$output" = "rl-rollout: --refill is not supported with --tools (conversations generate turn by turn)" ]
   run rl-rollout run --help
   [[ "$output" == *"--refill"*"[env RL_REFILL]"* ]]
+}
+
+# rl-env serving the calculator at $EP (logging to $TMP/env.log).
+start_calc_env() {
+  EP="tcp://127.0.0.1:$(free_port)"
+  "$RL_BUILD_DIR/tools/rl-env/rl-env" serve --bind "$EP" --tool calc="$RL_BUILD_DIR/tools/rl-env/rl-env calc" \
+    2>> "$TMP/env.log" &
+  PIDS+=($!)
+  wait_for "$TMP/env.log" "serving tool calls on" 20
+}
+
+@test "run --refill --tools: conversations join a running batch at turn boundaries, each group put whole" {
+  export RL_MODEL="$RL_SOURCE_DIR/share/models/calc-tiny"  # its call tags
+  start_queue "$TMP/q" --declare generate=prompt_ids --declare reward=prompt,response,answer
+  rl-rollout random-model --out "$TMP/calc.safetensors" --seed 3 2>/dev/null
+  start_calc_env
+  rl-train make-data --task multiply --problems 10 --seed 2 | rl-train encode | rl-queue put --repeat 4 > /dev/null
+  rl-rollout run --weights "$TMP/calc.safetensors" --tools "$EP" --max-turns 3 --max-new-tokens 40 --refill \
+    --wait 0.5 --count 8 --slots 8 --seed 1 --run-dir "$TMP/run" --id r1 --progress-interval 0 2>"$TMP/rollout.log" &
+  pid=$!
+  PIDS+=("$pid")
+  wait_consumed 40
+  kill -TERM "$pid"
+  wait "$pid"
+  [ "$(task_stat generate consumed)" -eq 40 ]
+  [ "$(task_stat generate leased)" -eq 0 ]
+  [ "$(task_stat reward ready)" -eq 40 ]
+  python3 - "$TMP/run/events/rollout-r1.jsonl" <<'PY'
+import json, sys
+events = [json.loads(l) for l in open(sys.argv[1])]
+batches = [e for e in events if e["event"] == "batch"]
+assert sum(b["rows"] for b in batches) == 40 and sum(b["groups"] for b in batches) == 10, batches
+assert len(batches) < 5 and sum(b["refills"] for b in batches) >= 1, batches
+assert all(b["leases"] == 1 + b["refills"] and b["prompt_tokens"] > 0 for b in batches), batches
+# Within a batch, rows that were not in its first turn start later, at their own turn 0.
+joined, first = 0, None
+for e in events:
+    if e["event"] == "batch":
+        first = None
+    elif e["event"] == "turn":
+        if first is None:
+            first = set(e["rows"])
+            continue
+        for row, turn in zip(e["rows"], e["turns"]):
+            if row not in first and turn == 0:
+                joined += 1
+assert joined >= 4, joined
+assert sum(e["tool_calls"] for e in events if e["event"] == "batch") > 0, "no tool was called: the test shows nothing"
+PY
 }
 
 @test "run --ranks 2 --refill: the group takes groups at its checks and puts each whole" {

@@ -54,7 +54,7 @@ void AppendRolloutOptions(std::vector<OptionSpec>* table) {
        {"rl-rollout run"}},
       {"--refill", "RL_REFILL",
        "keep the slots full: take more groups as sequences finish and put each group when it is done, instead of "
-       "waiting for a batch's longest response (a rollout group: at its checks)",
+       "waiting for a batch's longest response (a rollout group: at its checks; with --tools: at turn boundaries)",
        {"rl-rollout run"}},
       {"--progress-interval", "RL_PROGRESS_INTERVAL", "seconds between progress lines on stderr (0: none)",
        {"rl-rollout run", "rl-reward run"}},

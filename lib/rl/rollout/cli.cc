@@ -383,10 +383,6 @@ int RolloutMain(int argc, char** argv) {
     auto when = ParseOnNewWeights(on_new_weights);
     if (!when.ok()) return Fail(kTool, when.status());
     o.on_new_weights = *when;
-    if (o.refill && run_tools.enabled()) {
-      return Fail(kTool, Status::InvalidArgument("--refill is not supported with --tools (conversations generate "
-                                                 "turn by turn)"));
-    }
     if (o.on_new_weights == OnNewWeights::kInterrupt && group_flags.enabled()) {
       return Fail(kTool, Status::InvalidArgument("--on-new-weights interrupt is not supported with --ranks > 1 (a "
                                                  "rollout group generates as one; it switches at batch boundaries)"));

@@ -14,9 +14,9 @@
 // With tools, each row is a conversation (conversation.h). The get also asks for the progress
 // columns (kProgressColumns), so a row an earlier rollout left mid-way goes on from its last
 // completed turn. Each turn starts by looking for newer weights (versions apply per turn and are
-// recorded per token), and ends with an update put of every row's progress under the lease, which
-// also renews it: a 50-turn conversation never outlives its lease while it makes progress. The
-// last put acks the rows with response_ids (every token after the prompt), logprobs, loss_mask
+// recorded per token), and ends with an update put of every unfinished row's progress under its
+// lease, which also renews it: a 50-turn conversation never outlives its lease while it makes
+// progress. Each group is put, acking its rows, once its last conversation has ended, with response_ids (every token after the prompt), logprobs, loss_mask
 // (0 on tool tokens), token_versions, response (the final answer's text, what rl-reward scores),
 // transcript, turns, tool_calls, tool_errors and version (the oldest weight version in it).
 //
@@ -40,8 +40,9 @@
 // rows per slot, or on stop. Every lease is a get of
 // its own, so a killed rollout loses nothing: the groups not put yet expire with their leases.
 // A rollout group takes and puts groups at its checks (AdaptiveOptions::refill); a group lost in
-// such a batch gives the rest of its leases back at once and the leader goes on alone. Not with
-// tools.
+// such a batch gives the rest of its leases back at once and the leader goes on alone. With tools,
+// conversations join at turn boundaries: whole groups for the places of those that ended, up to
+// `count` conversations going, each get a lease of its own.
 // Thread safety: runs on the calling thread; *policy and *events are used from it only.
 #pragma once
 

@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <optional>
 #include <string>
 #include <vector>
@@ -130,16 +131,27 @@ class Loop {
 
   Status StreamBatch(const queue::GetReply& got, const std::atomic<bool>& stop);
 
-  // Multi-turn rows (rollout_loop.h): turns until every conversation of the lease is done, its
-  // progress written after each; then one put that acks them all.
+  // Multi-turn rows (rollout_loop.h): the conversations of a batch (one lease's, or with --refill
+  // several), with the rows and groups they came in (AddLease's StreamState).
+  struct ConversationState {
+    StreamState stream;
+    std::deque<Conversation> convs;  // one per stream.rows entry; stable addresses for Turn
+    std::vector<size_t> lease_of;    // into stream.leases
+    std::vector<size_t> from;        // ids already there when it joined (resumed progress)
+    std::vector<bool> lost;          // its lease expired: left out, never put
+  };
+  Status AddConversations(const queue::GetReply& got, ConversationState* cs);
+  Status MoreConversations(ConversationState* cs, const std::atomic<bool>& stop);
+  Status PutEnded(const ConversationRunner& runner, const std::vector<bool>& ended, ConversationState* cs);
+
+  // Turns until every conversation is done, their progress written after each, each group put as
+  // soon as its last conversation ends; with --refill, more groups join at the turn boundaries.
   Status ConversationBatch(const queue::GetReply& got, const std::atomic<bool>& stop);
 
-  // The progress of the conversations that took this turn (`moves`; the others' is in their rows
-  // already), as one update put that renews the whole lease. False when the lease is gone (Conflict
-  // or NotFound: logged and counted as lost rows); any other error gives the rows back and is
-  // returned, as Commit does.
-  Result<bool> WriteProgress(const queue::GetReply& got, const Prompts& prompts,
-                             const std::vector<Conversation>& convs, const std::vector<bool>& moves);
+  // The progress of the conversations that took a turn and go on (`moves`), an update put per
+  // lease that renews it. A lease that is gone (Conflict or NotFound) loses its rows not put yet
+  // (logged, counted as lost); any other error gives every lease back and is returned.
+  Status WriteProgress(const std::vector<bool>& moves, ConversationState* cs);
 
   Status AddConversation(const ConversationRunner& runner, const Conversation& c, uint64_t index,
                          queue::PutRequest* put);
