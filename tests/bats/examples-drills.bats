@@ -77,6 +77,17 @@ print(refills, "refills")'
   grep -q '"event":"batch".*"refills":[1-9]' "$run_dir/refill/events/rollout-0.jsonl"
 }
 
+@test "examples/pipelines/refill.sh --tools in short form: conversations batch by batch and refilled at turn boundaries" {
+  run bash "$RL_SOURCE_DIR/examples/pipelines/refill.sh" --short --tools
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [[ "$output" == *" turns "* ]]
+  printf '%s\n' "$output" | grep -Eq '^refill/batch: [0-9.]+x tokens/s, slot occupancy 0\.[0-9]+ -> [01]\.[0-9]+$'
+  run_dir="$(printf '%s\n' "$output" | sed -n 's/^runs: //p')"
+  grep -q '"event":"batch".*"refills":[1-9]' "$run_dir/refill/events/rollout-0.jsonl"
+  grep -q '"event":"batch".*"tool_calls":[1-9]' "$run_dir/refill/events/rollout-0.jsonl"
+}
+
 @test "examples/pipelines/kill-by-hand.sh: each role killed -9 and restarted, no group lost or trained twice" {
   run bash "$RL_SOURCE_DIR/examples/pipelines/kill-by-hand.sh" --short
   echo "$output"
