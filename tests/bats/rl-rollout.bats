@@ -48,6 +48,20 @@ assert all(b["prompt_tokens"] > 0 and b["rounds"] > 0 for b in batches), batches
 PY
 }
 
+# One rollout (id r1, events under $TMP/run) with these flags serving the queue's 40 rows,
+# stopped with SIGTERM once they are consumed: each consumed once and ready for reward.
+rollout_serves_40() {
+  rl-rollout run "$@" --run-dir "$TMP/run" --id r1 --progress-interval 0 2>"$TMP/rollout.log" &
+  pid=$!
+  PIDS+=("$pid")
+  wait_consumed 40
+  kill -TERM "$pid"
+  wait "$pid"
+  [ "$(task_stat generate consumed)" -eq 40 ]
+  [ "$(task_stat generate leased)" -eq 0 ]
+  [ "$(task_stat reward ready)" -eq 40 ]
+}
+
 # A rollout group of two with these flags: rank 1 (pid in $follower) and rank 0 (in $leader,
 # events under $TMP/run), logging to $TMP/rankR.log.
 start_group() {
@@ -222,16 +236,7 @@ for line in sys.stdin:
 
 @test "run --refill: groups join a running batch and each is put whole" {
   serve_groups 10
-  rl-rollout run --checkpoint-dir "$TMP/ckpt" --refill --wait 0.5 --max-new-tokens 4 --count 8 --slots 8 \
-    --run-dir "$TMP/run" --id r1 --progress-interval 0 2>"$TMP/rollout.log" &
-  pid=$!
-  PIDS+=("$pid")
-  wait_consumed 40
-  kill -TERM "$pid"
-  wait "$pid"
-  [ "$(task_stat generate consumed)" -eq 40 ]
-  [ "$(task_stat generate leased)" -eq 0 ]
-  [ "$(task_stat reward ready)" -eq 40 ]
+  rollout_serves_40 --checkpoint-dir "$TMP/ckpt" --refill --wait 0.5 --max-new-tokens 4 --count 8 --slots 8
   refilled_batches "$TMP/run/events/rollout-r1.jsonl"
   run rl-rollout run --help
   [[ "$output" == *"--refill"*"[env RL_REFILL]"* ]]
@@ -252,16 +257,8 @@ start_calc_env() {
   rl-rollout random-model --out "$TMP/calc.safetensors" --seed 3 2>/dev/null
   start_calc_env
   rl-train make-data --task multiply --problems 10 --seed 2 | rl-train encode | rl-queue put --repeat 4 > /dev/null
-  rl-rollout run --weights "$TMP/calc.safetensors" --tools "$EP" --max-turns 3 --max-new-tokens 40 --refill \
-    --wait 0.5 --count 8 --slots 8 --seed 1 --run-dir "$TMP/run" --id r1 --progress-interval 0 2>"$TMP/rollout.log" &
-  pid=$!
-  PIDS+=("$pid")
-  wait_consumed 40
-  kill -TERM "$pid"
-  wait "$pid"
-  [ "$(task_stat generate consumed)" -eq 40 ]
-  [ "$(task_stat generate leased)" -eq 0 ]
-  [ "$(task_stat reward ready)" -eq 40 ]
+  rollout_serves_40 --weights "$TMP/calc.safetensors" --tools "$EP" --max-turns 3 --max-new-tokens 40 --refill \
+    --wait 0.5 --count 8 --slots 8 --seed 1
   python3 - "$TMP/run/events/rollout-r1.jsonl" <<'PY'
 import json, sys
 events = [json.loads(l) for l in open(sys.argv[1])]
