@@ -48,18 +48,21 @@ assert all(b["prompt_tokens"] > 0 and b["rounds"] > 0 for b in batches), batches
 PY
 }
 
-# One rollout (id r1, events under $TMP/run) with these flags serving the queue's 40 rows,
-# stopped with SIGTERM once they are consumed: each consumed once and ready for reward.
-rollout_serves_40() {
+# rollout_serves N FLAGS...: one rollout (id r1, events under $TMP/run) with these flags serving
+# the queue's N rows, stopped with SIGTERM once they are consumed: each consumed once and ready
+# for reward.
+rollout_serves() {
+  local rows="$1"
+  shift
   rl-rollout run "$@" --run-dir "$TMP/run" --id r1 --progress-interval 0 2>"$TMP/rollout.log" &
   pid=$!
   PIDS+=("$pid")
-  wait_consumed 40
+  wait_consumed "$rows"
   kill -TERM "$pid"
   wait "$pid"
-  [ "$(task_stat generate consumed)" -eq 40 ]
+  [ "$(task_stat generate consumed)" -eq "$rows" ]
   [ "$(task_stat generate leased)" -eq 0 ]
-  [ "$(task_stat reward ready)" -eq 40 ]
+  [ "$(task_stat reward ready)" -eq "$rows" ]
 }
 
 # A rollout group of two with these flags: rank 1 (pid in $follower) and rank 0 (in $leader,
@@ -207,15 +210,7 @@ for line in sys.stdin:
 
 @test "run fills the rows of task generate, acks them, logs events and stops on SIGTERM" {
   serve_groups 3
-  rl-rollout run --checkpoint-dir "$TMP/ckpt" --wait 0.5 --max-new-tokens 4 --count 8 \
-    --run-dir "$TMP/run" --id r1 --progress-interval 0 2>"$TMP/rollout.log" &
-  pid=$!
-  PIDS+=("$pid")
-  wait_consumed 12
-  kill -TERM "$pid"
-  wait "$pid"
-  [ "$(task_stat generate consumed)" -eq 12 ]
-  [ "$(task_stat reward ready)" -eq 12 ]
+  rollout_serves 12 --checkpoint-dir "$TMP/ckpt" --wait 0.5 --max-new-tokens 4 --count 8
   run rl-queue get --task check --columns response_ids,logprobs,version --count 12
   [ "${#lines[@]}" -eq 12 ]
   printf '%s\n' "$output" | python3 -c '
@@ -236,7 +231,7 @@ for line in sys.stdin:
 
 @test "run --refill: groups join a running batch and each is put whole" {
   serve_groups 10
-  rollout_serves_40 --checkpoint-dir "$TMP/ckpt" --refill --wait 0.5 --max-new-tokens 4 --count 8 --slots 8
+  rollout_serves 40 --checkpoint-dir "$TMP/ckpt" --refill --wait 0.5 --max-new-tokens 4 --count 8 --slots 8
   refilled_batches "$TMP/run/events/rollout-r1.jsonl"
   run rl-rollout run --help
   [[ "$output" == *"--refill"*"[env RL_REFILL]"* ]]
@@ -257,7 +252,7 @@ start_calc_env() {
   rl-rollout random-model --out "$TMP/calc.safetensors" --seed 3 2>/dev/null
   start_calc_env
   rl-train make-data --task multiply --problems 10 --seed 2 | rl-train encode | rl-queue put --repeat 4 > /dev/null
-  rollout_serves_40 --weights "$TMP/calc.safetensors" --tools "$EP" --max-turns 3 --max-new-tokens 40 --refill \
+  rollout_serves 40 --weights "$TMP/calc.safetensors" --tools "$EP" --max-turns 3 --max-new-tokens 40 --refill \
     --wait 0.5 --count 8 --slots 8 --seed 1
   python3 - "$TMP/run/events/rollout-r1.jsonl" <<'PY'
 import json, sys
