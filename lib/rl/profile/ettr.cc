@@ -111,14 +111,20 @@ Result<EttrReport> ComputeEttr(const RunEvents& run) {
     r.t1 = std::max(r.t1, s.end);
     r.productive += s.seconds();
   }
+  r.run_s = UntimedReport(run).run_s;
+  Faults(run, *trainer, starts, &r);
+  return r;
+}
+
+EttrReport UntimedReport(const RunEvents& run) {
+  EttrReport r;
   double first = std::numeric_limits<double>::infinity(), last = -first;
   for (const auto& [lane, events] : run.lanes) {
     if (events.empty()) continue;
     first = std::min(first, events.front().ts);
     last = std::max(last, events.back().ts);
   }
-  r.run_s = last - first;
-  Faults(run, *trainer, starts, &r);
+  if (last >= first) r.run_s = last - first;
   return r;
 }
 

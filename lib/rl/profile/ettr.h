@@ -60,5 +60,8 @@ struct EttrReport {
 
 // NotFound when the run has no trainer lane with a start and a step.
 Result<EttrReport> ComputeEttr(const RunEvents& run);
+// A run's report without a trainer to time it by: no trainer, steps or faults, ETTR 0; run_s
+// from the first event of any lane to the last.
+EttrReport UntimedReport(const RunEvents& run);
 
 }  // namespace rl::profile

@@ -4,6 +4,8 @@
 #include <iostream>
 #include <memory>
 
+#include <spdlog/spdlog.h>
+
 #include "rl/core/fail.h"
 #include "rl/core/fs.h"
 #include "rl/core/printf.h"
@@ -17,19 +19,51 @@ struct ReportFlags {
   bool json = false;
 };
 
+// A lane's layout switches (a rollout group's `layout` events): how many, how many widened, the
+// seconds they took and what the predictor had said of them.
+struct LaneLayouts {
+  std::string lane;
+  int64_t switches = 0, wider = 0;
+  double seconds = 0, predicted_s = 0;
+};
+
+std::vector<LaneLayouts> Layouts(const RunEvents& run) {
+  std::vector<LaneLayouts> out;
+  for (const auto& [lane, events] : run.lanes) {
+    LaneLayouts l;
+    l.lane = lane;
+    for (const RunEvent& e : events) {
+      if (e.event != "layout") continue;
+      auto number = [&](const char* k) { return e.fields.contains(k) && e.fields[k].is_number() ? e.fields[k].get<double>() : 0.0; };
+      ++l.switches;
+      l.wider += number("to") > number("from") ? 1 : 0;
+      l.seconds += number("seconds");
+      l.predicted_s += number("predicted_s");
+    }
+    if (l.switches > 0) out.push_back(l);
+  }
+  return out;
+}
+
 double Phase(const StepTime& s, const char* name) {
   auto it = s.phases.find(name);
   return it == s.phases.end() ? 0 : it->second;
 }
 
-void PrintJson(const EttrReport& r, std::ostream& out) {
+void PrintJson(const EttrReport& r, const std::vector<LaneLayouts>& layouts, std::ostream& out) {
   double det = 0, res = 0, cat = 0;
   for (const FaultTime& f : r.faults) det += f.detection, res += f.restart, cat += f.catch_up;
   nlohmann::json summary = {{"type", "summary"}, {"ettr", r.ettr()}, {"productive_s", r.productive},
                             {"wall_s", r.wall()}, {"run_s", r.run_s}, {"steps", r.steps.size()},
                             {"redone", r.redone}, {"faults", r.faults.size()}, {"detection_s", det},
                             {"restart_s", res}, {"catch_up_s", cat}};
+  if (r.trainer.empty()) summary["ettr"] = nullptr;  // no trainer: nothing to measure it by
   out << summary.dump() << "\n";
+  for (const LaneLayouts& l : layouts) {
+    nlohmann::json j = {{"type", "layouts"}, {"lane", l.lane}, {"switches", l.switches}, {"wider", l.wider},
+                        {"narrower", l.switches - l.wider}, {"seconds", l.seconds}, {"predicted_s", l.predicted_s}};
+    out << j.dump() << "\n";
+  }
   for (const FaultTime& f : r.faults) {
     nlohmann::json j = {{"type", "fault"}, {"member", f.member}, {"step", f.step}, {"action", f.action},
                         {"reason", f.reason}, {"fault_ts", f.fault_ts}, {"detection_s", f.detection},
@@ -44,10 +78,26 @@ void PrintJson(const EttrReport& r, std::ostream& out) {
   }
 }
 
+void PrintLayouts(const std::vector<LaneLayouts>& layouts, std::ostream& out) {
+  if (layouts.empty()) return;
+  out << "\nlayouts lane          switches  wider  narrower  seconds  predicted\n";
+  for (const LaneLayouts& l : layouts) {
+    out << Printf("        %-13s %8lld %6lld %9lld %8.3f %10.3f\n", l.lane.c_str(), static_cast<long long>(l.switches),
+                  static_cast<long long>(l.wider), static_cast<long long>(l.switches - l.wider), l.seconds,
+                  l.predicted_s);
+  }
+}
+
 }  // namespace
 
-void PrintReport(const EttrReport& r, const std::string& run_dir, bool json, std::ostream& out) {
-  if (json) return PrintJson(r, out);
+void PrintReport(const EttrReport& r, const RunEvents& run, const std::string& run_dir, bool json, std::ostream& out) {
+  const std::vector<LaneLayouts> layouts = Layouts(run);
+  if (json) return PrintJson(r, layouts, out);
+  if (r.trainer.empty()) {  // a run without a trainer (a rollout measured alone): its lanes only
+    out << Printf("run %s: %zu event log%s over %.1f s, no trainer: no ETTR\n", run_dir.c_str(), run.lanes.size(),
+                  run.lanes.size() == 1 ? "" : "s", r.run_s);
+    return PrintLayouts(layouts, out);
+  }
   double det = 0, res = 0, cat = 0;
   for (const FaultTime& f : r.faults) det += f.detection, res += f.restart, cat += f.catch_up;
   out << Printf("run %s: trainer %s, %zu steps kept (%lld redone), %zu faults\n", run_dir.c_str(), r.trainer.c_str(),
@@ -84,6 +134,7 @@ void PrintReport(const EttrReport& r, const std::string& run_dir, bool json, std
     }
     out << "\n";
   }
+  PrintLayouts(layouts, out);
 }
 
 Subcommand AddReportCommand(CommandLine& cl) {
@@ -97,12 +148,16 @@ Subcommand AddReportCommand(CommandLine& cl) {
             auto run = LoadRunEvents(f->run_dir);
             if (!run.ok()) return fail(run.status());
             auto report = ComputeEttr(*run);
-            if (!report.ok()) return fail(report.status());
+            if (!report.ok() && report.status().code() != Code::kNotFound) return fail(report.status());
+            if (!report.ok()) {  // no trainer, or one with no step: the timeline and layouts still
+              spdlog::warn("{}", report.status().message());
+              report = UntimedReport(*run);
+            }
             if (!f->svg.empty()) {
               Status s = WriteFileAtomic(f->svg, TimelineSvg(*run, *report));
               if (!s.ok()) return fail(s);
             }
-            PrintReport(*report, f->run_dir, f->json, std::cout);
+            PrintReport(*report, *run, f->run_dir, f->json, std::cout);
             return std::cout ? int{kExitOk} : int{kExitIOErr};
           }};
 }

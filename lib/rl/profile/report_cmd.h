@@ -1,6 +1,7 @@
 // rl-profile report RUN_DIR: ETTR, time lost per fault, the per-step breakdown and the timeline
-// picture of a run, from its event logs (ettr.h, timeline_svg.h). A table for people, JSON
-// lines with --json.
+// picture of a run, from its event logs (ettr.h, timeline_svg.h), and the layout switches of its
+// rollout groups. A table for people, JSON lines with --json. A run without a trainer (a rollout
+// measured alone) gets its timeline and layouts, and no ETTR.
 #pragma once
 
 #include <ostream>
@@ -15,6 +16,7 @@ namespace rl::profile {
 // Binds the subcommand on `cl`; the returned run() prints the report on stdout.
 Subcommand AddReportCommand(CommandLine& cl);
 
-void PrintReport(const EttrReport& r, const std::string& run_dir, bool json, std::ostream& out);
+// With r.trainer empty (UntimedReport), the lanes and layouts alone.
+void PrintReport(const EttrReport& r, const RunEvents& run, const std::string& run_dir, bool json, std::ostream& out);
 
 }  // namespace rl::profile

@@ -127,13 +127,19 @@ std::string TimelineSvg(const RunEvents& run, const EttrReport& report) {
     t0 = std::min(t0, events.front().ts);
     t1 = std::max(t1, events.back().ts);
   }
+  if (lanes.empty()) t0 = t1 = 0;  // the watchdog's log alone
   Picture p(t0, t1);
   double height = kTop + kLane * lanes.size() + 68;
   p.out() << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << kWidth << "\" height=\"" << height
           << "\" font-family=\"sans-serif\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
   char title[160];
-  std::snprintf(title, sizeof title, "ETTR %.3f over %.1f s, %zu steps, %zu faults", report.ettr(), report.wall(),
-                report.steps.size(), report.faults.size());
+  if (report.trainer.empty()) {  // a run without a trainer (UntimedReport)
+    std::snprintf(title, sizeof title, "%zu role instance%s over %.1f s, no trainer (no ETTR)", lanes.size(),
+                  lanes.size() == 1 ? "" : "s", report.run_s);
+  } else {
+    std::snprintf(title, sizeof title, "ETTR %.3f over %.1f s, %zu steps, %zu faults", report.ettr(), report.wall(),
+                  report.steps.size(), report.faults.size());
+  }
   p.Text(kLeft, 18, title, "start", 14);
   for (size_t i = 0; i < lanes.size(); ++i) Lane(&p, lanes[i], run.lanes.at(lanes[i]), report, kTop + i * kLane);
   double axis = kTop + kLane * lanes.size() + 4;

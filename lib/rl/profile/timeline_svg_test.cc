@@ -69,5 +69,22 @@ TEST(TimelineSvgTest, ALayoutSwitchIsATickOnItsRolloutsLaneWhereItBegan) {
   EXPECT_NE(svg.find(">layout switch (tp)</text>"), std::string::npos);
 }
 
+// A rollout measured alone has no trainer to time the run by: its lanes and layout switches are
+// drawn all the same, under a title that says so.
+TEST(TimelineSvgTest, ARunWithoutATrainerIsDrawnWithoutETTR) {
+  auto run = ParseRunEvents({{"rollout-g", R"({"ts":100,"event":"batch","phase":"generate"}
+{"ts":102,"event":"layout","phase":"generate","from":1,"to":2,"round":4,"at":101,"sequences":2,"seconds":0.2,"predicted_s":0.1}
+{"ts":102,"event":"batch","phase":"generate","layout_switches":1}
+)"}});
+  ASSERT_TRUE(run.ok()) << run.status().ToString();
+  EXPECT_EQ(ComputeEttr(*run).status().code(), Code::kNotFound);
+  const EttrReport untimed = UntimedReport(*run);
+  EXPECT_TRUE(untimed.trainer.empty());
+  EXPECT_DOUBLE_EQ(untimed.run_s, 2);
+  std::string svg = TimelineSvg(*run, untimed);
+  EXPECT_NE(svg.find(">1 role instance over 2.0 s, no trainer (no ETTR)</text>"), std::string::npos) << svg;
+  EXPECT_NE(svg.find("<title>rollout-g: tp 1 to 2 after round 4, 2 sequences moved"), std::string::npos) << svg;
+}
+
 }  // namespace
 }  // namespace rl::profile
