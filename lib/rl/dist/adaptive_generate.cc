@@ -589,7 +589,7 @@ Result<AdaptiveResult> AdaptiveGenerate(Group& group, const model::Transformer& 
         RL_RETURN_IF_ERROR(group.Broadcast(decided, 0));
         d.to = static_cast<int>(decided[0].item<int64_t>());
         d.estimate.recompute = decided[1].item<int64_t>() != 0;
-        if (d.to != tp && std::find(degrees.begin(), degrees.end(), d.to) == degrees.end()) {
+        if (d.to > tp || (d.to != tp && std::find(degrees.begin(), degrees.end(), d.to) == degrees.end())) {
           return Status::Internal("adaptive generate: rank 0 chose tp " + std::to_string(d.to) + " from tp " +
                                   std::to_string(tp) + " for new prompts");
         }
