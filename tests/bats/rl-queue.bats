@@ -419,6 +419,7 @@ PY
   run bash -c "echo '{\"index\":0,\"progress\":\"x\"}' | rl-queue put --renew 1"
   [ "$status" -eq 64 ]
   kill -9 "$QPID"
+  wait "$QPID" 2>/dev/null || true  # gone, its LOCK with it: a server still dying holds it
   start_queue "$TMP/q" --declare generate=prompt
   # The lease survived the restart (renewed to 3 s) and still holds the row...
   run rl-queue get --task generate --also progress
