@@ -31,6 +31,8 @@
 // new prompts' prefill and budgets added, the move included; the best narrower one is taken unless
 // staying wins by `margin` (where wide replicas are faster even for full batches, the stage stays
 // wide and the prompts go to its replicas). Without one, it narrows to start_tp.
+// The stage's loop is here; the rule's decisions are adaptive_rule.h, the move of sequences at a
+// switch adaptive_merge.h.
 // Thread safety: every rank calls this at once with the same prompts and options (SPMD).
 #pragma once
 

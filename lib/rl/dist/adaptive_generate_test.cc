@@ -2,6 +2,7 @@
 // moves at a switch, and with prompts added as it runs (refill), greedy decoding gives the tokens
 // of the whole model decoding alone.
 #include "rl/dist/adaptive_generate.h"
+#include "rl/dist/adaptive_rule.h"
 
 #include <gtest/gtest.h>
 
@@ -365,6 +366,30 @@ TEST(AdaptiveGenerateTest, RefillTakesPromptsAtChecksAndSplitsWideReplicasForThe
 // With a predictor, narrowing for new prompts is predicted too. Where one replica over both ranks
 // is faster even with every slot full, the stage widens once (forced) and takes both refills into
 // it; where two narrow replicas are, it splits for them as without a predictor.
+// DecideNarrow alone, on loads written out: two ranks merged at tp 2 holding three sequences,
+// four new prompts of 5 tokens with 10 to go.
+TEST(AdaptiveRuleTest, NarrowingForNewPromptsIsThePredictorsCallAndStartTpWithoutOne) {
+  AdaptiveOptions o;
+  o.generate.slots = 4;
+  const std::vector<ReplicaLoad> held{{{20, 6}, {12, 9}, {30, 2}}};
+  const ReplicaLoad added(4, {5, 10});
+  EXPECT_EQ(DecideNarrow(o, nullptr, {1, 2}, 2, 2, held, added).to, 1) << "no predictor: back to start_tp";
+  const LatencyModel wide = Profile(10, 0.001), narrow = Profile(0.5, 0.001), costly = Profile(0.9, 100);
+  const Decision stay = DecideNarrow(o, &wide, {1, 2}, 2, 2, held, added);
+  EXPECT_EQ(stay.to, 2);
+  EXPECT_GT(stay.estimate.total_s(), stay.estimate.stay_s);
+  const Decision split = DecideNarrow(o, &narrow, {1, 2}, 2, 2, held, added);
+  EXPECT_EQ(split.to, 1);
+  EXPECT_LT(split.estimate.total_s(), split.estimate.stay_s);
+  EXPECT_GT(split.estimate.migrate_s, 0);
+  // Narrow replicas a little faster, but the move costs a 100 s reshard: stay.
+  EXPECT_EQ(DecideNarrow(o, &costly, {1, 2}, 2, 2, held, added).to, 2);
+  // The margin guards staying, not splitting: with one near 1 staying must be ~100x faster.
+  o.margin = 0.99;
+  EXPECT_EQ(DecideNarrow(o, &wide, {1, 2}, 2, 2, held, added).to, 1) << "splitting is the default";
+  EXPECT_EQ(Deal({2, 0, 1}, 4), (std::vector<int>{1, 1, 2, 0}));
+}
+
 TEST(AdaptiveGenerateTest, WithAPredictorRefillsStayWideWhereWideReplicasAreFasterForFullBatches) {
   const Fixture f = MakeFixture(Architecture::kQwen2);
   const RefillRun run = MakeRefill(f);

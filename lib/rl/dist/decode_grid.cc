@@ -110,7 +110,7 @@ Result<LatencyModel> MeasureDecodeGrid(Group& group, const model::Transformer& w
     RL_RETURN_IF_ERROR(group.AllGather(block, &parts));
     costs.gather_bytes_per_s = static_cast<double>(block.nbytes()) * (n - 1) / std::max(Since(t), 1e-9);
     const model::ModelConfig& c = whole.config();
-    // As a switch moves it: in float32 whatever the model's dtype (adaptive_generate.cc, Merge).
+    // As a switch moves it: in float32 whatever the model's dtype (adaptive_merge.cc, MoveSequences).
     costs.kv_bytes_per_token = 2 * c.num_hidden_layers * c.kv_heads() * c.head_width() * int64_t{4};
     // The ranks' figures averaged, so that every rank holds the same model.
     std::vector<double> all;
