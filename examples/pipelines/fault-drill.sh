@@ -14,7 +14,9 @@
 #   --steps   GRPO steps of each scenario (default 200; the demo runs 600): ten kills whatever
 #             the length, so fewer steps is a higher fault rate
 #   --spares  spare trainers for the role scenario (default 1; 0: a restart starts rl-train anew)
-#   --short   a smoke run for CI: 20 small steps from an untrained model, one kill in each half
+#   --short   a smoke run for CI: 60 small steps from an untrained model, one kill in each half
+#             (a kill waits at least 1.1 s into its step: on an idle machine 20 steps of 0.09 s
+#             ended before the second kill, leaving no step after it to time)
 #   --keep    keep the run directories (printed) for rl-profile report --svg
 # Environment: RL_BUILD_DIR (default ./build), RL_RUN_DIR (default a new /tmp directory).
 set -euo pipefail
@@ -24,7 +26,7 @@ rl_tools
 seed=1 steps=200 kills=10 spares=1 keep=0 target=0.3 sft_steps=2000 extra=()
 while [ $# -gt 0 ]; do
   case "$1" in
-    --short) steps=20; kills=2; target=0.99; sft_steps=20; extra=(--dynamic-sampling false --prompts-per-step 8) ;;
+    --short) steps=60; kills=2; target=0.99; sft_steps=20; extra=(--dynamic-sampling false --prompts-per-step 8) ;;
     --steps) steps="$2"; shift ;;
     --seed) seed="$2"; shift ;;
     --spares) spares="$2"; shift ;;
