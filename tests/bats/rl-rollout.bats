@@ -278,6 +278,74 @@ assert sum(e["tool_calls"] for e in events if e["event"] == "batch") > 0, "no to
 PY
 }
 
+# A tool for calc-tiny's calls (tool protocol, man rl-env) that answers "0", and once, at the
+# first call after groups joined a running batch (turn events of $TMP/run/events), gives back
+# the oldest lease the rollout holds with rl-queue nack, as a lease that ends under a slow turn.
+# It writes the lease it ended to $TMP/nacked.
+write_lease_ending_tool() {
+  cat > "$TMP/tool.py" <<'PY'
+import json, os, subprocess, sys
+queue, events, mark = sys.argv[1:4]
+def joined():
+    first, batch = None, []
+    for line in open(events):
+        e = json.loads(line)
+        if e["event"] == "batch":
+            first, batch = None, []
+        elif e["event"] == "turn":
+            if first is None:
+                first = set(e["rows"])
+            batch += e["rows"]
+    return first is not None and any(r not in first for r in batch)
+for line in sys.stdin:
+    if not os.path.exists(mark) and joined():
+        for lease in range(1, 200):
+            r = subprocess.run(["rl-queue", "nack", "--connect", queue, "--task", "generate", "--lease-id", str(lease)],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            if r.returncode == 0:
+                open(mark, "w").write(str(lease))
+                break
+    print(json.dumps({"output": "0"}), flush=True)
+PY
+}
+
+@test "run --refill --tools: a lease that ends mid-batch loses only its rows, which come back and are put once" {
+  export RL_MODEL="$RL_SOURCE_DIR/share/models/calc-tiny"
+  start_queue "$TMP/q" --declare generate=prompt_ids --declare reward=prompt,response,answer
+  rl-rollout random-model --out "$TMP/calc.safetensors" --seed 3 2>/dev/null
+  write_lease_ending_tool
+  mkdir -p "$TMP/run/events"
+  touch "$TMP/run/events/rollout-r1.jsonl"
+  EP="tcp://127.0.0.1:$(free_port)"
+  "$RL_BUILD_DIR/tools/rl-env/rl-env" serve --bind "$EP" --no-network off \
+    --tool calc="python3 $TMP/tool.py $RL_QUEUE $TMP/run/events/rollout-r1.jsonl $TMP/nacked" 2>> "$TMP/env.log" &
+  PIDS+=($!)
+  wait_for "$TMP/env.log" "serving tool calls on" 20
+  rl-train make-data --task multiply --problems 10 --seed 2 | rl-train encode | rl-queue put --repeat 4 > /dev/null
+  rollout_serves 40 --weights "$TMP/calc.safetensors" --tools "$EP" --max-turns 3 --max-new-tokens 40 --refill \
+    --wait 0.5 --count 8 --slots 8 --seed 1
+  [ -s "$TMP/nacked" ]
+  grep -q 'progress of .* conversations not written' "$TMP/rollout.log"
+  python3 - "$TMP/run/events/rollout-r1.jsonl" <<'PY'
+import json, sys
+events = [json.loads(l) for l in open(sys.argv[1])]
+lost = [e for e in events if e["event"] == "lease_lost"]
+gone = sum(e["rows"] for e in lost)
+assert lost and gone >= 1, lost
+# The batch that lost the lease held others.
+at = events.index(lost[0])
+end = next(e for e in events[at:] if e["event"] == "batch")
+assert end["leases"] >= 2, end
+# The lost rows were taken again (each put once: rollout_serves counted 40 in reward), those
+# that had taken a turn going on from the progress written for it.
+batches = [e for e in events if e["event"] == "batch"]
+assert sum(b["rows"] for b in batches) == 40 + gone, (batches, lost)
+resumed = [e for e in events[at:] if e["event"] == "resume"]
+assert resumed and all(e["turns"] >= 1 for e in resumed), resumed
+PY
+  grep -q 'rows lost to expired leases' "$TMP/rollout.log"
+}
+
 @test "run --ranks 2 --refill: the group takes groups at its checks and puts each whole" {
   refilling_group_serves_40 --max-new-tokens 6
   [ "$(task_stat generate consumed)" -eq 40 ]
@@ -322,6 +390,10 @@ batches = [e for e in events if e["event"] == "batch"]
 assert all(e["from"] == 1 and e["to"] == 2 and e["predicted_s"] < e["stay_s"] for e in layouts), layouts
 # New groups that came while merged were taken into the wide replica, not split for.
 assert 1 <= sum(b["layout_stays"] for b in batches) <= sum(b["refills"] for b in batches), batches
+# Each stay is an event: the split to tp 1 it weighed, predicted slower than staying.
+stays = [e for e in events if e["event"] == "layout_stay"]
+assert len(stays) == sum(b["layout_stays"] for b in batches), stays
+assert all(e["tp"] == 2 and e["to"] == 1 and e["added"] >= 1 and e["stay_s"] < e["predicted_s"] for e in stays), stays
 PY
 }
 
