@@ -352,23 +352,26 @@ PY
   [[ "$output" == *"--device cuda: "* ]]
 }
 
-@test "report on a run without a trainer: the timeline and the layout switches, no ETTR" {
+@test "report on a run without a trainer: the timeline, the layout switches and stays, no ETTR" {
   mkdir -p "$TMP/run/events"
   cat > "$TMP/run/events/rollout-g.jsonl" <<'JSONL'
 {"ts":100,"role":"rollout","id":"g","event":"start","step":0,"phase":"start"}
 {"ts":100.5,"role":"rollout","id":"g","event":"phase","step":0,"phase":"generate"}
 {"ts":103,"role":"rollout","id":"g","event":"layout","step":0,"phase":"generate","from":1,"to":2,"round":2,"at":101,"sequences":8,"recompute":false,"seconds":0.25,"predicted_s":0.5,"stay_s":0.9}
 {"ts":103,"role":"rollout","id":"g","event":"layout","step":0,"phase":"generate","from":2,"to":1,"round":4,"at":102,"sequences":7,"recompute":false,"seconds":0.5,"predicted_s":0.25,"stay_s":1.5}
-{"ts":103,"role":"rollout","id":"g","event":"batch","step":0,"phase":"generate","layout_switches":2}
+{"ts":103,"role":"rollout","id":"g","event":"layout_stay","step":0,"phase":"generate","tp":2,"to":1,"round":3,"at":101.5,"sequences":6,"added":2,"predicted_s":1.25,"stay_s":0.5}
+{"ts":103,"role":"rollout","id":"g","event":"batch","step":0,"phase":"generate","layout_switches":2,"layout_stays":1}
 JSONL
   run --separate-stderr rl-profile report "$TMP/run" --svg "$TMP/t.svg"
   echo "$output"
   [ "$status" -eq 0 ]
   [ "$stderr" = "rl-profile: no trainer event log (events/train-*.jsonl)" ]
   [ "${lines[0]}" = "run $TMP/run: 1 event log over 3.0 s, no trainer: no ETTR" ]
-  printf '%s\n' "$output" | grep -Eq '^ +rollout-g +2 +1 +1 +0\.750 +0\.750$'
+  printf '%s\n' "$output" | grep -Eq '^ +rollout-g +2 +1 +1 +1 +0\.750 +0\.750$'
   grep -q '>1 role instance over 3.0 s, no trainer (no ETTR)</text>' "$TMP/t.svg"
-  [ "$(grep -c 'stroke="#d81b60"' "$TMP/t.svg")" -eq 3 ]  # two switches and the legend's
+  [ "$(grep -c '<line .*stroke="#d81b60"' "$TMP/t.svg")" -eq 3 ]  # two switches and the legend's
+  [ "$(grep -c '<circle .*stroke="#d81b60"' "$TMP/t.svg")" -eq 2 ]  # the stay and the legend's
+  grep -q '<title>rollout-g: stayed at tp 2 after round 3 for 2 new prompts beside 6 sequences (staying 0.500 s, tp 1 1.250 s predicted)</title>' "$TMP/t.svg"
   run --separate-stderr rl-profile report "$TMP/run" --json
   [ "$status" -eq 0 ]
   printf '%s\n' "$output" | python3 -c '
@@ -376,5 +379,5 @@ import json, sys
 lines = [json.loads(l) for l in sys.stdin]
 assert lines[0]["type"] == "summary" and lines[0]["ettr"] is None, lines
 assert lines[1] == {"type": "layouts", "lane": "rollout-g", "switches": 2, "wider": 1, "narrower": 1,
-                    "seconds": 0.75, "predicted_s": 0.75}, lines'
+                    "stays": 1, "seconds": 0.75, "predicted_s": 0.75}, lines'
 }

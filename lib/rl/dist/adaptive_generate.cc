@@ -364,7 +364,17 @@ Result<AdaptiveResult> AdaptiveGenerate(Group& group, const model::Transformer& 
           return Status::Internal("adaptive generate: rank 0 chose tp " + std::to_string(d.to) + " from tp " +
                                   std::to_string(tp) + " for new prompts");
         }
-        if (d.to == tp) ++result.stayed_wide;
+        if (d.to == tp) {
+          StayRecord stay;
+          stay.round = round;
+          stay.ts = WallSeconds();
+          stay.tp = tp;
+          stay.to = d.weighed;
+          for (const ReplicaLoad& l : by_replica) stay.sequences += static_cast<int64_t>(l.size());
+          stay.added = added;
+          stay.predicted = d.estimate;
+          result.stays.push_back(stay);
+        }
       }
       std::vector<int64_t> held;
       if (d.to < tp) {

@@ -85,6 +85,18 @@ struct SwitchRecord {
   double total_s() const { return state_s + reshard_s + other_s; }
 };
 
+// New prompts at a stage wider than start_tp that DecideNarrow took into the wide replicas: the
+// split it weighed and did not make.
+struct StayRecord {
+  int64_t round = 0;       // the round after which the prompts came
+  double ts = 0;           // when: Unix seconds on this rank's clock (rl-profile's timeline)
+  int tp = 1;              // the degree it stayed at
+  int to = 1;              // the best narrower degree it weighed
+  int64_t sequences = 0;   // held when the prompts came
+  int64_t added = 0;       // the new prompts
+  SwitchEstimate predicted;  // that split's: total_s() against stay_s
+};
+
 // One round of this rank's replica, for checking the predictor against real trajectories.
 struct RoundTrace {
   int tp = 1;
@@ -102,7 +114,8 @@ struct AdaptiveResult {
   // every rank.
   std::vector<model::Generation> generations;
   int64_t refills = 0;     // checks at which more_prompts gave prompts
-  int64_t stayed_wide = 0; // of those, wider than start_tp, where the predictor said to stay wide
+  // Of those, the ones at a stage wider than start_tp that the predictor said to take wide.
+  std::vector<StayRecord> stays;
   // Rank 0's more_prompts or on_finished failed: it returns that error, the other ranks this flag
   // (with what they had), so that none waits for the rest of a stage that will not come.
   bool abandoned = false;

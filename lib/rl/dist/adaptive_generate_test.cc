@@ -412,7 +412,15 @@ TEST(AdaptiveGenerateTest, WithAPredictorRefillsStayWideWhereWideReplicasAreFast
       EXPECT_LT(s.predicted.total_s(), s.predicted.stay_s) << what;
     }
     for (const AdaptiveResult& r : results) {
-      EXPECT_EQ(r.stayed_wide, profile == &wide ? 2 : 0) << what << ": rank 0's decisions are every rank's";
+      EXPECT_EQ(r.stays.size(), profile == &wide ? 2u : 0u) << what << ": rank 0's decisions are every rank's";
+    }
+    for (const StayRecord& s : results[0].stays) {
+      // Each stay weighed the split to tp 1 of the held sequences and the new prompts, and found it slower.
+      EXPECT_EQ(s.tp, 2) << what;
+      EXPECT_EQ(s.to, 1) << what;
+      EXPECT_GE(s.added, 1) << what;
+      EXPECT_GT(s.ts, 0) << what;
+      EXPECT_GT(s.predicted.total_s(), s.predicted.stay_s) << what;
     }
     if (profile == &wide) {
       EXPECT_EQ(widened, 1) << what;

@@ -90,7 +90,7 @@ Decision DecideNarrow(const AdaptiveOptions& o, const LatencyModel* predictor, c
     if (!found || e.total_s() < best) {
       found = true;
       best = e.total_s();
-      d.to = t;
+      d.to = d.weighed = t;
       d.estimate = e;
     }
   }

@@ -17,6 +17,7 @@ namespace rl::dist {
 struct Decision {
   int to = 0;
   SwitchEstimate estimate;
+  int weighed = 0;  // DecideNarrow: the narrower degree `estimate` is of, taken or not
 };
 
 // Widening, once nothing is pending: the best wider degree of `degrees` the predictor knows, when

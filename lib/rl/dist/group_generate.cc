@@ -122,7 +122,7 @@ Result<std::vector<model::Generation>> GroupLeader::Generate(const model::Transf
                                                              model::GenerateStats* stats) {
   RL_RETURN_IF_ERROR(model::CheckGenerateRequest(model.config(), prompts, go));
   switches_.clear();
-  stays_ = 0;
+  stays_.clear();
   if (host_ != nullptr) {
     RL_ASSIGN_OR_RETURN(bool formed, host_->Poll());
     if (formed) sent_any_ = false;  // the new group's followers hold no weights yet
@@ -144,7 +144,7 @@ Result<std::vector<model::Generation>> GroupLeader::Generate(const model::Transf
   }
   if (!out.ok()) return out.status();
   switches_ = out->switches;
-  stays_ = out->stayed_wide;
+  stays_ = out->stays;
   if (stats != nullptr) {
     *stats = model::GenerateStats{};
     for (const auto& g : out->generations) stats->new_tokens += static_cast<int64_t>(g.response_ids.size());

@@ -65,8 +65,8 @@ class GroupLeader {
   // The layout switches (merges to wider tensor-parallel replicas, splits back) of the last
   // Generate; none when it ran alone, static, or failed.
   const std::vector<SwitchRecord>& last_switches() const { return switches_; }
-  // Refills of the last Generate taken into replicas wider than the start (AdaptiveResult::stayed_wide).
-  int64_t last_stays() const { return stays_; }
+  // Refills of the last Generate taken into replicas wider than the start (AdaptiveResult::stays).
+  const std::vector<StayRecord>& last_stays() const { return stays_; }
 
  private:
   Result<AdaptiveResult> OnGroup(const model::Transformer& model, uint64_t version,
@@ -76,7 +76,7 @@ class GroupLeader {
   Group* group_ = nullptr;
   GroupGenerateOptions options_;
   std::vector<SwitchRecord> switches_;
-  int64_t stays_ = 0;
+  std::vector<StayRecord> stays_;
   bool sent_any_ = false;
   uint64_t sent_version_ = 0;
 };

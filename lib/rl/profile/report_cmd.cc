@@ -20,10 +20,11 @@ struct ReportFlags {
 };
 
 // A lane's layout switches (a rollout group's `layout` events): how many, how many widened, the
-// seconds they took and what the predictor had said of them.
+// seconds they took and what the predictor had said of them; and its stays (`layout_stay`: new
+// prompts taken into merged replicas instead of a split).
 struct LaneLayouts {
   std::string lane;
-  int64_t switches = 0, wider = 0;
+  int64_t switches = 0, wider = 0, stays = 0;
   double seconds = 0, predicted_s = 0;
 };
 
@@ -33,6 +34,7 @@ std::vector<LaneLayouts> Layouts(const RunEvents& run) {
     LaneLayouts l;
     l.lane = lane;
     for (const RunEvent& e : events) {
+      if (e.event == "layout_stay") ++l.stays;
       if (e.event != "layout") continue;
       auto number = [&](const char* k) { return e.fields.contains(k) && e.fields[k].is_number() ? e.fields[k].get<double>() : 0.0; };
       ++l.switches;
@@ -40,7 +42,7 @@ std::vector<LaneLayouts> Layouts(const RunEvents& run) {
       l.seconds += number("seconds");
       l.predicted_s += number("predicted_s");
     }
-    if (l.switches > 0) out.push_back(l);
+    if (l.switches > 0 || l.stays > 0) out.push_back(l);
   }
   return out;
 }
@@ -61,7 +63,8 @@ void PrintJson(const EttrReport& r, const std::vector<LaneLayouts>& layouts, std
   out << summary.dump() << "\n";
   for (const LaneLayouts& l : layouts) {
     nlohmann::json j = {{"type", "layouts"}, {"lane", l.lane}, {"switches", l.switches}, {"wider", l.wider},
-                        {"narrower", l.switches - l.wider}, {"seconds", l.seconds}, {"predicted_s", l.predicted_s}};
+                        {"narrower", l.switches - l.wider}, {"stays", l.stays}, {"seconds", l.seconds},
+                        {"predicted_s", l.predicted_s}};
     out << j.dump() << "\n";
   }
   for (const FaultTime& f : r.faults) {
@@ -80,10 +83,11 @@ void PrintJson(const EttrReport& r, const std::vector<LaneLayouts>& layouts, std
 
 void PrintLayouts(const std::vector<LaneLayouts>& layouts, std::ostream& out) {
   if (layouts.empty()) return;
-  out << "\nlayouts lane          switches  wider  narrower  seconds  predicted\n";
+  out << "\nlayouts lane          switches  wider  narrower  stays  seconds  predicted\n";
   for (const LaneLayouts& l : layouts) {
-    out << Printf("        %-13s %8lld %6lld %9lld %8.3f %10.3f\n", l.lane.c_str(), static_cast<long long>(l.switches),
-                  static_cast<long long>(l.wider), static_cast<long long>(l.switches - l.wider), l.seconds,
+    out << Printf("        %-13s %8lld %6lld %9lld %6lld %8.3f %10.3f\n", l.lane.c_str(),
+                  static_cast<long long>(l.switches), static_cast<long long>(l.wider),
+                  static_cast<long long>(l.switches - l.wider), static_cast<long long>(l.stays), l.seconds,
                   l.predicted_s);
   }
 }

@@ -59,6 +59,13 @@ class Picture {
                   X(ts), y0, X(ts), y1, colour, width);
     out_ << buf;
   }
+  // A hollow ring centred at pixel x (a decision that changed nothing: a layout stay).
+  void Ring(double x, double y, const char* colour, const std::string& title) {
+    char buf[200];
+    std::snprintf(buf, sizeof buf, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3.5\" fill=\"none\" stroke=\"%s\" stroke-width=\"1.5\">",
+                  x, y, colour);
+    out_ << buf << "<title>" << Escape(title) << "</title></circle>\n";
+  }
   void Text(double x, double y, const std::string& s, const char* anchor = "start", int size = 12) {
     char buf[120];
     std::snprintf(buf, sizeof buf, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"%d\" text-anchor=\"%s\">", x, y, size, anchor);
@@ -85,6 +92,18 @@ void LayoutSwitch(Picture* p, const std::string& lane, const RunEvent& e, double
   p->Line(at, y - 2, y + kBar + 2, kLayoutColour, 1.5);
 }
 
+// A rollout group's `layout_stay` event: a ring above its lane's bar at the decision.
+void LayoutStay(Picture* p, const std::string& lane, const RunEvent& e, double y) {
+  const nlohmann::json& f = e.fields;
+  if (!f.contains("at") || !f["at"].is_number()) return;
+  auto number = [&](const char* key) { return f.contains(key) && f[key].is_number() ? f[key].get<double>() : 0.0; };
+  char what[300];
+  std::snprintf(what, sizeof what, "%s: stayed at tp %.0f after round %.0f for %.0f new prompts beside %.0f sequences "
+                "(staying %.3f s, tp %.0f %.3f s predicted)", lane.c_str(), number("tp"), number("round"),
+                number("added"), number("sequences"), number("stay_s"), number("to"), number("predicted_s"));
+  p->Ring(p->X(number("at")), y - 5, kLayoutColour, what);
+}
+
 void Lane(Picture* p, const std::string& name, const std::vector<RunEvent>& events, const EttrReport& r, double y) {
   std::string member = MemberOf(name);
   p->Text(kLeft - 8, y + kBar - 3, name, "end");
@@ -107,6 +126,7 @@ void Lane(Picture* p, const std::string& name, const std::vector<RunEvent>& even
   }
   for (const RunEvent& e : events) {
     if (e.event == "layout") LayoutSwitch(p, name, e, y);
+    if (e.event == "layout_stay") LayoutStay(p, name, e, y);
   }
   for (const FaultTime& f : r.faults) {
     if (f.member != member && f.action != "restart-job") continue;
@@ -163,6 +183,9 @@ std::string TimelineSvg(const RunEvents& run, const EttrReport& report) {
   p.out() << "<line x1=\"" << x << "\" y1=\"" << y - 10 << "\" x2=\"" << x << "\" y2=\"" << y + 2
           << "\" stroke=\"" << kLayoutColour << "\" stroke-width=\"1.5\"/>\n";
   p.Text(x + 6, y, "layout switch (tp)");
+  x += 6 + 8 * 18 + 16;
+  p.Ring(x, y - 4, kLayoutColour, "a layout stay");
+  p.Text(x + 8, y, "layout stay (new prompts taken wide)");
   p.out() << "</svg>\n";
   return p.out().str();
 }

@@ -277,6 +277,12 @@ size_t Loop::EmitLayoutSwitches() {
                                {"recompute", s.recompute}, {"seconds", s.total_s()},
                                {"predicted_s", s.predicted.total_s()}, {"stay_s", s.predicted.stay_s}});
   }
+  for (const dist::StayRecord& s : o_.group->last_stays()) {
+    if (o_.events == nullptr) break;
+    o_.events->Emit("layout_stay", {{"tp", s.tp}, {"to", s.to}, {"round", s.round}, {"at", s.ts},
+                                    {"sequences", s.sequences}, {"added", s.added},
+                                    {"predicted_s", s.predicted.total_s()}, {"stay_s", s.predicted.stay_s}});
+  }
   return switches.size();
 }
 

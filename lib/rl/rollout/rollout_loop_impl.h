@@ -81,8 +81,9 @@ class Loop {
   model::NewerWeights NewerWeights();
 
   void CountSwitches(const model::GenerateStats& gs);
-  // A rollout group's layout switches in its last batch (or turn), one "layout" event each;
-  // returns how many (0 without a group).
+  // A rollout group's layout switches in its last batch (or turn), one "layout" event each, and
+  // the refills it took wide, one "layout_stay" event each; returns how many switches (0 without
+  // a group).
   size_t EmitLayoutSwitches();
 
   // Weights of another vocabulary end the batch: its rows are given back and the error returned.

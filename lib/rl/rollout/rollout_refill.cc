@@ -133,7 +133,7 @@ Status Loop::StreamBatch(const queue::GetReply& got, const std::atomic<bool>& st
                               {"switches", gs.switches}, {"interrupted", gs.interrupted},
                               {"reprefill_tokens", gs.reprefill_tokens}, {"switch_seconds", gs.switch_s},
                               {"layout_switches", layouts},
-                              {"layout_stays", o_.group != nullptr ? o_.group->last_stays() : 0}});
+                              {"layout_stays", o_.group != nullptr ? o_.group->last_stays().size() : 0}});
   }
   return Status::OK();
 }
