@@ -1,5 +1,5 @@
 // Fuzz entry points over the decoders that read bytes from outside: wire frames and request
-// bodies, write-ahead-log files, snapshot files, tokenizer.json files. libFuzzer drives them (fuzz_*.cc, clang builds
+// bodies, write-ahead-log files, snapshot files, tokenizer.json files, chat templates. libFuzzer drives them (fuzz_*.cc, clang builds
 // with -DRL_BUILD_FUZZERS=ON) and corpus_replay_test.cc replays the saved corpus in every build.
 #pragma once
 
@@ -17,5 +17,9 @@ void FuzzSnapshot(const uint8_t* data, size_t size);
 // Loads "tokenizer.json|#|text" as a tokenizer and encodes and decodes the text with it
 // (tokenizer_target.cc; replayed by rl_tokenizer_test, which links the tokenizer library).
 void FuzzTokenizer(const uint8_t* data, size_t size);
+// Parses "template|#|messages JSON" as a chat template (a tokenizer_config.json's) and renders
+// the messages with it, with and without tools and a generation prompt (chat_target.cc;
+// replayed by rl_chat_test, which links the chat library).
+void FuzzChatTemplate(const uint8_t* data, size_t size);
 
 }  // namespace rl::fuzz
