@@ -98,6 +98,8 @@ man_examples() {
   run_dir=$(printf '%s\n' "$output" | sed -n 's/^== data (seed [0-9]*) in //p')
   grep -q '"event":"group"' "$run_dir"/events/rollout-0.jsonl
   grep -q '"event":"turn"' "$run_dir"/events/rollout-0.jsonl
+  # A static group: its batches count no layout switch or stay (rl-rollout(1), Events).
+  grep '"event":"batch"' "$run_dir"/events/rollout-0.jsonl | grep '"layout_stays":0,"layout_switches":0' | grep -q '"segments"'
 }
 
 @test "examples/pipelines/grpo-demo.sh runs with a rollout group of two (tensor parallel) in its short form" {

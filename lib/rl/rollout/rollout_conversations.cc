@@ -89,11 +89,16 @@ Status Loop::ConversationBatch(const queue::GetReply& got, const std::atomic<boo
   ConversationOptions co = *o_.conversation;
   if (interrupt()) co.generate.newer_weights = NewerWeights();
   SegmentGenerator on_group;  // a rollout group generates each turn's segments as one
+  size_t layouts = 0, stays = 0;  // its layout switches and stays over the batch's turns
   if (o_.group != nullptr) {
-    on_group = [this](const model::Transformer& model, uint64_t version, const std::vector<std::vector<int64_t>>& p,
-                      const model::GenerateOptions& go, model::GenerateStats* gs) {
+    on_group = [this, &layouts, &stays](const model::Transformer& model, uint64_t version,
+                                        const std::vector<std::vector<int64_t>>& p, const model::GenerateOptions& go,
+                                        model::GenerateStats* gs) {
       auto out = o_.group->Generate(model, version, p, go, gs);
-      if (out.ok()) EmitLayoutSwitches();
+      if (out.ok()) {
+        layouts += EmitLayoutSwitches();
+        stays += o_.group->last_stays().size();
+      }
       return out;
     };
   }
@@ -171,7 +176,8 @@ Status Loop::ConversationBatch(const queue::GetReply& got, const std::atomic<boo
                               {"prompt_tokens", cs.stream.prompt_tokens},
                               {"switches", ts.switching.switches}, {"interrupted", ts.switching.interrupted},
                               {"reprefill_tokens", ts.switching.reprefill_tokens},
-                              {"switch_seconds", ts.switching.switch_s}});
+                              {"switch_seconds", ts.switching.switch_s},
+                              {"layout_switches", layouts}, {"layout_stays", stays}});
   }
   return Status::OK();
 }
