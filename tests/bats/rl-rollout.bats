@@ -343,7 +343,7 @@ assert sum(b["rows"] for b in batches) == 40 + gone, (batches, lost)
 resumed = [e for e in events[at:] if e["event"] == "resume"]
 assert resumed and all(e["turns"] >= 1 for e in resumed), resumed
 PY
-  grep -q 'rows lost to expired leases' "$TMP/rollout.log"
+  grep -q 'rows lost to leases that ended (expired or given back)' "$TMP/rollout.log"
 }
 
 @test "run --ranks 2 --refill: the group takes groups at its checks and puts each whole" {

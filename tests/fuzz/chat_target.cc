@@ -26,14 +26,14 @@ const char kTools[] = R"([{"type": "function", "function": {"name": "calc", "des
 
 }  // namespace
 
-void FuzzChatTemplate(const uint8_t* data, size_t size) {
+int FuzzChatTemplate(const uint8_t* data, size_t size) {
   // "template|#|messages as JSON": both parts come from the fuzzer; messages that are not a
   // JSON array are the fixed conversation above.
   const std::string_view all(reinterpret_cast<const char*>(data), size);
   const size_t at = all.find("|#|");
   const std::string source(all.substr(0, at));
   auto tpl = chat::ChatTemplate::Parse(source);
-  if (!tpl.ok()) return;
+  if (!tpl.ok()) return 0;
   nlohmann::ordered_json messages;
   if (at != std::string_view::npos) {
     messages = nlohmann::ordered_json::parse(all.substr(at + 3), nullptr, /*allow_exceptions=*/false);
@@ -43,11 +43,13 @@ void FuzzChatTemplate(const uint8_t* data, size_t size) {
   o.now = 1700000000;  // strftime_now: the same output for the same input
   o.max_output_bytes = 1 << 20;  // keeps each run fast; the limit itself is what is tested
   o.variables = {{"bos_token", "<s>"}, {"eos_token", "</s>"}, {"enable_thinking", false}};
+  int rendered = 0;
   for (bool prompt : {false, true}) {
     o.add_generation_prompt = prompt;
     o.tools = prompt ? nlohmann::ordered_json::parse(kTools) : nlohmann::ordered_json();
-    (void)tpl->Render(messages, o);
+    rendered += tpl->Render(messages, o).ok() ? 1 : 0;
   }
+  return rendered;
 }
 
 }  // namespace rl::fuzz

@@ -2,6 +2,6 @@
 #include "targets.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  rl::fuzz::FuzzChatTemplate(data, size);
+  (void)rl::fuzz::FuzzChatTemplate(data, size);
   return 0;
 }

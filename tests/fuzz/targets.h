@@ -19,7 +19,8 @@ void FuzzSnapshot(const uint8_t* data, size_t size);
 void FuzzTokenizer(const uint8_t* data, size_t size);
 // Parses "template|#|messages JSON" as a chat template (a tokenizer_config.json's) and renders
 // the messages with it, with and without tools and a generation prompt (chat_target.cc;
-// replayed by rl_chat_test, which links the chat library).
-void FuzzChatTemplate(const uint8_t* data, size_t size);
+// replayed by rl_chat_test, which links the chat library). Returns how many of the two renders
+// succeeded, so that the replay can tell a corpus that renders from one that never parses.
+int FuzzChatTemplate(const uint8_t* data, size_t size);
 
 }  // namespace rl::fuzz

@@ -86,7 +86,8 @@ struct SwitchRecord {
 };
 
 // New prompts at a stage wider than start_tp that DecideNarrow took into the wide replicas: the
-// split it weighed and did not make.
+// split it weighed and did not make. Every rank records the stay (rank 0 decided it); `to` and
+// `predicted` are this rank's own estimate, so rank 0's are the ones that decided.
 struct StayRecord {
   int64_t round = 0;       // the round after which the prompts came
   double ts = 0;           // when: Unix seconds on this rank's clock (rl-profile's timeline)

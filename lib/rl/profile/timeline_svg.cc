@@ -182,8 +182,9 @@ std::string TimelineSvg(const RunEvents& run, const EttrReport& report) {
   x = kLeft, y += 18;  // a second row: the first is full
   p.out() << "<line x1=\"" << x << "\" y1=\"" << y - 10 << "\" x2=\"" << x << "\" y2=\"" << y + 2
           << "\" stroke=\"" << kLayoutColour << "\" stroke-width=\"1.5\"/>\n";
-  p.Text(x + 6, y, "layout switch (tp)");
-  x += 6 + 8 * 18 + 16;
+  const std::string switch_label = "layout switch (tp)";
+  p.Text(x + 6, y, switch_label);
+  x += 6 + 8 * switch_label.size() + 16;  // 8 px a character, as the first row counts
   p.Ring(x, y - 4, kLayoutColour, "a layout stay");
   p.Text(x + 8, y, "layout stay (new prompts taken wide)");
   p.out() << "</svg>\n";

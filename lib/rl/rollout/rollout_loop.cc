@@ -393,7 +393,7 @@ void Loop::Progress(bool final) {
 }
 
 std::string Loop::Lost() const {
-  return stats_->lost ? ", " + std::to_string(stats_->lost) + " rows lost to expired leases" : "";
+  return stats_->lost ? ", " + std::to_string(stats_->lost) + " rows lost to leases that ended (expired or given back)" : "";
 }
 
 }  // namespace rl::rollout::detail
