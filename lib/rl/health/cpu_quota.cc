@@ -10,13 +10,12 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <optional>
-#include <sstream>
 
 #include "rl/core/crc32c.h"
 #include "rl/core/fs.h"
 #include "rl/core/printf.h"
+#include "rl/health/cgroup_text.h"
 #include "rl/health/slots.h"
 
 namespace rl::health {
@@ -30,61 +29,15 @@ int64_t PeriodUs(double cpus) {
   return std::clamp<int64_t>(static_cast<int64_t>(std::ceil(1000 / cpus)), 10000, 1000000);
 }
 
-// A mount of a cpu-controlled hierarchy: `root` is the group mounted at `point` (not "/" inside
-// a container that sees only its own part of the tree).
-struct Mount {
-  std::string root, point;
-  bool v2 = false;
-};
-
-bool HasToken(const std::string& list, const std::string& token, char sep) {
-  std::stringstream in(list);
-  for (std::string t; std::getline(in, t, sep);) {
-    if (t == token) return true;
-  }
-  return false;
+// The cpu mount and this process's group in it, from the kernel's files.
+std::optional<CgroupMount> CpuMount() {
+  auto text = ReadFile("/proc/self/mountinfo");
+  return text.ok() ? CpuMountFrom(*text) : std::nullopt;
 }
 
-// From /proc/self/mountinfo: "ID PARENT MAJ:MIN ROOT POINT OPTIONS [TAGS...] - FSTYPE SOURCE SUPER".
-// A v1 hierarchy with the cpu controller comes first; the v2 tree only when there is none.
-std::optional<Mount> CpuMount() {
-  std::ifstream in("/proc/self/mountinfo");
-  std::optional<Mount> v2;
-  for (std::string line; std::getline(in, line);) {
-    std::istringstream f(line);
-    std::string id, parent, dev, root, point, options, word;
-    if (!(f >> id >> parent >> dev >> root >> point >> options)) continue;
-    while (f >> word && word != "-") {
-    }
-    std::string fstype, source, super;
-    if (!(f >> fstype >> source >> super)) continue;
-    if (fstype == "cgroup" && HasToken(super, "cpu", ',')) return Mount{root, point, false};
-    if (fstype == "cgroup2" && !v2) v2 = Mount{root, point, true};
-  }
-  return v2;
-}
-
-// The group `pid` is in on that hierarchy, from /proc/PID/cgroup ("N:cpu,cpuacct:/path" for v1,
-// "0::/path" for v2). Empty when the file does not say.
 std::string GroupOf(pid_t pid, bool v2) {
-  std::ifstream in("/proc/" + (pid > 0 ? std::to_string(pid) : std::string("self")) + "/cgroup");
-  for (std::string line; std::getline(in, line);) {
-    size_t a = line.find(':'), b = a == std::string::npos ? a : line.find(':', a + 1);
-    if (b == std::string::npos) continue;
-    std::string controllers = line.substr(a + 1, b - a - 1);
-    if (v2 ? line.compare(0, a, "0") == 0 && controllers.empty() : HasToken(controllers, "cpu", ',')) {
-      return line.substr(b + 1);
-    }
-  }
-  return "";
-}
-
-// The directory of a group path on a mount.
-std::string DirOf(const Mount& m, const std::string& group) {
-  std::string rel = group;
-  if (m.root != "/" && rel.compare(0, m.root.size(), m.root) == 0) rel = rel.substr(m.root.size());
-  if (rel == "/") rel.clear();
-  return m.point + rel;
+  auto text = ReadFile("/proc/" + (pid > 0 ? std::to_string(pid) : std::string("self")) + "/cgroup");
+  return text.ok() ? CpuGroupFrom(*text, v2) : "";
 }
 
 Status WriteText(const std::string& path, const std::string& text) {
@@ -114,12 +67,12 @@ Status MakeDir(const std::string& dir) {
 }  // namespace
 
 Result<CpuController> FindCpuController() {
-  std::optional<Mount> m = CpuMount();
+  std::optional<CgroupMount> m = CpuMount();
   if (!m) return Status::Unavailable("no cgroup hierarchy with the cpu controller is mounted");
   CpuController c;
   c.v2 = m->v2;
   if (!c.v2) {
-    c.dir = DirOf(*m, GroupOf(0, false));
+    c.dir = GroupDirOf(*m, GroupOf(0, false));
     if (::access((c.dir + "/cpu.cfs_quota_us").c_str(), F_OK) != 0) c.dir = m->point;  // our group is not visible
     if (::access(c.dir.c_str(), W_OK) != 0) {
       return Status::Unavailable("the cgroup v1 cpu group " + c.dir + " is not writable: " + std::strerror(errno));
@@ -130,7 +83,7 @@ Result<CpuController> FindCpuController() {
   // under the root, which is exempt, and only when it hands cpu down.
   c.dir = m->point;
   auto control = ReadFile(c.dir + "/cgroup.subtree_control");
-  if (!control.ok() || !HasToken(std::string(control->substr(0, control->find('\n'))), "cpu", ' ')) {
+  if (!control.ok() || !HandsDownCpu(*control)) {
     return Status::Unavailable("the cgroup v2 root " + c.dir + " does not hand the cpu controller to its groups "
                                "(cgroup.subtree_control)");
   }
@@ -187,25 +140,18 @@ Status JoinQuotaGroup(const std::string& run_dir, const std::vector<int>& slots,
 }
 
 Result<double> QuotaOfProcess(pid_t pid) {
-  std::optional<Mount> m = CpuMount();
+  std::optional<CgroupMount> m = CpuMount();
   if (!m) return Status::Unavailable("no cgroup hierarchy with the cpu controller is mounted");
   std::string group = GroupOf(pid, m->v2);
   if (group.empty()) return Status::NotFound("process " + std::to_string(pid) + " names no cpu group");
-  const std::string dir = DirOf(*m, group);
+  const std::string dir = GroupDirOf(*m, group);
   if (m->v2) {
     RL_ASSIGN_OR_RETURN(std::string max, ReadFile(dir + "/cpu.max"));
-    std::istringstream in(max);
-    std::string quota;
-    double period = 0;
-    if (!(in >> quota >> period) || period <= 0) return Status::DataError(dir + "/cpu.max: '" + max + "'");
-    if (quota == "max") return -1.0;
-    return std::atof(quota.c_str()) / period;
+    return QuotaFromCpuMax(max, dir + "/cpu.max");
   }
   RL_ASSIGN_OR_RETURN(std::string quota, ReadFile(dir + "/cpu.cfs_quota_us"));
   RL_ASSIGN_OR_RETURN(std::string period, ReadFile(dir + "/cpu.cfs_period_us"));
-  double q = std::atof(quota.c_str()), p = std::atof(period.c_str());
-  if (p <= 0) return Status::DataError(dir + "/cpu.cfs_period_us: '" + period + "'");
-  return q < 0 ? -1.0 : q / p;
+  return QuotaFromCfs(quota, period, dir);
 }
 
 void RemoveQuotaGroups(const std::string& run_dir) {
