@@ -30,6 +30,22 @@ std::optional<int64_t> WholeInt(std::string_view s) {
   return v;
 }
 
+// A mountinfo path field: the kernel writes space, tab, newline and backslash as \NNN octal.
+std::string UnescapeMountPath(const std::string& field) {
+  std::string out;
+  for (size_t i = 0; i < field.size(); ++i) {
+    if (field[i] == '\\' && i + 3 < field.size() &&
+        field[i + 1] >= '0' && field[i + 1] <= '3' && field[i + 2] >= '0' && field[i + 2] <= '7' &&
+        field[i + 3] >= '0' && field[i + 3] <= '7') {
+      out += static_cast<char>((field[i + 1] - '0') * 64 + (field[i + 2] - '0') * 8 + (field[i + 3] - '0'));
+      i += 3;
+    } else {
+      out += field[i];
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 std::optional<CgroupMount> CpuMountFrom(std::string_view mountinfo) {
@@ -43,6 +59,8 @@ std::optional<CgroupMount> CpuMountFrom(std::string_view mountinfo) {
     }
     std::string fstype, source, super;
     if (word != "-" || !(f >> fstype >> source >> super)) continue;
+    root = UnescapeMountPath(root);
+    point = UnescapeMountPath(point);
     if (fstype == "cgroup" && HasToken(super, "cpu", ',')) return CgroupMount{root, point, false};
     if (fstype == "cgroup2" && !v2) v2 = CgroupMount{root, point, true};
   }

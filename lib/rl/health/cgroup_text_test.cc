@@ -51,6 +51,16 @@ TEST(CgroupText, SkipsMountLinesThatDoNotParse) {
   EXPECT_TRUE(m->v2);
 }
 
+TEST(CgroupText, DecodesTheOctalEscapesOfMountPaths) {
+  auto m = CpuMountFrom("26 22 0:24 /a\\040b /mnt/my\\040cgroup rw - cgroup2 cgroup2 rw\n");
+  ASSERT_TRUE(m.has_value());
+  EXPECT_EQ(m->point, "/mnt/my cgroup");
+  EXPECT_EQ(m->root, "/a b");
+  auto cut = CpuMountFrom("26 22 0:24 / /mnt/x\\04 rw - cgroup2 cgroup2 rw\n");
+  ASSERT_TRUE(cut.has_value());
+  EXPECT_EQ(cut->point, "/mnt/x\\04") << "an escape cut short stays as written";
+}
+
 TEST(CgroupText, FindsTheGroupOfEachVersion) {
   const char* v2 = "0::/user.slice/user-1000.slice/session-2.scope\n";
   EXPECT_EQ(CpuGroupFrom(v2, true), "/user.slice/user-1000.slice/session-2.scope");
@@ -93,7 +103,9 @@ TEST(CgroupText, ReadsQuotasOfBothVersions) {
   }
   for (auto [q, p] : std::vector<std::pair<const char*, const char*>>{{"", "100000"}, {"x", "100000"}, {"1000", "0"},
                                                                        {"-7", "100000"}, {"0", "100000"}}) {
-    EXPECT_FALSE(QuotaFromCfs(q, p, "g").ok()) << q << " / " << p;
+    auto r = QuotaFromCfs(q, p, "g");
+    ASSERT_FALSE(r.ok()) << q << " / " << p;
+    EXPECT_EQ(r.status().code(), Code::kDataError);
   }
 }
 

@@ -35,6 +35,7 @@ std::optional<CgroupMount> CpuMount() {
   return text.ok() ? CpuMountFrom(*text) : std::nullopt;
 }
 
+// The group `pid` (0: this process) is in on that hierarchy; empty when /proc does not say.
 std::string GroupOf(pid_t pid, bool v2) {
   auto text = ReadFile("/proc/" + (pid > 0 ? std::to_string(pid) : std::string("self")) + "/cgroup");
   return text.ok() ? CpuGroupFrom(*text, v2) : "";
