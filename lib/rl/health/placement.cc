@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <fstream>
 
+#include "rl/core/json_field.h"
+
 namespace rl::health {
 
 SplitSearch::SplitSearch(int lo, int hi, bool sweep)
@@ -102,7 +104,7 @@ std::vector<double> StepClock::Poll() {
     if (in.eof()) break;  // no newline yet: the writer is not done with it
     offset_ += line.size() + 1;
     nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
-    if (!j.is_object() || j.value("event", "") != "step") continue;
+    if (!j.is_object() || TextField(j, "event") != "step") continue;
     auto s = j.find("seconds");
     if (s != j.end() && s->is_number() && s->get<double>() >= 0) steps.push_back(s->get<double>());
   }

@@ -1,5 +1,7 @@
 #include "rl/health/policy.h"
 
+#include "rl/core/json_field.h"
+
 namespace rl::health {
 
 const char* ActionName(Action a) {
@@ -28,7 +30,7 @@ nlohmann::json RestartPolicy::State() const {
 
 void RestartPolicy::Restore(const nlohmann::json& state) {
   if (!state.is_object()) return;
-  full_restarts_ = state.value("full_restarts", 0);
+  full_restarts_ = static_cast<int>(IntField(state, "full_restarts", 0));
   auto steps = state.find("failed_steps");
   for (size_t i = 0; steps != state.end() && steps->is_array() && i < steps->size(); ++i) {
     const auto& e = (*steps)[i];

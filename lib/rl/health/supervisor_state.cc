@@ -4,6 +4,7 @@
 #include <fstream>
 
 #include "rl/core/fs.h"
+#include "rl/core/json_field.h"
 #include "rl/core/log.h"
 
 namespace rl::health::supervisor_internal {
@@ -40,8 +41,8 @@ void Supervisor::LoadState() {
   if (j.contains("roles") && j["roles"].is_object()) saved_roles_ = j["roles"];
   if (j.contains("placement") && j["placement"].is_object()) saved_placement_ = j["placement"];
   const nlohmann::json& t = j.contains("trainer") ? j["trainer"] : nlohmann::json::object();
-  saved_trainer_pid_ = t.is_object() ? t.value("pid", 0) : 0;
-  saved_trainer_steps_ = t.is_object() ? t.value("steps", uint64_t{0}) : 0;
+  saved_trainer_pid_ = static_cast<pid_t>(IntField(t, "pid", 0));
+  saved_trainer_steps_ = UintField(t, "steps", 0);
 }
 
 // An adopted role takes its history from state.json when that names the same process (pid and

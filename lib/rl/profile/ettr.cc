@@ -4,6 +4,8 @@
 #include <cmath>
 #include <limits>
 
+#include "rl/core/json_field.h"
+
 namespace rl::profile {
 namespace {
 
@@ -54,7 +56,7 @@ const RunEvent* FirstAfter(const std::vector<RunEvent>& lane, double ts, const s
                            const std::string& member = "") {
   for (const RunEvent& e : lane) {
     if (e.ts < ts || e.event != event) continue;
-    if (!member.empty() && e.fields.value("member", "") != member) continue;
+    if (!member.empty() && TextField(e.fields, "member") != member) continue;
     return &e;
   }
   return nullptr;
@@ -67,14 +69,14 @@ void Faults(const RunEvents& run, const std::vector<RunEvent>& trainer, const st
     for (const RunEvent& e : events) {
       if (e.event != "failure") continue;
       FaultTime f;
-      f.member = e.fields.value("member", "");
-      f.kind = e.fields.value("kind", "");
-      f.reason = e.fields.value("reason", "");
-      f.step = e.fields.value("pipeline_step", int64_t{-1});
+      f.member = TextField(e.fields, "member");
+      f.kind = TextField(e.fields, "kind");
+      f.reason = TextField(e.fields, "reason");
+      f.step = IntField(e.fields, "pipeline_step", -1);
       f.detect_ts = e.ts;
-      f.fault_ts = e.fields.value("fault_ts", e.ts);
+      f.fault_ts = NumberField(e.fields, "fault_ts", e.ts);
       const RunEvent* d = FirstAfter(events, e.ts, "decision", f.member);
-      f.action = d ? d->fields.value("action", "") : "";
+      f.action = d ? TextField(d->fields, "action") : "";
       bool trainer_down = f.kind == "train" || f.action == "restart-job";
       const RunEvent* ready = trainer_down ? FirstAfter(trainer, e.ts, "start") : FirstAfter(events, e.ts, "ready", f.member);
       if (ready && f.action != "give-up") f.ready_ts = ready->ts;

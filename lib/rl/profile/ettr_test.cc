@@ -96,6 +96,30 @@ TEST(EttrTest, ARunWithoutATrainerIsNotFound) {
   EXPECT_EQ(ComputeEttr(*run).status().code(), Code::kNotFound);
   EXPECT_EQ(ParseRunEvents({{"x", "nonsense\n{\"ts\":1,\"event\":\"a\"}\n"}}).status().message(),
             "x.jsonl line 1 is not an event line");
+  EXPECT_EQ(ParseRunEvents({{"x", "{\"ts\":1,\"event\":5}\n{\"ts\":2,\"event\":\"a\"}\n"}}).status().message(),
+            "x.jsonl line 1 is not an event line")
+      << "an event that is not a string";
+}
+
+// Fields of the wrong type (a hand-edited log, another tool's) read as absent: they used to end
+// rl-profile with nlohmann's type_error.
+TEST(EttrTest, FieldsOfTheWrongTypeReadAsAbsent) {
+  const char* watchdog = R"({"ts":99.0,"event":"watch"}
+{"ts":105.5,"event":"failure","member":7,"kind":["train"],"fault_ts":"105","pipeline_step":2.5,"reason":null}
+{"ts":105.5,"event":"decision","member":"train/0","action":{"a":1}}
+{"ts":106.0,"event":"ready","member":"train/0"}
+)";
+  auto run = ParseRunEvents({{"train-0", kTrainer}, {"watchdog-0", watchdog}, {"x", R"({"ts":1,"event":"a","phase":3,"step":"2"})"}});
+  ASSERT_TRUE(run.ok()) << run.status().ToString();
+  EXPECT_EQ(run->lanes["x"][0].phase, "");
+  EXPECT_EQ(run->lanes["x"][0].step, 0);
+  auto r = ComputeEttr(*run);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ(r->faults.size(), 1u);
+  EXPECT_EQ(r->faults[0].member, "");
+  EXPECT_EQ(r->faults[0].kind, "");
+  EXPECT_EQ(r->faults[0].step, -1);
+  EXPECT_DOUBLE_EQ(r->faults[0].fault_ts, 105.5) << "no fault_ts: the failure event's own time";
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <numeric>
 
 #include "rl/core/fs.h"
+#include "rl/core/json_field.h"
 
 namespace rl::profile {
 namespace {
@@ -70,11 +71,11 @@ Status MeasureTrainer(const std::vector<RunEvent>& lane, int64_t warmup, RunMeas
   for (const RunEvent& e : lane) {
     if (e.event == "step") ends.push_back(e.ts);
     if (e.event == "start" && e.fields.contains("staleness")) {
-      m->config.staleness = e.fields.value("staleness", int64_t{0});
-      m->config.start_fraction = e.fields.value("start_fraction", 1.0);
-      m->shape.prompts_per_step = e.fields.value("prompts_per_step", m->shape.prompts_per_step);
-      m->shape.group_size = e.fields.value("group_size", m->shape.group_size);
-      m->shape.micro_batch = e.fields.value("micro_batch", m->shape.micro_batch);
+      m->config.staleness = IntField(e.fields, "staleness", 0);
+      m->config.start_fraction = NumberField(e.fields, "start_fraction", 1.0);
+      m->shape.prompts_per_step = IntField(e.fields, "prompts_per_step", m->shape.prompts_per_step);
+      m->shape.group_size = IntField(e.fields, "group_size", m->shape.group_size);
+      m->shape.micro_batch = IntField(e.fields, "micro_batch", m->shape.micro_batch);
       has_shape = e.fields.contains("prompts_per_step");
     }
   }
@@ -105,7 +106,7 @@ Status FitRollouts(const RunEvents& run, PlanFit* fit) {
       RL_ASSIGN_OR_RETURN(double rounds, Number(name, e, "rounds"));
       RL_ASSIGN_OR_RETURN(double seconds, Number(name, e, "seconds"));
       RL_ASSIGN_OR_RETURN(double prompt_tokens, Number(name, e, "prompt_tokens"));
-      const Json& len = e.fields.value("lengths", Json());
+      const Json& len = ArrayField(e.fields, "lengths");
       if (!len.is_array() || len.size() != 5 || rows <= 0) {
         return Status::DataError("plan: " + name + ": a batch event's lengths is not [min, q1, median, q3, max]");
       }
@@ -169,14 +170,14 @@ Status FitTrainer(const std::string& name, const std::vector<RunEvent>& lane, Pl
       y.push_back(train);
       eval.push_back(ev);
       samples += n;
-      uniform += e.fields.value("uniform_rows", 0.0);
+      uniform += NumberField(e.fields, "uniform_rows", 0.0);
       if (n > 0) per_row.push_back(tokens / n);
     } else if (e.event == "snapshot") {
       RL_ASSIGN_OR_RETURN(double s, Number(name, e, "seconds"));
       snapshot.push_back(s);
-      snapshot_ts[e.fields.value("version", int64_t{-1})] = e.ts;
+      snapshot_ts[IntField(e.fields, "version", -1)] = e.ts;
     } else if (e.event == "checkpoint") {
-      auto it = snapshot_ts.find(e.fields.value("version", int64_t{-1}));
+      auto it = snapshot_ts.find(IntField(e.fields, "version", -1));
       if (it != snapshot_ts.end()) write.push_back(e.ts - it->second);
     }
   }
@@ -197,7 +198,7 @@ Status FitTrainer(const std::string& name, const std::vector<RunEvent>& lane, Pl
 double FitSync(const RunEvents& run, const std::vector<RunEvent>& train) {
   std::map<int64_t, double> offered;
   for (const RunEvent& e : train) {
-    if (e.event == "snapshot") offered[e.fields.value("version", int64_t{-1})] = e.ts;
+    if (e.event == "snapshot") offered[IntField(e.fields, "version", -1)] = e.ts;
   }
   std::vector<double> delays;
   for (const auto& [name, lane] : run.lanes) {
@@ -205,7 +206,7 @@ double FitSync(const RunEvents& run, const std::vector<RunEvent>& train) {
     bool ucx = std::any_of(lane.begin(), lane.end(), [](const RunEvent& e) { return e.event == "weights-arrived"; });
     for (const RunEvent& e : lane) {
       if (e.event != (ucx ? "weights-arrived" : "weights")) continue;
-      auto it = offered.find(e.fields.value("version", int64_t{-1}));
+      auto it = offered.find(IntField(e.fields, "version", -1));
       if (it != offered.end() && e.ts >= it->second) delays.push_back(e.ts - it->second);
     }
   }
@@ -343,7 +344,7 @@ Result<DecodeTable> LoadDecodeTable(const std::string& path) {
   }
   std::vector<std::vector<double>> x;
   std::vector<double> y;
-  for (const Json& p : j.value("prefill", Json::array())) {
+  for (const Json& p : ArrayField(j, "prefill")) {
     if (!p.is_array() || p.size() != 3 || !p[1].is_number() || !p[2].is_number()) {
       return bad("a prefill point is not [tp, tokens, seconds]");
     }

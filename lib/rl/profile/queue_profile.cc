@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <thread>
 
+#include "rl/core/json_field.h"
 #include "rl/core/log.h"
 #include "rl/core/printf.h"
 #include "rl/profile/queue_driver.h"
@@ -31,7 +32,7 @@ Result<std::string> ServerFsync(const std::string& endpoint) {
   o.give_up_s = 10;
   queue::QueueClient client(o);
   RL_ASSIGN_OR_RETURN(nlohmann::json stat, client.Stat());
-  return stat.value("fsync", std::string("unknown"));
+  return TextField(stat, "fsync", "unknown");
 }
 
 // Other work on the machine competes with the benchmark's threads; say so, since it shows in the figures.

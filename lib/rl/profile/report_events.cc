@@ -1,13 +1,21 @@
 #include "rl/profile/report_events.h"
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <sstream>
 
 #include "rl/core/fs.h"
+#include "rl/core/json_field.h"
 
 namespace rl::profile {
 namespace {
+
+// A JSON object with a finite number "ts" and a string "event".
+bool IsEventLine(const nlohmann::json& j) {
+  const double ts = NumberField(j, "ts", std::nan(""));
+  return std::isfinite(ts) && FieldOf(j, "event") != nullptr && FieldOf(j, "event")->is_string();
+}
 
 Status ParseLane(const std::string& name, const std::string& text, std::vector<RunEvent>* out) {
   std::istringstream in(text);
@@ -18,15 +26,15 @@ Status ParseLane(const std::string& name, const std::string& text, std::vector<R
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
     bool last = in.peek() == EOF;
-    if (j.is_discarded() || !j.is_object() || !j.contains("ts") || !j["ts"].is_number() || !j.contains("event")) {
+    if (!IsEventLine(j)) {
       if (last) continue;  // torn by a kill in the middle of a write
       return Status::DataError(name + ".jsonl line " + std::to_string(n) + " is not an event line");
     }
     RunEvent e;
     e.ts = j["ts"].get<double>();
-    e.event = j.value("event", "");
-    e.phase = j.value("phase", "");
-    e.step = j.contains("step") && j["step"].is_number_integer() ? j["step"].get<int64_t>() : 0;
+    e.event = TextField(j, "event");
+    e.phase = TextField(j, "phase");
+    e.step = IntField(j, "step", 0);
     e.fields = std::move(j);
     out->push_back(std::move(e));
   }

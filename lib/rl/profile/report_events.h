@@ -26,7 +26,8 @@ struct RunEvents {
 };
 
 // Reads every events/*.jsonl of run_dir. A torn last line (a role killed mid-write) is skipped;
-// any other line that is not a JSON object with ts and event is a DataError naming file and line.
+// any other line that is not a JSON object with ts (a finite number) and event (a string) is a DataError
+// naming file and line. Other fields of the wrong type read as absent.
 Result<RunEvents> LoadRunEvents(const std::string& run_dir);
 // The same from text, for tests: lane name -> JSON lines.
 Result<RunEvents> ParseRunEvents(const std::map<std::string, std::string>& lanes);

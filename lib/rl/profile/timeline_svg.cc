@@ -6,6 +6,8 @@
 #include <limits>
 #include <sstream>
 
+#include "rl/core/json_field.h"
+
 namespace rl::profile {
 namespace {
 
@@ -87,7 +89,7 @@ void LayoutSwitch(Picture* p, const std::string& lane, const RunEvent& e, double
   char what[200];
   std::snprintf(what, sizeof what, "%s: tp %.0f to %.0f after round %.0f, %.0f sequences %s, %.3f s (predicted %.3f s)",
                 lane.c_str(), number("from"), number("to"), number("round"), number("sequences"),
-                f.value("recompute", false) ? "recomputed" : "moved", seconds, number("predicted_s"));
+                BoolField(f, "recompute", false) ? "recomputed" : "moved", seconds, number("predicted_s"));
   p->Rect(at, at + seconds, y - 2, kBar + 4, kLayoutColour, what, 0.5);
   p->Line(at, y - 2, y + kBar + 2, kLayoutColour, 1.5);
 }
@@ -164,7 +166,10 @@ std::string TimelineSvg(const RunEvents& run, const EttrReport& report) {
   for (size_t i = 0; i < lanes.size(); ++i) Lane(&p, lanes[i], run.lanes.at(lanes[i]), report, kTop + i * kLane);
   double axis = kTop + kLane * lanes.size() + 4;
   double span = t1 - t0, tick = std::pow(10, std::floor(std::log10(std::max(span, 1e-3) / 5)));
-  for (double t = 0; t <= span; t += tick) {
+  // By count, not by t += tick: a span of times near the double range overflows to inf, and a
+  // loop to inf would never end. 5 to 50 ticks for any finite span.
+  for (int i = 0; std::isfinite(tick) && i <= 60 && i * tick <= span; ++i) {
+    const double t = i * tick;
     p.Line(t0 + t, axis, axis + 4, "#444", 1);
     char label[32];
     std::snprintf(label, sizeof label, "%g s", t);

@@ -86,5 +86,16 @@ TEST(TimelineSvgTest, ARunWithoutATrainerIsDrawnWithoutETTR) {
   EXPECT_NE(svg.find("<title>rollout-g: tp 1 to 2 after round 4, 2 sequences moved"), std::string::npos) << svg;
 }
 
+// Times at both ends of the double range: their span overflows to inf, and the time axis's ticks
+// once stepped towards it for ever. Times that are not finite are no event lines at all.
+TEST(TimelineSvgTest, TimesAtTheEndsOfTheDoubleRangeAreDrawnInBoundedTime) {
+  auto run = ParseRunEvents({{"rollout-0", "{\"ts\":-1e308,\"event\":\"batch\"}\n{\"ts\":1e308,\"event\":\"batch\"}\n"}});
+  ASSERT_TRUE(run.ok()) << run.status().ToString();
+  const std::string svg = TimelineSvg(*run, UntimedReport(*run));
+  EXPECT_NE(svg.find("</svg>"), std::string::npos);
+  EXPECT_LT(svg.size(), 100000u);
+  EXPECT_FALSE(ParseRunEvents({{"x", "{\"ts\":1e999,\"event\":\"batch\"}\n{\"ts\":1,\"event\":\"a\"}\n"}}).ok());
+}
+
 }  // namespace
 }  // namespace rl::profile

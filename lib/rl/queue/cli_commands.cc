@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "rl/core/event_log.h"
+#include "rl/core/json_field.h"
 #include "rl/core/log.h"
 #include "rl/core/signals.h"
 #include "rl/queue/cli.h"
@@ -120,35 +121,46 @@ int RunStat(const ClientFlags& c, bool json, std::ostream& out) {
     out << stat->dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
     return kExitOk;
   }
-  const auto& j = *stat;
-  out << "rows " << j["rows"] << "  bytes " << j["bytes"] << "  next_index " << j["next_index"] << "  log_bytes "
-      << j["log_bytes"] << "  snapshot_bytes " << j["snapshot_bytes"] << "  fsync " << j["fsync"].get<std::string>()
-      << "\n";
-  if (j.contains("units") && j["units"].is_array()) {
+  // Read field by field with defaults ("-"): a server of another version may lack a field or
+  // hold another type, and the text form must still print what there is.
+  const nlohmann::json& j = *stat;
+  auto count = [](const nlohmann::json& o, const char* k) {
+    const nlohmann::json* f = FieldOf(o, k);
+    return f != nullptr && f->is_number_integer() ? f->dump() : std::string("-");
+  };
+  out << "rows " << count(j, "rows") << "  bytes " << count(j, "bytes") << "  next_index " << count(j, "next_index")
+      << "  log_bytes " << count(j, "log_bytes") << "  snapshot_bytes " << count(j, "snapshot_bytes") << "  fsync "
+      << TextField(j, "fsync", "-") << "\n";
+  const nlohmann::json& units = ArrayField(j, "units");
+  if (!units.empty()) {
     out << "units";
-    for (size_t u = 0; u < j["units"].size(); ++u) out << "  " << u << " " << j["units"][u].get<std::string>();
+    for (size_t u = 0; u < units.size(); ++u) {
+      out << "  " << u << " " << (units[u].is_string() ? units[u].get<std::string>() : units[u].dump());
+    }
     out << "\n";
   }
   out << std::left << std::setw(16) << "task" << std::right << std::setw(10) << "ready" << std::setw(8) << "groups"
       << std::setw(10) << "leased" << std::setw(12) << "consumed" << std::setw(10) << "dropped" << std::setw(10)
       << "holds" << "  columns\n";
-  for (const auto& t : j["tasks"]) {
+  for (const auto& t : ArrayField(j, "tasks")) {
     std::string cols;
-    for (const auto& col : t["columns"]) cols += (cols.empty() ? "" : ",") + Quoted(col.get<std::string>());
-    auto n = [&](const char* k) { return t.contains(k) ? std::to_string(t[k].get<uint64_t>()) : "-"; };
+    for (const auto& col : ArrayField(t, "columns")) {
+      if (col.is_string()) cols += (cols.empty() ? "" : ",") + Quoted(col.get<std::string>());
+    }
     // An optional task holds no row; a server from before "holds" says nothing (both "-").
-    bool optional = t.contains("optional") && t["optional"].get<bool>();
-    out << std::left << std::setw(16) << Quoted(t["name"].get<std::string>()) << std::right << std::setw(10)
-        << n("ready") << std::setw(8) << n("ready_groups") << std::setw(10) << n("leased") << std::setw(12)
-        << n("consumed") << std::setw(10) << n("dropped") << std::setw(10) << (optional ? "-" : n("holds")) << "  "
-        << cols << (optional ? " (optional)" : "") << "\n";
+    const bool optional = BoolField(t, "optional", false);
+    out << std::left << std::setw(16) << Quoted(TextField(t, "name")) << std::right << std::setw(10)
+        << count(t, "ready") << std::setw(8) << count(t, "ready_groups") << std::setw(10) << count(t, "leased")
+        << std::setw(12) << count(t, "consumed") << std::setw(10) << count(t, "dropped") << std::setw(10)
+        << (optional ? "-" : count(t, "holds")) << "  " << cols << (optional ? " (optional)" : "") << "\n";
   }
   // Who holds the leased rows: a consumer that died shows here until its lease ends or its
   // successor gives them back.
-  for (const auto& t : j["tasks"]) {
-    if (!t.contains("holders") || !t["holders"].is_object() || t["holders"].empty()) continue;
-    out << "leases of " << Quoted(t["name"].get<std::string>()) << ":";
-    for (const auto& [holder, rows] : t["holders"].items()) out << " " << Quoted(holder) << " " << rows;
+  for (const auto& t : ArrayField(j, "tasks")) {
+    const nlohmann::json& holders = ObjectField(t, "holders");
+    if (holders.empty()) continue;
+    out << "leases of " << Quoted(TextField(t, "name")) << ":";
+    for (const auto& [holder, rows] : holders.items()) out << " " << Quoted(holder) << " " << rows;
     out << "\n";
   }
   return kExitOk;

@@ -14,6 +14,7 @@
 #include <random>
 
 #include "rl/core/fail.h"
+#include "rl/core/json_field.h"
 #include "rl/model/device.h"
 #include "rl/model/hf_dir.h"
 #include "rl/model/kv_cache.h"
@@ -306,15 +307,15 @@ Status MeasureTorch(const model::Transformer& m, const model::ModelDir& dir, con
   }
   RL_RETURN_IF_ERROR(lines.status());
   for (const nlohmann::json& j : *lines) {
-    const std::string fig = j.value("figure", "");
-    if (fig == "check") r->torch_check = j.value("max_abs_diff", -1.0);
+    const std::string fig = TextField(j, "figure");
+    if (fig == "check") r->torch_check = NumberField(j, "max_abs_diff", -1.0);
     if (fig == "train") {
-      r->loss_torch = j.value("loss", 0.0);
-      r->grad_norm_torch = j.value("grad_norm", 0.0);
+      r->loss_torch = NumberField(j, "loss", 0.0);
+      r->grad_norm_torch = NumberField(j, "grad_norm", 0.0);
     }
     for (DecodeFigure& f : r->figures) {
-      if (f.figure == fig && (fig == "train" || f.batch == j.value("batch", int64_t{-1}))) {
-        f.torch_s = j.value("seconds", 0.0);
+      if (f.figure == fig && (fig == "train" || f.batch == IntField(j, "batch", -1))) {
+        f.torch_s = NumberField(j, "seconds", 0.0);
         if (j.contains("peak_bytes") && j["peak_bytes"].is_number()) f.torch_peak_bytes = j["peak_bytes"].get<int64_t>();
       }
     }

@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
+#include "rl/core/json_field.h"
 
 namespace rl::train {
 
@@ -29,10 +30,10 @@ Result<FedPrompt> PromptSource::At(uint64_t n) {
 Result<uint64_t> RowsInFlight(queue::QueueClient* client) {
   RL_ASSIGN_OR_RETURN(nlohmann::json stat, client->Stat());
   uint64_t rows = 0;
-  for (const auto& t : stat.value("tasks", nlohmann::json::array())) {
-    std::string name = t.value("name", "");
+  for (const auto& t : ArrayField(stat, "tasks")) {
+    const std::string name = TextField(t, "name");
     if (name == "generate" || name == "reward" || name == "train") {
-      rows += t.value("ready", uint64_t{0}) + t.value("leased", uint64_t{0});
+      rows += UintField(t, "ready", 0) + UintField(t, "leased", 0);
     }
   }
   return rows;

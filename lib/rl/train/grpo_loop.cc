@@ -13,6 +13,7 @@
 
 #include "rl/core/event_log.h"
 #include "rl/core/fs.h"
+#include "rl/core/json_field.h"
 #include "rl/dist/group.h"
 #include "rl/health/progress.h"
 #include "rl/model/device.h"
@@ -155,9 +156,9 @@ Status GrpoLoop::Start() {
 Status GrpoLoop::CheckTrainTask() {
   RL_ASSIGN_OR_RETURN(nlohmann::json stat, client_.Stat());
   const std::vector<std::string> want = {"prompt_ids", "response_ids", "logprobs", "reward", "version", kRefColumn};
-  for (const auto& t : stat.value("tasks", nlohmann::json::array())) {
-    if (t.value("name", "") != kTrainTask) continue;
-    auto cols = t.value("columns", std::vector<std::string>());
+  for (const auto& t : ArrayField(stat, "tasks")) {
+    if (TextField(t, "name") != kTrainTask) continue;
+    const nlohmann::json& cols = ArrayField(t, "columns");
     if (std::find(cols.begin(), cols.end(), kRefColumn) != cols.end()) return Status::OK();
     std::string list;
     for (const auto& c : want) list += (list.empty() ? "" : ",") + c;

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <sstream>
 
+#include "rl/core/json_field.h"
 #include "rl/model/hf_dir.h"
 #include "rl/model/model_file.h"
 #include "rl/train/checkpoint.h"
@@ -18,14 +19,14 @@ Status GrpoLoop::StartFrom(Checkpoint c) {
   step_ = c.step;
   version_ = c.version;
   std::istringstream(c.rng) >> rng_;
-  best_accuracy_ = c.extra.value("best_accuracy", 0.0);
+  best_accuracy_ = NumberField(c.extra, "best_accuracy", 0.0);
   // Only an accuracy measured on a held-out set of this size is comparable.
-  if (c.extra.value("eval_size", int64_t{-1}) == o_.eval_size) {
-    last_accuracy_ = c.extra.value("accuracy", -1.0);
-    accuracy_step_ = c.extra.value("accuracy_step", c.step);
+  if (IntField(c.extra, "eval_size", -1) == o_.eval_size) {
+    last_accuracy_ = NumberField(c.extra, "accuracy", -1.0);
+    accuracy_step_ = IntField(c.extra, "accuracy_step", c.step);
   }
-  best_reward_ema_ = c.extra.value("best_reward_ema", 0.0);
-  reward_ema_ = c.extra.value("reward_ema", -1.0);
+  best_reward_ema_ = NumberField(c.extra, "best_reward_ema", 0.0);
+  reward_ema_ = NumberField(c.extra, "reward_ema", -1.0);
   std::optional<model::Transformer> ref;
   if (o_.grpo.kl_coef > 0 && !o_.grpo.ref_from_rows) {
     RL_ASSIGN_OR_RETURN(model::LoadedModel r, model::LoadModelFile(WeightsPath(o_.checkpoint_dir, 0)));

@@ -3,6 +3,7 @@
 #include <ctime>
 #include <vector>
 
+#include "rl/core/json_field.h"
 #include "rl/model/chat/jinja_eval.h"
 #include "rl/model/chat/jinja_parser.h"
 
@@ -87,7 +88,7 @@ Result<std::string> ChatTemplateFromConfig(const nlohmann::ordered_json& config,
   std::string want = name.empty() ? "default" : name;
   if (it->is_array()) {
     for (const auto& t : *it) {
-      if (t.is_object() && t.value("name", "") == want && t.contains("template") && t["template"].is_string())
+      if (t.is_object() && TextField(t, "name") == want && t.contains("template") && t["template"].is_string())
         return t["template"].get<std::string>();
     }
     return Status::NotFound("tokenizer config has no chat template named '" + want + "'");

@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "rl/core/json_field.h"
 #include "rl/model/tokenizer/hf_tokenizer.h"
 #include "rl/model/tokenizer/spm_tokenizer.h"
 
@@ -52,7 +53,7 @@ Result<std::string> ChatTemplate(const json& root) {
   if (it->is_string()) return it->get<std::string>();
   if (it->is_array()) {
     for (const auto& t : *it) {
-      if (t.is_object() && t.value("name", std::string()) == "default" && t.contains("template") &&
+      if (t.is_object() && TextField(t, "name") == "default" && t.contains("template") &&
           t["template"].is_string()) {
         return t["template"].get<std::string>();
       }

@@ -1,5 +1,6 @@
 #include "rl/model/tokenizer/processors.h"
 
+#include "rl/core/json_field.h"
 #include "rl/model/tokenizer/unicode.h"
 
 namespace rl::tokenizer {
@@ -73,7 +74,7 @@ Status PostProcessor::LoadOne(const json& j) {
   for (const auto& piece : *single) {
     if (piece.is_object() && piece.contains("Sequence")) {
       const json& seq = piece["Sequence"];
-      if (seen_sequence || !seq.is_object() || seq.value("id", std::string()) != "A") {
+      if (seen_sequence || !seq.is_object() || TextField(seq, "id") != "A") {
         return Status::Config("tokenizer.json: TemplateProcessing single template must hold $A once");
       }
       seen_sequence = true;
