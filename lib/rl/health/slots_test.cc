@@ -100,9 +100,18 @@ TEST(SlotsTest, ARoleStartsOnItsSlotsCpusAndAPinnedProcessMovesThere) {
   EXPECT_EQ(CpusAllowed(*pid), IdListText(last));
   EXPECT_TRUE(PinProcess(*pid, {allowed.front()}).ok());
   EXPECT_EQ(CpusAllowed(*pid), std::to_string(allowed.front()));
+  // The command's grep may not have run yet on a loaded machine: wait for its line (bounded)
+  // before the role is stopped, or the log can still be empty.
+  auto read_log = [&]() {
+    std::ifstream in(log);
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  };
+  std::string text = read_log();
+  for (int i = 0; i < 400 && text.find('\n') == std::string::npos; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    text = read_log();
+  }
   StopProcess(*pid, 0);
-  std::ifstream in(log);
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   EXPECT_NE(text.find("Cpus_allowed_list:\t" + IdListText(last)), std::string::npos) << text;
   EXPECT_FALSE(PinProcess(999999999, {0}).ok());
 }
