@@ -71,7 +71,7 @@ std::vector<std::pair<std::string, Value>> ProgressColumns(const Conversation& c
 }
 
 Result<Conversation> FromProgress(std::vector<int64_t> prompt,
-                                  const std::vector<std::pair<std::string, Value>>& columns) {
+                                  const std::vector<std::pair<std::string, Value>>& columns, int64_t vocab_size) {
   Conversation c;
   c.prompt = std::move(prompt);
   const Value* ids = FindColumn(columns, "conv_ids");
@@ -95,6 +95,12 @@ Result<Conversation> FromProgress(std::vector<int64_t> prompt,
   }
   for (int64_t m : c.mask) {
     if (m != 0 && m != 1) return Status::DataError("conv_mask holds a value other than 0 and 1");
+  }
+  for (int64_t id : c.ids) {
+    if (id < 0 || id >= vocab_size) {
+      return Status::DataError("conv_ids holds " + std::to_string(id) + ", outside the vocabulary of " +
+                               std::to_string(vocab_size));
+    }
   }
   if (c.turns < 0 || c.tool_calls < 0 || c.tool_errors < 0 || c.answer_from < 0 ||
       c.answer_from > static_cast<int64_t>(n)) {

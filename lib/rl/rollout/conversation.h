@@ -81,9 +81,11 @@ struct Conversation {
 std::vector<std::pair<std::string, Value>> ProgressColumns(const Conversation& c);
 extern const std::vector<std::string> kProgressColumns;
 // A conversation continued from its progress columns (none: from the start). DataError when they
-// are there but inconsistent (lengths differ, a mask value other than 0/1).
+// are there but inconsistent (lengths differ, a mask value other than 0/1) or hold a token outside
+// [0, vocab_size): progress written by a model of another vocabulary, which the model would
+// index out of its embedding with.
 Result<Conversation> FromProgress(std::vector<int64_t> prompt,
-                                  const std::vector<std::pair<std::string, Value>>& columns);
+                                  const std::vector<std::pair<std::string, Value>>& columns, int64_t vocab_size);
 
 using ToolRunner = std::function<Result<std::vector<env::ToolResult>>(const std::vector<env::ToolCall>&)>;
 

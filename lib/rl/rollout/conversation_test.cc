@@ -21,9 +21,11 @@ const model::ModelDir& CalcDir() {
   return dir;
 }
 
+constexpr int64_t kVocab = 21;  // CalcDir's
+
 model::Transformer CalcModel(uint64_t seed) {
   model::ModelConfig c = model::testing::TinyLlama(32, 64, 2, 4, 2, 96);
-  c.vocab_size = 21;
+  c.vocab_size = kVocab;
   return model::Transformer::Create(c, seed).value();
 }
 
@@ -268,7 +270,7 @@ TEST(ConversationTest, ProgressRoundTripsAndContinuesTheSameWay) {
   ASSERT_TRUE(runner.Turn(model, 1, Pointers(a), tools.runner(), 21, &stats).ok());
   std::vector<Conversation> b;
   for (const Conversation& c : a) {
-    auto back = FromProgress(c.prompt, ProgressColumns(c));
+    auto back = FromProgress(c.prompt, ProgressColumns(c), kVocab);
     ASSERT_TRUE(back.ok()) << back.status().ToString();
     EXPECT_EQ(back->ids, c.ids);
     EXPECT_EQ(back->mask, c.mask);
@@ -293,31 +295,43 @@ TEST(ConversationTest, ProgressRoundTripsAndContinuesTheSameWay) {
   for (auto& [name, value] : ProgressColumns(a[0])) {
     if (name.rfind("conv_turn_", 0) != 0) old_cols.emplace_back(name, value);
   }
-  auto older = FromProgress(a[0].prompt, old_cols);
+  auto older = FromProgress(a[0].prompt, old_cols, kVocab);
   ASSERT_TRUE(older.ok()) << older.status().ToString();
   EXPECT_EQ(older->turn_ends, std::vector<int64_t>(static_cast<size_t>(a[0].turns), -1));
   EXPECT_EQ(older->turn_rewards, std::vector<float>(static_cast<size_t>(a[0].turns), 0.0f));
   // No progress columns: a fresh conversation. Broken ones: DataError.
-  auto fresh = FromProgress({1, 4}, {});
+  auto fresh = FromProgress({1, 4}, {}, kVocab);
   ASSERT_TRUE(fresh.ok());
   EXPECT_EQ(fresh->turns, 0);
   auto cols = ProgressColumns(a[0]);
   for (auto& [name, value] : cols) {
     if (name == "conv_mask") value = Tensor::FromI64(std::vector<int64_t>(a[0].ids.size(), 2));
   }
-  EXPECT_EQ(FromProgress({1, 4}, cols).status().code(), Code::kDataError);
+  EXPECT_EQ(FromProgress({1, 4}, cols, kVocab).status().code(), Code::kDataError);
   cols = ProgressColumns(a[0]);
   for (auto& [name, value] : cols) {
     if (name == "conv_versions") value = Tensor::FromI64({});
   }
   if (!a[0].ids.empty()) {
-    EXPECT_EQ(FromProgress({1, 4}, cols).status().code(), Code::kDataError);
+    EXPECT_EQ(FromProgress({1, 4}, cols, kVocab).status().code(), Code::kDataError);
   }
   cols = ProgressColumns(a[0]);
   for (auto& [name, value] : cols) {
     if (name == "conv_turn_ends") value = Tensor::FromI64(std::vector<int64_t>(a[0].turn_ends.size() + 1, 1));
   }
-  EXPECT_EQ(FromProgress({1, 4}, cols).status().code(), Code::kDataError);
+  EXPECT_EQ(FromProgress({1, 4}, cols, kVocab).status().code(), Code::kDataError);
+  // Progress of a model with a larger vocabulary: its tokens would index out of this embedding.
+  ASSERT_FALSE(a[0].ids.empty());
+  cols = ProgressColumns(a[0]);
+  for (auto& [name, value] : cols) {
+    if (name == "conv_ids") {
+      std::vector<int64_t> ids = a[0].ids;
+      ids.back() = kVocab;
+      value = Tensor::FromI64(ids);
+    }
+  }
+  EXPECT_EQ(FromProgress({1, 4}, cols, kVocab).status().message(),
+            "conv_ids holds " + std::to_string(kVocab) + ", outside the vocabulary of " + std::to_string(kVocab));
 }
 
 // A tool runner that fails (rl-env unreachable) fails the turn and changes nothing.

@@ -19,10 +19,11 @@ Status Loop::AddConversations(const queue::GetReply& got, ConversationState* cs)
     const uint64_t index = cs->stream.rows[first + k].index;
     const GotRow& row =
         *std::find_if(got.rows.begin(), got.rows.end(), [&](const GotRow& r) { return r.index == index; });
-    Result<Conversation> c = FromProgress(ids[k], row.columns);
+    const int64_t vocab = policy_->model().config().vocab_size;
+    Result<Conversation> c = FromProgress(ids[k], row.columns, vocab);
     if (!c.ok()) {  // progress nobody can continue: start the conversation again
       spdlog::warn("row {}: {}; starting the conversation again", row.index, c.status().message());
-      c = FromProgress(std::move(ids[k]), {});
+      c = FromProgress(std::move(ids[k]), {}, vocab);
     }
     if (c->turns > 0) {
       ++stats_->resumed;
