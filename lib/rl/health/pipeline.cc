@@ -1,8 +1,10 @@
 #include "rl/health/pipeline.h"
 
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cctype>
 #include <fstream>
 #include <sstream>
 
@@ -133,8 +135,21 @@ Status Check(const PipelineSpec& p, const std::string& where) {
   if (p.interval_s < 0.01 || p.missed < 1 || p.max_full_restarts < 0 || p.grace_s < 0) {
     return Status::Config(where + ": heartbeat_interval, missed, max_full_restarts or grace out of range");
   }
+  // Names and kinds become file names (logs/KIND-ID.log, events/KIND-ID.jsonl) and the keys of
+  // state.json: letters, digits, '_' and '-' only, so no path, no space, no invalid UTF-8.
+  auto plain = [](const std::string& s) {
+    return !s.empty() && s.size() <= 64 && std::all_of(s.begin(), s.end(), [](unsigned char c) {
+      return std::isalnum(c) || c == '_' || c == '-';
+    });
+  };
   std::map<std::string, const RoleSpec*> by_kind;
   for (const RoleSpec& r : p.roles) {
+    if (!plain(r.name) || !plain(r.kind)) {
+      const std::string& bad = plain(r.name) ? r.kind : r.name;
+      return Status::Config(where + ": role " + (plain(r.name) ? "kind " : "name ") +
+                            nlohmann::json(bad).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) +
+                            ": names and kinds are 1 to 64 letters, digits, '_' or '-'");
+    }
     // Instances are numbered from 0 in each table, and the watchdog knows them by kind/id.
     auto [first, fresh] = by_kind.emplace(r.kind, &r);
     if (!fresh) {

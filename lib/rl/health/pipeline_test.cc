@@ -53,6 +53,18 @@ TEST(PipelineTest, UnknownKeysAndMissingCommandsAreConfigErrors) {
             Code::kConfig);
 }
 
+// Names and kinds become file names and state.json keys: a path, a space or bytes that are not
+// UTF-8 (state.json could not be written) are refused.
+TEST(PipelineTest, NamesAndKindsArePlainWords) {
+  EXPECT_TRUE(ParsePipeline("[role.roll_out-2]\ncommand = \"x\"\n", "p.toml").ok());
+  EXPECT_EQ(ParsePipeline("[role.a]\nkind = \"../x\"\ncommand = \"x\"\n", "p.toml").status().message(),
+            "p.toml: role kind \"../x\": names and kinds are 1 to 64 letters, digits, '_' or '-'");
+  auto bad = ParsePipeline("[role.tr\xff]\ncommand = \"x\"\n", "p.toml");
+  EXPECT_EQ(bad.status().code(), Code::kConfig);
+  EXPECT_NE(bad.status().message().find("role name"), std::string::npos) << bad.status().message();
+  EXPECT_EQ(ParsePipeline("[role.a]\nkind = \"\"\ncommand = \"x\"\n", "p.toml").status().code(), Code::kConfig);
+}
+
 TEST(PipelineTest, TwoTablesOfOneKindAreAConfigError) {
   // Both would number their instances from 0: two processes heartbeating as rollout/0.
   std::string toml = "[role.fast]\nkind = \"rollout\"\ncommand = \"x\"\n[role.train]\ncommand = \"t\"\n"

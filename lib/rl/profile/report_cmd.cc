@@ -8,6 +8,7 @@
 
 #include "rl/core/fail.h"
 #include "rl/core/fs.h"
+#include "rl/core/json_field.h"
 #include "rl/core/printf.h"
 #include "rl/profile/timeline_svg.h"
 
@@ -36,7 +37,7 @@ std::vector<LaneLayouts> Layouts(const RunEvents& run) {
     for (const RunEvent& e : events) {
       if (e.event == "layout_stay") ++l.stays;
       if (e.event != "layout") continue;
-      auto number = [&](const char* k) { return e.fields.contains(k) && e.fields[k].is_number() ? e.fields[k].get<double>() : 0.0; };
+      auto number = [&](const char* k) { return NumberField(e.fields, k, 0.0); };
       ++l.switches;
       l.wider += number("to") > number("from") ? 1 : 0;
       l.seconds += number("seconds");
@@ -52,6 +53,12 @@ double Phase(const StepTime& s, const char* name) {
   return it == s.phases.end() ? 0 : it->second;
 }
 
+// One JSON line. Lane names are file names, which need not be UTF-8: such bytes are written as
+// U+FFFD rather than thrown on (nlohmann's dump throws type_error 316 for them).
+std::string JsonLine(const nlohmann::json& j) {
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+}
+
 void PrintJson(const EttrReport& r, const std::vector<LaneLayouts>& layouts, std::ostream& out) {
   double det = 0, res = 0, cat = 0;
   for (const FaultTime& f : r.faults) det += f.detection, res += f.restart, cat += f.catch_up;
@@ -60,24 +67,24 @@ void PrintJson(const EttrReport& r, const std::vector<LaneLayouts>& layouts, std
                             {"redone", r.redone}, {"faults", r.faults.size()}, {"detection_s", det},
                             {"restart_s", res}, {"catch_up_s", cat}};
   if (r.trainer.empty()) summary["ettr"] = nullptr;  // no trainer: nothing to measure it by
-  out << summary.dump() << "\n";
+  out << JsonLine(summary);
   for (const LaneLayouts& l : layouts) {
     nlohmann::json j = {{"type", "layouts"}, {"lane", l.lane}, {"switches", l.switches}, {"wider", l.wider},
                         {"narrower", l.switches - l.wider}, {"stays", l.stays}, {"seconds", l.seconds},
                         {"predicted_s", l.predicted_s}};
-    out << j.dump() << "\n";
+    out << JsonLine(j);
   }
   for (const FaultTime& f : r.faults) {
     nlohmann::json j = {{"type", "fault"}, {"member", f.member}, {"step", f.step}, {"action", f.action},
                         {"reason", f.reason}, {"fault_ts", f.fault_ts}, {"detection_s", f.detection},
                         {"restart_s", f.restart}, {"catch_up_s", f.catch_up}, {"lost_s", f.lost()},
                         {"ready", f.ready_ts.has_value()}};
-    out << j.dump() << "\n";
+    out << JsonLine(j);
   }
   for (const StepTime& s : r.steps) {
     nlohmann::json j = {{"type", "step"}, {"step", s.step}, {"seconds", s.seconds()}, {"phases", s.phases},
                         {"update", s.update}};
-    out << j.dump() << "\n";
+    out << JsonLine(j);
   }
 }
 
