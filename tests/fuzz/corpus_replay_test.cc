@@ -26,5 +26,6 @@ size_t Replay(const std::string& target, void (*fn)(const uint8_t*, size_t)) {
 TEST(CorpusReplayTest, FrameDecoderSurvivesTheCorpus) { EXPECT_GT(Replay("frames", rl::fuzz::FuzzFrames), 5u); }
 TEST(CorpusReplayTest, LogReaderSurvivesTheCorpus) { EXPECT_GT(Replay("wal", rl::fuzz::FuzzWal), 2u); }
 TEST(CorpusReplayTest, SnapshotLoaderSurvivesTheCorpus) { EXPECT_GT(Replay("snapshot", rl::fuzz::FuzzSnapshot), 1u); }
+TEST(CorpusReplayTest, SmallerDecodersSurviveTheCorpus) { EXPECT_GT(Replay("inputs", rl::fuzz::FuzzInputs), 7u); }
 
 }  // namespace

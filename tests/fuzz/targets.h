@@ -1,6 +1,7 @@
 // Fuzz entry points over the decoders that read bytes from outside: wire frames and request
-// bodies, write-ahead-log files, snapshot files, tokenizer.json files, chat templates. libFuzzer drives them (fuzz_*.cc, clang builds
-// with -DRL_BUILD_FUZZERS=ON) and corpus_replay_test.cc replays the saved corpus in every build.
+// bodies, write-ahead-log files, snapshot files, tokenizer.json files, chat templates, and the
+// smaller ones (inputs_target.cc). libFuzzer drives them (fuzz_*.cc, clang builds with
+// -DRL_BUILD_FUZZERS=ON) and corpus_replay_test.cc replays the saved corpus in every build.
 #pragma once
 
 #include <cstddef>
@@ -22,5 +23,11 @@ void FuzzTokenizer(const uint8_t* data, size_t size);
 // replayed by rl_chat_test, which links the chat library). Returns how many of the two renders
 // succeeded, so that the replay can tell a corpus that renders from one that never parses.
 int FuzzChatTemplate(const uint8_t* data, size_t size);
+// "<kind>|#|bytes" to one group of the smaller decoders (inputs_target.cc): env (rl-env's call
+// and ping bodies), health (heartbeat and probe frames, spare activations, slot and id lists),
+// weights (the weight sources' bodies and blobs), events (event-log lines, then every report
+// rl-profile draws from them), dataset (JSONL records), pipeline (rl-watchdog's TOML), text
+// (the calculator tool, tool reply lines, math answers). Any other input goes to all of them.
+void FuzzInputs(const uint8_t* data, size_t size);
 
 }  // namespace rl::fuzz
