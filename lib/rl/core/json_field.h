@@ -78,4 +78,11 @@ const J& ObjectField(const J& j, const char* key) {
   return f != nullptr && f->is_object() ? *f : *empty;
 }
 
+// j as one line of JSON text; bytes in its strings that are not UTF-8 (file names, a model's
+// output) become U+FFFD where dump() would throw type_error 316.
+template <typename J>
+std::string JsonText(const J& j) {
+  return j.dump(-1, ' ', false, J::error_handler_t::replace);
+}
+
 }  // namespace rl

@@ -46,5 +46,11 @@ TEST(JsonFieldTest, OrderedJsonToo) {
   EXPECT_TRUE(ArrayField(j, "a").empty());
 }
 
+TEST(JsonFieldTest, JsonTextReplacesBytesThatAreNotUtf8) {
+  const nlohmann::json j = {{"lane", std::string("tr\xff" "ain")}};
+  EXPECT_THROW((void)j.dump(), nlohmann::json::type_error) << "why JsonText exists";
+  EXPECT_EQ(JsonText(j), "{\"lane\":\"tr\xef\xbf\xbd" "ain\"}");
+}
+
 }  // namespace
 }  // namespace rl

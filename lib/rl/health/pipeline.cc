@@ -8,6 +8,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "rl/core/json_field.h"
 #include "rl/health/slots.h"
 
 namespace rl::health {
@@ -147,7 +148,7 @@ Status Check(const PipelineSpec& p, const std::string& where) {
     if (!plain(r.name) || !plain(r.kind)) {
       const std::string& bad = plain(r.name) ? r.kind : r.name;
       return Status::Config(where + ": role " + (plain(r.name) ? "kind " : "name ") +
-                            nlohmann::json(bad).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) +
+                            JsonText(nlohmann::json(bad)) +
                             ": names and kinds are 1 to 64 letters, digits, '_' or '-'");
     }
     // Instances are numbered from 0 in each table, and the watchdog knows them by kind/id.

@@ -28,8 +28,7 @@ void Supervisor::SaveState() {
   j["roles"] = std::move(roles);
   j["placement"] = {{"parked", parked}, {"slots", slots}};
   j["trainer"] = {{"pid", trainer_pid_}, {"steps", trainer_steps_}};
-  Status s = WriteFileAtomic(o_.run_dir + "/watchdog/state.json",
-                             j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
+  Status s = WriteFileAtomic(o_.run_dir + "/watchdog/state.json", JsonText(j) + "\n");
   if (!s.ok()) spdlog::error("state: {}", s.ToString());
   state_changed_ = false;
 }

@@ -53,11 +53,8 @@ double Phase(const StepTime& s, const char* name) {
   return it == s.phases.end() ? 0 : it->second;
 }
 
-// One JSON line. Lane names are file names, which need not be UTF-8: such bytes are written as
-// U+FFFD rather than thrown on (nlohmann's dump throws type_error 316 for them).
-std::string JsonLine(const nlohmann::json& j) {
-  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
-}
+// One JSON line. Lane names are file names, which need not be UTF-8 (JsonText replaces them).
+std::string JsonLine(const nlohmann::json& j) { return JsonText(j) + "\n"; }
 
 void PrintJson(const EttrReport& r, const std::vector<LaneLayouts>& layouts, std::ostream& out) {
   double det = 0, res = 0, cat = 0;

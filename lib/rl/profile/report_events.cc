@@ -14,7 +14,8 @@ namespace {
 // A JSON object with a finite number "ts" and a string "event".
 bool IsEventLine(const nlohmann::json& j) {
   const double ts = NumberField(j, "ts", std::nan(""));
-  return std::isfinite(ts) && FieldOf(j, "event") != nullptr && FieldOf(j, "event")->is_string();
+  const nlohmann::json* event = FieldOf(j, "event");
+  return std::isfinite(ts) && event != nullptr && event->is_string();
 }
 
 Status ParseLane(const std::string& name, const std::string& text, std::vector<RunEvent>* out) {

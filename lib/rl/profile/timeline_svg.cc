@@ -167,7 +167,7 @@ std::string TimelineSvg(const RunEvents& run, const EttrReport& report) {
   double axis = kTop + kLane * lanes.size() + 4;
   double span = t1 - t0, tick = std::pow(10, std::floor(std::log10(std::max(span, 1e-3) / 5)));
   // By count, not by t += tick: a span of times near the double range overflows to inf, and a
-  // loop to inf would never end. 5 to 50 ticks for any finite span.
+  // loop to inf would never end. A finite span needs 5 to 50 ticks; 60 only bounds the loop.
   for (int i = 0; std::isfinite(tick) && i <= 60 && i * tick <= span; ++i) {
     const double t = i * tick;
     p.Line(t0 + t, axis, axis + 4, "#444", 1);
