@@ -210,6 +210,9 @@ for t in json.load(open(sys.argv[1]))["tasks"]:
     got=$(rl-queue get --connect "tcp://127.0.0.1:$port" --task "$task" --count "$ready" --lease 1 2>> "$run/unit-reads.err" | wc -l) || true
     echo "$task $ready $got" >> "$run/unit-reads.txt"
   done
+  # A run that ends with every row consumed has nothing live to read back: say so (0 of 0)
+  # rather than print no line at all.
+  [ -s "$run/unit-reads.txt" ] || echo "none 0 0" >> "$run/unit-reads.txt"
 fi
 kill "$qpid" "${upids[@]}"; wait "$qpid" "${upids[@]}" 2> /dev/null || true
 python3 - "$run" "$results" "$failed" "$bound" <<'PY'
