@@ -9,37 +9,40 @@
 #      with NCCL where PyTorch's wheel or the CUDA toolkit brings nccl.h (one GPU: NCCL between
 #      ranks on their own GPUs skips; two ranks sharing the GPU go through host memory);
 #   4. runs the addition demo (grpo-demo.sh) with every role on the GPU (RL_DEVICE=cuda);
-#   5. groups: the demo's short form with a rollout group of two and two data-parallel trainer
-#      ranks, every rank on a GPU (one GPU: all share it; two or more: one each, through NCCL),
-#      then adaptive-tp.sh --short on the GPU (profile, static and adaptive, a rank killed in a switch);
-#   6. prints the figures: rl-profile decode --device cuda on a Qwen3-0.6B-shaped model (random
+#   5. prints the figures: rl-profile decode --device cuda on a Qwen3-0.6B-shaped model (random
 #      weights, Qwen3's tokenizer from .gpu-debs/qwen3) in float32 and in bf16: prefill, decode and
 #      GRPO-step tokens/s at several batch sizes with the caching allocator's peak, beside PyTorch
 #      (tests/reference/decode_reference.py) running the same model and step on the same GPU;
 #      then rl-rollout batch by batch and with --refill on the GPU (examples/pipelines/refill.sh
 #      --width 1024, 128 groups in 128 slots): tokens/s and slot occupancy, in the figures log.
+#   6. groups: the demo's short form with a rollout group of two and two data-parallel trainer
+#      ranks, every rank on a GPU (one GPU: all share it; two or more: one each, through NCCL),
+#      then adaptive-tp.sh --short on the GPU (profile, static and adaptive, a rank killed in a switch);
 # Every stage's log goes to $OUT (default /tmp/gpu-check); the summary at the end says which
 # stages passed. Exit 0 when all did.
 #
-# Usage: scripts/gpu-check.sh [--stages unpack,build,test,demo,groups,figures] [--cpu]
-#   --stages  run only these (a later call on the same machine reuses the prefix and build-gpu/)
+# Usage: scripts/gpu-check.sh [--stages unpack,build,test,demo,figures,groups] [--cpu]
+#   --stages  run only these, always in the order above (a later call on the same machine reuses
+#             the prefix and build-gpu/)
 #   --cpu     the same steps against Debian's CPU libtorch, on the CPU (RL_WITH_CUDA off, RL_DEVICE
 #             cpu, small figures): how the script itself is checked where no GPU is at hand
 # Environment: OUT, RL_GPU_PREFIX (default /tmp/rl-gpu-deps), RL_JOBS (default nproc),
-# RL_GPU_DEMO_STEPS (default 40), RL_GPU_BATCHES (default 1,16,64,256).
+# RL_GPU_DEMO_STEPS (default 40), RL_GPU_BATCHES (default 1,16,64,256), RL_GPU_DEADLINE (seconds
+# after the start past which no further stage starts: the device's call has a limit of its own,
+# and a summary that says which stages were skipped is worth more than a call killed mid-stage).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 out=${OUT:-/tmp/gpu-check}
 prefix=${RL_GPU_PREFIX:-/tmp/rl-gpu-deps}
 jobs=${RL_JOBS:-$(nproc)}
-stages=unpack,build,test,demo,groups,figures
+stages=unpack,build,test,demo,figures,groups
 cpu=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --stages) stages=$2; shift 2 ;;
     --cpu) cpu=1; shift ;;
-    -h|--help) sed -n '2,29p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,32p' "$0"; exit 0 ;;
     *) echo "gpu-check: unknown argument $1 (see --help)" >&2; exit 64 ;;
   esac
 done
@@ -53,6 +56,11 @@ want() { [[ ",$stages," == *",$1,"* ]]; }
 stage() {
   local name=$1 t0=$SECONDS rc
   shift
+  if [ -n "${RL_GPU_DEADLINE:-}" ] && [ "$SECONDS" -ge "$RL_GPU_DEADLINE" ]; then
+    result[$name]="skipped (${SECONDS} s is past RL_GPU_DEADLINE=$RL_GPU_DEADLINE)"
+    say "$name: ${result[$name]}"
+    return 1
+  fi
   say "== $name"
   "$@" 2>&1 | tee "$out/$name.log" >&2
   rc=${PIPESTATUS[0]}
@@ -74,6 +82,13 @@ export LD_LIBRARY_PATH=$lib${torch_lib:+:$torch_lib}${LD_LIBRARY_PATH:+:$LD_LIBR
 unpack() {
   local n=0 f
   ls .gpu-debs/*.deb >/dev/null 2>&1 || { echo "no .gpu-debs/*.deb: run scripts/gpu-debs.sh where apt works"; return 66; }
+  # A second call on the same machine finds them unpacked: the same packages, nothing to do.
+  local stamp
+  stamp=$(md5sum .gpu-debs/*.deb | md5sum | cut -d' ' -f1)
+  if [ "$(cat "$prefix/.gpu-debs" 2>/dev/null)" = "$stamp" ]; then
+    echo "the packages of .gpu-debs are already unpacked into $prefix"
+    return 0
+  fi
   rm -rf "$prefix" && mkdir -p "$prefix"
   for f in .gpu-debs/*.deb; do
     if command -v dpkg-deb >/dev/null; then
@@ -84,6 +99,7 @@ unpack() {
     n=$((n + 1))
   done
   echo "$n packages unpacked into $prefix"
+  echo "$stamp" > "$prefix/.gpu-debs"
   "$prefix/usr/bin/pkgconf" --modversion ucx libpcre2-8 icu-uc sentencepiece hiredis libzmq
 }
 
@@ -117,29 +133,45 @@ configure_and_build() {
     -DCMAKE_PREFIX_PATH="$prefix/usr" -DPKG_CONFIG_EXECUTABLE="$prefix/usr/bin/pkgconf" \
     -DCMAKE_POLICY_VERSION_MINIMUM=3.5 "${cuda[@]}" || return 1
   # Where each package was found: ours, not the system's (the --cpu check's point).
-  grep -E '^(spdlog|fmt|CLI11|nlohmann_json|cppzmq|GTest|Gloo)_DIR|^MSGPACK_INCLUDE_DIR|^pkgcfg_lib_UCX_ucp' "$build/CMakeCache.txt"
+  grep -E '^(spdlog|fmt|CLI11|nlohmann_json|cppzmq|GTest|Gloo)_DIR|^MSGPACK_INCLUDE_DIR|^pkgcfg_lib_UCX_ucp|^RL_TORCH_CPU_LIBRARY|^NCCL_LIBRARY' \
+    "$build/CMakeCache.txt"
   ninja -C "$build" -j "$jobs" -k 0 rl-train rl-rollout rl-reward rl-queue rl-relay rl-watchdog rl-profile \
     rl_model_test rl_train_test rl_rollout_test rl_dist_test rl_grpo_bench
 }
 
+# bounded SECONDS CMD...: CMD, killed after SECONDS (four times that on the CPU), so that a hang in
+# one step fails its stage in one line instead of eating the device call's whole limit.
+bounded() {
+  local limit=$1 rc
+  shift
+  [ "$cpu" = 1 ] && limit=$((limit * 4))
+  timeout -k 10 "$limit" "$@"
+  rc=$?
+  [ "$rc" = 124 ] || [ "$rc" = 137 ] && echo "gpu-check: stopped after $limit s: $*"
+  return "$rc"
+}
+
 run_tests() {
-  local rc=0
-  OMP_NUM_THREADS=1 "$build/lib/rl/model/rl_model_test" --gtest_filter='Device*:Sampler*:KvCache*:Transformer*' \
-    --gtest_brief=1 || rc=1
-  OMP_NUM_THREADS=1 "$build/lib/rl/train/rl_train_test" --gtest_filter='DeviceTrain*:AdamW*:Checkpoint*:GrpoTrainer*:DataParallel*' \
-    --gtest_brief=1 || rc=1
-  OMP_NUM_THREADS=1 "$build/lib/rl/rollout/rl_rollout_test" --gtest_filter='Policy*:NewestWeights*' --gtest_brief=1 || rc=1
-  OMP_NUM_THREADS=1 "$build/lib/rl/dist/rl_dist_test" --gtest_filter='GroupGpu*' --gtest_brief=1 || rc=1
-  # GRPO in one process on the device: generation, the KL reference and the step
-  local device=cuda
+  local rc=0 device=cuda
   [ "$cpu" = 1 ] && device=cpu
-  "$build/lib/rl/train/rl_grpo_bench" model=share/models/addition-tiny steps=3 prompts=16 eval_every=3 kl=0.1 \
-    device=$device || rc=1
-  # Skipped tests are the GPU's: on a GPU there must be none.
-  if [ "$cpu" = 0 ] && "$build/lib/rl/train/rl_train_test" --gtest_filter='DeviceTrain*' 2>&1 | grep -q SKIPPED; then
+  export OMP_NUM_THREADS=1
+  bounded 180 "$build/lib/rl/model/rl_model_test" --gtest_filter='Device*:Sampler*:KvCache*:Transformer*' \
+    --gtest_brief=1 || rc=1
+  bounded 240 "$build/lib/rl/train/rl_train_test" --gtest_filter='AdamW*:Checkpoint*:GrpoTrainer*:DataParallel*' \
+    --gtest_brief=1 || rc=1
+  # In full, to see skips: a skipped GPU test here means the GPU was not seen.
+  bounded 180 "$build/lib/rl/train/rl_train_test" --gtest_filter='DeviceTrain*' 2>&1 | tee "$build/device-train.log"
+  [ "${PIPESTATUS[0]}" = 0 ] || rc=1
+  if [ "$cpu" = 0 ] && grep -q '^\[  SKIPPED \]' "$build/device-train.log"; then
     echo "DeviceTrainTest skipped: the GPU was not seen"
     rc=1
   fi
+  bounded 120 "$build/lib/rl/rollout/rl_rollout_test" --gtest_filter='Policy*:NewestWeights*' --gtest_brief=1 || rc=1
+  bounded 180 "$build/lib/rl/dist/rl_dist_test" --gtest_filter='GroupGpu*' --gtest_brief=1 || rc=1
+  unset OMP_NUM_THREADS
+  # GRPO in one process on the device: generation, the KL reference and the step
+  bounded 120 "$build/lib/rl/train/rl_grpo_bench" model=share/models/addition-tiny steps=3 prompts=16 eval_every=3 \
+    kl=0.1 device=$device || rc=1
   return $rc
 }
 
@@ -147,7 +179,7 @@ demo() {
   local device=cuda
   [ "$cpu" = 1 ] && device=cpu
   RL_BUILD_DIR=$build RL_DEVICE=$device RL_RUN_DIR=$(mktemp -d /tmp/gpu-check-demo.XXXXXX) \
-    bash examples/pipelines/grpo-demo.sh --steps "${RL_GPU_DEMO_STEPS:-40}" --final-eval 300
+    bounded 300 bash examples/pipelines/grpo-demo.sh --steps "${RL_GPU_DEMO_STEPS:-40}" --final-eval 300
 }
 
 groups() {
@@ -155,13 +187,13 @@ groups() {
   [ "$cpu" = 1 ] && device=cpu
   run=$(mktemp -d /tmp/gpu-check-groups.XXXXXX)
   RL_BUILD_DIR=$build RL_DEVICE=$device RL_RUN_DIR=$run \
-    bash examples/pipelines/grpo-demo.sh --short --rollout-group 2 --train-ranks 2 || return 1
+    bounded 240 bash examples/pipelines/grpo-demo.sh --short --rollout-group 2 --train-ranks 2 || return 1
   # where each group computed and whether its tensors went through NCCL
   grep -h '"event":"group"' "$run"/events/*.jsonl
   grep -q "\"device\":\"$device" "$run"/events/rollout-0.jsonl || return 1
   # adaptive tensor parallelism on the device: a profile, static and adaptive runs, a rollout group
   # with the profile whose rank is killed in a switch (no row lost or doubled)
-  RL_BUILD_DIR=$build RL_DEVICE=$device bash examples/pipelines/adaptive-tp.sh --short
+  RL_BUILD_DIR=$build RL_DEVICE=$device bounded 300 bash examples/pipelines/adaptive-tp.sh --short
 }
 
 figures() {
@@ -182,7 +214,7 @@ figures() {
  "rms_norm_eps": 1e-06, "rope_theta": 1000000, "tie_word_embeddings": true, "torch_dtype": "bfloat16"}
 JSON
   for p in float32 bf16; do
-    RL_PYTHON=$python "$build/tools/rl-profile/rl-profile" decode --model "$model" --device "$device" --precision "$p" \
+    RL_PYTHON=$python bounded 240 "$build/tools/rl-profile/rl-profile" decode --model "$model" --device "$device" --precision "$p" \
       --batches "$batches" --prompt-tokens $prompt --max-new-tokens $new --sequences $sequences --threads 8 \
       | tee "$out/figures-$p.txt" || rc=1
   done
@@ -191,19 +223,20 @@ JSON
   local refill=(--width 1024 --groups 128 --slots 128)
   [ "$cpu" = 1 ] && refill=(--short)
   RL_BUILD_DIR=$build RL_DEVICE=$device RL_RUN_DIR=$(mktemp -d /tmp/gpu-check-refill.XXXXXX) \
-    bash examples/pipelines/refill.sh "${refill[@]}" || rc=1
+    bounded 240 bash examples/pipelines/refill.sh "${refill[@]}" || rc=1
   return $rc
 }
 
 want unpack && { stage unpack unpack || exit 1; }
-want build && { stage build configure_and_build || exit 1; }
+# ninja -k 0 builds what it can: where the tools linked, the stages that need only them still run.
+want build && { stage build configure_and_build || [ -x "$build/tools/rl-profile/rl-profile" ] || exit 1; }
 want test && stage test run_tests
 want demo && stage demo demo
-want groups && stage groups groups
 want figures && stage figures figures
+want groups && stage groups groups
 say "== summary ($([ "$cpu" = 1 ] && echo "--cpu" || echo "GPU"))"
 ok=0
-for s in unpack build test demo groups figures; do
+for s in unpack build test demo figures groups; do
   [ -n "${result[$s]:-}" ] || continue
   say "$s: ${result[$s]}"
   [[ "${result[$s]}" == passed* ]] || ok=1

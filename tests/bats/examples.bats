@@ -139,7 +139,7 @@ man_examples() {
 @test "scripts/gpu-check.sh: --help names every stage, a bad argument exits 64; each stage it names exists" {
   run bash "$RL_SOURCE_DIR/scripts/gpu-check.sh" --help
   [ "$status" -eq 0 ]
-  [[ "$output" == *"--stages unpack,build,test,demo,groups,figures"* ]]
+  [[ "$output" == *"--stages unpack,build,test,demo,figures,groups"* ]]
   run bash "$RL_SOURCE_DIR/scripts/gpu-check.sh" --no-such-thing
   [ "$status" -eq 64 ]
   for s in unpack configure_and_build run_tests demo groups figures; do
