@@ -77,7 +77,7 @@ export PKG_CONFIG_SYSROOT_DIR=$prefix  # the .pc files say prefix=/usr
 export UCX_MODULE_DIR=$lib/ucx
 export OMP_WAIT_POLICY=PASSIVE
 torch_lib=$("$python" -c 'import os, torch; print(os.path.join(os.path.dirname(torch.__file__), "lib"))' 2>/dev/null)
-export LD_LIBRARY_PATH=$lib${torch_lib:+:$torch_lib}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+export LD_LIBRARY_PATH=$lib:$prefix/usr/lib${torch_lib:+:$torch_lib}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 
 unpack() {
   local n=0 f
