@@ -131,7 +131,7 @@ configure_and_build() {
   # CMake 4 refuses the cmake_minimum_required of some packages' old config files without this.
   cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTorch_DIR="$torch_dir" \
     -DCMAKE_PREFIX_PATH="$prefix/usr" -DPKG_CONFIG_EXECUTABLE="$prefix/usr/bin/pkgconf" \
-    -DCMAKE_POLICY_VERSION_MINIMUM=3.5 "${cuda[@]}" || return 1
+    -DCMAKE_POLICY_VERSION_MINIMUM=3.5 -DRL_BUILD_CLI_TESTS=OFF "${cuda[@]}" || return 1
   # Where each package was found: ours, not the system's (the --cpu check's point).
   grep -E '^(spdlog|fmt|CLI11|nlohmann_json|cppzmq|GTest|Gloo)_DIR|^MSGPACK_INCLUDE_DIR|^pkgcfg_lib_UCX_ucp|^RL_TORCH_CPU_LIBRARY|^NCCL_LIBRARY' \
     "$build/CMakeCache.txt"
