@@ -1,11 +1,16 @@
 #include "rl/dist/sync_all_reduce.h"
 
 #include <ATen/ATen.h>
+#ifdef RL_GLOO_IN_LIBTORCH
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#else
 #include <gloo/allreduce_ring.h>
 #include <gloo/rendezvous/context.h>
 #include <gloo/rendezvous/prefix_store.h>
 #include <gloo/rendezvous/store.h>
 #include <gloo/transport/tcp/device.h>
+#endif
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include <unistd.h>
@@ -18,6 +23,45 @@
 #include "rl/dist/peer_error.h"
 
 namespace rl::dist {
+
+#ifdef RL_GLOO_IN_LIBTORCH
+// This libtorch holds a Gloo of its own and exports its symbols (PyTorch's wheels do): a second
+// Gloo linked beside it would share those names and the loader would mix the two. So this build
+// sums through c10d's ProcessGroupGloo, libtorch's own Gloo, and pays its worker threads' latency
+// (the header says how much) instead of a ring in synchronous mode.
+struct SyncAllReduce::State {
+  c10::intrusive_ptr<c10d::ProcessGroupGloo> pg;
+};
+
+Result<std::shared_ptr<SyncAllReduce>> SyncAllReduce::Connect(void* c10d_store, const std::string& prefix,
+                                                              int rank, int size, int timeout_ms, bool loopback) {
+  auto state = std::make_unique<State>();
+  try {
+    auto store = c10::intrusive_ptr<c10d::Store>::unsafe_reclaim_from_nonowning(static_cast<c10d::Store*>(c10d_store));
+    auto opts = c10d::ProcessGroupGloo::Options::create();
+    opts->timeout = std::chrono::milliseconds(timeout_ms);
+    opts->threads = 1;
+    opts->devices.push_back(loopback ? c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1")
+                                     : c10d::ProcessGroupGloo::createDefaultDevice());
+    state->pg = c10::make_intrusive<c10d::ProcessGroupGloo>(c10::make_intrusive<c10d::PrefixStore>(prefix, store),
+                                                            rank, size, opts);
+  } catch (const std::exception& e) {
+    return Status::Unavailable("tensor-parallel all-reduce: connect: " + FirstLine(e));
+  }
+  return std::shared_ptr<SyncAllReduce>(new SyncAllReduce(std::move(state)));
+}
+
+SyncAllReduce::SyncAllReduce(std::unique_ptr<State> state) : state_(std::move(state)) {}
+SyncAllReduce::~SyncAllReduce() = default;
+
+void SyncAllReduce::Sum(at::Tensor& t) {
+  if (t.numel() == 0) return;
+  std::vector<at::Tensor> sum{t.to(at::kFloat).contiguous()};  // t itself where it is float32 already
+  state_->pg->allreduce(sum)->wait();
+  if (!sum[0].is_same(t)) t.copy_(sum[0]);
+}
+
+#else  // Debian's Gloo, which Debian's libtorch links too
 namespace {
 
 // Gloo's rendezvous over a c10d store (the group's TCPStore).
@@ -103,5 +147,6 @@ void SyncAllReduce::Sum(at::Tensor& t) {
   it->second.ring->run();
   t.copy_(staging);
 }
+#endif  // RL_GLOO_IN_LIBTORCH
 
 }  // namespace rl::dist
