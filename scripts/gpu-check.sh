@@ -5,9 +5,9 @@
 #      works) into a prefix of its own, never into /;
 #   2. configures roleflow with -DRL_WITH_CUDA=ON against the machine's PyTorch (its libtorch and
 #      share/cmake/Torch) and those packages, and builds the tools and the tests that touch a GPU;
-#   3. runs those tests (DeviceTrainTest, GroupGpuTest and the CPU/GPU-agnostic ones beside them),
-#      with NCCL where PyTorch's wheel or the CUDA toolkit brings nccl.h (one GPU: NCCL between
-#      ranks on their own GPUs skips; two ranks sharing the GPU go through host memory);
+#   3. runs those tests (rl_gpu_test: DeviceTrainTest, GroupGpuTest and the CPU/GPU-agnostic ones
+#      beside them), with NCCL where PyTorch's wheel or the CUDA toolkit brings nccl.h (one GPU:
+#      NCCL between ranks on their own GPUs skips; two ranks sharing the GPU go through host memory);
 #   4. runs the addition demo (grpo-demo.sh) with every role on the GPU (RL_DEVICE=cuda);
 #   5. prints the figures: rl-profile decode --device cuda on a Qwen3-0.6B-shaped model (random
 #      weights, Qwen3's tokenizer from .gpu-debs/qwen3) in float32 and in bf16: prefill, decode and
@@ -135,8 +135,10 @@ configure_and_build() {
   # Where each package was found: ours, not the system's (the --cpu check's point).
   grep -E '^(spdlog|fmt|CLI11|nlohmann_json|cppzmq|GTest|Gloo)_DIR|^MSGPACK_INCLUDE_DIR|^pkgcfg_lib_UCX_ucp|^RL_TORCH_CPU_LIBRARY|^NCCL_LIBRARY' \
     "$build/CMakeCache.txt"
+  # rl_gpu_test: the 13 test files of the test stage in one binary (tests/CMakeLists.txt), not every
+  # test of four libraries: the lease is short.
   ninja -C "$build" -j "$jobs" -k 0 rl-train rl-rollout rl-reward rl-queue rl-relay rl-watchdog rl-profile \
-    rl_model_test rl_train_test rl_rollout_test rl_dist_test rl_grpo_bench
+    rl_gpu_test rl_grpo_bench
 }
 
 # bounded SECONDS CMD...: CMD, killed after SECONDS (four times that on the CPU), so that a hang in
@@ -154,21 +156,14 @@ bounded() {
 run_tests() {
   local rc=0 device=cuda
   [ "$cpu" = 1 ] && device=cpu
-  export OMP_NUM_THREADS=1
-  bounded 180 "$build/lib/rl/model/rl_model_test" --gtest_filter='Device*:Sampler*:KvCache*:Transformer*' \
-    --gtest_brief=1 || rc=1
-  bounded 240 "$build/lib/rl/train/rl_train_test" --gtest_filter='AdamW*:Checkpoint*:GrpoTrainer*:DataParallel*' \
-    --gtest_brief=1 || rc=1
-  # In full, to see skips: a skipped GPU test here means the GPU was not seen.
-  bounded 180 "$build/lib/rl/train/rl_train_test" --gtest_filter='DeviceTrain*' 2>&1 | tee "$build/device-train.log"
+  # All of rl_gpu_test, in full to see the skips: on one GPU only the tests that need two may skip;
+  # a DeviceTrainTest skipped means the GPU was not seen.
+  OMP_NUM_THREADS=1 bounded 300 "$build/tests/rl_gpu_test" 2>&1 | tee "$build/gpu-test.log" | grep -v '^\[       OK \]'
   [ "${PIPESTATUS[0]}" = 0 ] || rc=1
-  if [ "$cpu" = 0 ] && grep -q '^\[  SKIPPED \]' "$build/device-train.log"; then
+  if [ "$cpu" = 0 ] && grep -q '^\[  SKIPPED \] DeviceTrainTest' "$build/gpu-test.log"; then
     echo "DeviceTrainTest skipped: the GPU was not seen"
     rc=1
   fi
-  bounded 120 "$build/lib/rl/rollout/rl_rollout_test" --gtest_filter='Policy*:NewestWeights*' --gtest_brief=1 || rc=1
-  bounded 180 "$build/lib/rl/dist/rl_dist_test" --gtest_filter='GroupGpu*' --gtest_brief=1 || rc=1
-  unset OMP_NUM_THREADS
   # GRPO in one process on the device: generation, the KL reference and the step
   bounded 120 "$build/lib/rl/train/rl_grpo_bench" model=share/models/addition-tiny steps=3 prompts=16 eval_every=3 \
     kl=0.1 device=$device || rc=1
