@@ -174,7 +174,7 @@ demo() {
   local device=cuda
   [ "$cpu" = 1 ] && device=cpu
   RL_BUILD_DIR=$build RL_DEVICE=$device RL_RUN_DIR=$(mktemp -d /tmp/gpu-check-demo.XXXXXX) \
-    bounded 300 bash examples/pipelines/grpo-demo.sh --steps "${RL_GPU_DEMO_STEPS:-40}" --final-eval 300
+    bounded 420 bash examples/pipelines/grpo-demo.sh --steps "${RL_GPU_DEMO_STEPS:-40}" --final-eval 300
 }
 
 groups() {
