@@ -146,3 +146,14 @@ man_examples() {
     grep -q "^$s() {" "$RL_SOURCE_DIR/scripts/gpu-check.sh"
   done
 }
+
+@test "scripts/torch-headers-check.sh: --help says what it does, a bad argument exits 64, a build without compile commands 66" {
+  run bash "$RL_SOURCE_DIR/scripts/torch-headers-check.sh" --help
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"--suite trixie|sid|SUITE"* ]]
+  run bash "$RL_SOURCE_DIR/scripts/torch-headers-check.sh" --no-such-thing
+  [ "$status" -eq 64 ]
+  run bash "$RL_SOURCE_DIR/scripts/torch-headers-check.sh" --build "$BATS_TEST_TMPDIR/nothing"
+  [ "$status" -eq 66 ]
+  [[ "$output" == *"no $BATS_TEST_TMPDIR/nothing/compile_commands.json"* ]]
+}
