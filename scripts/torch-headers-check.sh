@@ -37,10 +37,10 @@ if [ ! -d "$dir/root/usr/include/ATen" ]; then
 fi
 version=$(basename "$dir"/libtorch-dev_*.deb | cut -d_ -f2)
 # A CPU build's headers lack the file CUDA's CMake writes; its one macro is all c10/cuda asks of it.
-stub=$dir/stub/c10/cuda/impl
+macros=$dir/cuda-macros/c10/cuda/impl
 if [ ! -f "$dir/root/usr/include/c10/cuda/impl/cuda_cmake_macros.h" ]; then
-  mkdir -p "$stub"
-  printf '#pragma once\n#define C10_CUDA_BUILD_SHARED_LIBS\n' > "$stub/cuda_cmake_macros.h"
+  mkdir -p "$macros"
+  printf '#pragma once\n#define C10_CUDA_BUILD_SHARED_LIBS\n' > "$macros/cuda_cmake_macros.h"
 fi
 work=$dir/check
 rm -rf "$work" && mkdir -p "$work"
@@ -48,7 +48,7 @@ rm -rf "$work" && mkdir -p "$work"
 import json, os, re, sys
 commands, dir, work = sys.argv[1:]
 inc = f"{dir}/root/usr/include"
-extra = f"-isystem {inc}/torch/csrc/api/include -isystem {inc} -isystem {dir}/stub"
+extra = f"-isystem {inc}/torch/csrc/api/include -isystem {inc} -isystem {dir}/cuda-macros"
 cuda = os.path.isfile("/usr/local/cuda/include/cuda_runtime.h")
 if cuda:
     extra += " -isystem /usr/local/cuda/include"
