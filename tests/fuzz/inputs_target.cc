@@ -105,6 +105,13 @@ void Dataset(std::string_view bytes) {
   if (e.ok()) (void)task::ExampleToJson(*e);
 }
 
+// rl-profile plan's decode profile, and the round times it interpolates.
+void Plan(std::string_view bytes) {
+  auto table = profile::ParseDecodeTable(std::string(bytes), "fuzz.json");
+  if (!table.ok()) return;
+  for (int64_t active : {0, 1, 3, 1000000}) (void)table->Round(active, active * 7);
+}
+
 void Pipeline(std::string_view bytes) { (void)health::ParsePipeline(std::string(bytes), "fuzz.toml"); }
 
 // What a model writes and a tool answers: the calculator, a tool's reply line, math answers.
@@ -121,7 +128,8 @@ void Text(std::string_view bytes) {
 const std::map<std::string_view, std::function<void(std::string_view)>>& Kinds() {
   static const auto* kinds = new std::map<std::string_view, std::function<void(std::string_view)>>{
       {"env", Env},         {"health", Health},     {"weights", Weights}, {"events", Events},
-      {"dataset", Dataset}, {"pipeline", Pipeline}, {"text", Text}};
+      {"dataset", Dataset}, {"pipeline", Pipeline}, {"text", Text},
+      {"plan", Plan}};
   return *kinds;
 }
 

@@ -26,8 +26,9 @@ int FuzzChatTemplate(const uint8_t* data, size_t size);
 // "<kind>|#|bytes" to one group of the smaller decoders (inputs_target.cc): env (rl-env's call
 // and ping bodies), health (heartbeat and probe frames, spare activations, slot and id lists),
 // weights (the weight sources' bodies and blobs), events (event-log lines, then every report
-// rl-profile draws from them), dataset (JSONL records), pipeline (rl-watchdog's TOML), text
-// (the calculator tool, tool reply lines, math answers). Any other input goes to all of them.
+// rl-profile draws from them), dataset (JSONL records), pipeline (rl-watchdog's TOML), plan
+// (rl-profile plan's decode profile), text (the calculator tool, tool reply lines, math
+// answers). Any other input goes to all of them.
 void FuzzInputs(const uint8_t* data, size_t size);
 
 }  // namespace rl::fuzz

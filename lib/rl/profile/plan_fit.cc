@@ -14,6 +14,8 @@ namespace {
 
 using Json = nlohmann::json;
 
+constexpr double kMostBatch = 1 << 20;  // a decode profile's largest batch
+
 bool StartsWith(const std::string& s, const std::string& p) { return s.compare(0, p.size(), p) == 0; }
 
 // A number field of an event, or DataError naming the lane and the event.
@@ -321,8 +323,12 @@ Result<PlanFit> FitRun(const RunEvents& run, int64_t warmup) {
 
 Result<DecodeTable> LoadDecodeTable(const std::string& path) {
   RL_ASSIGN_OR_RETURN(std::string text, ReadFile(path));
+  return ParseDecodeTable(text, path);
+}
+
+Result<DecodeTable> ParseDecodeTable(const std::string& text, const std::string& source) {
   Json j = Json::parse(text, nullptr, false);
-  auto bad = [&](const std::string& why) { return Status::DataError("plan: decode profile " + path + ": " + why); };
+  auto bad = [&](const std::string& why) { return Status::DataError("plan: decode profile " + source + ": " + why); };
   if (j.is_discarded() || !j.is_object()) return bad("not a JSON object");
   if (!j.contains("decode") || !j["decode"].is_array()) return bad("no decode array");
   std::map<int64_t, std::vector<std::pair<double, double>>> by_batch;
@@ -332,9 +338,13 @@ Result<DecodeTable> LoadDecodeTable(const std::string& path) {
       return bad("a decode point is not [tp, batch, context, seconds]");
     }
     if (p[0].get<double>() != 1) continue;
-    const double batch = p[1].get<double>(), seconds = p[3].get<double>();
-    if (batch < 1 || seconds <= 0) return bad("a decode point has a batch below 1 or seconds not positive");
-    by_batch[static_cast<int64_t>(batch)].emplace_back(p[2].get<double>(), seconds);
+    const double batch = p[1].get<double>(), context = p[2].get<double>(), seconds = p[3].get<double>();
+    // A whole batch within what a rollout runs (a cast of 1e300 to int64_t is undefined).
+    if (!(batch >= 1 && batch <= kMostBatch) || batch != std::floor(batch)) {
+      return bad("a decode point's batch is not a whole number in [1, " + std::to_string(static_cast<int64_t>(kMostBatch)) + "]");
+    }
+    if (!(context >= 0) || !(seconds > 0)) return bad("a decode point has a negative context or seconds not positive");
+    by_batch[static_cast<int64_t>(batch)].emplace_back(context, seconds);
   }
   if (by_batch.empty()) return bad("no decode points at tp 1");
   DecodeTable t;

@@ -48,6 +48,9 @@ Result<PlanFit> FitRun(const RunEvents& run, int64_t warmup);
 // [[tp, batch, context, seconds], ...], "prefill": [[tp, tokens, seconds], ...]).
 // IOError when unreadable, DataError when malformed.
 Result<DecodeTable> LoadDecodeTable(const std::string& path);
+// The same from the file's text; `source` names it in errors. A point's batch must be a whole
+// number in [1, 2^20], its context not negative and its seconds positive.
+Result<DecodeTable> ParseDecodeTable(const std::string& text, const std::string& source);
 
 // Least squares y = X b with b >= 0 (every subset of the columns; few columns only), preferring
 // fewer and earlier columns: subsets are tried by size, then column order, and a later one is

@@ -127,6 +127,12 @@ TEST(PlanFitTest, DecodeProfileTakesTheTp1PointsAndRefusesMalformedOnes) {
   EXPECT_NEAR(t->prefill_token_s, 0.0001, 1e-12);
   std::ofstream(path) << R"({"decode": [[1, 1, 0.01]]})";
   EXPECT_EQ(LoadDecodeTable(path).status().code(), Code::kDataError);
+  for (const char* point : {"[1, 1e300, 10, 0.01]", "[1, 2.5, 10, 0.01]", "[1, 0, 10, 0.01]", "[1, 4, -1, 0.01]",
+                            "[1, 4, 10, 0]", "[1, 4, 10, \"0.1\"]"}) {
+    auto r = ParseDecodeTable(std::string(R"({"decode": [)") + point + "]}", "p.json");
+    EXPECT_EQ(r.status().code(), Code::kDataError) << point;
+    EXPECT_NE(r.status().message().find("p.json"), std::string::npos) << r.status().ToString();
+  }
   std::ofstream(path) << "not json";
   EXPECT_EQ(LoadDecodeTable(path).status().code(), Code::kDataError);
   EXPECT_EQ(LoadDecodeTable(path + ".missing").status().code(), Code::kIOError);
