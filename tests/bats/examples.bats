@@ -153,6 +153,9 @@ man_examples() {
   [[ "$output" == *"--suite trixie|sid|SUITE"* ]]
   run bash "$RL_SOURCE_DIR/scripts/torch-headers-check.sh" --no-such-thing
   [ "$status" -eq 64 ]
+  run bash "$RL_SOURCE_DIR/scripts/torch-headers-check.sh" --gcc latest
+  [ "$status" -eq 64 ]
+  [[ "$output" == *"--gcc takes a major version"* ]]
   run bash "$RL_SOURCE_DIR/scripts/torch-headers-check.sh" --build "$BATS_TEST_TMPDIR/nothing"
   [ "$status" -eq 66 ]
   [[ "$output" == *"no $BATS_TEST_TMPDIR/nothing/compile_commands.json"* ]]

@@ -15,11 +15,11 @@ TEST(OptionTableTest, NoTwoOptionsShareAFlagForOneToolOrAnEnvironmentVariable) {
     for (const auto& tool : spec.tools) {
       EXPECT_TRUE(flags.insert(spec.flag + " " + tool).second) << "duplicate flag " << spec.flag << " for " << tool;
     }
-    if (!spec.env.empty()) EXPECT_TRUE(envs.insert(spec.env).second) << "duplicate env " << spec.env;
+    if (!spec.env.empty()) { EXPECT_TRUE(envs.insert(spec.env).second) << "duplicate env " << spec.env; }
     EXPECT_EQ(spec.flag.rfind("--", 0), 0u) << spec.flag;
     EXPECT_FALSE(spec.help.empty()) << spec.flag;
     EXPECT_FALSE(spec.tools.empty()) << spec.flag;
-    if (!spec.env.empty()) EXPECT_EQ(spec.env.rfind("RL_", 0), 0u) << spec.env;
+    if (!spec.env.empty()) { EXPECT_EQ(spec.env.rfind("RL_", 0), 0u) << spec.env; }
   }
 }
 

@@ -92,7 +92,8 @@ TEST(RecordTest, RecordsWithoutTheNewFieldsKeepTheOlderFormAndTheOlderFormReads)
   auto keys = [](const std::string& bytes) {
     auto oh = ParseMsgpack(bytes.data(), bytes.size());
     std::vector<std::string> out;
-    for (const auto& kv : MapView::Of(oh->get(), "record").value()) out.push_back(AsString(kv.key, "key").value());
+    const MapView record = MapView::Of(oh->get(), "record").value();  // not the temporary Result's: it dies first
+    for (const auto& kv : record) out.push_back(AsString(kv.key, "key").value());
     return out;
   };
   std::vector<std::string> older = {"t",        "from",     "rid",  "task",    "lease", "deadline",
@@ -131,7 +132,8 @@ TEST(RecordTest, AlsoAndUpdatesAreWrittenOnlyWhereTheySaySomethingAndCheckedWhen
     std::string bytes = EncodeRecord(r);
     auto oh = ParseMsgpack(bytes.data(), bytes.size());
     std::vector<std::string> out;
-    for (const auto& kv : MapView::Of(oh->get(), "record").value()) out.push_back(AsString(kv.key, "key").value());
+    const MapView record = MapView::Of(oh->get(), "record").value();  // not the temporary Result's: it dies first
+    for (const auto& kv : record) out.push_back(AsString(kv.key, "key").value());
     return out;
   };
   auto has = [&](const Record& r, const char* key) {

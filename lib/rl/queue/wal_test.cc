@@ -115,7 +115,9 @@ void AppendWhileSyncing(bool direct_io) {
       ASSERT_GE(synced, last_synced) << "synced() went back";
       last_synced = synced;
     }
-    if (!direct_io) EXPECT_EQ((*w)->written(), (*w)->appended()) << "through the page cache Submit writes at once";
+    if (!direct_io) {
+      EXPECT_EQ((*w)->written(), (*w)->appended()) << "through the page cache Submit writes at once";
+    }
     ASSERT_TRUE((*w)->Sync().ok());
     EXPECT_EQ((*w)->synced(), (*w)->appended());
   }

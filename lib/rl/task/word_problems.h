@@ -45,7 +45,7 @@ struct WordProblem {
   std::string answer;    // "19"
   std::string solution;  // "12 + 7 = 19."
   std::string key;       // "add 12 7": what the split by numbers is decided on
-  std::string cast;      // "Tom apples": what the split by cast is decided on
+  std::string cast = {};  // "Tom apples": what the split by cast is decided on (set by the drawer)
 };
 
 enum class WordSplit { kNumbers, kCast };

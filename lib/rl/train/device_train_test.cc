@@ -154,7 +154,7 @@ TEST(DeviceTrainTest, AGrpoStepOnTheGpuIsTheCpuStep) {
     EXPECT_NEAR(stats[1].loss, stats[0].loss, tol * std::max(1.0, std::abs(stats[0].loss)));
     EXPECT_NEAR(stats[1].grad_norm, stats[0].grad_norm, 5 * tol * stats[0].grad_norm);
     EXPECT_NEAR(stats[1].sft_loss, stats[0].sft_loss, tol * std::max(1.0, stats[0].sft_loss));
-    if (sft) EXPECT_GT(stats[0].sft_loss, 0);
+    if (sft) { EXPECT_GT(stats[0].sft_loss, 0); }
     int64_t close = 0, total = 0;
     for (size_t i = 0; i < weights[0].size(); ++i) {
       const at::Tensor diff = (weights[1][i].second - weights[0][i].second).abs();

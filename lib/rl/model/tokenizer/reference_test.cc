@@ -86,7 +86,7 @@ void CompareWithReference(const Variant& v) {
     EXPECT_EQ(*(*tok)->DecodeWith(half, {false}), ref["half"].get<std::string>());
     std::string expected = text;
     if (v.model == "qwen3") expected = *Normalize(NormalForm::kNfc, text);
-    if (!v.add_special_tokens && v.round_trip) EXPECT_EQ(*(*tok)->DecodeWith(*ids, {false}), expected);
+    if (!v.add_special_tokens && v.round_trip) { EXPECT_EQ(*(*tok)->DecodeWith(*ids, {false}), expected); }
   }
   EXPECT_EQ(n, cases.size());
 }
