@@ -5,6 +5,7 @@
 
 #include "rl/core/clock.h"
 #include "rl/core/fs.h"
+#include "rl/core/json_field.h"
 
 namespace rl {
 
@@ -82,7 +83,7 @@ void EventLog::Emit(const std::string& event, const nlohmann::json& fields) {
   if (fields.is_object()) {
     for (auto it = fields.begin(); it != fields.end(); ++it) line[it.key()] = it.value();
   }
-  std::string text = line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+  std::string text = JsonText(line) + "\n";
   // One write per line; a short write on a local file only happens on a full disk, and then
   // there is nowhere better to report it than the log we cannot write.
   ssize_t n = ::write(fd_, text.data(), text.size());

@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <limits>
 
+#include "rl/core/json_field.h"
+
 namespace rl::env {
 namespace {
 
@@ -138,7 +140,7 @@ class Parser {
   std::string syntax_, arith_;
 };
 
-std::string Dump(const nlohmann::json& j) { return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace); }
+std::string Dump(const nlohmann::json& j) { return JsonText(j); }
 
 }  // namespace
 

@@ -8,6 +8,7 @@
 
 #include "rl/core/event_log.h"
 #include "rl/core/fail.h"
+#include "rl/core/json_field.h"
 #include "rl/core/log.h"
 #include "rl/core/options.h"
 #include "rl/core/signals.h"
@@ -106,7 +107,7 @@ int RunCall(ClientOptions co, int64_t timeout_ms, const std::vector<std::string>
   if (!results.ok()) return Fail(kTool, results.status());
   bool all_ok = true;
   for (const ToolResult& r : *results) {
-    std::cout << ResultJson(r).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+    std::cout << JsonText(ResultJson(r)) << "\n";
     all_ok = all_ok && r.ok;
   }
   std::cout.flush();

@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "rl/core/json_field.h"
 #include "rl/core/log.h"
 #include "rl/wire/json_value.h"
 
@@ -44,7 +45,7 @@ Result<std::string> RequestLine(const ToolCall& call) {
   }
   nlohmann::ordered_json req = {{"name", call.name}, {"arguments", std::move(args)}};
   // dump escapes newlines inside strings, so the request stays one line.
-  return req.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+  return JsonText(req);
 }
 
 ToolResult ParseReplyLine(const std::string& tool, const std::string& line) {

@@ -5,6 +5,7 @@
 #include "rl/core/clock.h"
 #include "rl/core/event_log.h"
 #include "rl/core/fail.h"
+#include "rl/core/json_field.h"
 #include "rl/core/log.h"
 #include "rl/core/options.h"
 #include "rl/core/signals.h"
@@ -43,7 +44,7 @@ void Print(const Detection& d, bool json, std::ostream& out) {
     nlohmann::json j = DetectionFields(d);
     j["ts"] = WallSeconds();
     j["event"] = d.event;
-    out << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << std::endl;
+    out << JsonText(j) << std::endl;
     return;
   }
   out << d.event << " " << d.key << " pid " << d.hb.pid << " phase " << d.hb.phase << " step " << d.hb.step

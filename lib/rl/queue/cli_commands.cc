@@ -40,7 +40,7 @@ int RunGet(const ClientFlags& c, GetRequest req, std::ostream& out) {
   for (const GotRow& row : reply->rows) {
     nlohmann::json j = {{"index", row.index}, {"lease", reply->lease}};
     for (const auto& [name, v] : row.columns) j[name] = ValueToJson(v);
-    out << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+    out << JsonText(j) << "\n";
   }
   if (reply->dropped || reply->regenerated) {
     spdlog::info("{} rows dropped, {} sent back for regeneration", reply->dropped, reply->regenerated);
@@ -108,7 +108,7 @@ namespace {
 std::string Quoted(const std::string& name) {
   bool bare = !name.empty();
   for (unsigned char ch : name) bare = bare && ch > ' ' && ch < 0x7f && ch != '"' && ch != '\\' && ch != ',';
-  return bare ? name : nlohmann::json(name).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  return bare ? name : JsonText(nlohmann::json(name));
 }
 
 }  // namespace
@@ -118,7 +118,7 @@ int RunStat(const ClientFlags& c, bool json, std::ostream& out) {
   auto stat = client.Stat();
   if (!stat.ok()) return Fail(stat.status());
   if (json) {
-    out << stat->dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+    out << JsonText(*stat) << "\n";
     return kExitOk;
   }
   // Read field by field with defaults ("-"): a server of another version may lack a field or
@@ -197,8 +197,7 @@ int RunRetire(const ClientFlags& c, const std::string& task, std::ostream& out) 
   QueueClient client(c.ToOptions());
   auto freed = client.Retire(task);
   if (!freed.ok()) return Fail(freed.status());
-  out << nlohmann::json({{"task", task}, {"freed", *freed}}).dump(-1, ' ', false,
-                                                                    nlohmann::json::error_handler_t::replace)
+  out << JsonText(nlohmann::json({{"task", task}, {"freed", *freed}}))
       << "\n";
   spdlog::info("task '{}' retired; {} rows only it kept alive were freed", task, *freed);
   return kExitOk;

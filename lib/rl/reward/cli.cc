@@ -7,15 +7,16 @@
 
 #include "rl/core/event_log.h"
 #include "rl/core/fail.h"
+#include "rl/core/json_field.h"
 #include "rl/core/log.h"
 #include "rl/core/options.h"
 #include "rl/core/signals.h"
 #include "rl/health/flags.h"
-#include "rl/task/addition.h"
-#include "rl/task/dataset.h"
 #include "rl/reward/exec_verifier.h"
 #include "rl/reward/judge_flags.h"
 #include "rl/reward/reward_loop.h"
+#include "rl/task/addition.h"
+#include "rl/task/dataset.h"
 
 namespace rl::reward {
 namespace {
@@ -121,7 +122,7 @@ int RunScore(Verifier* verifier, std::istream& in, std::ostream& out, size_t bat
         continue;
       }
       lines[i]["reward"] = *scored[i];
-      out << lines[i].dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) << "\n";
+      out << JsonText(lines[i]) << "\n";
       ++rows;
       sum += *scored[i];
     }

@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "rl/core/json_field.h"
 #include "rl/core/log.h"
 
 namespace rl::reward {
@@ -40,7 +41,7 @@ Result<double> ExecVerifier::Exchange(const std::string& request) {
 
 Result<double> ExecVerifier::Score(const RewardRequest& req) {
   nlohmann::json j = {{"prompt", req.prompt}, {"response", req.response}, {"answer", req.answer}};
-  Result<double> r = Exchange(j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+  Result<double> r = Exchange(JsonText(j));
   if (r.ok()) {
     failures_ = 0;
     return r;

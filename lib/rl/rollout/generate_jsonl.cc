@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "rl/core/clock.h"
+#include "rl/core/json_field.h"
 
 namespace rl::rollout {
 namespace {
@@ -73,7 +74,7 @@ class Runner {
       j["response"] = text;
       j["response_ids"] = gens[i].response_ids;
       j["logprobs"] = gens[i].logprobs;
-      out_ << j.dump(-1, ' ', false, Json::error_handler_t::replace) << "\n";
+      out_ << JsonText(j) << "\n";
     }
     out_.flush();
     if (!out_) return Status::IOError("writing stdout failed");
@@ -109,7 +110,7 @@ class Runner {
       j["tool_errors"] = convs[i].tool_errors;
       j["turn_ends"] = convs[i].turn_ends;
       j["turn_rewards"] = convs[i].turn_rewards;
-      out_ << j.dump(-1, ' ', false, Json::error_handler_t::replace) << "\n";
+      out_ << JsonText(j) << "\n";
     }
     out_.flush();
     if (!out_) return Status::IOError("writing stdout failed");

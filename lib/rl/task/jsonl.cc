@@ -3,6 +3,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include "rl/core/json_field.h"
+
 namespace rl::task {
 
 LineReader::LineReader(std::istream* in, size_t max_bytes, uint64_t first_line, uint64_t first_offset, size_t chunk)
@@ -53,7 +55,7 @@ Result<LineReader::Got> LineReader::Next(std::string* line) {
 }
 
 Status WriteJsonLine(std::ostream& out, const nlohmann::ordered_json& j) {
-  out << j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) << '\n';
+  out << JsonText(j) << '\n';
   if (!out) return Status::IOError("write failed");
   return Status::OK();
 }

@@ -12,6 +12,7 @@
 
 #include "rl/core/event_log.h"
 #include "rl/core/fs.h"
+#include "rl/core/json_field.h"
 #include "rl/model/device.h"
 #include "rl/model/hf_dir.h"
 #include "rl/model/model_file.h"
@@ -331,7 +332,7 @@ int RunEncodeCommand(const model::PromptFlags& f, std::istream& in, std::ostream
     if (!ids.ok()) return Fail(kTool, ids.status().WithContext("stdin line " + std::to_string(n)));
     auto j = nlohmann::ordered_json::parse(line);
     j["prompt_ids"] = *ids;
-    out << j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) << "\n";
+    out << JsonText(j) << "\n";
   }
   out.flush();
   return out ? kExitOk : Fail(kTool, Status::IOError("writing stdout failed"));
