@@ -38,7 +38,7 @@ function(rl_add_area name dependency)
   add_library(rl_${name} STATIC ${sources})
   target_link_libraries(rl_${name} PUBLIC ${dependency})
   target_include_directories(rl_${name} PUBLIC ${PROJECT_SOURCE_DIR}/lib)
-  set(aten OFF)  # the area sees libtorch
+  set(aten OFF)  # whether the area sees libtorch (and so starts from the precompiled ATen)
   if(name STREQUAL "model" OR "rl_model" IN_LIST dependency)
     set(aten ON)
     rl_precompile_aten(rl_${name})
