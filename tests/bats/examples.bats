@@ -136,23 +136,25 @@ man_examples() {
   cmp "$(printf '%s\n' "$output" | sed -n 's/^runs: //p')"/seed-1/{sync-none,async-decoupled}/ckpt/weights-0.safetensors
 }
 
-@test "scripts/gpu-check.sh: --help names every stage, a bad argument exits 64; each stage it names exists" {
-  run bash "$RL_SOURCE_DIR/scripts/gpu-check.sh" --help
+# help_and_bad_argument SCRIPT TEXT: scripts/SCRIPT --help exits 0 and says TEXT; an argument it
+# does not know exits 64.
+help_and_bad_argument() {
+  run bash "$RL_SOURCE_DIR/scripts/$1" --help
   [ "$status" -eq 0 ]
-  [[ "$output" == *"--stages unpack,build,test,demo,figures,groups"* ]]
-  run bash "$RL_SOURCE_DIR/scripts/gpu-check.sh" --no-such-thing
+  [[ "$output" == *"$2"* ]]
+  run bash "$RL_SOURCE_DIR/scripts/$1" --no-such-thing
   [ "$status" -eq 64 ]
+}
+
+@test "scripts/gpu-check.sh: --help names every stage, a bad argument exits 64; each stage it names exists" {
+  help_and_bad_argument gpu-check.sh "--stages unpack,build,test,demo,figures,groups"
   for s in unpack configure_and_build run_tests demo groups figures; do
     grep -q "^$s() {" "$RL_SOURCE_DIR/scripts/gpu-check.sh"
   done
 }
 
 @test "scripts/torch-headers-check.sh: --help says what it does, a bad argument exits 64, a build without compile commands 66" {
-  run bash "$RL_SOURCE_DIR/scripts/torch-headers-check.sh" --help
-  [ "$status" -eq 0 ]
-  [[ "$output" == *"--suite trixie|sid|SUITE"* ]]
-  run bash "$RL_SOURCE_DIR/scripts/torch-headers-check.sh" --no-such-thing
-  [ "$status" -eq 64 ]
+  help_and_bad_argument torch-headers-check.sh "--suite trixie|sid|SUITE] [--gcc N]"
   run bash "$RL_SOURCE_DIR/scripts/torch-headers-check.sh" --gcc latest
   [ "$status" -eq 64 ]
   [[ "$output" == *"--gcc takes a major version"* ]]

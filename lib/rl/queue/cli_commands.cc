@@ -197,8 +197,7 @@ int RunRetire(const ClientFlags& c, const std::string& task, std::ostream& out) 
   QueueClient client(c.ToOptions());
   auto freed = client.Retire(task);
   if (!freed.ok()) return Fail(freed.status());
-  out << JsonText(nlohmann::json({{"task", task}, {"freed", *freed}}))
-      << "\n";
+  out << JsonText(nlohmann::json({{"task", task}, {"freed", *freed}})) << "\n";
   spdlog::info("task '{}' retired; {} rows only it kept alive were freed", task, *freed);
   return kExitOk;
 }
