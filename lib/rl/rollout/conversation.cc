@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 
 #include "rl/core/clock.h"
@@ -82,7 +83,10 @@ Result<Conversation> FromProgress(std::vector<int64_t> prompt,
   const Value* lp = FindColumn(columns, "conv_logprobs");
   const Tensor* t = lp ? std::get_if<Tensor>(lp) : nullptr;
   if (!t || t->shape.size() != 1 || t->dtype != DType::kF32) return Status::DataError("conv_logprobs is not a 1-D f32 tensor");
-  for (double x : t->ToF64()) c.logprobs.push_back(static_cast<float>(x));
+  for (double x : t->ToF64()) {
+    if (!std::isfinite(x)) return Status::DataError("conv_logprobs holds a value that is not finite");
+    c.logprobs.push_back(static_cast<float>(x));
+  }
   RL_ASSIGN_OR_RETURN(c.turns, Int(FindColumn(columns, "conv_turns"), "conv_turns"));
   RL_ASSIGN_OR_RETURN(c.tool_calls, Int(FindColumn(columns, "conv_tool_calls"), "conv_tool_calls"));
   RL_ASSIGN_OR_RETURN(c.tool_errors, Int(FindColumn(columns, "conv_tool_errors"), "conv_tool_errors"));
@@ -102,7 +106,11 @@ Result<Conversation> FromProgress(std::vector<int64_t> prompt,
                                std::to_string(vocab_size));
     }
   }
-  if (c.turns < 0 || c.tool_calls < 0 || c.tool_errors < 0 || c.answer_from < 0 ||
+  // Every turn's segment holds at least one model token (a segment is generated only with a
+  // budget of one or more), so there are no more turns than tokens; bounding them also bounds
+  // what an older row's missing turn columns are filled with.
+  if (c.turns < 0 || c.turns > static_cast<int64_t>(n) || c.tool_calls < 0 || c.tool_calls > c.turns ||
+      c.tool_errors < 0 || c.tool_errors > c.tool_calls || c.answer_from < 0 ||
       c.answer_from > static_cast<int64_t>(n)) {
     return Status::DataError("conversation counts out of range");
   }
@@ -113,7 +121,10 @@ Result<Conversation> FromProgress(std::vector<int64_t> prompt,
     if (!r || r->shape.size() != 1 || r->dtype != DType::kF32) {
       return Status::DataError("conv_turn_rewards is not a 1-D f32 tensor");
     }
-    for (double x : r->ToF64()) c.turn_rewards.push_back(static_cast<float>(x));
+    for (double x : r->ToF64()) {
+      if (!std::isfinite(x)) return Status::DataError("conv_turn_rewards holds a value that is not finite");
+      c.turn_rewards.push_back(static_cast<float>(x));
+    }
     if (static_cast<int64_t>(c.turn_ends.size()) != c.turns || c.turn_rewards.size() != c.turn_ends.size()) {
       return Status::DataError("conv_turn_ends and conv_turn_rewards must have one entry per turn");
     }

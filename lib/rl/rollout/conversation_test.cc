@@ -5,6 +5,8 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <limits>
+#include <random>
 
 #include "rl/dist/group_generate.h"
 #include "rl/dist/test_ranks.h"
@@ -332,6 +334,121 @@ TEST(ConversationTest, ProgressRoundTripsAndContinuesTheSameWay) {
   }
   EXPECT_EQ(FromProgress({1, 4}, cols, kVocab).status().message(),
             "conv_ids holds " + std::to_string(kVocab) + ", outside the vocabulary of " + std::to_string(kVocab));
+}
+
+// Progress a row holds is bytes from outside: counts too large for its tokens (which an older
+// row's missing turn columns would be filled from) and values that are not finite are refused.
+TEST(ConversationTest, ProgressWithImpossibleCountsOrNonFiniteValuesIsRefused) {
+  Conversation c;
+  c.ids = {3, 4, 5};
+  c.logprobs = {-0.5f, 0, -0.25f};
+  c.mask = {1, 0, 1};
+  c.versions = {1, -1, 2};
+  c.turns = 2;
+  c.tool_calls = 1;
+  c.answer_from = 2;
+  c.turn_ends = {1, 3};
+  c.turn_rewards = {0.5f, 0};
+  ASSERT_TRUE(FromProgress({1}, ProgressColumns(c), kVocab).ok());
+  auto with = [&](const std::string& column, Value v, bool keep_turn_columns = true) {
+    std::vector<std::pair<std::string, Value>> cols;
+    for (auto& [name, value] : ProgressColumns(c)) {
+      if (!keep_turn_columns && name.rfind("conv_turn_", 0) == 0) continue;
+      cols.emplace_back(name, name == column ? v : value);
+    }
+    return FromProgress({1}, cols, kVocab).status();
+  };
+  // Without the turn columns, conv_turns says how many to make: 2^60 of them was an abort.
+  EXPECT_EQ(with("conv_turns", int64_t{1} << 60, false).code(), Code::kDataError);
+  EXPECT_EQ(with("conv_turns", int64_t{4}, false).code(), Code::kDataError) << "more turns than tokens";
+  EXPECT_TRUE(with("conv_turns", int64_t{3}, false).ok());
+  EXPECT_EQ(with("conv_tool_calls", int64_t{3}).code(), Code::kDataError) << "more calls than turns";
+  EXPECT_EQ(with("conv_tool_errors", int64_t{2}).code(), Code::kDataError) << "more errors than calls";
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  EXPECT_EQ(with("conv_logprobs", Tensor::FromF32({-0.5f, nan, 0})).message(),
+            "conv_logprobs holds a value that is not finite");
+  EXPECT_EQ(with("conv_turn_rewards", Tensor::FromF32({inf, 0})).message(),
+            "conv_turn_rewards holds a value that is not finite");
+}
+
+// Columns of every type and size in place of some progress columns, or none of them: FromProgress
+// returns a conversation that holds together, or DataError; it never throws or aborts.
+TEST(ConversationTest, RandomProgressColumnsAreReadOrRefusedNeverCrash) {
+  std::mt19937_64 rng(20261205);
+  auto pick = [&](int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng); };
+  auto any_int = [&]() -> int64_t {
+    switch (pick(0, 3)) {
+      case 0: return pick(-2, 8);
+      case 1: return pick(0, kVocab + 1);
+      case 2: return std::numeric_limits<int64_t>::max() - pick(0, 2);
+      default: return std::numeric_limits<int64_t>::min() + pick(0, 2);
+    }
+  };
+  auto any_value = [&]() -> Value {
+    const int64_t length = pick(0, 6);
+    switch (pick(0, 6)) {
+      case 0: return std::monostate{};
+      case 1: return any_int();
+      case 2: return static_cast<double>(any_int());
+      case 3: return std::string("conv");
+      case 4: {
+        std::vector<int64_t> v;
+        for (int64_t i = 0; i < length; ++i) v.push_back(pick(0, 1) ? pick(-1, 2) : any_int());
+        return Tensor::FromI64(v);
+      }
+      case 5: {
+        std::vector<float> v;
+        for (int64_t i = 0; i < length; ++i) v.push_back(pick(0, 5) ? -0.5f : std::numeric_limits<float>::quiet_NaN());
+        return Tensor::FromF32(v);
+      }
+      default: {  // an i32 tensor of two dimensions
+        Tensor t;
+        t.dtype = DType::kI32;
+        t.shape = {1, length};
+        t.data.assign(static_cast<size_t>(length) * 4, '\1');
+        return t;
+      }
+    }
+  };
+  // Progress that holds together, a few of whose columns are then left out or replaced.
+  Conversation c;
+  c.ids = {3, 4, 5, 6};
+  c.logprobs = {-0.5f, 0, 0, -0.25f};
+  c.mask = {1, 0, 0, 1};
+  c.versions = {1, -1, -1, 2};
+  c.turns = 2;
+  c.tool_calls = 1;
+  c.answer_from = 3;
+  c.turn_ends = {1, 4};
+  c.turn_rewards = {0.5f, 0};
+  int read = 0, refused = 0;
+  for (int round = 0; round < 20000; ++round) {
+    std::vector<std::pair<std::string, Value>> cols = ProgressColumns(c);
+    for (int64_t k = pick(1, 3); k > 0 && !cols.empty(); --k) {
+      const auto at = cols.begin() + pick(0, static_cast<int64_t>(cols.size()) - 1);
+      if (pick(0, 3) == 0) {
+        cols.erase(at);
+      } else {
+        at->second = any_value();
+      }
+    }
+    Result<Conversation> c = FromProgress({1, 4}, cols, kVocab);
+    if (!c.ok()) {
+      ASSERT_EQ(c.status().code(), Code::kDataError) << c.status().ToString();
+      ++refused;
+      continue;
+    }
+    ++read;
+    const size_t n = c->ids.size();
+    ASSERT_EQ(c->mask.size(), n);
+    ASSERT_EQ(c->versions.size(), n);
+    ASSERT_EQ(c->logprobs.size(), n);
+    ASSERT_EQ(c->turn_ends.size(), static_cast<size_t>(c->turns));
+    ASSERT_EQ(c->turn_rewards.size(), c->turn_ends.size());
+    ASSERT_LE(c->answer_from, static_cast<int64_t>(n));
+  }
+  EXPECT_GT(read, 0) << "no random columns were read: the test shows nothing";
+  EXPECT_GT(refused, 0);
 }
 
 // A tool runner that fails (rl-env unreachable) fails the turn and changes nothing.
