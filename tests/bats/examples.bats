@@ -113,6 +113,19 @@ man_examples() {
   grep '"event":"group"' "$run_dir"/rollout-0.jsonl | grep '"device":"cpu"' | grep -q '"nccl":false'
 }
 
+@test "examples/pipelines/grpo-demo.sh trains a Qwen3-MoE (share/models/addition-moe) on a rollout group of two in its short form" {
+  export RL_MODEL="$RL_SOURCE_DIR/share/models/addition-moe" RL_RUN_DIR="$TMP/moe-run"
+  run bash "$RL_SOURCE_DIR/examples/pipelines/grpo-demo.sh" --short --rollout-group 2
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"after 3 GRPO steps"* ]]
+  grep -q '"ranks":2' "$RL_RUN_DIR"/events/rollout-*.jsonl
+  # The trainer's checkpoints hold the experts under Hugging Face's names.
+  ckpt=$(ls "$RL_RUN_DIR"/ckpt/weights-*.safetensors | tail -n 1)
+  head -c 200000 "$ckpt" | grep -a -q 'model.layers.2.mlp.experts.7.down_proj.weight'
+  head -c 200000 "$ckpt" | grep -a -q 'model.layers.0.mlp.gate.weight'
+}
+
 @test "examples/pipelines/hf-grpo.sh runs in its short form: Qwen3 layout and tokenizer, SFT, GRPO with an SFT mix, export, verdict" {
   run bash "$RL_SOURCE_DIR/examples/pipelines/hf-grpo.sh" --short --sft-mix 0.5
   echo "$output"

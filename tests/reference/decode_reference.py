@@ -58,7 +58,8 @@ def peak(device, out):
 
 
 class Model:
-    """A Llama/Qwen2/Qwen3 decoder over hf_reference's weights, batched, with an optional cache."""
+    """A Llama/Qwen2/Qwen3/Qwen3-MoE decoder over hf_reference's weights, batched, with an optional
+    cache."""
 
     def __init__(self, cfg, tensors, context, device=torch.device("cpu")):
         self.cfg = cfg
@@ -71,13 +72,35 @@ class Model:
         self.eps = cfg.get("rms_norm_eps", 1e-6)
         self.qkv_bias = arch == "Qwen2ForCausalLM" or cfg.get("attention_bias", False)
         self.o_bias = arch != "Qwen2ForCausalLM" and cfg.get("attention_bias", False)
-        self.qk_norm = arch == "Qwen3ForCausalLM"
+        self.qk_norm = arch in ("Qwen3ForCausalLM", "Qwen3MoeForCausalLM")
         inv = ref.inverse_frequencies(cfg, self.head_dim)
         freqs = torch.outer(torch.arange(context, dtype=torch.float64), inv)
         emb = torch.cat((freqs, freqs), dim=-1)
         self.cos, self.sin = emb.cos().float().to(device), emb.sin().float().to(device)
         tied = cfg.get("tie_word_embeddings", False)
         self.head_name = "model.embed_tokens.weight" if tied else "lm_head.weight"
+
+    def swiglu(self, h, prefix):
+        w = self.w
+        gate = w.linear(h, prefix + "gate_proj", False)
+        up = w.linear(h, prefix + "up_proj", False)
+        return w.linear(torch.nn.functional.silu(gate) * up, prefix + "down_proj", False)
+
+    def moe(self, h, prefix):
+        """Qwen3MoeSparseMoeBlock as transformers batches it: the tokens of each chosen expert
+        together, weighted by the router's (renormalized) top-k softmax."""
+        flat = h.reshape(-1, h.shape[-1])
+        probs = torch.softmax(self.w.linear(flat, prefix + "gate", False).float(), dim=-1)
+        weights, chosen = torch.topk(probs, self.cfg["num_experts_per_tok"], dim=-1)
+        if self.cfg.get("norm_topk_prob", False):
+            weights = weights / weights.sum(dim=-1, keepdim=True)
+        weights = weights.to(flat.dtype)
+        out = torch.zeros_like(flat)
+        for e in torch.unique(chosen).tolist():
+            tokens, slot = torch.where(chosen == e)
+            y = self.swiglu(flat[tokens], f"{prefix}experts.{e}.") * weights[tokens, slot, None]
+            out.index_add_(0, tokens, y.to(out.dtype))
+        return out.view(h.shape)
 
     def new_cache(self, batch, context):
         shape = (batch, self.kv_heads, context, self.head_dim)
@@ -119,9 +142,7 @@ class Model:
             attn = (torch.softmax(scores.float(), dim=-1).to(v.dtype) @ v).transpose(1, 2).reshape(b, t, -1)
             x = x + w.linear(attn, p + "self_attn.o_proj", self.o_bias)
             h = rms_norm(x, w(p + "post_attention_layernorm.weight"), self.eps)
-            gate = w.linear(h, p + "mlp.gate_proj", False)
-            up = w.linear(h, p + "mlp.up_proj", False)
-            x = x + w.linear(torch.nn.functional.silu(gate) * up, p + "mlp.down_proj", False)
+            x = x + (self.moe(h, p + "mlp.") if ref.sparse_layer(self.cfg, i) else self.swiglu(h, p + "mlp."))
         if last_only:
             x = x[:, -1:]
         x = rms_norm(x, w("model.norm.weight"), self.eps)

@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
-"""Reference logits for a Hugging Face Llama, Qwen2 or Qwen3 model directory.
+"""Reference logits for a Hugging Face Llama, Qwen2, Qwen3 or Qwen3-MoE model directory.
 
 Usage: hf_reference.py MODEL_DIR TOKEN_ID...
 Prints {"logits": [[...V floats...] per token]} on stdout: the next-token logits at every position
 of the one sequence given, computed in float64.
 
 Written from the public definitions of the architectures (transformers' modeling_llama.py,
-modeling_qwen2.py, modeling_qwen3.py and _compute_llama3_parameters in
+modeling_qwen2.py, modeling_qwen3.py, modeling_qwen3_moe.py and _compute_llama3_parameters in
 modeling_rope_utils.py), without transformers and without roleflow: it parses config.json and the
 safetensors files by hand and does the arithmetic with plain torch tensor operations, so that it
 checks lib/rl/model independently. Every tensor in the files must be used (lm_head.weight aside
@@ -101,9 +101,40 @@ class Weights:
         return y + self(prefix + ".bias") if bias else y
 
 
+def swiglu(w, h, prefix):
+    gate = w.linear(h, prefix + "gate_proj", False)
+    up = w.linear(h, prefix + "up_proj", False)
+    return w.linear(torch.nn.functional.silu(gate) * up, prefix + "down_proj", False)
+
+
+def sparse_layer(cfg, i):
+    """Qwen3MoeDecoderLayer's rule for a sparse MLP."""
+    return (cfg["architectures"][0] == "Qwen3MoeForCausalLM" and cfg["num_experts"] > 0
+            and i not in (cfg.get("mlp_only_layers") or [])
+            and (i + 1) % cfg.get("decoder_sparse_step", 1) == 0)
+
+
+def moe(cfg, w, h, prefix):
+    """Qwen3MoeSparseMoeBlock, one token at a time: the softmax of the router's logits, the top
+    num_experts_per_tok of them (renormalized when norm_topk_prob), and the weighted sum of the
+    chosen experts' SwiGLU outputs."""
+    probs = torch.softmax(w.linear(h, prefix + "gate", False), dim=-1)
+    for e in range(cfg["num_experts"]):  # every expert's weights count as used
+        for name in ("gate_proj", "up_proj", "down_proj"):
+            w(f"{prefix}experts.{e}.{name}.weight")
+    out = torch.zeros_like(h)
+    for t in range(h.shape[0]):
+        top = torch.topk(probs[t], cfg["num_experts_per_tok"])
+        weights = top.values / top.values.sum() if cfg.get("norm_topk_prob", False) else top.values
+        for weight, e in zip(weights, top.indices.tolist()):
+            out[t] += weight * swiglu(w, h[t:t + 1], f"{prefix}experts.{e}.")[0]
+    return out
+
+
 def forward(cfg, w, ids):
     arch = cfg["architectures"][0]
-    assert arch in ("LlamaForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM"), arch
+    assert arch in ("LlamaForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM",
+                    "Qwen3MoeForCausalLM"), arch
     assert cfg.get("hidden_act", "silu") == "silu"
     heads = cfg["num_attention_heads"]
     kv_heads = cfg.get("num_key_value_heads") or heads
@@ -125,7 +156,7 @@ def forward(cfg, w, ids):
         q = w.linear(h, p + "self_attn.q_proj", qkv_bias).view(length, heads, head_dim)
         k = w.linear(h, p + "self_attn.k_proj", qkv_bias).view(length, kv_heads, head_dim)
         v = w.linear(h, p + "self_attn.v_proj", qkv_bias).view(length, kv_heads, head_dim)
-        if arch == "Qwen3ForCausalLM":
+        if arch in ("Qwen3ForCausalLM", "Qwen3MoeForCausalLM"):
             q = rms_norm(q, w(p + "self_attn.q_norm.weight"), eps)
             k = rms_norm(k, w(p + "self_attn.k_norm.weight"), eps)
         q, k, v = q.transpose(0, 1), k.transpose(0, 1), v.transpose(0, 1)
@@ -137,9 +168,7 @@ def forward(cfg, w, ids):
         attn = attn.transpose(0, 1).reshape(length, heads * head_dim)
         x = x + w.linear(attn, p + "self_attn.o_proj", o_bias)
         h = rms_norm(x, w(p + "post_attention_layernorm.weight"), eps)
-        gate = w.linear(h, p + "mlp.gate_proj", False)
-        up = w.linear(h, p + "mlp.up_proj", False)
-        x = x + w.linear(torch.nn.functional.silu(gate) * up, p + "mlp.down_proj", False)
+        x = x + (moe(cfg, w, h, p + "mlp.") if sparse_layer(cfg, i) else swiglu(w, h, p + "mlp."))
     x = rms_norm(x, w("model.norm.weight"), eps)
     tied = cfg.get("tie_word_embeddings", False)
     head = w("model.embed_tokens.weight") if tied else w("lm_head.weight")

@@ -31,7 +31,8 @@ ModelConfig FamilyConfig(Architecture arch) {
 }
 
 TEST(TensorParallelTest, TwoRanksComputeTheWholeModelsLogits) {
-  for (Architecture arch : {Architecture::kLlama, Architecture::kQwen2, Architecture::kQwen3}) {
+  for (Architecture arch : {Architecture::kLlama, Architecture::kQwen2, Architecture::kQwen3,
+                            Architecture::kQwen3Moe}) {
     const ModelConfig config = FamilyConfig(arch);
     auto whole = Transformer::Create(config, 7);
     ASSERT_TRUE(whole.ok());
@@ -146,6 +147,10 @@ TEST(TensorParallelTest, ModelsThatDoNotSplitAreConfigErrors) {
   c.num_key_value_heads = 2;
   c.intermediate_size = 47;
   EXPECT_EQ(model::CheckTensorParallel(c, 2).code(), Code::kConfig);
+  ModelConfig moe = TinyConfig(Architecture::kQwen3Moe);
+  EXPECT_TRUE(model::CheckTensorParallel(moe, 2).ok());
+  moe.moe.moe_intermediate_size = 25;  // an expert's width does not split in two
+  EXPECT_NE(model::CheckTensorParallel(moe, 2).message().find("moe_intermediate_size"), std::string::npos);
   EXPECT_EQ(model::KvCache::Create(c, 1, model::DType::kF32, 2).status().code(), Code::kConfig);
   auto whole = Transformer::Create(TinyConfig(), 1);
   ASSERT_TRUE(whole.ok());

@@ -1,5 +1,6 @@
 #include "rl/model/config.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace rl::model {
@@ -52,6 +53,8 @@ const char* ArchitectureName(Architecture a) {
       return "Qwen2ForCausalLM";
     case Architecture::kQwen3:
       return "Qwen3ForCausalLM";
+    case Architecture::kQwen3Moe:
+      return "Qwen3MoeForCausalLM";
     default:
       return "LlamaForCausalLM";
   }
@@ -63,6 +66,8 @@ const char* ModelTypeName(Architecture a) {
       return "qwen2";
     case Architecture::kQwen3:
       return "qwen3";
+    case Architecture::kQwen3Moe:
+      return "qwen3_moe";
     default:
       return "llama";
   }
@@ -93,6 +98,48 @@ bool RopeScaling::operator==(const RopeScaling& o) const {
          original_max_position_embeddings == o.original_max_position_embeddings;
 }
 
+bool MoeConfig::operator==(const MoeConfig& o) const {
+  return num_experts == o.num_experts && num_experts_per_tok == o.num_experts_per_tok &&
+         moe_intermediate_size == o.moe_intermediate_size && norm_topk_prob == o.norm_topk_prob &&
+         decoder_sparse_step == o.decoder_sparse_step && mlp_only_layers == o.mlp_only_layers;
+}
+
+bool ModelConfig::SparseLayer(int64_t layer) const {
+  if (architecture != Architecture::kQwen3Moe || moe.num_experts <= 0) return false;
+  if (std::find(moe.mlp_only_layers.begin(), moe.mlp_only_layers.end(), layer) !=
+      moe.mlp_only_layers.end()) {
+    return false;
+  }
+  return moe.decoder_sparse_step > 0 && (layer + 1) % moe.decoder_sparse_step == 0;
+}
+
+namespace {
+
+Status CheckMoe(const ModelConfig& c) {
+  const MoeConfig& m = c.moe;
+  if (c.architecture != Architecture::kQwen3Moe) {
+    if (m.num_experts != 0) return Status::Config("model config: only qwen3_moe has experts");
+    return Status::OK();
+  }
+  RL_RETURN_IF_ERROR(CheckRange("num_experts", m.num_experts));
+  RL_RETURN_IF_ERROR(CheckRange("moe_intermediate_size", m.moe_intermediate_size));
+  RL_RETURN_IF_ERROR(CheckRange("decoder_sparse_step", m.decoder_sparse_step));
+  if (m.num_experts_per_tok < 1 || m.num_experts_per_tok > m.num_experts) {
+    return Status::Config("model config: num_experts_per_tok must be in [1, num_experts " +
+                          std::to_string(m.num_experts) + "], got " +
+                          std::to_string(m.num_experts_per_tok));
+  }
+  for (int64_t layer : m.mlp_only_layers) {
+    if (layer < 0 || layer >= c.num_hidden_layers) {
+      return Status::Config("model config: mlp_only_layers holds " + std::to_string(layer) +
+                            ", not a layer in [0, " + std::to_string(c.num_hidden_layers) + ")");
+    }
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
 Status ModelConfig::Validate() const {
   if (num_key_value_heads < 0 || head_dim < 0 || rl_context < 0) {
     return Status::Config(
@@ -110,6 +157,7 @@ Status ModelConfig::Validate() const {
   RL_RETURN_IF_ERROR(CheckPositive("rms_norm_eps", rms_norm_eps));
   RL_RETURN_IF_ERROR(CheckPositive("rope_theta", rope_theta));
   RL_RETURN_IF_ERROR(CheckRope(rope_scaling));
+  RL_RETURN_IF_ERROR(CheckMoe(*this));
   if (num_attention_heads % kv_heads() != 0) {
     return Status::Config(
         "model config: num_attention_heads " + std::to_string(num_attention_heads) +
@@ -147,16 +195,21 @@ bool ModelConfig::operator==(const ModelConfig& o) const {
          max_position_embeddings == o.max_position_embeddings && context() == o.context() &&
          rms_norm_eps == o.rms_norm_eps && rope_theta == o.rope_theta &&
          rope_scaling == o.rope_scaling && tie_word_embeddings == o.tie_word_embeddings &&
-         attention_bias == o.attention_bias && torch_dtype == o.torch_dtype &&
+         attention_bias == o.attention_bias && moe == o.moe && torch_dtype == o.torch_dtype &&
          bos_token_id == o.bos_token_id && eos_token_id == o.eos_token_id;
 }
 
 Result<int64_t> ParameterCount(const ModelConfig& c) {
   RL_RETURN_IF_ERROR(c.Validate());
-  // Every factor is below 2^24, so each product of two is below 2^48; only sums and the products
-  // with the layer count can overflow.
+  // Every factor is below 2^24, so each product of two is below 2^48; the products of three
+  // (experts * d * width) and with the layer count, and the sums, are checked.
   const int64_t d = c.hidden_size, q = c.num_attention_heads * c.head_width();
-  const int64_t kv = c.kv_heads() * c.head_width(), m = c.intermediate_size;
+  const int64_t kv = c.kv_heads() * c.head_width();
+  const Status too_large = Status::Config("model config: too large");
+  int64_t sparse_mlp = 0;  // router [E, D] and E experts of 3 * D * moe_intermediate_size
+  if (__builtin_mul_overflow(3 * d * c.moe.moe_intermediate_size + d, c.moe.num_experts, &sparse_mlp)) {
+    return too_large;
+  }
   const int64_t layer_terms[] = {2 * d,  // input_layernorm, post_attention_layernorm
                                  d * q,
                                  d * kv,
@@ -164,18 +217,19 @@ Result<int64_t> ParameterCount(const ModelConfig& c) {
                                  q * d,  // q, k, v, o
                                  c.qkv_bias() ? q + 2 * kv : 0,
                                  c.o_bias() ? d : 0,
-                                 c.qk_norm() ? 2 * c.head_width() : 0,
-                                 3 * d * m};
+                                 c.qk_norm() ? 2 * c.head_width() : 0};
   int64_t layer = 0, total = 0;
   for (int64_t t : layer_terms) {
-    if (__builtin_add_overflow(layer, t, &layer)) return Status::Config("model config: too large");
+    if (__builtin_add_overflow(layer, t, &layer)) return too_large;
   }
-  if (__builtin_mul_overflow(layer, c.num_hidden_layers, &total)) {
-    return Status::Config("model config: too large");
+  if (__builtin_mul_overflow(layer, c.num_hidden_layers, &total)) return too_large;
+  for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
+    const int64_t mlp = c.SparseLayer(i) ? sparse_mlp : 3 * d * c.intermediate_size;
+    if (__builtin_add_overflow(total, mlp, &total)) return too_large;
   }
   const int64_t terms[] = {c.vocab_size * d, d, c.tie_word_embeddings ? 0 : c.vocab_size * d};
   for (int64_t t : terms) {
-    if (__builtin_add_overflow(total, t, &total)) return Status::Config("model config: too large");
+    if (__builtin_add_overflow(total, t, &total)) return too_large;
   }
   return total;
 }

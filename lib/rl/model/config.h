@@ -1,12 +1,15 @@
 // ModelConfig: the shape of a decoder-only language model, as a Hugging Face config.json states
 // it, and its JSON form (which is that config.json text).
 //
-// Three families, chosen by config.json's "architectures" (or, when that is absent,
-// "model_type"): LlamaForCausalLM (llama), Qwen2ForCausalLM (qwen2), Qwen3ForCausalLM (qwen3).
+// Four families, chosen by config.json's "architectures" (or, when that is absent,
+// "model_type"): LlamaForCausalLM (llama), Qwen2ForCausalLM (qwen2), Qwen3ForCausalLM (qwen3),
+// Qwen3MoeForCausalLM (qwen3_moe).
 // All are pre-norm decoders with RMSNorm, rotary positions (rotate-half layout), SwiGLU MLPs,
 // grouped-query attention and a tied or untied LM head; they differ in the attention biases
-// (Qwen2: q/k/v always; Llama and Qwen3: q/k/v/o when attention_bias) and Qwen3's RMSNorm on
-// each head of q and k before the rotation.
+// (Qwen2: q/k/v always; the others: q/k/v/o when attention_bias), Qwen3's and Qwen3-MoE's
+// RMSNorm on each head of q and k before the rotation, and Qwen3-MoE's sparse MLPs: in a sparse
+// layer a router picks each token's top k of num_experts SwiGLU experts and sums their outputs
+// weighted by the router's softmax (renormalized over the k when norm_topk_prob).
 //
 // Fields read (HF names and meanings; "req" = required):
 //   vocab_size, hidden_size, intermediate_size, num_hidden_layers, num_attention_heads,
@@ -20,6 +23,10 @@
 //   hidden_act ("silu" only), use_sliding_window (false only), torch_dtype or dtype ("float32",
 //   "bfloat16", "float16"; default float32), bos_token_id (int or null), eos_token_id (int, list
 //   of ints, or null; ids must be inside the vocabulary).
+//   qwen3_moe only: num_experts, num_experts_per_tok (<= num_experts), moe_intermediate_size:
+//   positive integers, req.; norm_topk_prob (default false), decoder_sparse_step (default 1,
+//   positive: layer i is sparse when (i + 1) % step == 0), mlp_only_layers (default [], layer
+//   indices that stay dense). router_aux_loss_coef and output_router_logits are kept, not read.
 //   rl_context (ours; default max_position_embeddings): the context bound the roles use, the most
 //   positions one sequence (prompt + response) may hold, <= max_position_embeddings. KV caches
 //   and rotary tables are sized by it, so a model with a 128K-position maximum can run with a
@@ -40,10 +47,10 @@
 
 namespace rl::model {
 
-enum class Architecture { kLlama, kQwen2, kQwen3 };
-// "LlamaForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM".
+enum class Architecture { kLlama, kQwen2, kQwen3, kQwen3Moe };
+// "LlamaForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM", "Qwen3MoeForCausalLM".
 const char* ArchitectureName(Architecture a);
-// "llama", "qwen2", "qwen3".
+// "llama", "qwen2", "qwen3", "qwen3_moe".
 const char* ModelTypeName(Architecture a);
 
 // A floating-point dtype for weights on disk and for computation.
@@ -59,6 +66,17 @@ struct RopeScaling {
   double high_freq_factor = 0;
   int64_t original_max_position_embeddings = 0;
   bool operator==(const RopeScaling& o) const;
+};
+
+// The sparse MLPs of Qwen3-MoE (num_experts 0: none, every layer dense).
+struct MoeConfig {
+  int64_t num_experts = 0;
+  int64_t num_experts_per_tok = 0;  // k: the experts each token is routed to
+  int64_t moe_intermediate_size = 0;
+  bool norm_topk_prob = false;  // the k routing weights renormalized to sum to 1
+  int64_t decoder_sparse_step = 1;
+  std::vector<int64_t> mlp_only_layers;
+  bool operator==(const MoeConfig& o) const;
 };
 
 struct ModelConfig {
@@ -77,6 +95,7 @@ struct ModelConfig {
   RopeScaling rope_scaling;
   bool tie_word_embeddings = false;
   bool attention_bias = false;
+  MoeConfig moe;  // qwen3_moe only
   DType torch_dtype = DType::kF32;
   int64_t bos_token_id = -1;          // -1: none
   std::vector<int64_t> eos_token_id;  // empty: none
@@ -94,7 +113,11 @@ struct ModelConfig {
   int64_t context() const { return rl_context > 0 ? rl_context : max_position_embeddings; }
   bool qkv_bias() const { return architecture == Architecture::kQwen2 || attention_bias; }
   bool o_bias() const { return architecture != Architecture::kQwen2 && attention_bias; }
-  bool qk_norm() const { return architecture == Architecture::kQwen3; }
+  bool qk_norm() const {
+    return architecture == Architecture::kQwen3 || architecture == Architecture::kQwen3Moe;
+  }
+  // Layer `layer`'s MLP is a routed mixture of experts (Qwen3-MoE's rule).
+  bool SparseLayer(int64_t layer) const;
 
   // OK when every size is in range and the sizes agree (see the file comment). Also bounds each
   // size so that products cannot overflow.

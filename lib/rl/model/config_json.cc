@@ -49,6 +49,8 @@ class Reader {
     *out = j_.at(key).get<bool>();
     return Status::OK();
   }
+  // A key read by hand: not kept in `extra`.
+  void Skip(const std::string& key) { rest_.erase(key); }
   Status String(const std::string& key, std::string* out) {
     rest_.erase(key);
     if (!Has(key)) return Status::OK();
@@ -77,7 +79,8 @@ Result<Architecture> ReadArchitecture(Reader* r, const json& j) {
     }
     name = a[0].get<std::string>();
   }
-  for (Architecture arch : {Architecture::kLlama, Architecture::kQwen2, Architecture::kQwen3}) {
+  for (Architecture arch : {Architecture::kLlama, Architecture::kQwen2, Architecture::kQwen3,
+                            Architecture::kQwen3Moe}) {
     const bool by_name = name == ArchitectureName(arch);
     if (!by_name && !(name.empty() && model_type == ModelTypeName(arch))) continue;
     if (!model_type.empty() && model_type != ModelTypeName(arch)) {
@@ -90,7 +93,8 @@ Result<Architecture> ReadArchitecture(Reader* r, const json& j) {
     return Status::Config("model config: missing 'architectures'");
   return Status::Config("model config: unsupported architecture \"" +
                         (name.empty() ? model_type : name) +
-                        "\" (LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM are)");
+                        "\" (LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, " +
+                        "Qwen3MoeForCausalLM are)");
 }
 
 Status ReadRope(const json& j, const char* key, RopeScaling* out, double* theta) {
@@ -161,6 +165,24 @@ Status CheckUnsupported(const json& j) {
   return Status::OK();
 }
 
+// Qwen3-MoE's keys (config.h). mlp_only_layers: a list of integers, or null for none.
+Status ReadMoe(Reader* r, const json& j, MoeConfig* m) {
+  RL_RETURN_IF_ERROR(r->Size("num_experts", true, &m->num_experts));
+  RL_RETURN_IF_ERROR(r->Size("num_experts_per_tok", true, &m->num_experts_per_tok));
+  RL_RETURN_IF_ERROR(r->Size("moe_intermediate_size", true, &m->moe_intermediate_size));
+  RL_RETURN_IF_ERROR(r->Size("decoder_sparse_step", false, &m->decoder_sparse_step));
+  RL_RETURN_IF_ERROR(r->Bool("norm_topk_prob", &m->norm_topk_prob));
+  r->Skip("mlp_only_layers");
+  if (!j.contains("mlp_only_layers") || j.at("mlp_only_layers").is_null()) return Status::OK();
+  const json& layers = j.at("mlp_only_layers");
+  if (!layers.is_array()) return TypeError("mlp_only_layers", "a list of layer indices");
+  for (const json& layer : layers) {
+    if (!layer.is_number_integer()) return TypeError("mlp_only_layers", "a list of layer indices");
+    m->mlp_only_layers.push_back(layer.get<int64_t>());
+  }
+  return Status::OK();
+}
+
 Status ReadFields(Reader* r, const json& j, ModelConfig* c) {
   RL_RETURN_IF_ERROR(r->Int("vocab_size", true, &c->vocab_size));
   RL_RETURN_IF_ERROR(r->Int("hidden_size", true, &c->hidden_size));
@@ -169,7 +191,7 @@ Status ReadFields(Reader* r, const json& j, ModelConfig* c) {
   RL_RETURN_IF_ERROR(r->Int("num_attention_heads", true, &c->num_attention_heads));
   RL_RETURN_IF_ERROR(r->Int("max_position_embeddings", true, &c->max_position_embeddings));
   RL_RETURN_IF_ERROR(r->Size("num_key_value_heads", false, &c->num_key_value_heads));
-  RL_RETURN_IF_ERROR(r->Size("head_dim", c->architecture == Architecture::kQwen3, &c->head_dim));
+  RL_RETURN_IF_ERROR(r->Size("head_dim", c->qk_norm(), &c->head_dim));  // Qwen3's, required
   RL_RETURN_IF_ERROR(r->Size("rl_context", false, &c->rl_context));
   RL_RETURN_IF_ERROR(r->Number("rms_norm_eps", &c->rms_norm_eps));
   RL_RETURN_IF_ERROR(r->Number("rope_theta", &c->rope_theta));
@@ -190,6 +212,7 @@ Status ReadFields(Reader* r, const json& j, ModelConfig* c) {
   RL_RETURN_IF_ERROR(ReadRope(j, "rope_scaling", &c->rope_scaling, &c->rope_theta));
   RL_RETURN_IF_ERROR(ReadRope(j, "rope_parameters", &c->rope_scaling, &c->rope_theta));
   RL_RETURN_IF_ERROR(ReadTokenIds(r, j, c));
+  if (c->architecture == Architecture::kQwen3Moe) RL_RETURN_IF_ERROR(ReadMoe(r, j, &c->moe));
   return CheckUnsupported(j);
 }
 
@@ -223,6 +246,15 @@ json ConfigToJson(const ModelConfig& c) {
   j["hidden_act"] = "silu";
   j["tie_word_embeddings"] = c.tie_word_embeddings;
   if (c.architecture != Architecture::kQwen2) j["attention_bias"] = c.attention_bias;
+  if (c.architecture == Architecture::kQwen3Moe) {
+    const MoeConfig& m = c.moe;
+    j["num_experts"] = m.num_experts;
+    j["num_experts_per_tok"] = m.num_experts_per_tok;
+    j["moe_intermediate_size"] = m.moe_intermediate_size;
+    j["norm_topk_prob"] = m.norm_topk_prob;
+    j["decoder_sparse_step"] = m.decoder_sparse_step;
+    j["mlp_only_layers"] = m.mlp_only_layers;
+  }
   j["torch_dtype"] = DTypeName(c.torch_dtype);
   if (c.bos_token_id >= 0) j["bos_token_id"] = c.bos_token_id;
   if (c.eos_token_id.size() == 1) j["eos_token_id"] = c.eos_token_id[0];

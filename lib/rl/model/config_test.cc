@@ -45,6 +45,20 @@ const char* const kQwen2 = R"({
   "transformers_version": "4.43.1", "use_cache": true, "use_sliding_window": false,
   "vocab_size": 151936})";
 
+// Qwen3-30B-A3B's.
+const char* const kQwen3Moe = R"({
+  "architectures": ["Qwen3MoeForCausalLM"], "attention_bias": false, "attention_dropout": 0.0,
+  "bos_token_id": 151643, "decoder_sparse_step": 1, "eos_token_id": 151645, "head_dim": 128,
+  "hidden_act": "silu", "hidden_size": 2048, "initializer_range": 0.02,
+  "intermediate_size": 6144, "max_position_embeddings": 40960, "max_window_layers": 48,
+  "mlp_only_layers": [], "model_type": "qwen3_moe", "moe_intermediate_size": 768,
+  "norm_topk_prob": true, "num_attention_heads": 32, "num_experts": 128,
+  "num_experts_per_tok": 8, "num_hidden_layers": 48, "num_key_value_heads": 4,
+  "output_router_logits": false, "rms_norm_eps": 1e-06, "rope_scaling": null,
+  "rope_theta": 1000000.0, "router_aux_loss_coef": 0.001, "sliding_window": null,
+  "tie_word_embeddings": false, "torch_dtype": "bfloat16", "transformers_version": "4.51.0",
+  "use_cache": true, "use_sliding_window": false, "vocab_size": 151936})";
+
 ModelConfig Parse(const char* text) {
   auto c = ConfigFromString(text);
   EXPECT_TRUE(c.ok()) << c.status().ToString();
@@ -81,10 +95,49 @@ TEST(ModelConfigTest, ReadsRealConfigsOfEachFamily) {
   EXPECT_EQ(qwen3.head_width(), 128);  // not 1024 / 16
   EXPECT_TRUE(qwen3.qk_norm());
   EXPECT_EQ(qwen3.rope_theta, 1e6);
+  EXPECT_FALSE(qwen3.SparseLayer(0));
+}
+
+TEST(ModelConfigTest, ReadsQwen3MoeWithItsExperts) {
+  const ModelConfig c = Parse(kQwen3Moe);
+  EXPECT_EQ(c.architecture, Architecture::kQwen3Moe);
+  EXPECT_TRUE(c.qk_norm());
+  EXPECT_EQ(c.moe.num_experts, 128);
+  EXPECT_EQ(c.moe.num_experts_per_tok, 8);
+  EXPECT_EQ(c.moe.moe_intermediate_size, 768);
+  EXPECT_TRUE(c.moe.norm_topk_prob);
+  for (int64_t layer : {0, 1, 47}) EXPECT_TRUE(c.SparseLayer(layer));
+  // The published size of Qwen3-30B-A3B: 30.5B parameters.
+  auto count = ParameterCount(c);
+  ASSERT_TRUE(count.ok());
+  EXPECT_GT(*count, 30'450'000'000);
+  EXPECT_LT(*count, 30'550'000'000);
+  // Keys it does not read stay as they were; defaults of the optional ones follow HF.
+  EXPECT_NE(c.extra.find("router_aux_loss_coef"), std::string::npos) << c.extra;
+  const std::string bare = With(With(With(kQwen3Moe, "decoder_sparse_step", "").c_str(),
+                                     "norm_topk_prob", "").c_str(), "mlp_only_layers", "null");
+  const ModelConfig defaults = Parse(bare.c_str());
+  EXPECT_EQ(defaults.moe.decoder_sparse_step, 1);
+  EXPECT_FALSE(defaults.moe.norm_topk_prob);
+  EXPECT_TRUE(defaults.moe.mlp_only_layers.empty());
+  // Every other layer sparse, and of those layer 3 dense.
+  const ModelConfig mixed =
+      Parse(With(With(kQwen3Moe, "decoder_sparse_step", "2").c_str(), "mlp_only_layers", "[3]").c_str());
+  EXPECT_EQ(mixed.moe.mlp_only_layers, std::vector<int64_t>{3});
+  std::vector<int64_t> sparse;
+  for (int64_t layer = 0; layer < 8; ++layer) {
+    if (mixed.SparseLayer(layer)) sparse.push_back(layer);
+  }
+  EXPECT_EQ(sparse, (std::vector<int64_t>{1, 5, 7}));
+  EXPECT_LT(ParameterCount(mixed).value(), *count);
+  // A dense family keeps such keys verbatim and reads none of them.
+  const ModelConfig dense = Parse(With(kQwen3, "num_experts", "8").c_str());
+  EXPECT_EQ(dense.moe.num_experts, 0);
+  EXPECT_NE(dense.extra.find("num_experts"), std::string::npos);
 }
 
 TEST(ModelConfigTest, JsonRoundTripKeepsUnknownKeys) {
-  for (const char* text : {kLlama, kQwen2, kQwen3}) {
+  for (const char* text : {kLlama, kQwen2, kQwen3, kQwen3Moe}) {
     const ModelConfig c = Parse(text);
     const ModelConfig back = Parse(ConfigToString(c).c_str());
     EXPECT_EQ(back, c);
@@ -146,6 +199,15 @@ TEST(ModelConfigTest, BadConfigsAreConfigErrorsNamingTheField) {
       {With(kLlama, "rl_context", "200000"), "exceeds max_position_embeddings"},
       {With(kQwen3, "head_dim", ""), "missing 'head_dim'"},
       {With(kLlama, "vocab_size", "0"), "vocab_size"},
+      {With(kQwen3Moe, "num_experts", ""), "missing 'num_experts'"},
+      {With(kQwen3Moe, "moe_intermediate_size", "0"), "moe_intermediate_size"},
+      {With(kQwen3Moe, "num_experts_per_tok", "129"), "num_experts_per_tok must be in [1, num_experts 128]"},
+      {With(kQwen3Moe, "decoder_sparse_step", "0"), "decoder_sparse_step"},
+      {With(kQwen3Moe, "norm_topk_prob", "1"), "norm_topk_prob"},
+      {With(kQwen3Moe, "mlp_only_layers", "[48]"), "mlp_only_layers holds 48"},
+      {With(kQwen3Moe, "mlp_only_layers", R"(["0"])"), "mlp_only_layers"},
+      {With(kQwen3Moe, "mlp_only_layers", "3"), "mlp_only_layers"},
+      {With(kQwen3Moe, "model_type", R"("qwen3")"), "contradicts"},
   };
   for (const auto& [text, needle] : bad) {
     auto c = ConfigFromString(text);

@@ -1,5 +1,5 @@
 // Our logits against tests/reference/hf_reference.py, an independent float64 implementation of
-// the three families written from their public definitions (it needs python3 with torch; the test
+// the four families written from their public definitions (it needs python3 with torch; the test
 // skips without them).
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
@@ -34,6 +34,13 @@ std::vector<Case> Cases() {
   llama_biased.rope_scaling = RopeScaling();  // plain rotary
   ModelConfig qwen2 = TinyConfig(Architecture::kQwen2, true, 1);
   qwen2.rope_theta = 1e6;
+  ModelConfig moe_mixed = TinyConfig(Architecture::kQwen3Moe, true, 2);
+  moe_mixed.num_hidden_layers = 3;
+  moe_mixed.moe.num_experts = 8;
+  moe_mixed.moe.num_experts_per_tok = 3;
+  moe_mixed.moe.norm_topk_prob = false;
+  moe_mixed.moe.mlp_only_layers = {1};
+  moe_mixed.attention_bias = true;
   return {
       {"Llama, llama3 rope scaling, 4 heads over 2 KV heads, untied",
        TinyConfig(Architecture::kLlama, false, 2)},
@@ -42,6 +49,10 @@ std::vector<Case> Cases() {
       {"Qwen3 with q/k norms, head_dim 16 != 32 / 4, untied",
        TinyConfig(Architecture::kQwen3, false, 2)},
       {"Qwen3 saved as bfloat16, tied", TinyConfig(Architecture::kQwen3, true, 2), DType::kBF16},
+      {"Qwen3-MoE, top 2 of 4 experts renormalized, untied",
+       TinyConfig(Architecture::kQwen3Moe, false, 2)},
+      {"Qwen3-MoE, top 3 of 8 not renormalized, layer 1 dense, attention_bias, tied", moe_mixed},
+      {"Qwen3-MoE saved as bfloat16", TinyConfig(Architecture::kQwen3Moe, false, 1), DType::kBF16},
   };
 }
 

@@ -4,6 +4,8 @@
 
 #include <cmath>
 #include <limits>
+#include <tuple>
+#include <vector>
 
 namespace rl::model {
 namespace {
@@ -137,22 +139,62 @@ at::Tensor AttentionImpl::forward(const at::Tensor& x, const at::Tensor& positio
   return y;
 }
 
-MlpImpl::MlpImpl(const ModelConfig& c, const TensorParallel& tp) : tp_(tp) {
-  const int64_t inner = c.intermediate_size / tp.size;
-  gate_proj_ = register_module("gate_proj", MakeLinear(c.hidden_size, inner, false));
-  up_proj_ = register_module("up_proj", MakeLinear(c.hidden_size, inner, false));
-  down_proj_ = register_module("down_proj", MakeLinear(inner, c.hidden_size, false));
+MlpImpl::MlpImpl(int64_t hidden, int64_t intermediate, const TensorParallel& tp, bool reduce)
+    : tp_(tp), reduce_(reduce) {
+  const int64_t inner = intermediate / tp.size;
+  gate_proj_ = register_module("gate_proj", MakeLinear(hidden, inner, false));
+  up_proj_ = register_module("up_proj", MakeLinear(hidden, inner, false));
+  down_proj_ = register_module("down_proj", MakeLinear(inner, hidden, false));
 }
 
 at::Tensor MlpImpl::forward(const at::Tensor& x) {
   at::Tensor y = down_proj_->forward(at::silu(gate_proj_->forward(x)) * up_proj_->forward(x));
-  if (tp_.size > 1) tp_.all_reduce(y);
+  if (reduce_ && tp_.size > 1) tp_.all_reduce(y);
   return y;
 }
 
-DecoderLayerImpl::DecoderLayerImpl(const ModelConfig& c, const TensorParallel& tp) {
+SparseMoeImpl::SparseMoeImpl(const ModelConfig& c, const TensorParallel& tp)
+    : tp_(tp), top_k_(c.moe.num_experts_per_tok), norm_topk_prob_(c.moe.norm_topk_prob) {
+  gate_ = register_module("gate", MakeLinear(c.hidden_size, c.moe.num_experts, false));
+  experts_ = register_module("experts", torch::nn::ModuleList());
+  for (int64_t e = 0; e < c.moe.num_experts; ++e) {
+    expert_list_.push_back(Mlp(c.hidden_size, c.moe.moe_intermediate_size, tp, /*reduce=*/false));
+    experts_->push_back(expert_list_.back());
+  }
+}
+
+at::Tensor SparseMoeImpl::forward(const at::Tensor& x) {
+  const at::Tensor flat = x.reshape({-1, x.size(-1)});  // [N, D]
+  const at::Tensor probs = at::softmax(gate_->forward(flat), -1, at::kFloat);  // [N, E]
+  auto [weights, chosen] = probs.topk(top_k_, -1);  // [N, k] each
+  if (norm_topk_prob_) weights = weights / weights.sum(-1, /*keepdim=*/true);
+  // The N * k (token, expert) pairs sorted by expert, so that each expert takes its tokens as one
+  // contiguous batch; how many each has is the one copy to the host (a GPU would otherwise
+  // synchronize once per expert).
+  const at::Tensor pairs = std::get<1>(at::sort(chosen.reshape({-1}), c10::optional<bool>(true), 0));
+  const int64_t n_experts = static_cast<int64_t>(expert_list_.size());
+  const at::Tensor counts = at::bincount(chosen.reshape({-1}), {}, n_experts).cpu();
+  const int64_t* count = counts.data_ptr<int64_t>();
+  const at::Tensor tokens = at::floor_divide(pairs, top_k_);
+  const at::Tensor inputs = flat.index_select(0, tokens);
+  const at::Tensor scale = weights.reshape({-1}).index_select(0, pairs).to(x.scalar_type()).unsqueeze(1);
+  std::vector<at::Tensor> outputs;
+  for (int64_t e = 0, offset = 0; e < n_experts; offset += count[e++]) {
+    if (count[e] == 0) continue;
+    outputs.push_back(expert_list_[static_cast<size_t>(e)]->forward(inputs.narrow(0, offset, count[e])));
+  }
+  at::Tensor out = at::zeros_like(flat).index_add(0, tokens, at::cat(outputs) * scale);
+  if (tp_.size > 1) tp_.all_reduce(out);
+  return out.view(x.sizes());
+}
+
+DecoderLayerImpl::DecoderLayerImpl(const ModelConfig& c, const TensorParallel& tp, int64_t index) {
   self_attn_ = register_module("self_attn", Attention(c, tp));
-  mlp_ = register_module("mlp", Mlp(c, tp));
+  if (c.SparseLayer(index)) {
+    moe_ = register_module("mlp", SparseMoe(c, tp));
+  } else {
+    mlp_ = register_module("mlp", Mlp(c.hidden_size, c.intermediate_size, tp));
+  }
   input_layernorm_ = register_module("input_layernorm", RmsNorm(c.hidden_size, c.rms_norm_eps));
   post_attention_layernorm_ =
       register_module("post_attention_layernorm", RmsNorm(c.hidden_size, c.rms_norm_eps));
@@ -161,7 +203,8 @@ DecoderLayerImpl::DecoderLayerImpl(const ModelConfig& c, const TensorParallel& t
 at::Tensor DecoderLayerImpl::forward(const at::Tensor& x, const at::Tensor& positions,
                                      const CacheView* cache) {
   const at::Tensor h = x + self_attn_->forward(input_layernorm_->forward(x), positions, cache);
-  return h + mlp_->forward(post_attention_layernorm_->forward(h));
+  const at::Tensor normed = post_attention_layernorm_->forward(h);
+  return h + (moe_ ? moe_->forward(normed) : mlp_->forward(normed));
 }
 
 }  // namespace rl::model

@@ -12,11 +12,14 @@
 #pragma once
 
 #include <torch/nn/module.h>
+#include <torch/nn/modules/container/modulelist.h>
 #include <torch/nn/modules/linear.h>
 #include <torch/nn/pimpl.h>
 
 #include "rl/model/config.h"
 #include "rl/model/tensor_parallel.h"
+
+#include <vector>
 
 namespace rl::model {
 
@@ -83,29 +86,54 @@ class AttentionImpl : public torch::nn::Module {
 };
 TORCH_MODULE(Attention);
 
-// mlp: down_proj(silu(gate_proj(x)) * up_proj(x)), no biases. Under tensor parallelism a rank
-// holds intermediate_size/t of the columns and all-reduces the output.
+// mlp: down_proj(silu(gate_proj(x)) * up_proj(x)), no biases, `intermediate` wide. Under tensor
+// parallelism a rank holds intermediate/t of the columns, and its output is a partial sum that
+// forward all-reduces when `reduce` (an expert's is summed by its sparse block instead).
 class MlpImpl : public torch::nn::Module {
  public:
-  MlpImpl(const ModelConfig& c, const TensorParallel& tp);
+  MlpImpl(int64_t hidden, int64_t intermediate, const TensorParallel& tp, bool reduce = true);
   at::Tensor forward(const at::Tensor& x);
 
  private:
   TensorParallel tp_;
+  bool reduce_;
   torch::nn::Linear gate_proj_{nullptr}, up_proj_{nullptr}, down_proj_{nullptr};
 };
 TORCH_MODULE(Mlp);
 
-// x + self_attn(input_layernorm(x)), then x + mlp(post_attention_layernorm(x)).
+// mlp of a Qwen3-MoE sparse layer: gate [E, D] (the router, no bias) and experts.{e} (E SwiGLU
+// MLPs of moe_intermediate_size). Each token goes to the k experts of highest softmax(gate(x))
+// (softmax in float32; the k weights renormalized to sum 1 when norm_topk_prob), and the output
+// is the experts' outputs weighted by those probabilities. The gradient reaches the router
+// through the weights, as in HF. Under tensor parallelism every expert is split as a dense MLP
+// is (the router replicated, so every rank routes alike) and the block all-reduces once.
+class SparseMoeImpl : public torch::nn::Module {
+ public:
+  SparseMoeImpl(const ModelConfig& c, const TensorParallel& tp);
+  at::Tensor forward(const at::Tensor& x);
+
+ private:
+  TensorParallel tp_;
+  int64_t top_k_;
+  bool norm_topk_prob_;
+  torch::nn::Linear gate_{nullptr};
+  torch::nn::ModuleList experts_{nullptr};
+  std::vector<Mlp> expert_list_;
+};
+TORCH_MODULE(SparseMoe);
+
+// x + self_attn(input_layernorm(x)), then x + mlp(post_attention_layernorm(x)); mlp is a
+// SparseMoe where the config says layer `index` is sparse.
 class DecoderLayerImpl : public torch::nn::Module {
  public:
-  DecoderLayerImpl(const ModelConfig& c, const TensorParallel& tp);
+  DecoderLayerImpl(const ModelConfig& c, const TensorParallel& tp, int64_t index);
   at::Tensor forward(const at::Tensor& x, const at::Tensor& positions, const CacheView* cache);
   void MoveTables(const at::Device& device) { self_attn_->MoveTables(device); }
 
  private:
   Attention self_attn_{nullptr};
-  Mlp mlp_{nullptr};
+  Mlp mlp_{nullptr};          // dense layers
+  SparseMoe moe_{nullptr};    // sparse layers
   RmsNorm input_layernorm_{nullptr}, post_attention_layernorm_{nullptr};
 };
 TORCH_MODULE(DecoderLayer);

@@ -22,6 +22,7 @@ Status CheckTensorParallel(const ModelConfig& c, int64_t size) {
   };
   RL_RETURN_IF_ERROR(check(c.num_attention_heads, "num_attention_heads"));
   RL_RETURN_IF_ERROR(check(c.kv_heads(), "num_key_value_heads"));
+  if (c.moe.num_experts > 0) RL_RETURN_IF_ERROR(check(c.moe.moe_intermediate_size, "moe_intermediate_size"));
   return check(c.intermediate_size, "intermediate_size");
 }
 

@@ -8,6 +8,8 @@
 //     biases with them) and o_proj by columns; the partial outputs are summed by an all-reduce.
 //     o_proj's bias is held by rank 0 only (the others hold zeros), so the sum adds it once.
 //   mlp: gate_proj and up_proj split by rows, down_proj by columns, then an all-reduce.
+//   Qwen3-MoE's sparse mlp: each expert split as a dense mlp is, the router (mlp.gate)
+//   replicated, and one all-reduce of the weighted sum of the experts' partial outputs.
 //   Everything else (embeddings, norms, q_norm/k_norm, the LM head) is replicated.
 // Two all-reduces per layer, as in Megatron. Each rank's KV cache holds its G/t key/value heads.
 // Every rank runs the same calls with the same inputs (SPMD); since an all-reduce gives every rank
@@ -41,7 +43,7 @@ struct TensorParallel {
 };
 
 // Config error unless the model splits over `size` ranks: size >= 1 dividing the attention heads,
-// the key/value heads and the MLP's intermediate size.
+// the key/value heads and the MLP's intermediate size (and the experts', where there are any).
 Status CheckTensorParallel(const ModelConfig& config, int64_t size);
 
 // The dimension along which the named parameter is split (0: rows, 1: columns), or -1 when every

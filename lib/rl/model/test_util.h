@@ -39,8 +39,9 @@ inline ModelConfig TinyLlama(int64_t hidden, int64_t intermediate, int64_t layer
 }
 
 // A tiny model of each family: vocabulary 15, hidden 32, 2 layers, 4 query heads over `kv_heads`
-// key/value heads, context 16. Qwen3 gets head_dim 16 (not hidden / heads = 8), Llama the Llama
-// 3.1 rope scaling (with a small original context, so that it changes the frequencies).
+// key/value heads, context 16. Qwen3 and Qwen3-MoE get head_dim 16 (not hidden / heads = 8), Llama
+// the Llama 3.1 rope scaling (with a small original context, so that it changes the frequencies),
+// Qwen3-MoE 4 experts of width 24 in every layer, each token routed to 2 (renormalized).
 inline ModelConfig TinyConfig(Architecture arch = Architecture::kLlama, bool tied = true,
                               int64_t kv_heads = 2) {
   ModelConfig c;
@@ -54,7 +55,13 @@ inline ModelConfig TinyConfig(Architecture arch = Architecture::kLlama, bool tie
   c.max_position_embeddings = 16;
   c.tie_word_embeddings = tied;
   c.rms_norm_eps = 1e-5;
-  if (arch == Architecture::kQwen3) c.head_dim = 16;
+  if (arch == Architecture::kQwen3 || arch == Architecture::kQwen3Moe) c.head_dim = 16;
+  if (arch == Architecture::kQwen3Moe) {
+    c.moe.num_experts = 4;
+    c.moe.num_experts_per_tok = 2;
+    c.moe.moe_intermediate_size = 24;
+    c.moe.norm_topk_prob = true;
+  }
   if (arch == Architecture::kLlama) {
     c.rope_theta = 500000.0;
     c.rope_scaling.llama3 = true;

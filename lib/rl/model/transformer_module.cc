@@ -16,7 +16,7 @@ DecoderStackImpl::DecoderStackImpl(const ModelConfig& config, const TensorParall
       register_module("embed_tokens", torch::nn::Embedding(config.vocab_size, config.hidden_size));
   layers_ = register_module("layers", torch::nn::ModuleList());
   for (int64_t i = 0; i < config.num_hidden_layers; ++i) {
-    layer_list_.push_back(DecoderLayer(config, tp));
+    layer_list_.push_back(DecoderLayer(config, tp, i));
     layers_->push_back(layer_list_.back());
   }
   norm_ = register_module("norm", RmsNorm(config.hidden_size, config.rms_norm_eps));

@@ -1,4 +1,4 @@
-// TransformerImpl: the decoder-only causal language model (Llama, Qwen2, Qwen3) as a torch::nn
+// TransformerImpl: the decoder-only causal language model (Llama, Qwen2, Qwen3, Qwen3-MoE) as a torch::nn
 // module (TORCH_MODULE(TransformerModule)), laid out as Hugging Face's *ForCausalLM:
 //
 //   tokens -> model.embed_tokens -> model.layers.0 .. model.layers.{L-1} -> model.norm
@@ -8,7 +8,9 @@
 //   model.embed_tokens.weight [V, D]
 //   model.layers.{i}.self_attn.{q,k,v,o}_proj.weight (+ .bias per ModelConfig::qkv_bias/o_bias)
 //   model.layers.{i}.self_attn.{q,k}_norm.weight [Dh] (Qwen3)
-//   model.layers.{i}.mlp.{gate,up,down}_proj.weight
+//   model.layers.{i}.mlp.{gate,up,down}_proj.weight (dense layers)
+//   model.layers.{i}.mlp.gate.weight [E, D], model.layers.{i}.mlp.experts.{e}.{gate,up,down}_proj.weight
+//     (Qwen3-MoE's sparse layers)
 //   model.layers.{i}.input_layernorm.weight, model.layers.{i}.post_attention_layernorm.weight
 //   model.norm.weight [D]; lm_head.weight [V, D] (untied only)
 //

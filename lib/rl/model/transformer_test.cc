@@ -107,7 +107,8 @@ TEST(TransformerTest, ParameterNamesAreHuggingFaces) {
 }
 
 TEST(TransformerTest, ParameterCountMatchesTheModel) {
-  for (Architecture a : {Architecture::kLlama, Architecture::kQwen2, Architecture::kQwen3}) {
+  for (Architecture a : {Architecture::kLlama, Architecture::kQwen2, Architecture::kQwen3,
+                         Architecture::kQwen3Moe}) {
     for (bool tied : {true, false}) {
       for (bool bias : {true, false}) {
         ModelConfig c = TinyConfig(a, tied);
@@ -122,11 +123,32 @@ TEST(TransformerTest, ParameterCountMatchesTheModel) {
       }
     }
   }
+  // Qwen3-MoE with dense layers among the sparse ones: every other layer sparse, and of those
+  // layer 3 kept dense, so layers 1 and 5 of 0..5 hold experts.
+  ModelConfig mixed = TinyConfig(Architecture::kQwen3Moe);
+  mixed.num_hidden_layers = 6;
+  mixed.moe.decoder_sparse_step = 2;
+  mixed.moe.mlp_only_layers = {3};
+  auto model = Transformer::Create(mixed, 1);
+  ASSERT_TRUE(model.ok());
+  int64_t numel = 0, routers = 0;
+  for (const auto& [name, t] : model->NamedParameters()) {
+    numel += t.numel();
+    const std::string router = ".mlp.gate.weight";
+    if (name.size() > router.size() && name.compare(name.size() - router.size(), router.size(), router) == 0) {
+      ++routers;
+    }
+  }
+  EXPECT_EQ(routers, 2);
+  EXPECT_EQ(ParameterCount(mixed).value(), numel);
   ModelConfig huge = TinyConfig();
   huge.hidden_size = huge.vocab_size = huge.num_hidden_layers = huge.intermediate_size = 1 << 24;
   huge.num_attention_heads = huge.num_key_value_heads = 1;
   huge.head_dim = 2;
   EXPECT_EQ(ParameterCount(huge).status().code(), Code::kConfig);
+  ModelConfig many_experts = TinyConfig(Architecture::kQwen3Moe);
+  many_experts.hidden_size = many_experts.moe.moe_intermediate_size = many_experts.moe.num_experts = 1 << 22;
+  EXPECT_EQ(ParameterCount(many_experts).status().code(), Code::kConfig);
 }
 
 TEST(TransformerTest, CloneIsIndependent) {

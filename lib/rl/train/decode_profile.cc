@@ -330,8 +330,14 @@ void CountParameters(const model::Transformer& m, DecodeReport* r) {
   const model::ModelConfig& c = m.config();
   for (const auto& [name, t] : m.NamedParameters()) r->parameters += t.numel();
   const int64_t embed = c.vocab_size * c.hidden_size;
+  const int64_t bytes = m.dtype() == model::DType::kF32 ? 4 : 2;
   r->matmul_parameters = r->parameters - (c.tie_word_embeddings ? 0 : embed);
-  r->weight_bytes = r->matmul_parameters * (m.dtype() == model::DType::kF32 ? 4 : 2);
+  r->weight_bytes = r->matmul_parameters * bytes;
+  // A token of a sparse layer multiplies by its k experts only; a step over a batch may read all.
+  const int64_t idle = (c.moe.num_experts - c.moe.num_experts_per_tok) * 3 * c.hidden_size * c.moe.moe_intermediate_size;
+  for (int64_t layer = 0; layer < c.num_hidden_layers; ++layer) {
+    if (c.SparseLayer(layer)) r->matmul_parameters -= idle;
+  }
 }
 
 }  // namespace

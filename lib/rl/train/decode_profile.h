@@ -73,8 +73,10 @@ struct MachineFigures {
 struct DecodeReport {
   std::string model, architecture;
   int64_t parameters = 0;
-  int64_t matmul_parameters = 0;  // those a token multiplies by (an untied input embedding is only read by row)
-  int64_t weight_bytes = 0;       // bytes of weights one decode step reads (in the compute dtype)
+  int64_t matmul_parameters = 0;  // those a token multiplies by (an untied input embedding is only
+                                  // read by row; of a sparse layer, only its k experts)
+  int64_t weight_bytes = 0;       // bytes of weights one decode step reads (in the compute dtype;
+                                  // every expert, which a batch of many tokens does)
   MachineFigures machine;
   std::string torch_unavailable;  // why torch did not run; empty when it did
   std::optional<double> torch_check;  // decode_reference.py's cached float32 decode vs hf_reference, max |diff|
