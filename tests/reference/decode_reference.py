@@ -58,8 +58,7 @@ def peak(device, out):
 
 
 class Model:
-    """A Llama/Qwen2/Qwen3/Qwen3-MoE decoder over hf_reference's weights, batched, with an optional
-    cache."""
+    """A decoder of hf_reference's families over its weights, batched, with an optional cache."""
 
     def __init__(self, cfg, tensors, context, device=torch.device("cpu")):
         self.cfg = cfg
@@ -70,8 +69,7 @@ class Model:
         self.kv_heads = cfg.get("num_key_value_heads") or self.heads
         self.head_dim = cfg.get("head_dim") or cfg["hidden_size"] // self.heads
         self.eps = cfg.get("rms_norm_eps", 1e-6)
-        self.qkv_bias = arch == "Qwen2ForCausalLM" or cfg.get("attention_bias", False)
-        self.o_bias = arch != "Qwen2ForCausalLM" and cfg.get("attention_bias", False)
+        self.qkv_bias, self.o_bias = ref.attention_biases(cfg)
         self.qk_norm = arch in ("Qwen3ForCausalLM", "Qwen3MoeForCausalLM")
         inv = ref.inverse_frequencies(cfg, self.head_dim)
         freqs = torch.outer(torch.arange(context, dtype=torch.float64), inv)
@@ -80,27 +78,33 @@ class Model:
         tied = cfg.get("tie_word_embeddings", False)
         self.head_name = "model.embed_tokens.weight" if tied else "lm_head.weight"
 
-    def swiglu(self, h, prefix):
+    def swiglu(self, h, prefix, names=ref.MLP_NAMES):
         w = self.w
-        gate = w.linear(h, prefix + "gate_proj", False)
-        up = w.linear(h, prefix + "up_proj", False)
-        return w.linear(torch.nn.functional.silu(gate) * up, prefix + "down_proj", False)
+        gate = w.linear(h, prefix + names[0], False)
+        up = w.linear(h, prefix + names[1], False)
+        return w.linear(torch.nn.functional.silu(gate) * up, prefix + names[2], False)
 
-    def moe(self, h, prefix):
-        """Qwen3MoeSparseMoeBlock as transformers batches it: the tokens of each chosen expert
-        together, weighted by the router's (renormalized) top-k softmax."""
+    def moe(self, h, prefix, block):
+        """A sparse block (hf_reference.sparse_block) as transformers batches it: the tokens of each
+        chosen expert together, weighted by the router's top-k softmax."""
+        _, _, k, renormalize, names = block
         flat = h.reshape(-1, h.shape[-1])
         probs = torch.softmax(self.w.linear(flat, prefix + "gate", False).float(), dim=-1)
-        weights, chosen = torch.topk(probs, self.cfg["num_experts_per_tok"], dim=-1)
-        if self.cfg.get("norm_topk_prob", False):
+        weights, chosen = torch.topk(probs, k, dim=-1)
+        if renormalize:
             weights = weights / weights.sum(dim=-1, keepdim=True)
         weights = weights.to(flat.dtype)
         out = torch.zeros_like(flat)
         for e in torch.unique(chosen).tolist():
             tokens, slot = torch.where(chosen == e)
-            y = self.swiglu(flat[tokens], f"{prefix}experts.{e}.") * weights[tokens, slot, None]
+            y = self.swiglu(flat[tokens], f"{prefix}experts.{e}.", names) * weights[tokens, slot, None]
             out.index_add_(0, tokens, y.to(out.dtype))
         return out.view(h.shape)
+
+    def mlp(self, h, layer):
+        p = f"model.layers.{layer}."
+        block = ref.sparse_block(self.cfg, layer)
+        return self.moe(h, p + block[0] + ".", block) if block else self.swiglu(h, p + "mlp.")
 
     def new_cache(self, batch, context):
         shape = (batch, self.kv_heads, context, self.head_dim)
@@ -142,7 +146,7 @@ class Model:
             attn = (torch.softmax(scores.float(), dim=-1).to(v.dtype) @ v).transpose(1, 2).reshape(b, t, -1)
             x = x + w.linear(attn, p + "self_attn.o_proj", self.o_bias)
             h = rms_norm(x, w(p + "post_attention_layernorm.weight"), self.eps)
-            x = x + (self.moe(h, p + "mlp.") if ref.sparse_layer(self.cfg, i) else self.swiglu(h, p + "mlp."))
+            x = x + self.mlp(h, i)
         if last_only:
             x = x[:, -1:]
         x = rms_norm(x, w("model.norm.weight"), self.eps)

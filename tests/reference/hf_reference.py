@@ -1,13 +1,14 @@
 #!/usr/bin/env python3
-"""Reference logits for a Hugging Face Llama, Qwen2, Qwen3 or Qwen3-MoE model directory.
+"""Reference logits for a Hugging Face Llama, Mistral, Qwen2, Qwen3, Qwen3-MoE or Mixtral model
+directory.
 
 Usage: hf_reference.py MODEL_DIR TOKEN_ID...
 Prints {"logits": [[...V floats...] per token]} on stdout: the next-token logits at every position
 of the one sequence given, computed in float64.
 
 Written from the public definitions of the architectures (transformers' modeling_llama.py,
-modeling_qwen2.py, modeling_qwen3.py, modeling_qwen3_moe.py and _compute_llama3_parameters in
-modeling_rope_utils.py), without transformers and without roleflow: it parses config.json and the
+modeling_mistral.py, modeling_qwen2.py, modeling_qwen3.py, modeling_qwen3_moe.py,
+modeling_mixtral.py and _compute_llama3_parameters in modeling_rope_utils.py), without transformers and without roleflow: it parses config.json and the
 safetensors files by hand and does the arithmetic with plain torch tensor operations, so that it
 checks lib/rl/model independently. Every tensor in the files must be used (lm_head.weight aside
 when the embeddings are tied).
@@ -101,47 +102,79 @@ class Weights:
         return y + self(prefix + ".bias") if bias else y
 
 
-def swiglu(w, h, prefix):
-    gate = w.linear(h, prefix + "gate_proj", False)
-    up = w.linear(h, prefix + "up_proj", False)
-    return w.linear(torch.nn.functional.silu(gate) * up, prefix + "down_proj", False)
+ARCHITECTURES = ("LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM",
+                 "Qwen3MoeForCausalLM", "MixtralForCausalLM")
+MLP_NAMES = ("gate_proj", "up_proj", "down_proj")
+MIXTRAL_EXPERT_NAMES = ("w1", "w3", "w2")  # gate, up, down
 
 
-def sparse_layer(cfg, i):
-    """Qwen3MoeDecoderLayer's rule for a sparse MLP."""
-    return (cfg["architectures"][0] == "Qwen3MoeForCausalLM" and cfg["num_experts"] > 0
+def swiglu(w, h, prefix, names=MLP_NAMES):
+    gate = w.linear(h, prefix + names[0], False)
+    up = w.linear(h, prefix + names[1], False)
+    return w.linear(torch.nn.functional.silu(gate) * up, prefix + names[2], False)
+
+
+def sparse_block(cfg, i):
+    """Where layer i's MLP is a mixture of experts: (module name, experts, k, renormalized, expert
+    projection names); None where it is dense. Qwen3MoeDecoderLayer's rule, and Mixtral's (every
+    layer, top k renormalized)."""
+    arch = cfg["architectures"][0]
+    if arch == "MixtralForCausalLM":
+        return "block_sparse_moe", cfg["num_local_experts"], cfg["num_experts_per_tok"], True, MIXTRAL_EXPERT_NAMES
+    if (arch == "Qwen3MoeForCausalLM" and cfg["num_experts"] > 0
             and i not in (cfg.get("mlp_only_layers") or [])
-            and (i + 1) % cfg.get("decoder_sparse_step", 1) == 0)
+            and (i + 1) % cfg.get("decoder_sparse_step", 1) == 0):
+        return "mlp", cfg["num_experts"], cfg["num_experts_per_tok"], cfg.get("norm_topk_prob", False), MLP_NAMES
+    return None
 
 
-def moe(cfg, w, h, prefix):
-    """Qwen3MoeSparseMoeBlock, one token at a time: the softmax of the router's logits, the top
-    num_experts_per_tok of them (renormalized when norm_topk_prob), and the weighted sum of the
-    chosen experts' SwiGLU outputs."""
+def moe(w, h, prefix, block):
+    """Qwen3MoeSparseMoeBlock / MixtralSparseMoeBlock, one token at a time: the softmax of the
+    router's logits, the top k of them (renormalized when the block says so), and the weighted sum
+    of the chosen experts' SwiGLU outputs."""
+    _, experts, k, renormalize, names = block
     probs = torch.softmax(w.linear(h, prefix + "gate", False), dim=-1)
-    for e in range(cfg["num_experts"]):  # every expert's weights count as used
-        for name in ("gate_proj", "up_proj", "down_proj"):
+    for e in range(experts):  # every expert's weights count as used
+        for name in names:
             w(f"{prefix}experts.{e}.{name}.weight")
     out = torch.zeros_like(h)
     for t in range(h.shape[0]):
-        top = torch.topk(probs[t], cfg["num_experts_per_tok"])
-        weights = top.values / top.values.sum() if cfg.get("norm_topk_prob", False) else top.values
+        top = torch.topk(probs[t], k)
+        weights = top.values / top.values.sum() if renormalize else top.values
         for weight, e in zip(weights, top.indices.tolist()):
-            out[t] += weight * swiglu(w, h[t:t + 1], f"{prefix}experts.{e}.")[0]
+            out[t] += weight * swiglu(w, h[t:t + 1], f"{prefix}experts.{e}.", names)[0]
     return out
+
+
+def mlp(cfg, w, h, layer):
+    """Layer `layer`'s MLP, dense or sparse."""
+    p = f"model.layers.{layer}."
+    block = sparse_block(cfg, layer)
+    return moe(w, h, p + block[0] + ".", block) if block else swiglu(w, h, p + "mlp.")
+
+
+def attention_biases(cfg):
+    """(q/k/v bias, o_proj bias): Qwen2 has the first always; Mistral and Mixtral neither."""
+    arch = cfg["architectures"][0]
+    if arch in ("MistralForCausalLM", "MixtralForCausalLM"):
+        return False, False
+    if arch == "Qwen2ForCausalLM":
+        return True, False
+    bias = cfg.get("attention_bias", False)
+    return bias, bias
 
 
 def forward(cfg, w, ids):
     arch = cfg["architectures"][0]
-    assert arch in ("LlamaForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM",
-                    "Qwen3MoeForCausalLM"), arch
+    assert arch in ARCHITECTURES, arch
+    if arch in ("MistralForCausalLM", "MixtralForCausalLM") and cfg.get("sliding_window"):
+        assert cfg["sliding_window"] >= len(ids), "sliding-window attention is not modelled here"
     assert cfg.get("hidden_act", "silu") == "silu"
     heads = cfg["num_attention_heads"]
     kv_heads = cfg.get("num_key_value_heads") or heads
     head_dim = cfg.get("head_dim") or cfg["hidden_size"] // heads
     eps = cfg.get("rms_norm_eps", 1e-6)
-    qkv_bias = arch == "Qwen2ForCausalLM" or cfg.get("attention_bias", False)
-    o_bias = arch != "Qwen2ForCausalLM" and cfg.get("attention_bias", False)
+    qkv_bias, o_bias = attention_biases(cfg)
     length = len(ids)
 
     freqs = torch.outer(torch.arange(length, dtype=torch.float64), inverse_frequencies(cfg, head_dim))
@@ -168,7 +201,7 @@ def forward(cfg, w, ids):
         attn = attn.transpose(0, 1).reshape(length, heads * head_dim)
         x = x + w.linear(attn, p + "self_attn.o_proj", o_bias)
         h = rms_norm(x, w(p + "post_attention_layernorm.weight"), eps)
-        x = x + (moe(cfg, w, h, p + "mlp.") if sparse_layer(cfg, i) else swiglu(w, h, p + "mlp."))
+        x = x + mlp(cfg, w, h, i)
     x = rms_norm(x, w("model.norm.weight"), eps)
     tied = cfg.get("tie_word_embeddings", False)
     head = w("model.embed_tokens.weight") if tied else w("lm_head.weight")

@@ -32,7 +32,7 @@ ModelConfig FamilyConfig(Architecture arch) {
 
 TEST(TensorParallelTest, TwoRanksComputeTheWholeModelsLogits) {
   for (Architecture arch : {Architecture::kLlama, Architecture::kQwen2, Architecture::kQwen3,
-                            Architecture::kQwen3Moe}) {
+                            Architecture::kQwen3Moe, Architecture::kMixtral}) {
     const ModelConfig config = FamilyConfig(arch);
     auto whole = Transformer::Create(config, 7);
     ASSERT_TRUE(whole.ok());

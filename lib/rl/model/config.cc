@@ -55,6 +55,10 @@ const char* ArchitectureName(Architecture a) {
       return "Qwen3ForCausalLM";
     case Architecture::kQwen3Moe:
       return "Qwen3MoeForCausalLM";
+    case Architecture::kMistral:
+      return "MistralForCausalLM";
+    case Architecture::kMixtral:
+      return "MixtralForCausalLM";
     default:
       return "LlamaForCausalLM";
   }
@@ -68,6 +72,10 @@ const char* ModelTypeName(Architecture a) {
       return "qwen3";
     case Architecture::kQwen3Moe:
       return "qwen3_moe";
+    case Architecture::kMistral:
+      return "mistral";
+    case Architecture::kMixtral:
+      return "mixtral";
     default:
       return "llama";
   }
@@ -105,7 +113,7 @@ bool MoeConfig::operator==(const MoeConfig& o) const {
 }
 
 bool ModelConfig::SparseLayer(int64_t layer) const {
-  if (architecture != Architecture::kQwen3Moe || moe.num_experts <= 0) return false;
+  if (!moe_family() || moe.num_experts <= 0) return false;
   if (std::find(moe.mlp_only_layers.begin(), moe.mlp_only_layers.end(), layer) !=
       moe.mlp_only_layers.end()) {
     return false;
@@ -117,15 +125,22 @@ namespace {
 
 Status CheckMoe(const ModelConfig& c) {
   const MoeConfig& m = c.moe;
-  if (c.architecture != Architecture::kQwen3Moe) {
-    if (m.num_experts != 0) return Status::Config("model config: only qwen3_moe has experts");
+  if (!c.moe_family()) {
+    if (m.num_experts != 0) return Status::Config("model config: only qwen3_moe and mixtral have experts");
     return Status::OK();
   }
-  RL_RETURN_IF_ERROR(CheckRange("num_experts", m.num_experts));
+  if (c.architecture == Architecture::kMixtral &&
+      (m.moe_intermediate_size != c.intermediate_size || !m.norm_topk_prob ||
+       m.decoder_sparse_step != 1 || !m.mlp_only_layers.empty())) {
+    return Status::Config(
+        "model config: mixtral's experts are intermediate_size wide, renormalized, in every layer");
+  }
+  const char* experts = c.architecture == Architecture::kMixtral ? "num_local_experts" : "num_experts";
+  RL_RETURN_IF_ERROR(CheckRange(experts, m.num_experts));
   RL_RETURN_IF_ERROR(CheckRange("moe_intermediate_size", m.moe_intermediate_size));
   RL_RETURN_IF_ERROR(CheckRange("decoder_sparse_step", m.decoder_sparse_step));
   if (m.num_experts_per_tok < 1 || m.num_experts_per_tok > m.num_experts) {
-    return Status::Config("model config: num_experts_per_tok must be in [1, num_experts " +
+    return Status::Config(std::string("model config: num_experts_per_tok must be in [1, ") + experts + " " +
                           std::to_string(m.num_experts) + "], got " +
                           std::to_string(m.num_experts_per_tok));
   }
@@ -181,6 +196,17 @@ Status ModelConfig::Validate() const {
                           " exceeds max_position_embeddings " +
                           std::to_string(max_position_embeddings));
   }
+  if (attention_bias && mistral_like()) {
+    return Status::Config("model config: mistral and mixtral have no attention biases");
+  }
+  if (sliding_window < 0 || (sliding_window > 0 && !mistral_like())) {
+    return Status::Config("model config: sliding_window is read for mistral and mixtral only");
+  }
+  if (sliding_window > 0 && sliding_window < context()) {
+    return Status::Config("model config: sliding_window " + std::to_string(sliding_window) +
+                          " is shorter than the context " + std::to_string(context()) +
+                          " (attention here is full: set rl_context to at most the window)");
+  }
   if (bos_token_id != -1)
     RL_RETURN_IF_ERROR(CheckTokenId("bos_token_id", bos_token_id, vocab_size));
   for (int64_t id : eos_token_id) RL_RETURN_IF_ERROR(CheckTokenId("eos_token_id", id, vocab_size));
@@ -195,7 +221,8 @@ bool ModelConfig::operator==(const ModelConfig& o) const {
          max_position_embeddings == o.max_position_embeddings && context() == o.context() &&
          rms_norm_eps == o.rms_norm_eps && rope_theta == o.rope_theta &&
          rope_scaling == o.rope_scaling && tie_word_embeddings == o.tie_word_embeddings &&
-         attention_bias == o.attention_bias && moe == o.moe && torch_dtype == o.torch_dtype &&
+         attention_bias == o.attention_bias && moe == o.moe &&
+         sliding_window == o.sliding_window && torch_dtype == o.torch_dtype &&
          bos_token_id == o.bos_token_id && eos_token_id == o.eos_token_id;
 }
 

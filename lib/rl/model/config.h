@@ -1,15 +1,18 @@
 // ModelConfig: the shape of a decoder-only language model, as a Hugging Face config.json states
 // it, and its JSON form (which is that config.json text).
 //
-// Four families, chosen by config.json's "architectures" (or, when that is absent,
-// "model_type"): LlamaForCausalLM (llama), Qwen2ForCausalLM (qwen2), Qwen3ForCausalLM (qwen3),
-// Qwen3MoeForCausalLM (qwen3_moe).
+// Six families, chosen by config.json's "architectures" (or, when that is absent,
+// "model_type"): LlamaForCausalLM (llama), MistralForCausalLM (mistral), Qwen2ForCausalLM
+// (qwen2), Qwen3ForCausalLM (qwen3), Qwen3MoeForCausalLM (qwen3_moe), MixtralForCausalLM
+// (mixtral).
 // All are pre-norm decoders with RMSNorm, rotary positions (rotate-half layout), SwiGLU MLPs,
 // grouped-query attention and a tied or untied LM head; they differ in the attention biases
-// (Qwen2: q/k/v always; the others: q/k/v/o when attention_bias), Qwen3's and Qwen3-MoE's
-// RMSNorm on each head of q and k before the rotation, and Qwen3-MoE's sparse MLPs: in a sparse
-// layer a router picks each token's top k of num_experts SwiGLU experts and sums their outputs
-// weighted by the router's softmax (renormalized over the k when norm_topk_prob).
+// (Qwen2: q/k/v always; Mistral and Mixtral: never; the others: q/k/v/o when attention_bias),
+// Qwen3's and Qwen3-MoE's RMSNorm on each head of q and k before the rotation, and the sparse
+// MLPs of Qwen3-MoE and Mixtral: in a sparse layer a router picks each token's top k of
+// num_experts SwiGLU experts and sums their outputs weighted by the router's softmax
+// (renormalized over the k when norm_topk_prob; always for Mixtral, whose every layer is sparse
+// with experts intermediate_size wide, named block_sparse_moe.experts.{e}.w1/w3/w2).
 //
 // Fields read (HF names and meanings; "req" = required):
 //   vocab_size, hidden_size, intermediate_size, num_hidden_layers, num_attention_heads,
@@ -27,6 +30,10 @@
 //   positive integers, req.; norm_topk_prob (default false), decoder_sparse_step (default 1,
 //   positive: layer i is sparse when (i + 1) % step == 0), mlp_only_layers (default [], layer
 //   indices that stay dense). router_aux_loss_coef and output_router_logits are kept, not read.
+//   mixtral only: num_local_experts, num_experts_per_tok (<= it): positive integers, req.
+//   mistral and mixtral: sliding_window (int or null): attention is full here, so a window must
+//   not be shorter than the context bound (rl_context below may shorten that); attention_bias is
+//   not read (transformers' Mistral has no biases).
 //   rl_context (ours; default max_position_embeddings): the context bound the roles use, the most
 //   positions one sequence (prompt + response) may hold, <= max_position_embeddings. KV caches
 //   and rotary tables are sized by it, so a model with a 128K-position maximum can run with a
@@ -47,10 +54,11 @@
 
 namespace rl::model {
 
-enum class Architecture { kLlama, kQwen2, kQwen3, kQwen3Moe };
-// "LlamaForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM", "Qwen3MoeForCausalLM".
+enum class Architecture { kLlama, kQwen2, kQwen3, kQwen3Moe, kMistral, kMixtral };
+// "LlamaForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM", "Qwen3MoeForCausalLM",
+// "MistralForCausalLM", "MixtralForCausalLM".
 const char* ArchitectureName(Architecture a);
-// "llama", "qwen2", "qwen3", "qwen3_moe".
+// "llama", "qwen2", "qwen3", "qwen3_moe", "mistral", "mixtral".
 const char* ModelTypeName(Architecture a);
 
 // A floating-point dtype for weights on disk and for computation.
@@ -68,7 +76,8 @@ struct RopeScaling {
   bool operator==(const RopeScaling& o) const;
 };
 
-// The sparse MLPs of Qwen3-MoE (num_experts 0: none, every layer dense).
+// The sparse MLPs of Qwen3-MoE and Mixtral (num_experts 0: none, every layer dense). Mixtral's are
+// what its config implies: intermediate_size wide, renormalized, every layer, none dense.
 struct MoeConfig {
   int64_t num_experts = 0;
   int64_t num_experts_per_tok = 0;  // k: the experts each token is routed to
@@ -95,7 +104,8 @@ struct ModelConfig {
   RopeScaling rope_scaling;
   bool tie_word_embeddings = false;
   bool attention_bias = false;
-  MoeConfig moe;  // qwen3_moe only
+  MoeConfig moe;               // qwen3_moe and mixtral only
+  int64_t sliding_window = 0;  // mistral and mixtral: 0 for none (null)
   DType torch_dtype = DType::kF32;
   int64_t bos_token_id = -1;          // -1: none
   std::vector<int64_t> eos_token_id;  // empty: none
@@ -113,6 +123,17 @@ struct ModelConfig {
   int64_t context() const { return rl_context > 0 ? rl_context : max_position_embeddings; }
   bool qkv_bias() const { return architecture == Architecture::kQwen2 || attention_bias; }
   bool o_bias() const { return architecture != Architecture::kQwen2 && attention_bias; }
+  // The families whose config.json says attention_bias (Qwen2 has q/k/v biases, Mistral none).
+  bool reads_attention_bias() const {
+    return architecture != Architecture::kQwen2 && architecture != Architecture::kMistral &&
+           architecture != Architecture::kMixtral;
+  }
+  bool mistral_like() const {
+    return architecture == Architecture::kMistral || architecture == Architecture::kMixtral;
+  }
+  bool moe_family() const {
+    return architecture == Architecture::kQwen3Moe || architecture == Architecture::kMixtral;
+  }
   bool qk_norm() const {
     return architecture == Architecture::kQwen3 || architecture == Architecture::kQwen3Moe;
   }

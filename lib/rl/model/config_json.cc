@@ -80,7 +80,7 @@ Result<Architecture> ReadArchitecture(Reader* r, const json& j) {
     name = a[0].get<std::string>();
   }
   for (Architecture arch : {Architecture::kLlama, Architecture::kQwen2, Architecture::kQwen3,
-                            Architecture::kQwen3Moe}) {
+                            Architecture::kQwen3Moe, Architecture::kMistral, Architecture::kMixtral}) {
     const bool by_name = name == ArchitectureName(arch);
     if (!by_name && !(name.empty() && model_type == ModelTypeName(arch))) continue;
     if (!model_type.empty() && model_type != ModelTypeName(arch)) {
@@ -93,8 +93,8 @@ Result<Architecture> ReadArchitecture(Reader* r, const json& j) {
     return Status::Config("model config: missing 'architectures'");
   return Status::Config("model config: unsupported architecture \"" +
                         (name.empty() ? model_type : name) +
-                        "\" (LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, " +
-                        "Qwen3MoeForCausalLM are)");
+                        "\" (LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, " +
+                        "Qwen3ForCausalLM, Qwen3MoeForCausalLM, MixtralForCausalLM are)");
 }
 
 Status ReadRope(const json& j, const char* key, RopeScaling* out, double* theta) {
@@ -183,6 +183,16 @@ Status ReadMoe(Reader* r, const json& j, MoeConfig* m) {
   return Status::OK();
 }
 
+// Mixtral's keys: its experts are what the rest of its config implies (config.h).
+Status ReadMixtral(Reader* r, ModelConfig* c) {
+  MoeConfig& m = c->moe;
+  RL_RETURN_IF_ERROR(r->Size("num_local_experts", true, &m.num_experts));
+  RL_RETURN_IF_ERROR(r->Size("num_experts_per_tok", true, &m.num_experts_per_tok));
+  m.moe_intermediate_size = c->intermediate_size;
+  m.norm_topk_prob = true;
+  return Status::OK();
+}
+
 Status ReadFields(Reader* r, const json& j, ModelConfig* c) {
   RL_RETURN_IF_ERROR(r->Int("vocab_size", true, &c->vocab_size));
   RL_RETURN_IF_ERROR(r->Int("hidden_size", true, &c->hidden_size));
@@ -196,9 +206,8 @@ Status ReadFields(Reader* r, const json& j, ModelConfig* c) {
   RL_RETURN_IF_ERROR(r->Number("rms_norm_eps", &c->rms_norm_eps));
   RL_RETURN_IF_ERROR(r->Number("rope_theta", &c->rope_theta));
   RL_RETURN_IF_ERROR(r->Bool("tie_word_embeddings", &c->tie_word_embeddings));
-  if (c->architecture != Architecture::kQwen2) {
-    RL_RETURN_IF_ERROR(r->Bool("attention_bias", &c->attention_bias));
-  }
+  if (c->reads_attention_bias()) RL_RETURN_IF_ERROR(r->Bool("attention_bias", &c->attention_bias));
+  if (c->mistral_like()) RL_RETURN_IF_ERROR(r->Size("sliding_window", false, &c->sliding_window));
   std::string act = "silu", dtype;
   RL_RETURN_IF_ERROR(r->String("hidden_act", &act));
   if (act != "silu") {
@@ -213,6 +222,7 @@ Status ReadFields(Reader* r, const json& j, ModelConfig* c) {
   RL_RETURN_IF_ERROR(ReadRope(j, "rope_parameters", &c->rope_scaling, &c->rope_theta));
   RL_RETURN_IF_ERROR(ReadTokenIds(r, j, c));
   if (c->architecture == Architecture::kQwen3Moe) RL_RETURN_IF_ERROR(ReadMoe(r, j, &c->moe));
+  if (c->architecture == Architecture::kMixtral) RL_RETURN_IF_ERROR(ReadMixtral(r, c));
   return CheckUnsupported(j);
 }
 
@@ -245,7 +255,14 @@ json ConfigToJson(const ModelConfig& c) {
   }
   j["hidden_act"] = "silu";
   j["tie_word_embeddings"] = c.tie_word_embeddings;
-  if (c.architecture != Architecture::kQwen2) j["attention_bias"] = c.attention_bias;
+  if (c.reads_attention_bias()) j["attention_bias"] = c.attention_bias;
+  if (c.mistral_like()) {
+    j["sliding_window"] = c.sliding_window > 0 ? json(c.sliding_window) : json(nullptr);
+  }
+  if (c.architecture == Architecture::kMixtral) {
+    j["num_local_experts"] = c.moe.num_experts;
+    j["num_experts_per_tok"] = c.moe.num_experts_per_tok;
+  }
   if (c.architecture == Architecture::kQwen3Moe) {
     const MoeConfig& m = c.moe;
     j["num_experts"] = m.num_experts;

@@ -59,6 +59,27 @@ const char* const kQwen3Moe = R"({
   "tie_word_embeddings": false, "torch_dtype": "bfloat16", "transformers_version": "4.51.0",
   "use_cache": true, "use_sliding_window": false, "vocab_size": 151936})";
 
+// Mistral 7B v0.3's.
+const char* const kMistral = R"({
+  "architectures": ["MistralForCausalLM"], "attention_dropout": 0.0, "bos_token_id": 1,
+  "eos_token_id": 2, "hidden_act": "silu", "hidden_size": 4096, "initializer_range": 0.02,
+  "intermediate_size": 14336, "max_position_embeddings": 32768, "model_type": "mistral",
+  "num_attention_heads": 32, "num_hidden_layers": 32, "num_key_value_heads": 8,
+  "rms_norm_eps": 1e-05, "rope_theta": 1000000.0, "sliding_window": null,
+  "tie_word_embeddings": false, "torch_dtype": "bfloat16", "transformers_version": "4.42.0.dev0",
+  "use_cache": true, "vocab_size": 32768})";
+
+// Mixtral 8x7B v0.1's.
+const char* const kMixtral = R"({
+  "architectures": ["MixtralForCausalLM"], "attention_dropout": 0.0, "bos_token_id": 1,
+  "eos_token_id": 2, "hidden_act": "silu", "hidden_size": 4096, "initializer_range": 0.02,
+  "intermediate_size": 14336, "max_position_embeddings": 32768, "model_type": "mixtral",
+  "num_attention_heads": 32, "num_experts_per_tok": 2, "num_hidden_layers": 32,
+  "num_key_value_heads": 8, "num_local_experts": 8, "output_router_logits": false,
+  "rms_norm_eps": 1e-05, "rope_theta": 1e6, "router_aux_loss_coef": 0.02, "sliding_window": null,
+  "tie_word_embeddings": false, "torch_dtype": "bfloat16", "transformers_version": "4.36.0.dev0",
+  "use_cache": true, "vocab_size": 32000})";
+
 ModelConfig Parse(const char* text) {
   auto c = ConfigFromString(text);
   EXPECT_TRUE(c.ok()) << c.status().ToString();
@@ -96,6 +117,35 @@ TEST(ModelConfigTest, ReadsRealConfigsOfEachFamily) {
   EXPECT_TRUE(qwen3.qk_norm());
   EXPECT_EQ(qwen3.rope_theta, 1e6);
   EXPECT_FALSE(qwen3.SparseLayer(0));
+}
+
+TEST(ModelConfigTest, ReadsMistralAndMixtral) {
+  const ModelConfig mistral = Parse(kMistral);
+  EXPECT_EQ(mistral.architecture, Architecture::kMistral);
+  EXPECT_FALSE(mistral.qkv_bias() || mistral.o_bias() || mistral.qk_norm());
+  EXPECT_EQ(mistral.sliding_window, 0);
+  // The published sizes: Mistral 7B 7.25B parameters, Mixtral 8x7B 46.7B.
+  EXPECT_NEAR(static_cast<double>(ParameterCount(mistral).value()), 7.25e9, 0.01e9);
+  const ModelConfig mixtral = Parse(kMixtral);
+  EXPECT_EQ(mixtral.moe.num_experts, 8);
+  EXPECT_EQ(mixtral.moe.num_experts_per_tok, 2);
+  EXPECT_EQ(mixtral.moe.moe_intermediate_size, 14336);
+  EXPECT_TRUE(mixtral.moe.norm_topk_prob);
+  EXPECT_TRUE(mixtral.SparseLayer(0) && mixtral.SparseLayer(31));
+  EXPECT_NEAR(static_cast<double>(ParameterCount(mixtral).value()), 46.7e9, 0.05e9);
+  // Mistral 7B v0.1's window of 4096 under a context of 32768: attention here is full, so the
+  // context must be cut to the window (rl_context), where the two are the same.
+  const std::string windowed = With(kMistral, "sliding_window", "4096");
+  EXPECT_EQ(ConfigFromString(windowed).status().code(), Code::kConfig);
+  const ModelConfig cut = Parse(With(windowed.c_str(), "rl_context", "4096").c_str());
+  EXPECT_EQ(cut.sliding_window, 4096);
+  EXPECT_EQ(Parse(ConfigToString(cut).c_str()), cut);
+  // A hand-built Mistral with biases is refused: transformers' has none.
+  ModelConfig biased = mistral;
+  biased.attention_bias = true;
+  EXPECT_EQ(biased.Validate().code(), Code::kConfig);
+  // Qwen2 and Qwen3 carry a sliding_window that only use_sliding_window turns on: kept, not read.
+  EXPECT_EQ(Parse(kQwen2).sliding_window, 0);
 }
 
 TEST(ModelConfigTest, ReadsQwen3MoeWithItsExperts) {
@@ -137,7 +187,7 @@ TEST(ModelConfigTest, ReadsQwen3MoeWithItsExperts) {
 }
 
 TEST(ModelConfigTest, JsonRoundTripKeepsUnknownKeys) {
-  for (const char* text : {kLlama, kQwen2, kQwen3, kQwen3Moe}) {
+  for (const char* text : {kLlama, kQwen2, kQwen3, kQwen3Moe, kMistral, kMixtral}) {
     const ModelConfig c = Parse(text);
     const ModelConfig back = Parse(ConfigToString(c).c_str());
     EXPECT_EQ(back, c);
@@ -173,7 +223,7 @@ TEST(ModelConfigTest, BadConfigsAreConfigErrorsNamingTheField) {
       {"[]", "JSON object"},
       {With(kLlama, "hidden_size", ""), "missing 'hidden_size'"},
       {With(With(kLlama, "architectures", "").c_str(), "model_type", ""), "architectures"},
-      {With(kLlama, "architectures", R"(["MistralForCausalLM"])"), "MistralForCausalLM"},
+      {With(kLlama, "architectures", R"(["GemmaForCausalLM"])"), "GemmaForCausalLM"},
       {With(kLlama, "model_type", R"("qwen2")"), "contradicts"},
       {With(kLlama, "hidden_size", "2048.5"), "'hidden_size' must be an integer"},
       {With(kLlama, "num_key_value_heads", "6"), "not a multiple of num_key_value_heads"},
@@ -208,6 +258,10 @@ TEST(ModelConfigTest, BadConfigsAreConfigErrorsNamingTheField) {
       {With(kQwen3Moe, "mlp_only_layers", R"(["0"])"), "mlp_only_layers"},
       {With(kQwen3Moe, "mlp_only_layers", "3"), "mlp_only_layers"},
       {With(kQwen3Moe, "model_type", R"("qwen3")"), "contradicts"},
+      {With(kMixtral, "num_local_experts", ""), "missing 'num_local_experts'"},
+      {With(kMixtral, "num_experts_per_tok", "9"), "num_experts_per_tok must be in [1, num_local_experts 8]"},
+      {With(kMistral, "sliding_window", "0"), "sliding_window"},
+      {With(kMistral, "sliding_window", "4096"), "sliding_window 4096 is shorter than the context 32768"},
   };
   for (const auto& [text, needle] : bad) {
     auto c = ConfigFromString(text);

@@ -1,5 +1,5 @@
 // Our logits against tests/reference/hf_reference.py, an independent float64 implementation of
-// the four families written from their public definitions (it needs python3 with torch; the test
+// the six families written from their public definitions (it needs python3 with torch; the test
 // skips without them).
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
@@ -53,6 +53,8 @@ std::vector<Case> Cases() {
        TinyConfig(Architecture::kQwen3Moe, false, 2)},
       {"Qwen3-MoE, top 3 of 8 not renormalized, layer 1 dense, attention_bias, tied", moe_mixed},
       {"Qwen3-MoE saved as bfloat16", TinyConfig(Architecture::kQwen3Moe, false, 1), DType::kBF16},
+      {"Mistral, a sliding window as long as the context, untied", TinyConfig(Architecture::kMistral, false, 2)},
+      {"Mixtral, top 2 of 4 experts (w1/w3/w2), untied", TinyConfig(Architecture::kMixtral, false, 2)},
   };
 }
 

@@ -139,12 +139,13 @@ at::Tensor AttentionImpl::forward(const at::Tensor& x, const at::Tensor& positio
   return y;
 }
 
-MlpImpl::MlpImpl(int64_t hidden, int64_t intermediate, const TensorParallel& tp, bool reduce)
+MlpImpl::MlpImpl(int64_t hidden, int64_t intermediate, const TensorParallel& tp, bool reduce,
+                 const MlpNames& names)
     : tp_(tp), reduce_(reduce) {
   const int64_t inner = intermediate / tp.size;
-  gate_proj_ = register_module("gate_proj", MakeLinear(hidden, inner, false));
-  up_proj_ = register_module("up_proj", MakeLinear(hidden, inner, false));
-  down_proj_ = register_module("down_proj", MakeLinear(inner, hidden, false));
+  gate_proj_ = register_module(names.gate, MakeLinear(hidden, inner, false));
+  up_proj_ = register_module(names.up, MakeLinear(hidden, inner, false));
+  down_proj_ = register_module(names.down, MakeLinear(inner, hidden, false));
 }
 
 at::Tensor MlpImpl::forward(const at::Tensor& x) {
@@ -158,7 +159,8 @@ SparseMoeImpl::SparseMoeImpl(const ModelConfig& c, const TensorParallel& tp)
   gate_ = register_module("gate", MakeLinear(c.hidden_size, c.moe.num_experts, false));
   experts_ = register_module("experts", torch::nn::ModuleList());
   for (int64_t e = 0; e < c.moe.num_experts; ++e) {
-    expert_list_.push_back(Mlp(c.hidden_size, c.moe.moe_intermediate_size, tp, /*reduce=*/false));
+    const MlpNames& names = c.architecture == Architecture::kMixtral ? kMixtralExpertNames : kMlpNames;
+    expert_list_.push_back(Mlp(c.hidden_size, c.moe.moe_intermediate_size, tp, /*reduce=*/false, names));
     experts_->push_back(expert_list_.back());
   }
 }
@@ -191,7 +193,7 @@ at::Tensor SparseMoeImpl::forward(const at::Tensor& x) {
 DecoderLayerImpl::DecoderLayerImpl(const ModelConfig& c, const TensorParallel& tp, int64_t index) {
   self_attn_ = register_module("self_attn", Attention(c, tp));
   if (c.SparseLayer(index)) {
-    moe_ = register_module("mlp", SparseMoe(c, tp));
+    moe_ = register_module(c.architecture == Architecture::kMixtral ? "block_sparse_moe" : "mlp", SparseMoe(c, tp));
   } else {
     mlp_ = register_module("mlp", Mlp(c.hidden_size, c.intermediate_size, tp));
   }

@@ -86,12 +86,23 @@ class AttentionImpl : public torch::nn::Module {
 };
 TORCH_MODULE(Attention);
 
+// The names of a SwiGLU MLP's three projections: HF's gate_proj, up_proj, down_proj, or Mixtral's
+// experts' w1, w3, w2.
+struct MlpNames {
+  const char* gate;
+  const char* up;
+  const char* down;
+};
+inline constexpr MlpNames kMlpNames{"gate_proj", "up_proj", "down_proj"};
+inline constexpr MlpNames kMixtralExpertNames{"w1", "w3", "w2"};
+
 // mlp: down_proj(silu(gate_proj(x)) * up_proj(x)), no biases, `intermediate` wide. Under tensor
 // parallelism a rank holds intermediate/t of the columns, and its output is a partial sum that
 // forward all-reduces when `reduce` (an expert's is summed by its sparse block instead).
 class MlpImpl : public torch::nn::Module {
  public:
-  MlpImpl(int64_t hidden, int64_t intermediate, const TensorParallel& tp, bool reduce = true);
+  MlpImpl(int64_t hidden, int64_t intermediate, const TensorParallel& tp, bool reduce = true,
+          const MlpNames& names = kMlpNames);
   at::Tensor forward(const at::Tensor& x);
 
  private:
@@ -101,8 +112,8 @@ class MlpImpl : public torch::nn::Module {
 };
 TORCH_MODULE(Mlp);
 
-// mlp of a Qwen3-MoE sparse layer: gate [E, D] (the router, no bias) and experts.{e} (E SwiGLU
-// MLPs of moe_intermediate_size). Each token goes to the k experts of highest softmax(gate(x))
+// The sparse MLP of Qwen3-MoE (mlp) and Mixtral (block_sparse_moe): gate [E, D] (the router, no
+// bias) and experts.{e} (E SwiGLU MLPs of moe_intermediate_size; Mixtral's named w1, w3, w2). Each token goes to the k experts of highest softmax(gate(x))
 // (softmax in float32; the k weights renormalized to sum 1 when norm_topk_prob), and the output
 // is the experts' outputs weighted by those probabilities. The gradient reaches the router
 // through the weights, as in HF. Under tensor parallelism every expert is split as a dense MLP

@@ -11,6 +11,11 @@ bool EndsWith(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
+// Mixtral's expert projection `proj` (w1, w2, w3): block_sparse_moe.experts.{e}.{proj}.weight.
+bool IsMixtralExpert(const std::string& name, const char* proj) {
+  return name.find(".experts.") != std::string::npos && EndsWith(name, std::string(".") + proj + ".weight");
+}
+
 }  // namespace
 
 Status CheckTensorParallel(const ModelConfig& c, int64_t size) {
@@ -31,7 +36,10 @@ int SplitDim(const std::string& name) {
                            "v_proj.weight", "v_proj.bias", "gate_proj.weight", "up_proj.weight"}) {
     if (EndsWith(name, rows)) return 0;
   }
-  if (EndsWith(name, "o_proj.weight") || EndsWith(name, "down_proj.weight")) return 1;
+  if (IsMixtralExpert(name, "w1") || IsMixtralExpert(name, "w3")) return 0;
+  if (EndsWith(name, "o_proj.weight") || EndsWith(name, "down_proj.weight") || IsMixtralExpert(name, "w2")) {
+    return 1;
+  }
   return -1;
 }
 

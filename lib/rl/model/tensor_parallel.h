@@ -8,8 +8,9 @@
 //     biases with them) and o_proj by columns; the partial outputs are summed by an all-reduce.
 //     o_proj's bias is held by rank 0 only (the others hold zeros), so the sum adds it once.
 //   mlp: gate_proj and up_proj split by rows, down_proj by columns, then an all-reduce.
-//   Qwen3-MoE's sparse mlp: each expert split as a dense mlp is, the router (mlp.gate)
-//   replicated, and one all-reduce of the weighted sum of the experts' partial outputs.
+//   Qwen3-MoE's and Mixtral's sparse mlp: each expert split as a dense mlp is (Mixtral's w1 and
+//   w3 as gate_proj and up_proj, w2 as down_proj), the router (gate) replicated, and one
+//   all-reduce of the weighted sum of the experts' partial outputs.
 //   Everything else (embeddings, norms, q_norm/k_norm, the LM head) is replicated.
 // Two all-reduces per layer, as in Megatron. Each rank's KV cache holds its G/t key/value heads.
 // Every rank runs the same calls with the same inputs (SPMD); since an all-reduce gives every rank

@@ -41,7 +41,8 @@ inline ModelConfig TinyLlama(int64_t hidden, int64_t intermediate, int64_t layer
 // A tiny model of each family: vocabulary 15, hidden 32, 2 layers, 4 query heads over `kv_heads`
 // key/value heads, context 16. Qwen3 and Qwen3-MoE get head_dim 16 (not hidden / heads = 8), Llama
 // the Llama 3.1 rope scaling (with a small original context, so that it changes the frequencies),
-// Qwen3-MoE 4 experts of width 24 in every layer, each token routed to 2 (renormalized).
+// Qwen3-MoE and Mixtral 4 experts of width 24 in every layer, each token routed to 2
+// (renormalized), Mistral a sliding window as long as the context.
 inline ModelConfig TinyConfig(Architecture arch = Architecture::kLlama, bool tied = true,
                               int64_t kv_heads = 2) {
   ModelConfig c;
@@ -56,12 +57,14 @@ inline ModelConfig TinyConfig(Architecture arch = Architecture::kLlama, bool tie
   c.tie_word_embeddings = tied;
   c.rms_norm_eps = 1e-5;
   if (arch == Architecture::kQwen3 || arch == Architecture::kQwen3Moe) c.head_dim = 16;
-  if (arch == Architecture::kQwen3Moe) {
+  if (arch == Architecture::kQwen3Moe || arch == Architecture::kMixtral) {
     c.moe.num_experts = 4;
     c.moe.num_experts_per_tok = 2;
     c.moe.moe_intermediate_size = 24;
     c.moe.norm_topk_prob = true;
   }
+  if (arch == Architecture::kMixtral) c.intermediate_size = 24;  // Mixtral's experts' width
+  if (arch == Architecture::kMistral) c.sliding_window = c.max_position_embeddings;
   if (arch == Architecture::kLlama) {
     c.rope_theta = 500000.0;
     c.rope_scaling.llama3 = true;

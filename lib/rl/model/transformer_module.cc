@@ -93,7 +93,7 @@ void TransformerImpl::InitWeights(uint64_t seed) {
       p.fill_(1.0);
     } else if (ends_with(".bias")) {
       p.zero_();
-    } else if (ends_with("o_proj.weight") || ends_with("down_proj.weight")) {
+    } else if (ends_with("o_proj.weight") || ends_with("down_proj.weight") || ends_with(".w2.weight")) {
       normal(std_out);
     } else {
       normal(0.02);

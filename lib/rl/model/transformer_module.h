@@ -1,5 +1,5 @@
-// TransformerImpl: the decoder-only causal language model (Llama, Qwen2, Qwen3, Qwen3-MoE) as a torch::nn
-// module (TORCH_MODULE(TransformerModule)), laid out as Hugging Face's *ForCausalLM:
+// TransformerImpl: the decoder-only causal language model (the families of config.h) as a
+// torch::nn module (TORCH_MODULE(TransformerModule)), laid out as Hugging Face's *ForCausalLM:
 //
 //   tokens -> model.embed_tokens -> model.layers.0 .. model.layers.{L-1} -> model.norm
 //          -> LM head (model.embed_tokens.weight^T when tied, else lm_head.weight) -> logits
@@ -10,7 +10,8 @@
 //   model.layers.{i}.self_attn.{q,k}_norm.weight [Dh] (Qwen3)
 //   model.layers.{i}.mlp.{gate,up,down}_proj.weight (dense layers)
 //   model.layers.{i}.mlp.gate.weight [E, D], model.layers.{i}.mlp.experts.{e}.{gate,up,down}_proj.weight
-//     (Qwen3-MoE's sparse layers)
+//     (Qwen3-MoE's sparse layers); model.layers.{i}.block_sparse_moe.gate.weight,
+//     model.layers.{i}.block_sparse_moe.experts.{e}.{w1,w3,w2}.weight (Mixtral's)
 //   model.layers.{i}.input_layernorm.weight, model.layers.{i}.post_attention_layernorm.weight
 //   model.norm.weight [D]; lm_head.weight [V, D] (untied only)
 //
@@ -79,8 +80,8 @@ class TransformerImpl : public torch::nn::Module {
   // Module::to(device) and the tables that are not parameters (rotary angles) with it.
   void MoveTo(const at::Device& device);
 
-  // Draws fresh weights from N(0, 0.02) with a generator seeded by `seed` (o_proj and down_proj
-  // scaled by 1/sqrt(2 * layers)), biases 0, norm weights 1. Same seed, same weights.
+  // Draws fresh weights from N(0, 0.02) with a generator seeded by `seed` (o_proj and down_proj,
+  // Mixtral's w2, scaled by 1/sqrt(2 * layers)), biases 0, norm weights 1. Same seed, same weights.
   void InitWeights(uint64_t seed);
 
  private:

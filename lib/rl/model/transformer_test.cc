@@ -108,11 +108,11 @@ TEST(TransformerTest, ParameterNamesAreHuggingFaces) {
 
 TEST(TransformerTest, ParameterCountMatchesTheModel) {
   for (Architecture a : {Architecture::kLlama, Architecture::kQwen2, Architecture::kQwen3,
-                         Architecture::kQwen3Moe}) {
+                         Architecture::kQwen3Moe, Architecture::kMistral, Architecture::kMixtral}) {
     for (bool tied : {true, false}) {
       for (bool bias : {true, false}) {
         ModelConfig c = TinyConfig(a, tied);
-        c.attention_bias = bias;
+        c.attention_bias = bias && c.reads_attention_bias();
         auto model = Transformer::Create(c, 1);
         ASSERT_TRUE(model.ok());
         int64_t numel = 0;
