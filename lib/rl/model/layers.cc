@@ -185,7 +185,8 @@ at::Tensor SparseMoeImpl::forward(const at::Tensor& x) {
     if (count[e] == 0) continue;
     outputs.push_back(expert_list_[static_cast<size_t>(e)]->forward(inputs.narrow(0, offset, count[e])));
   }
-  at::Tensor out = at::zeros_like(flat).index_add(0, tokens, at::cat(outputs) * scale);
+  at::Tensor out = at::zeros_like(flat);
+  if (!outputs.empty()) out = out.index_add(0, tokens, at::cat(outputs) * scale);  // none: no tokens
   if (tp_.size > 1) tp_.all_reduce(out);
   return out.view(x.sizes());
 }

@@ -54,6 +54,35 @@ TEST(TransformerTest, MaskedTokenLogprobsEqualTheFullLogSoftmaxWhereMaskedAndGra
   }
 }
 
+// A mixture of experts learns its routing as transformers' does, through the weights of the chosen
+// experts: the router's gradient is the loss's slope (a central difference on its largest entry).
+TEST(TransformerTest, TheRoutersGradientIsTheLosssSlope) {
+  auto model = Transformer::Create(TinyConfig(Architecture::kQwen3Moe), 3);
+  ASSERT_TRUE(model.ok());
+  testing::RandomizeWeights(&*model, 9);  // clear-cut choices: a small step flips none
+  const at::Tensor tokens = at::tensor({1, 4, 5, 6, 7, 2, 9, 8}, at::kLong).view({1, 8});
+  const auto loss = [&] { return model->Forward(tokens).value().select(2, 3).sum(); };
+  at::Tensor router;
+  for (auto& [name, p] : model->NamedParameters()) {
+    if (name == "model.layers.1.mlp.gate.weight") router = p;
+  }
+  ASSERT_TRUE(router.defined());
+  loss().backward();
+  const at::Tensor grad = router.grad().clone();
+  const int64_t at = grad.abs().argmax().item<int64_t>();
+  const double analytic = grad.view({-1})[at].item<double>();
+  ASSERT_GT(std::abs(analytic), 1e-2);
+  const double eps = 1e-2;
+  c10::NoGradGuard no_grad;
+  const double base = router.view({-1})[at].item<double>();
+  router.view({-1})[at].fill_(base + eps);
+  const double up = loss().item<double>();
+  router.view({-1})[at].fill_(base - eps);
+  const double down = loss().item<double>();
+  router.view({-1})[at].fill_(base);
+  EXPECT_NEAR((up - down) / (2 * eps), analytic, 0.02 * std::abs(analytic));
+}
+
 TEST(TransformerTest, SameSeedSameWeights) {
   auto a = Transformer::Create(TinyConfig(Architecture::kLlama), 5);
   auto b = Transformer::Create(TinyConfig(Architecture::kLlama), 5);
