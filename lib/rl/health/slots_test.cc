@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <fstream>
 #include <string>
 #include <thread>
@@ -90,7 +91,10 @@ TEST(SlotsTest, ARoleStartsOnItsSlotsCpusAndAPinnedProcessMovesThere) {
   std::vector<int> allowed = AllowedCpus();
   ASSERT_FALSE(allowed.empty());
   std::vector<int> last = {allowed.back()};
-  std::string log = ::testing::TempDir() + "/slots-role.log";
+  // A log of this run's own: the role appends, and a line left by an earlier run would pass for
+  // this one's before its grep has run.
+  const std::string log = ::testing::TempDir() + "/slots-role." + std::to_string(::getpid()) + ".log";
+  std::remove(log.c_str());
   // The role reports its own affinity, as the kernel sees it, from inside the command.
   auto pid = SpawnRole("grep Cpus_allowed_list /proc/self/status; sleep 5", {}, log, -1, last);
   ASSERT_TRUE(pid.ok()) << pid.status().ToString();
@@ -98,10 +102,9 @@ TEST(SlotsTest, ARoleStartsOnItsSlotsCpusAndAPinnedProcessMovesThere) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   EXPECT_EQ(CpusAllowed(*pid), IdListText(last));
-  EXPECT_TRUE(PinProcess(*pid, {allowed.front()}).ok());
-  EXPECT_EQ(CpusAllowed(*pid), std::to_string(allowed.front()));
   // The command's grep may not have run yet on a loaded machine: wait for its line (bounded)
-  // before the role is stopped, or the log can still be empty.
+  // before the role is pinned elsewhere, or it can report the new CPUs (as a CI run once saw),
+  // and before it is stopped, or the log can still be empty.
   auto read_log = [&]() {
     std::ifstream in(log);
     return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -111,8 +114,11 @@ TEST(SlotsTest, ARoleStartsOnItsSlotsCpusAndAPinnedProcessMovesThere) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
     text = read_log();
   }
-  StopProcess(*pid, 0);
   EXPECT_NE(text.find("Cpus_allowed_list:\t" + IdListText(last)), std::string::npos) << text;
+  EXPECT_TRUE(PinProcess(*pid, {allowed.front()}).ok());
+  EXPECT_EQ(CpusAllowed(*pid), std::to_string(allowed.front()));
+  StopProcess(*pid, 0);
+  std::remove(log.c_str());
   EXPECT_FALSE(PinProcess(999999999, {0}).ok());
 }
 
