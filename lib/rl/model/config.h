@@ -137,7 +137,8 @@ struct ModelConfig {
   bool qk_norm() const {
     return architecture == Architecture::kQwen3 || architecture == Architecture::kQwen3Moe;
   }
-  // Layer `layer`'s MLP is a routed mixture of experts (Qwen3-MoE's rule).
+  // Layer `layer`'s MLP is a routed mixture of experts: every layer of Mixtral; Qwen3-MoE's every
+  // decoder_sparse_step-th outside mlp_only_layers.
   bool SparseLayer(int64_t layer) const;
 
   // OK when every size is in range and the sizes agree (see the file comment). Also bounds each

@@ -113,8 +113,9 @@ class MlpImpl : public torch::nn::Module {
 TORCH_MODULE(Mlp);
 
 // The sparse MLP of Qwen3-MoE (mlp) and Mixtral (block_sparse_moe): gate [E, D] (the router, no
-// bias) and experts.{e} (E SwiGLU MLPs of moe_intermediate_size; Mixtral's named w1, w3, w2). Each token goes to the k experts of highest softmax(gate(x))
-// (softmax in float32; the k weights renormalized to sum 1 when norm_topk_prob), and the output
+// bias) and experts.{e} (E SwiGLU MLPs of moe_intermediate_size; Mixtral's named w1, w3, w2).
+// Each token goes to the k experts of highest softmax(gate(x)) (softmax in float32; the k
+// weights renormalized to sum 1 when norm_topk_prob), and the output
 // is the experts' outputs weighted by those probabilities. The gradient reaches the router
 // through the weights, as in HF. Under tensor parallelism every expert is split as a dense MLP
 // is (the router replicated, so every rank routes alike) and the block all-reduces once.
