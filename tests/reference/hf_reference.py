@@ -2,9 +2,12 @@
 """Reference logits for a Hugging Face Llama, Mistral, Qwen2, Qwen3, Qwen3-MoE or Mixtral model
 directory.
 
-Usage: hf_reference.py MODEL_DIR TOKEN_ID...
-Prints {"logits": [[...V floats...] per token]} on stdout: the next-token logits at every position
-of the one sequence given, computed in float64.
+Usage: hf_reference.py [--routes FILE] MODEL_DIR TOKEN_ID...
+Prints {"logits": [[...V floats...] per token], "routes": [[[k experts] per sparse layer] per token]}
+on stdout: the next-token logits at every position of the one sequence given, computed in float64,
+and the experts each token used in each sparse layer of a mixture of experts (empty lists for a
+dense model). --routes replays experts (routing replay, R3): FILE holds JSON [T][S][k], each
+token's experts per sparse layer, or k -1s where the token routes freely.
 
 Written from the public definitions of the architectures (transformers' modeling_llama.py,
 modeling_mistral.py, modeling_qwen2.py, modeling_qwen3.py, modeling_qwen3_moe.py,
@@ -128,10 +131,14 @@ def sparse_block(cfg, i):
     return None
 
 
-def moe(w, h, prefix, block):
+def moe(w, h, prefix, block, forced=None, chosen=None):
     """Qwen3MoeSparseMoeBlock / MixtralSparseMoeBlock, one token at a time: the softmax of the
     router's logits, the top k of them (renormalized when the block says so), and the weighted sum
-    of the chosen experts' SwiGLU outputs."""
+    of the chosen experts' SwiGLU outputs.
+
+    Routing replay (R3, Ma et al. 2025): forced[t], when given and not -1s, is token t's set of
+    experts instead of its top k, weighted by the softmax at them (renormalized as above). The
+    experts each token used are appended to `chosen` when given."""
     _, experts, k, renormalize, names = block
     probs = torch.softmax(w.linear(h, prefix + "gate", False), dim=-1)
     for e in range(experts):  # every expert's weights count as used
@@ -139,18 +146,25 @@ def moe(w, h, prefix, block):
             w(f"{prefix}experts.{e}.{name}.weight")
     out = torch.zeros_like(h)
     for t in range(h.shape[0]):
-        top = torch.topk(probs[t], k)
-        weights = top.values / top.values.sum() if renormalize else top.values
-        for weight, e in zip(weights, top.indices.tolist()):
+        if forced is not None and forced[t][0] >= 0:
+            indices = list(forced[t])
+            values = probs[t][indices]
+        else:
+            top = torch.topk(probs[t], k)
+            indices, values = top.indices.tolist(), top.values
+        if chosen is not None:
+            chosen.append(indices)
+        weights = values / values.sum() if renormalize else values
+        for weight, e in zip(weights, indices):
             out[t] += weight * swiglu(w, h[t:t + 1], f"{prefix}experts.{e}.", names)[0]
     return out
 
 
-def mlp(cfg, w, h, layer):
-    """Layer `layer`'s MLP, dense or sparse."""
+def mlp(cfg, w, h, layer, forced=None, chosen=None):
+    """Layer `layer`'s MLP, dense or sparse (forced and chosen: moe's, for a sparse one)."""
     p = f"model.layers.{layer}."
     block = sparse_block(cfg, layer)
-    return moe(w, h, p + block[0] + ".", block) if block else swiglu(w, h, p + "mlp.")
+    return moe(w, h, p + block[0] + ".", block, forced, chosen) if block else swiglu(w, h, p + "mlp.")
 
 
 def attention_biases(cfg):
@@ -164,7 +178,9 @@ def attention_biases(cfg):
     return bias, bias
 
 
-def forward(cfg, w, ids):
+def forward(cfg, w, ids, forced=None, routes=None):
+    """Logits [T, V]. forced: [T][S][k] experts per token and sparse layer to replay (moe); routes:
+    a list that receives the [T][S][k] experts used."""
     arch = cfg["architectures"][0]
     assert arch in ARCHITECTURES, arch
     if arch in ("MistralForCausalLM", "MixtralForCausalLM") and cfg.get("sliding_window"):
@@ -183,6 +199,7 @@ def forward(cfg, w, ids):
     causal = torch.full((length, length), float("-inf"), dtype=torch.float64).triu(1)
 
     x = w("model.embed_tokens.weight")[torch.tensor(ids)]
+    per_layer = []  # the experts of each sparse layer, [S][T][k]
     for i in range(cfg["num_hidden_layers"]):
         p = f"model.layers.{i}."
         h = rms_norm(x, w(p + "input_layernorm.weight"), eps)
@@ -201,7 +218,14 @@ def forward(cfg, w, ids):
         attn = attn.transpose(0, 1).reshape(length, heads * head_dim)
         x = x + w.linear(attn, p + "self_attn.o_proj", o_bias)
         h = rms_norm(x, w(p + "post_attention_layernorm.weight"), eps)
-        x = x + mlp(cfg, w, h, i)
+        if sparse_block(cfg, i):
+            at = len(per_layer)
+            per_layer.append([])
+            x = x + mlp(cfg, w, h, i, [f[at] for f in forced] if forced else None, per_layer[-1])
+        else:
+            x = x + mlp(cfg, w, h, i)
+    if routes is not None:
+        routes.extend([[layer[t] for layer in per_layer] for t in range(length)])
     x = rms_norm(x, w("model.norm.weight"), eps)
     tied = cfg.get("tie_word_embeddings", False)
     head = w("model.embed_tokens.weight") if tied else w("lm_head.weight")
@@ -209,17 +233,24 @@ def forward(cfg, w, ids):
 
 
 def main():
-    if len(sys.argv) < 3:
-        sys.exit("usage: hf_reference.py MODEL_DIR TOKEN_ID...")
-    model_dir, ids = sys.argv[1], [int(t) for t in sys.argv[2:]]
+    args = sys.argv[1:]
+    forced = None
+    if len(args) >= 2 and args[0] == "--routes":  # a JSON file of [T][S][k] experts to replay
+        with open(args[1]) as f:
+            forced = json.load(f)
+        args = args[2:]
+    if len(args) < 2:
+        sys.exit("usage: hf_reference.py [--routes FILE] MODEL_DIR TOKEN_ID...")
+    model_dir, ids = args[0], [int(t) for t in args[1:]]
     with open(os.path.join(model_dir, "config.json")) as f:
         cfg = json.load(f)
     w = Weights(read_weights(model_dir))
-    logits = forward(cfg, w, ids)
+    routes = []
+    logits = forward(cfg, w, ids, forced, routes)
     unused = set(w.tensors) - w.used - ({"lm_head.weight"} if cfg.get("tie_word_embeddings") else set())
     if unused:
         sys.exit(f"hf_reference: unused tensors {sorted(unused)}")
-    json.dump({"logits": logits.tolist()}, sys.stdout)
+    json.dump({"logits": logits.tolist(), "routes": routes}, sys.stdout)
 
 
 if __name__ == "__main__":

@@ -121,6 +121,12 @@ bool ModelConfig::SparseLayer(int64_t layer) const {
   return moe.decoder_sparse_step > 0 && (layer + 1) % moe.decoder_sparse_step == 0;
 }
 
+int64_t ModelConfig::SparseLayerCount() const {
+  int64_t n = 0;
+  for (int64_t i = 0; i < num_hidden_layers; ++i) n += SparseLayer(i) ? 1 : 0;
+  return n;
+}
+
 namespace {
 
 Status CheckMoe(const ModelConfig& c) {

@@ -140,6 +140,8 @@ struct ModelConfig {
   // Layer `layer`'s MLP is a routed mixture of experts: every layer of Mixtral; Qwen3-MoE's every
   // decoder_sparse_step-th outside mlp_only_layers.
   bool SparseLayer(int64_t layer) const;
+  // How many layers are sparse (0 for a dense model): the S of routing replay's [.., S, k] routes.
+  int64_t SparseLayerCount() const;
 
   // OK when every size is in range and the sizes agree (see the file comment). Also bounds each
   // size so that products cannot overflow.

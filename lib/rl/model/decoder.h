@@ -6,7 +6,9 @@
 //     follow each prompt, [n, V], row i for slots[i].
 //   Step(slots, tokens): appends tokens[i] to slots[i]'s sequence; returns the logits that
 //     follow, [n, V].
-// Slots not named are untouched.
+// Slots not named are untouched. With `routes` (routing replay, transformer.h's Routes), each
+// call also sets (*routes)[i] to the [T_i, S, k] int64 experts of the tokens it fed for row i:
+// the whole prompt for Start, the one token for Step.
 // Thread safety: none.
 #pragma once
 
@@ -25,9 +27,10 @@ class Decoder {
  public:
   virtual ~Decoder() = default;
   virtual Result<at::Tensor> Start(const std::vector<int64_t>& slots,
-                                   const std::vector<const std::vector<int64_t>*>& prompts) = 0;
-  virtual Result<at::Tensor> Step(const std::vector<int64_t>& slots,
-                                  const std::vector<int64_t>& tokens) = 0;
+                                   const std::vector<const std::vector<int64_t>*>& prompts,
+                                   std::vector<at::Tensor>* routes = nullptr) = 0;
+  virtual Result<at::Tensor> Step(const std::vector<int64_t>& slots, const std::vector<int64_t>& tokens,
+                                  std::vector<at::Tensor>* routes = nullptr) = 0;
   int64_t forward_calls() const { return forward_calls_; }
 
  protected:

@@ -57,6 +57,13 @@ Status CheckGenerateRequest(const ModelConfig& c, const std::vector<std::vector<
 
 namespace {
 
+// Appends the experts of a decoder's row, [T, S, k] int64 on the CPU, to a generation's routes.
+void AppendRoutes(const at::Tensor& used, Generation* g) {
+  const at::Tensor flat = used.to(at::kInt).contiguous().view({-1});
+  const int32_t* p = flat.data_ptr<int32_t>();
+  g->routes.insert(g->routes.end(), p, p + flat.numel());
+}
+
 // The continuous-batching loop: refill free slots (asking for more prompts when streaming), sample
 // every active slot, feed the tokens of the slots that go on.
 class Scheduler {
@@ -132,9 +139,15 @@ class Scheduler {
     if (live.empty()) return Status::OK();
     std::vector<const std::vector<int64_t>*> ptrs;
     for (const auto& q : seqs) ptrs.push_back(&q);
-    RL_ASSIGN_OR_RETURN(at::Tensor logits, (*decoder_)->Start(live, ptrs));
+    RL_ASSIGN_OR_RETURN(at::Tensor logits, (*decoder_)->Start(live, ptrs, routes()));
     for (size_t i = 0; i < live.size(); ++i) {
-      slots_[static_cast<size_t>(live[i])].logits = logits[static_cast<int64_t>(i)];
+      Slot& slot = slots_[static_cast<size_t>(live[i])];
+      slot.logits = logits[static_cast<int64_t>(i)];
+      if (options_.record_routes) {
+        Generation& g = out_[static_cast<size_t>(slot.seq)];
+        g.routes.clear();
+        AppendRoutes(routes_[i], &g);
+      }
     }
     sw_.switch_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     return Status::OK();
@@ -169,9 +182,12 @@ class Scheduler {
       prompts.push_back(&prompts_[next_++]);
     }
     if (slots.empty()) return Status::OK();
-    RL_ASSIGN_OR_RETURN(at::Tensor logits, (*decoder_)->Start(slots, prompts));
-    for (size_t i = 0; i < slots.size(); ++i)
+    RL_ASSIGN_OR_RETURN(at::Tensor logits, (*decoder_)->Start(slots, prompts, routes()));
+    for (size_t i = 0; i < slots.size(); ++i) {
+      const Slot& slot = slots_[static_cast<size_t>(slots[i])];
       slots_[static_cast<size_t>(slots[i])].logits = logits[static_cast<int64_t>(i)];
+      if (options_.record_routes) AppendRoutes(routes_[i], &out_[static_cast<size_t>(slot.seq)]);
+    }
     return Status::OK();
   }
 
@@ -205,11 +221,16 @@ class Scheduler {
       }
     }
     if (going.empty()) return Status::OK();
-    RL_ASSIGN_OR_RETURN(at::Tensor logits, (*decoder_)->Step(going, tokens));
-    for (size_t i = 0; i < going.size(); ++i)
-      slots_[static_cast<size_t>(going[i])].logits = logits[static_cast<int64_t>(i)];
+    RL_ASSIGN_OR_RETURN(at::Tensor logits, (*decoder_)->Step(going, tokens, routes()));
+    for (size_t i = 0; i < going.size(); ++i) {
+      Slot& slot = slots_[static_cast<size_t>(going[i])];
+      slot.logits = logits[static_cast<int64_t>(i)];
+      if (options_.record_routes) AppendRoutes(routes_[i], &out_[static_cast<size_t>(slot.seq)]);
+    }
     return Status::OK();
   }
+
+  std::vector<at::Tensor>* routes() { return options_.record_routes ? &routes_ : nullptr; }
 
   bool Stopped(int64_t id, const Slot& slot, Generation* g) const {
     const int64_t cap = options_.max_new_tokens_each.empty()
@@ -231,6 +252,7 @@ class Scheduler {
   int64_t steps_ = 0, new_tokens_ = 0, forward_calls_ = 0;  // forward_calls_: of decoders replaced
   int64_t version_;
   GenerateStats sw_;  // the switch counters
+  std::vector<at::Tensor> routes_;  // the last decoder call's, when recording
 };
 
 }  // namespace

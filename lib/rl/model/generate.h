@@ -70,6 +70,9 @@ struct GenerateOptions {
   NewerWeights newer_weights;  // empty: the weights never change during the call
   MorePrompts more_prompts;    // empty: the call ends when its prompts are done (not with max_new_tokens_each)
   OnFinished on_finished;      // may be empty
+  // Routing replay (transformer.h, Routes): keep, in Generation::routes, the experts every token
+  // fed through a mixture-of-experts model used in each sparse layer. Nothing for a dense model.
+  bool record_routes = false;
 };
 
 enum class StopReason { kEos, kMaxTokens, kContext, kStop };
@@ -79,6 +82,11 @@ struct Generation {
   std::vector<float> logprobs;        // log_softmax(logits)[token] for each response token
   std::vector<int64_t> versions;      // the weight version whose logits each token was sampled from
   StopReason stop = StopReason::kMaxTokens;
+  // With GenerateOptions::record_routes: [P + R - 1, S, k] row-major, the experts of each token
+  // the model was fed (the prompt's P and the response's R but its last, which nothing read) in
+  // each of the S sparse layers (ModelConfig::SparseLayerCount), k per token. After a weight
+  // switch, those of the prefill under the newer weights (the routes the KV cache holds).
+  std::vector<int32_t> routes;
 };
 
 struct GenerateStats {

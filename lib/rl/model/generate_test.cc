@@ -181,6 +181,42 @@ TEST(GenerateTest, BadPromptsAreRejected) {
 // Interruptible generation: weights switched mid-call. Each token's log-prob must be that of a
 // full forward pass (no cache: an independent path) of the weights of the version it is stamped
 // with, at the sampling temperature; and tokens after the switch must not fit the old weights.
+// Routing replay: the experts a generation records are those a full forward over the tokens it
+// fed (prompt and response but the last) chooses, on both decoding paths and across slot refills.
+TEST(GenerateTest, RecordedRoutesAreThoseOfAFullForward) {
+  const Transformer model = SharpModel(Architecture::kQwen3Moe);
+  const ModelConfig& c = model.config();
+  const int64_t width = c.SparseLayerCount() * c.moe.num_experts_per_tok;
+  ASSERT_GT(width, 0);
+  const auto prompts = Prompts(20);
+  for (bool cache : {true, false}) {
+    GenerateOptions o = Options(1.0);
+    o.use_kv_cache = cache;
+    o.record_routes = true;
+    const auto gens = RunAll(model, o);
+    o.record_routes = false;
+    const auto unrecorded = RunAll(model, o);
+    ExpectSame(gens, unrecorded);  // recording changes nothing else
+    for (size_t i = 0; i < gens.size(); ++i) {
+      std::vector<int64_t> fed = prompts[i];
+      fed.insert(fed.end(), gens[i].response_ids.begin(), gens[i].response_ids.end() - 1);
+      ASSERT_EQ(static_cast<int64_t>(gens[i].routes.size()), static_cast<int64_t>(fed.size()) * width)
+          << "prompt " << i;
+      at::Tensor want;
+      Routes record;
+      record.record = &want;
+      ASSERT_TRUE(model.Forward(at::tensor(fed, at::kLong).unsqueeze(0), record).ok());
+      const at::Tensor got = at::tensor(gens[i].routes, at::kInt).to(at::kLong).view_as(want);
+      EXPECT_TRUE(got.equal(want)) << "prompt " << i << (cache ? " (KV cache)" : " (full forward)");
+      EXPECT_TRUE(unrecorded[i].routes.empty());
+    }
+  }
+  const Transformer dense = SharpModel(Architecture::kQwen3);
+  GenerateOptions o = Options(1.0);
+  o.record_routes = true;
+  for (const Generation& g : RunAll(dense, o)) EXPECT_TRUE(g.routes.empty());
+}
+
 TEST(GenerateTest, InterruptedTokensMatchAFreshForwardOfTheirVersion) {
   for (bool cache : {true, false}) {
     const Transformer v1 = SharpModel(Architecture::kLlama);

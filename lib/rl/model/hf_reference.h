@@ -27,10 +27,38 @@ inline const std::string& TorchPython() {
   return found;
 }
 
-// The reference's logits [T, V] (float64) for `ids` over the model in `dir`; an undefined
-// tensor when the script fails or prints something else.
-inline at::Tensor ReferenceLogits(const std::string& dir, const std::vector<int64_t>& ids) {
-  std::string cmd = TorchPython() + " " RL_SOURCE_DIR "/tests/reference/hf_reference.py " + dir;
+struct ReferenceRun {
+  at::Tensor logits;  // [T, V] float64
+  at::Tensor routes;  // [T, S, k] int64: the experts each token used per sparse layer (S = 0: dense)
+};
+
+// The reference over the model in `dir` for `ids`, replaying `forced` ([T, S, k] integers, -1
+// rows route freely) when defined; undefined tensors when the script fails or prints something else.
+inline ReferenceRun RunReference(const std::string& dir, const std::vector<int64_t>& ids,
+                                 const at::Tensor& forced = {}) {
+  std::string cmd = TorchPython() + " " RL_SOURCE_DIR "/tests/reference/hf_reference.py ";
+  std::string routes_file;
+  if (forced.defined()) {
+    routes_file = dir + "/forced_routes.json";
+    nlohmann::json j = nlohmann::json::array();
+    const at::Tensor f = forced.to(at::kLong).contiguous();
+    for (int64_t t = 0; t < f.size(0); ++t) {
+      nlohmann::json layers = nlohmann::json::array();
+      for (int64_t s = 0; s < f.size(1); ++s) {
+        nlohmann::json experts = nlohmann::json::array();
+        for (int64_t e = 0; e < f.size(2); ++e) experts.push_back(f[t][s][e].item<int64_t>());
+        layers.push_back(experts);
+      }
+      j.push_back(layers);
+    }
+    FILE* out = std::fopen(routes_file.c_str(), "w");
+    if (out == nullptr) return {};
+    const std::string text = j.dump();
+    std::fwrite(text.data(), 1, text.size(), out);
+    std::fclose(out);
+    cmd += "--routes " + routes_file + " ";
+  }
+  cmd += dir;
   for (int64_t id : ids) cmd += " " + std::to_string(id);
   FILE* pipe = ::popen(cmd.c_str(), "r");
   if (pipe == nullptr) return {};
@@ -38,13 +66,32 @@ inline at::Tensor ReferenceLogits(const std::string& dir, const std::vector<int6
   char buf[4096];
   for (size_t n; (n = std::fread(buf, 1, sizeof buf, pipe)) > 0;) out.append(buf, n);
   if (::pclose(pipe) != 0) return {};
+  if (!routes_file.empty()) std::remove(routes_file.c_str());
   const nlohmann::json j = nlohmann::json::parse(out, nullptr, false);
-  if (!j.is_object() || !j.contains("logits")) return {};
+  if (!j.is_object() || !j.contains("logits") || !j.contains("routes")) return {};
   std::vector<double> flat;
   for (const auto& row : j.at("logits")) {
     for (const auto& v : row) flat.push_back(v.get<double>());
   }
-  return at::tensor(flat, at::kDouble).view({static_cast<int64_t>(ids.size()), -1});
+  ReferenceRun run;
+  const int64_t t = static_cast<int64_t>(ids.size());
+  run.logits = at::tensor(flat, at::kDouble).view({t, -1});
+  std::vector<int64_t> routes;
+  int64_t layers = 0;
+  for (const auto& token : j.at("routes")) {
+    layers = static_cast<int64_t>(token.size());
+    for (const auto& layer : token) {
+      for (const auto& e : layer) routes.push_back(e.get<int64_t>());
+    }
+  }
+  run.routes = layers == 0 ? at::empty({t, 0, 0}, at::kLong) : at::tensor(routes, at::kLong).view({t, layers, -1});
+  return run;
+}
+
+// The reference's logits [T, V] (float64) for `ids` over the model in `dir`; an undefined
+// tensor when the script fails or prints something else.
+inline at::Tensor ReferenceLogits(const std::string& dir, const std::vector<int64_t>& ids) {
+  return RunReference(dir, ids).logits;
 }
 
 }  // namespace rl::model::testing

@@ -2,6 +2,7 @@
 // the six families written from their public definitions (it needs python3 with torch; the test
 // skips without them).
 #include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -19,6 +20,7 @@ namespace rl::model {
 namespace {
 
 using testing::ReferenceLogits;
+using testing::ReferenceRun;
 using testing::TinyConfig;
 using testing::TorchPython;
 
@@ -86,6 +88,79 @@ TEST(HfReferenceTest, LogitsMatchAnIndependentImplementation) {
     const double scale = reference.abs().max().item<double>();
     EXPECT_LT(diff, 1e-4) << "logits up to " << scale;
     EXPECT_GT(scale, 1.0);  // random weights large enough that every part shows in the logits
+  }
+  std::filesystem::remove_all(root);
+}
+
+// Routing replay (R3): the experts our forward records are the reference's top k, and replaying
+// other experts gives the reference's logits under the same forced routes.
+TEST(HfReferenceTest, RoutingReplayMatchesTheReference) {
+  if (TorchPython().empty()) GTEST_SKIP() << "no python3 with torch: reference not run";
+  const std::string root = ::testing::TempDir() + "/hf_reference_routes." + std::to_string(::getpid());
+  ModelConfig qwen = TinyConfig(Architecture::kQwen3Moe, true, 2);
+  qwen.num_hidden_layers = 3;
+  qwen.moe.num_experts = 8;
+  qwen.moe.num_experts_per_tok = 3;
+  qwen.moe.norm_topk_prob = false;
+  qwen.moe.mlp_only_layers = {1};
+  const std::vector<std::pair<const char*, ModelConfig>> cases = {
+      {"Qwen3-MoE, top 3 of 8 not renormalized, layer 1 dense", qwen},
+      {"Mixtral, top 2 of 4 renormalized", TinyConfig(Architecture::kMixtral, false, 2)},
+  };
+  const std::vector<int64_t> ids = {1, 4, 5, 13, 6, 7, 14, 3, 12, 9};
+  const int64_t t = static_cast<int64_t>(ids.size());
+  uint64_t seed = 70;
+  for (const auto& [what, config] : cases) {
+    SCOPED_TRACE(what);
+    auto made = Transformer::Create(config, ++seed);
+    ASSERT_TRUE(made.ok()) << made.status().ToString();
+    testing::RandomizeWeights(&*made, ++seed);
+    const std::string dir = root + "/" + std::to_string(seed);
+    ASSERT_TRUE(SaveHfModel(dir, *made).ok());
+    auto model = LoadHfModel(dir);
+    ASSERT_TRUE(model.ok()) << model.status().ToString();
+    const at::Tensor tokens = at::tensor(ids, at::kLong).unsqueeze(0);
+    const int64_t sparse = config.SparseLayerCount(), k = config.moe.num_experts_per_tok;
+
+    at::Tensor recorded;
+    Routes record;
+    record.record = &recorded;
+    ASSERT_TRUE(model->Forward(tokens, record).ok());
+    const ReferenceRun free = testing::RunReference(dir, ids);
+    ASSERT_TRUE(free.routes.defined()) << "the reference script failed on " << dir;
+    ASSERT_EQ(recorded.sizes(), (std::vector<int64_t>{1, t, sparse, k}));
+    EXPECT_TRUE(recorded.squeeze(0).equal(free.routes)) << recorded << free.routes;
+
+    // Forced routes: k distinct experts per (token, layer) drawn at random, every third token free.
+    at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+    at::Tensor forced = at::empty({t, sparse, k}, at::kLong);
+    for (int64_t i = 0; i < t; ++i) {
+      for (int64_t l = 0; l < sparse; ++l) {
+        forced[i][l] = i % 3 == 2 ? at::full({k}, -1, at::kLong)
+                                  : at::randperm(config.moe.num_experts, gen, at::kLong).narrow(0, 0, k);
+      }
+    }
+    Routes replay;
+    replay.replay = forced.unsqueeze(0);
+    at::Tensor used;
+    replay.record = &used;
+    auto ours = model->Forward(tokens, replay);
+    ASSERT_TRUE(ours.ok()) << ours.status().ToString();
+    const ReferenceRun reference = testing::RunReference(dir, ids, forced);
+    ASSERT_TRUE(reference.logits.defined()) << "the reference script failed with forced routes";
+    EXPECT_LT((ours->squeeze(0).to(at::kDouble) - reference.logits).abs().max().item<double>(), 1e-4);
+    EXPECT_GT((reference.logits - free.logits).abs().max().item<double>(), 1e-2);  // the routes mattered
+    EXPECT_TRUE(used.squeeze(0).equal(reference.routes));  // free rows: their own top k
+
+    // The trainer's path replays alike: its log-probabilities are those of the replayed logits.
+    const at::Tensor mask = at::ones({1, t - 1}, at::kLong);
+    auto logprobs = model->MaskedTokenLogprobs(tokens, mask, 1.0, replay);
+    ASSERT_TRUE(logprobs.ok()) << logprobs.status().ToString();
+    const at::Tensor expected = at::log_softmax(reference.logits, -1)
+                                    .narrow(0, 0, t - 1)
+                                    .gather(1, tokens.squeeze(0).narrow(0, 1, t - 1).unsqueeze(1))
+                                    .squeeze(1);
+    EXPECT_LT((logprobs->squeeze(0).to(at::kDouble) - expected).abs().max().item<double>(), 1e-4);
   }
   std::filesystem::remove_all(root);
 }

@@ -165,10 +165,19 @@ SparseMoeImpl::SparseMoeImpl(const ModelConfig& c, const TensorParallel& tp)
   }
 }
 
-at::Tensor SparseMoeImpl::forward(const at::Tensor& x) {
+at::Tensor SparseMoeImpl::forward(const at::Tensor& x, const RouteSlot& route) {
   const at::Tensor flat = x.reshape({-1, x.size(-1)});  // [N, D]
   const at::Tensor probs = at::softmax(gate_->forward(flat), -1, at::kFloat);  // [N, E]
   auto [weights, chosen] = probs.topk(top_k_, -1);  // [N, k] each
+  if (route.replay != nullptr) {
+    const at::Tensor replay = route.replay->to(chosen.device());
+    TORCH_CHECK(replay.sizes() == chosen.sizes(), "routing replay: ", replay.sizes(), " experts for ",
+                chosen.sizes(), " routes");
+    const at::Tensor replayed = replay.select(1, 0).ge(0).unsqueeze(1);  // [N, 1]
+    chosen = at::where(replayed, replay, chosen);
+    weights = probs.gather(1, chosen);
+  }
+  if (route.record != nullptr) *route.record = chosen;
   if (norm_topk_prob_) weights = weights / weights.sum(-1, /*keepdim=*/true);
   // The N * k (token, expert) pairs sorted by expert, so that each expert takes its tokens as one
   // contiguous batch; how many each has is the one copy to the host (a GPU would otherwise
@@ -204,10 +213,10 @@ DecoderLayerImpl::DecoderLayerImpl(const ModelConfig& c, const TensorParallel& t
 }
 
 at::Tensor DecoderLayerImpl::forward(const at::Tensor& x, const at::Tensor& positions,
-                                     const CacheView* cache) {
+                                     const CacheView* cache, const RouteSlot& route) {
   const at::Tensor h = x + self_attn_->forward(input_layernorm_->forward(x), positions, cache);
   const at::Tensor normed = post_attention_layernorm_->forward(h);
-  return h + (moe_ ? moe_->forward(normed) : mlp_->forward(normed));
+  return h + (moe_ ? moe_->forward(normed, route) : mlp_->forward(normed));
 }
 
 }  // namespace rl::model

@@ -32,6 +32,16 @@ struct CacheView {
   int64_t kv_len;    // attend over cache positions [0, kv_len): max over rows of length + T
 };
 
+// Routing replay for one sparse layer (R3: "Stabilizing MoE Reinforcement Learning by Aligning
+// Training and Inference Routers", Ma et al. 2025): the experts a forward used, recorded while
+// generating and replayed while training, so that the trainer's logits come from the experts the
+// sampled tokens came from. Tokens are the N = B * T rows of the layer's input in row-major order.
+struct RouteSlot {
+  const at::Tensor* replay = nullptr;  // [N, k] int64: the experts of each token; a row whose
+                                       // first entry is -1 routes freely
+  at::Tensor* record = nullptr;        // set to the [N, k] int64 experts the layer used
+};
+
 // x * rsqrt(mean(x^2) + eps) * weight over the last dimension. Parameter: weight [dim].
 class RmsNormImpl : public torch::nn::Module {
  public:
@@ -116,13 +126,16 @@ TORCH_MODULE(Mlp);
 // bias) and experts.{e} (E SwiGLU MLPs of moe_intermediate_size; Mixtral's named w1, w3, w2).
 // Each token goes to the k experts of highest softmax(gate(x)) (softmax in float32; the k
 // weights renormalized to sum 1 when norm_topk_prob), and the output
-// is the experts' outputs weighted by those probabilities. The gradient reaches the router
+// is the experts' outputs weighted by those probabilities. With a replayed route (RouteSlot) a
+// token uses the replayed experts instead of its top k, weighted by their softmax probabilities
+// (renormalized when norm_topk_prob, which is R3's masked softmax); the router is still trained
+// through those weights. The gradient reaches the router
 // through the weights, as in HF. Under tensor parallelism every expert is split as a dense MLP
 // is (the router replicated, so every rank routes alike) and the block all-reduces once.
 class SparseMoeImpl : public torch::nn::Module {
  public:
   SparseMoeImpl(const ModelConfig& c, const TensorParallel& tp);
-  at::Tensor forward(const at::Tensor& x);
+  at::Tensor forward(const at::Tensor& x, const RouteSlot& route = {});
 
  private:
   TensorParallel tp_;
@@ -135,11 +148,13 @@ class SparseMoeImpl : public torch::nn::Module {
 TORCH_MODULE(SparseMoe);
 
 // x + self_attn(input_layernorm(x)), then x + mlp(post_attention_layernorm(x)); mlp is a
-// SparseMoe where the config says layer `index` is sparse.
+// SparseMoe where the config says layer `index` is sparse (`route` applies to it only).
 class DecoderLayerImpl : public torch::nn::Module {
  public:
   DecoderLayerImpl(const ModelConfig& c, const TensorParallel& tp, int64_t index);
-  at::Tensor forward(const at::Tensor& x, const at::Tensor& positions, const CacheView* cache);
+  at::Tensor forward(const at::Tensor& x, const at::Tensor& positions, const CacheView* cache,
+                     const RouteSlot& route = {});
+  bool sparse() const { return !moe_.is_empty(); }
   void MoveTables(const at::Device& device) { self_attn_->MoveTables(device); }
 
  private:

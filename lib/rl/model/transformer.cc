@@ -58,6 +58,50 @@ Status CheckSlots(const at::Tensor& tokens, const std::vector<int64_t>& slots,
   return Status::OK();
 }
 
+// Routes (transformer.h) for tokens [B, T] as the stack takes them: one [B * T, k] tensor per
+// sparse layer on `device`; and the recorded ones back as [B, T, S, k] on the CPU.
+Result<StackRoutes> StackRoutesOf(const Routes& routes, const at::Tensor& tokens, const ModelConfig& c,
+                                  const c10::Device& device, std::vector<at::Tensor>* record) {
+  StackRoutes out;
+  const int64_t sparse = c.SparseLayerCount();
+  if (sparse > 0) out.record = record;
+  if (!routes.replay.defined() || sparse == 0) return out;
+  const at::Tensor& r = routes.replay;
+  const int64_t b = tokens.size(0), t = tokens.size(1), k = c.moe.num_experts_per_tok;
+  if (r.dim() != 4 || r.size(0) != b || r.size(1) != t || r.size(2) != sparse || r.size(3) != k ||
+      at::isFloatingType(r.scalar_type()) || r.scalar_type() == at::kBool) {
+    return Status::InvalidArgument("routes: replayed routes must be integers [" + std::to_string(b) + ", " +
+                                   std::to_string(t) + ", " + std::to_string(sparse) + ", " + std::to_string(k) +
+                                   "] for these tokens");
+  }
+  const at::Tensor r64 = r.to(at::kLong);
+  const at::Tensor free = r64.lt(0);
+  const at::Tensor sorted = std::get<0>(r64.sort(-1));
+  const bool mixed = !free.any(-1).eq(free.all(-1)).all().item<bool>();
+  const bool out_of_range = r64.lt(-1).any().item<bool>() || r64.ge(c.moe.num_experts).any().item<bool>();
+  const bool repeated =
+      k > 1 && (sorted.narrow(-1, 1, k - 1).eq(sorted.narrow(-1, 0, k - 1)) & free.logical_not().narrow(-1, 1, k - 1))
+                   .any()
+                   .item<bool>();
+  if (mixed || out_of_range || repeated) {
+    return Status::InvalidArgument("routes: each replayed route must be " + std::to_string(k) +
+                                   " distinct experts in [0, " + std::to_string(c.moe.num_experts) + ") or " +
+                                   std::to_string(k) + " times -1");
+  }
+  const at::Tensor on = r64.to(device);
+  for (int64_t s = 0; s < sparse; ++s) out.replay.push_back(on.select(2, s).reshape({b * t, k}));
+  return out;
+}
+
+void TakeRecorded(const std::vector<at::Tensor>& layers, const at::Tensor& tokens, at::Tensor* record) {
+  if (record == nullptr) return;
+  if (layers.empty()) {
+    *record = at::empty({tokens.size(0), tokens.size(1), 0, 0}, at::kLong);
+    return;
+  }
+  *record = at::stack(layers, 1).view({tokens.size(0), tokens.size(1), static_cast<int64_t>(layers.size()), -1}).cpu();
+}
+
 }  // namespace
 
 at::ScalarType ScalarTypeOf(DType d) {
@@ -138,12 +182,16 @@ Status Transformer::ToDType(DType dtype) {
 
 torch::nn::Module& Transformer::module() const { return *impl_; }
 
-Result<at::Tensor> Transformer::Forward(const at::Tensor& tokens) const {
+Result<at::Tensor> Transformer::Forward(const at::Tensor& tokens, const Routes& routes) const {
   return TorchGuard("transformer: forward", [&]() -> Result<at::Tensor> {
     RL_RETURN_IF_ERROR(CheckTokens(tokens, config(), "forward"));
+    std::vector<at::Tensor> recorded;
+    RL_ASSIGN_OR_RETURN(StackRoutes stack, StackRoutesOf(routes, tokens, config(), device(), &recorded));
     const at::Tensor t = tokens.to(device());
     const at::Tensor positions = at::arange(t.size(1), t.options()).unsqueeze(0).expand_as(t);
-    return impl_->forward(t, positions);
+    at::Tensor logits = impl_->forward(t, positions, nullptr, {}, false, 0, false, stack);
+    TakeRecorded(recorded, tokens, routes.record);
+    return logits;
   });
 }
 
@@ -157,7 +205,7 @@ Result<at::Tensor> Transformer::HiddenStates(const at::Tensor& tokens) const {
 }
 
 Result<at::Tensor> Transformer::MaskedTokenLogprobs(const at::Tensor& tokens_in, const at::Tensor& mask_in,
-                                                    double temperature) const {
+                                                    double temperature, const Routes& routes) const {
   if (!(temperature > 0) || !std::isfinite(temperature)) {
     return Status::InvalidArgument("token logprobs: the temperature must be positive and finite");
   }
@@ -167,9 +215,12 @@ Result<at::Tensor> Transformer::MaskedTokenLogprobs(const at::Tensor& tokens_in,
     if (len < 2 || mask_in.dim() != 2 || mask_in.size(0) != tokens_in.size(0) || mask_in.size(1) != len - 1) {
       return Status::InvalidArgument("token logprobs: the mask must be [B, T-1] for tokens [B, T]");
     }
+    std::vector<at::Tensor> recorded;
+    RL_ASSIGN_OR_RETURN(StackRoutes stack, StackRoutesOf(routes, tokens_in, config(), device(), &recorded));
     const at::Tensor tokens = tokens_in.to(device()), mask = mask_in.to(device());
     const at::Tensor positions = at::arange(len, tokens.options()).unsqueeze(0).expand_as(tokens);
-    const at::Tensor x = impl_->hidden(tokens, positions).narrow(1, 0, len - 1);
+    const at::Tensor x = impl_->hidden(tokens, positions, stack).narrow(1, 0, len - 1);
+    TakeRecorded(recorded, tokens_in, routes.record);
     const at::Tensor keep = mask.ne(0);
     const at::Tensor next = tokens.narrow(1, 1, len - 1).index({keep});
     at::Tensor logits = impl_->logits(x.index({keep}));
@@ -182,7 +233,7 @@ Result<at::Tensor> Transformer::MaskedTokenLogprobs(const at::Tensor& tokens_in,
 
 Result<at::Tensor> Transformer::ForwardStep(const at::Tensor& tokens,
                                             const std::vector<int64_t>& slots,
-                                            KvCache* cache, bool last_only) const {
+                                            KvCache* cache, bool last_only, const Routes& routes) const {
   return TorchGuard("transformer: forward step", [&]() -> Result<at::Tensor> {
     RL_RETURN_IF_ERROR(CheckTokens(tokens, config(), "forward step"));
     if (cache == nullptr || cache->n_layers() != config().num_hidden_layers ||
@@ -193,6 +244,8 @@ Result<at::Tensor> Transformer::ForwardStep(const at::Tensor& tokens,
       return Status::InvalidArgument("forward step: the cache does not match the model");
     }
     RL_RETURN_IF_ERROR(CheckSlots(tokens, slots, *cache));
+    std::vector<at::Tensor> recorded;
+    RL_ASSIGN_OR_RETURN(StackRoutes stack, StackRoutesOf(routes, tokens, config(), device(), &recorded));
     c10::NoGradGuard no_grad;
     const int64_t t = tokens.size(1);
     std::vector<int64_t> starts;
@@ -207,8 +260,9 @@ Result<at::Tensor> Transformer::ForwardStep(const at::Tensor& tokens,
         (at::tensor(starts, at::kLong).unsqueeze(1) + at::arange(t, at::kLong).unsqueeze(0)).to(device());
     const at::Tensor slot_t = at::tensor(slots, at::kLong).to(device());
     at::Tensor logits =
-        impl_->forward(tokens.to(device()), positions, cache, slot_t, all_slots, kv_len, last_only);
+        impl_->forward(tokens.to(device()), positions, cache, slot_t, all_slots, kv_len, last_only, stack);
     for (int64_t s : slots) cache->Advance(s, t);
+    TakeRecorded(recorded, tokens, routes.record);
     return logits;
   });
 }

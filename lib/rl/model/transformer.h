@@ -42,6 +42,19 @@ struct TensorParallel;
 
 at::ScalarType ScalarTypeOf(DType d);
 
+// Routing replay for a mixture of experts (R3): the experts every token used in each sparse
+// layer, recorded while generating and replayed while training, so that the trainer's logits
+// come from the experts that sampled the tokens. Routes of tokens [B, T] are [B, T, S, k] int64,
+// S = config().SparseLayerCount(), k = experts per token. A dense model has S = 0.
+struct Routes {
+  // Experts to use: undefined routes every token freely; an entry (b, t, s) of k distinct experts
+  // in [0, E) is used as the token's choice in sparse layer s, one of k -1s routes it freely there.
+  // A replayed token's weights are its router's softmax at those experts (renormalized when the
+  // config says norm_topk_prob), so the router still learns.
+  at::Tensor replay;
+  at::Tensor* record = nullptr;  // set to the experts used, [B, T, S, k] int64 on the CPU
+};
+
 // Named tensors in a fixed order: a state dict, or the contents of a safetensors file.
 using NamedTensors = std::vector<std::pair<std::string, at::Tensor>>;
 
@@ -74,8 +87,8 @@ class Transformer {
   // [B, T, V] float32, positions 0..T-1. Records gradients when grad mode is on (the default).
   // Sequences of different lengths go in one batch right-padded with any valid id: attention is
   // causal, so padding after a sequence never changes its logits; ignore the padded positions.
-  // InvalidArgument for bad tokens.
-  Result<at::Tensor> Forward(const at::Tensor& tokens) const;
+  // InvalidArgument for bad tokens or routes.
+  Result<at::Tensor> Forward(const at::Tensor& tokens, const Routes& routes = {}) const;
 
   // Incremental decoding. Row b of tokens [B, T] is appended to cache slot slots[b] at positions
   // length(slot) .. length(slot)+T-1, and the slot's length grows by T. Returns logits [B, T, V]
@@ -87,16 +100,18 @@ class Transformer {
   // of range or repeated, B != slots.size(), or a slot would pass the context; on any error the
   // cache lengths are unchanged.
   // last_only: logits [B, 1, V] of each row's last position only (a prefill's next token).
+  // routes: see Routes (what a rollout records for routing replay).
   Result<at::Tensor> ForwardStep(const at::Tensor& tokens, const std::vector<int64_t>& slots,
-                                 KvCache* cache, bool last_only = false) const;
+                                 KvCache* cache, bool last_only = false, const Routes& routes = {}) const;
 
   // The log-probability of each next token where `mask` [B, T-1] is nonzero, 0 elsewhere:
   // [B, T-1] float32, entry (b, t) = log_softmax(logits(b, t) / temperature)[tokens(b, t+1)]
   // (temperature > 0: that of the sampler, see sampler.h). The LM head runs on the masked
   // positions only (a response's tokens), which is what makes training a model with a vocabulary
-  // of 150k tokens affordable. Records gradients in grad mode.
+  // of 150k tokens affordable. Records gradients in grad mode. routes: see Routes (what a trainer
+  // replays); InvalidArgument for bad routes.
   Result<at::Tensor> MaskedTokenLogprobs(const at::Tensor& tokens, const at::Tensor& mask,
-                                         double temperature = 1.0) const;
+                                         double temperature = 1.0, const Routes& routes = {}) const;
 
   // The hidden states after the final norm, before the LM head: [B, T, hidden_size] in the compute
   // dtype (what a value head reads). Records gradients in grad mode. InvalidArgument for bad tokens.

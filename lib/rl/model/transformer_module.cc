@@ -23,10 +23,19 @@ DecoderStackImpl::DecoderStackImpl(const ModelConfig& config, const TensorParall
 }
 
 at::Tensor DecoderStackImpl::forward(const at::Tensor& tokens, const at::Tensor& positions,
-                                     const std::vector<CacheView>& caches) {
+                                     const std::vector<CacheView>& caches, const StackRoutes& routes) {
   at::Tensor x = embed_tokens_->forward(tokens);
+  if (routes.record != nullptr) routes.record->clear();
+  size_t sparse = 0;
   for (size_t i = 0; i < layer_list_.size(); ++i) {
-    x = layer_list_[i]->forward(x, positions, caches.empty() ? nullptr : &caches[i]);
+    RouteSlot route;
+    if (layer_list_[i]->sparse()) {
+      TORCH_CHECK(routes.replay.empty() || sparse < routes.replay.size(), "routing replay: too few layers");
+      if (!routes.replay.empty()) route.replay = &routes.replay[sparse];
+      if (routes.record != nullptr) route.record = &routes.record->emplace_back();
+      ++sparse;
+    }
+    x = layer_list_[i]->forward(x, positions, caches.empty() ? nullptr : &caches[i], route);
   }
   return norm_->forward(x);
 }
@@ -48,20 +57,21 @@ TransformerImpl::TransformerImpl(const ModelConfig& config, const TensorParallel
 
 at::Tensor TransformerImpl::forward(const at::Tensor& tokens, const at::Tensor& positions,
                                     KvCache* cache, const at::Tensor& slots, bool all_slots,
-                                    int64_t kv_len, bool last_only) {
+                                    int64_t kv_len, bool last_only, const StackRoutes& routes) {
   std::vector<CacheView> views;
   if (cache != nullptr) {
     for (int64_t l = 0; l < config_.num_hidden_layers; ++l) {
       views.push_back(CacheView{cache->keys(l), cache->values(l), slots, all_slots, kv_len});
     }
   }
-  at::Tensor x = model_->forward(tokens, positions, views);
+  at::Tensor x = model_->forward(tokens, positions, views, routes);
   if (last_only) x = x.narrow(1, x.size(1) - 1, 1);
   return logits(x);
 }
 
-at::Tensor TransformerImpl::hidden(const at::Tensor& tokens, const at::Tensor& positions) {
-  return model_->forward(tokens, positions, {});
+at::Tensor TransformerImpl::hidden(const at::Tensor& tokens, const at::Tensor& positions,
+                                   const StackRoutes& routes) {
+  return model_->forward(tokens, positions, {}, routes);
 }
 
 at::Tensor TransformerImpl::logits(const at::Tensor& x) {

@@ -34,6 +34,13 @@ namespace rl::model {
 
 class KvCache;
 
+// Routing replay over the stack (layers.h, RouteSlot): one [N, k] int64 tensor per sparse layer,
+// in layer order.
+struct StackRoutes {
+  std::vector<at::Tensor> replay;             // empty: every layer routes freely
+  std::vector<at::Tensor>* record = nullptr;  // filled with the experts each sparse layer used
+};
+
 // The "model." part: embeddings, decoder layers, final norm.
 class DecoderStackImpl : public torch::nn::Module {
  public:
@@ -41,7 +48,7 @@ class DecoderStackImpl : public torch::nn::Module {
   // tokens [B, T] -> hidden states [B, T, D] after the final norm. `caches` is empty or holds
   // one view per layer.
   at::Tensor forward(const at::Tensor& tokens, const at::Tensor& positions,
-                     const std::vector<CacheView>& caches);
+                     const std::vector<CacheView>& caches, const StackRoutes& routes = {});
   const at::Tensor& embedding() const { return embed_tokens_->weight; }
   void MoveTables(const at::Device& device);
 
@@ -71,10 +78,10 @@ class TransformerImpl : public torch::nn::Module {
   // a vocabulary of 150k the LM head over every prompt position would dominate it.
   at::Tensor forward(const at::Tensor& tokens, const at::Tensor& positions,
                      KvCache* cache = nullptr, const at::Tensor& slots = {}, bool all_slots = false,
-                     int64_t kv_len = 0, bool last_only = false);
+                     int64_t kv_len = 0, bool last_only = false, const StackRoutes& routes = {});
   // The two halves of forward without a cache: hidden states [B, T, D] after the final norm, and
   // the LM head over hidden states [..., D] -> float32 logits [..., V].
-  at::Tensor hidden(const at::Tensor& tokens, const at::Tensor& positions);
+  at::Tensor hidden(const at::Tensor& tokens, const at::Tensor& positions, const StackRoutes& routes = {});
   at::Tensor logits(const at::Tensor& hidden);
 
   // Module::to(device) and the tables that are not parameters (rotary angles) with it.

@@ -83,6 +83,62 @@ TEST(TransformerTest, TheRoutersGradientIsTheLosssSlope) {
   EXPECT_NEAR((up - down) / (2 * eps), analytic, 0.02 * std::abs(analytic));
 }
 
+// Routing replay: replaying what a forward recorded changes nothing; other experts change the
+// logits and still train the router; malformed routes are refused with InvalidArgument.
+TEST(TransformerTest, ReplayedRoutesAreCheckedAndTheRouterStillLearns) {
+  const ModelConfig c = TinyConfig(Architecture::kQwen3Moe);  // 2 sparse layers, top 2 of 4
+  auto model = Transformer::Create(c, 3);
+  ASSERT_TRUE(model.ok());
+  testing::RandomizeWeights(&*model, 9);
+  const at::Tensor tokens = at::tensor({1, 4, 5, 6, 7, 2, 9, 8}, at::kLong).view({2, 4});
+  at::Tensor recorded;
+  Routes record;
+  record.record = &recorded;
+  const at::Tensor free = model->Forward(tokens, record).value();
+  ASSERT_EQ(recorded.sizes(), (std::vector<int64_t>{2, 4, c.SparseLayerCount(), 2}));
+  Routes same;
+  same.replay = recorded;
+  EXPECT_TRUE(model->Forward(tokens, same).value().equal(free));
+
+  Routes other;
+  other.replay = (recorded + 1).remainder(c.moe.num_experts);  // every token moved to other experts
+  const at::Tensor replayed = model->Forward(tokens, other).value();
+  EXPECT_GT((replayed - free).abs().max().item<double>(), 1e-3);
+  replayed.sum().backward();
+  for (auto& [name, p] : model->NamedParameters()) {
+    if (name.find("mlp.gate.weight") != std::string::npos) {
+      ASSERT_TRUE(p.grad().defined()) << name;
+      EXPECT_GT(p.grad().abs().max().item<double>(), 0) << name;
+    }
+  }
+
+  const auto refused = [&](const at::Tensor& replay) {
+    Routes bad;
+    bad.replay = replay;
+    const auto r = model->Forward(tokens, bad);
+    return !r.ok() && r.status().code() == Code::kInvalidArgument;
+  };
+  EXPECT_TRUE(refused(recorded.narrow(1, 0, 3)));               // not one per token
+  EXPECT_TRUE(refused(recorded.to(at::kFloat)));                // not integers
+  EXPECT_TRUE(refused(recorded + c.moe.num_experts));           // outside [0, E)
+  at::Tensor repeated = recorded.clone();
+  repeated.select(3, 1).copy_(repeated.select(3, 0));
+  EXPECT_TRUE(refused(repeated));                               // one expert twice
+  at::Tensor half = recorded.clone();
+  half[0][0][0][1] = -1;
+  EXPECT_TRUE(refused(half));                                   // half free
+  at::Tensor all_free = at::full_like(recorded, -1);
+  EXPECT_TRUE(model->Forward(tokens, Routes{all_free}).value().equal(free));
+
+  auto dense = Transformer::Create(TinyConfig(Architecture::kQwen3), 3);
+  ASSERT_TRUE(dense.ok());
+  at::Tensor none;
+  Routes dense_record;
+  dense_record.record = &none;
+  ASSERT_TRUE(dense->Forward(tokens, dense_record).ok());
+  EXPECT_EQ(none.size(2), 0);  // no sparse layers, nothing to record
+}
+
 TEST(TransformerTest, SameSeedSameWeights) {
   auto a = Transformer::Create(TinyConfig(Architecture::kLlama), 5);
   auto b = Transformer::Create(TinyConfig(Architecture::kLlama), 5);
