@@ -52,6 +52,10 @@ void AppendRolloutOptions(std::vector<OptionSpec>* table) {
        "when a new weight version arrives mid-batch: finish (the batch under the version it began with) or "
        "interrupt (switch at the next token, prefill live sequences again, record each token's version)",
        {"rl-rollout run"}},
+      {"--record-routes", "RL_RECORD_ROUTES",
+       "a mixture of experts: write each row's routes (the experts every token used in every sparse layer), which "
+       "rl-train grpo --routing-replay replays",
+       {"rl-rollout run"}},
       {"--refill", "RL_REFILL",
        "keep the slots full: take more groups as sequences finish and put each group when it is done, instead of "
        "waiting for a batch's longest response (a rollout group: at its checks; with --tools: at turn boundaries)",

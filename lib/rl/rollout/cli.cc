@@ -353,6 +353,8 @@ int RolloutMain(int argc, char** argv) {
   std::string on_new_weights = "finish";
   cl.Bind(run, "--on-new-weights", &on_new_weights)->check(CLI::IsMember({"finish", "interrupt"}));
   cl.BindFlag(run, "--refill", &o.refill);
+  bool record_routes = false;
+  cl.BindFlag(run, "--record-routes", &record_routes);
   health::HeartbeatFlags heartbeat;
   heartbeat.Bind(cl, run);
   GroupFlags group_flags;
@@ -383,6 +385,10 @@ int RolloutMain(int argc, char** argv) {
     auto when = ParseOnNewWeights(on_new_weights);
     if (!when.ok()) return Fail(kTool, when.status());
     o.on_new_weights = *when;
+    if (record_routes && group_flags.enabled()) {
+      return Fail(kTool, Status::InvalidArgument("--record-routes is not supported with --ranks > 1 yet (a rollout "
+                                                 "group's replicas do not record routes)"));
+    }
     if (o.on_new_weights == OnNewWeights::kInterrupt && group_flags.enabled()) {
       return Fail(kTool, Status::InvalidArgument("--on-new-weights interrupt is not supported with --ranks > 1 (a "
                                                  "rollout group generates as one; it switches at batch boundaries)"));
@@ -405,6 +411,7 @@ int RolloutMain(int argc, char** argv) {
   at::set_num_threads(f.threads);
   if (gen->parsed()) return RunGenerate(f, gen_weights, gen_prompt, gen_tools);
   o.generate = f.Options();
+  o.generate.record_routes = record_routes;
   o.client.endpoint = connect;
   o.client.give_up_s = timeout_s;
   o.client.sender = NewSenderId("rl-rollout");

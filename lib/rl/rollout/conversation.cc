@@ -274,6 +274,7 @@ Status ConversationRunner::Turn(const model::Transformer& model, uint64_t versio
     Conversation& c = *going[i];
     const model::Generation& g = gens[i];
     c.answer_from = static_cast<int64_t>(c.ids.size());
+    if (!g.routes.empty()) c.routes = g.routes;
     for (size_t j = 0; j < g.response_ids.size(); ++j) {
       c.ids.push_back(g.response_ids[j]);
       c.logprobs.push_back(g.logprobs[j]);

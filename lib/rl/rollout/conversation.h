@@ -70,6 +70,10 @@ struct Conversation {
   int64_t turns = 0, tool_calls = 0, tool_errors = 0;
   int64_t answer_from = 0;  // ids[answer_from..] is the last segment: the final answer
   bool done = false;
+  // With GenerateOptions::record_routes: the last segment's Generation::routes. Each segment
+  // prefills the whole conversation so far, so they cover every token fed before it. Not kept in
+  // the progress columns: a resumed conversation records them again at its next segment.
+  std::vector<int32_t> routes;
 
   // The oldest weight version among the model's tokens (-1 when it has none).
   int64_t OldestVersion() const;

@@ -242,6 +242,7 @@ Status Loop::AddConversation(const ConversationRunner& runner, const Conversatio
                         {"tool_calls", c.tool_calls},
                         {"tool_errors", c.tool_errors},
                         {"version", oldest >= 0 ? oldest : static_cast<int64_t>(policy_->version())}}});
+  if (!c.routes.empty()) put->rows.back().columns.push_back({"routes", RoutesColumn(c.routes, policy_->model().config())});
   return Status::OK();
 }
 

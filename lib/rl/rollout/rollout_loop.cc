@@ -215,6 +215,20 @@ Loop::Prompts Loop::Read(const queue::GetReply& got, const model::ModelConfig& c
   return p;
 }
 
+Tensor RoutesColumn(const std::vector<int32_t>& routes, const model::ModelConfig& c) {
+  const int64_t s = c.SparseLayerCount(), k = c.moe.num_experts_per_tok;
+  Tensor t;
+  t.dtype = c.moe.num_experts <= 256 ? DType::kU8 : c.moe.num_experts <= 32768 ? DType::kI16 : DType::kI32;
+  t.shape = {static_cast<int64_t>(routes.size()) / (s * k), s, k};
+  const size_t width = DTypeSize(t.dtype);
+  t.data.resize(routes.size() * width);
+  for (size_t i = 0; i < routes.size(); ++i) {
+    const uint32_t v = static_cast<uint32_t>(routes[i]);
+    for (size_t b = 0; b < width; ++b) t.data[i * width + b] = static_cast<char>((v >> (8 * b)) & 0xff);  // little-endian
+  }
+  return t;
+}
+
 // `began`: the version the batch began with. With interrupt, a row's version is the oldest of
 // its tokens' (rollout_loop.h), and token_versions has each token's.
 Status Loop::AddResponses(const std::vector<model::Generation>& gens, const Prompts& p, uint64_t began,
@@ -237,6 +251,7 @@ Result<queue::ClientRow> Loop::ResponseRow(const model::Generation& g, uint64_t 
                         {"logprobs", Tensor::FromF32(g.logprobs)},
                         {"version", oldest}}};
   if (interrupt()) row.columns.push_back({"token_versions", Tensor::FromI64(g.versions)});
+  if (!g.routes.empty()) row.columns.push_back({"routes", RoutesColumn(g.routes, policy_->model().config())});
   return row;
 }
 

@@ -28,6 +28,10 @@ std::string GroupOf(const queue::GotRow& row);
 
 size_t PromptTokens(const std::vector<std::vector<int64_t>>& ids);
 
+// A row's `routes` column (rl-protocol(7)) from Generation::routes of a model with config `c`:
+// [N, S, k], u8 when the model has at most 256 experts, i16 up to 32768, else i32.
+Tensor RoutesColumn(const std::vector<int32_t>& routes, const model::ModelConfig& c);
+
 // Response lengths of a batch as [min, 25%, median, 75%, max] (nearest rank): what rl-profile plan
 // draws the lengths of simulated batches from.
 std::vector<size_t> LengthQuartiles(const std::vector<model::Generation>& gens);

@@ -39,6 +39,7 @@ void BindGrpo(CommandLine& cl, CLI::App* g, GrpoFlags* f) {
   cl.Bind(g, "--clip", &o.grpo.clip)->check(CLI::Range(0.0, 10.0));
   cl.Bind(g, "--kl-coef", &o.grpo.kl_coef)->check(CLI::NonNegativeNumber);
   cl.BindFlag(g, "--ref-from-queue", &o.grpo.ref_from_rows);
+  cl.BindFlag(g, "--routing-replay", &o.grpo.routing_replay);
   cl.Bind(g, "--kl-estimator", &f->kl_estimator)->check(CLI::IsMember({"k3", "k2"}));
   cl.Bind(g, "--sft-data", &o.sft_data);
   cl.Bind(g, "--sft-coef", &o.grpo.sft_coef)->check(CLI::NonNegativeNumber);

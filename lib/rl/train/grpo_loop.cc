@@ -334,8 +334,9 @@ Status GrpoLoop::RedrawLimit(int64_t dropped_groups, int64_t kept_rows, const st
 Status GrpoLoop::TrainOrDrop(const queue::GetReply& reply, std::vector<Group>* pending, std::vector<uint64_t>* consumed) {
   std::vector<uint64_t> indices;
   for (const auto& r : reply.rows) indices.push_back(r.index);
-  auto groups = GroupsOf(reply.rows);
+  auto groups = GroupsOf(reply.rows, Routes());
   if (!groups.ok()) return DropBadRows(reply, groups.status());
+  WarnIfUnrouted(*groups);
   consumed->insert(consumed->end(), indices.begin(), indices.end());
   pending->insert(pending->end(), groups->begin(), groups->end());
   return Status::OK();

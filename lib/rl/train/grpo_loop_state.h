@@ -12,6 +12,7 @@
 #include <vector>
 
 #include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
 
 #include "rl/core/event_log.h"
 #include "rl/dist/group.h"
@@ -90,6 +91,26 @@ class GrpoLoop {
     return GreedyAccuracy(trainer_->policy(), *encoder_, *held_out_, verifier_.get(), o_.eval_max_new_tokens);
   }
   void OnWritten(const Checkpoint& c, const Status& s);
+  // What a row's routes are checked against (sample.h): the policy's sparse layers with
+  // --routing-replay, nothing otherwise. Warns once when trained rows come without routes.
+  RouteLimits Routes() const {
+    if (!o_.grpo.routing_replay) return {};
+    const model::ModelConfig& c = trainer_->policy().config();
+    return {c.SparseLayerCount(), c.moe.num_experts_per_tok, c.moe.num_experts};
+  }
+  void WarnIfUnrouted(const std::vector<Group>& groups) {
+    if (!o_.grpo.routing_replay || unrouted_warned_) return;
+    for (const Group& g : groups) {
+      for (const Sample& s : g.samples) {
+        if (!s.routes.empty()) continue;
+        spdlog::warn("--routing-replay: row {} has no routes (rl-rollout --record-routes writes them); its tokens "
+                     "route freely (warned once)", s.index);
+        unrouted_warned_ = true;
+        return;
+      }
+    }
+  }
+  bool unrouted_warned_ = false;
 
   GrpoLoopOptions o_;
   const std::atomic<bool>& stop_;

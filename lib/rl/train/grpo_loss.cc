@@ -2,6 +2,8 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
+
 #include "rl/model/torch_guard.h"
 
 namespace rl::train {
@@ -117,7 +119,8 @@ Result<ValueSums> ValueLoss(const at::Tensor& values, const at::Tensor& old_valu
   });
 }
 
-TokenBatch MakeTokenBatch(const std::vector<const Sample*>& samples, int64_t pad_id) {
+TokenBatch MakeTokenBatch(const std::vector<const Sample*>& samples, int64_t pad_id,
+                          const std::vector<int64_t>& route_shape) {
   int64_t b = static_cast<int64_t>(samples.size()), len = 2;
   for (const Sample* s : samples) {
     len = std::max<int64_t>(len, static_cast<int64_t>(s->prompt_ids.size() + s->response_ids.size()));
@@ -139,6 +142,16 @@ TokenBatch MakeTokenBatch(const std::vector<const Sample*>& samples, int64_t pad
       old[i][p + j - 1] = s.logprobs[j];
     }
   }
+  const bool any_routes = std::any_of(samples.begin(), samples.end(), [](const Sample* s) { return !s->routes.empty(); });
+  if (route_shape.size() == 2 && any_routes) {
+    const int64_t width = route_shape[0] * route_shape[1];
+    out.routes = at::full({b, len, route_shape[0], route_shape[1]}, -1, at::kLong);
+    int64_t* r = out.routes.data_ptr<int64_t>();
+    for (int64_t i = 0; i < b; ++i) {
+      const std::vector<int32_t>& routes = samples[static_cast<size_t>(i)]->routes;
+      std::copy(routes.begin(), routes.end(), r + i * len * width);  // ReadRoutes bounds it to the row
+    }
+  }
   return out;
 }
 
@@ -153,8 +166,10 @@ Result<at::Tensor> TokenLogprobs(const model::Transformer& model, const at::Tens
 }
 
 Result<at::Tensor> TokenLogprobs(const model::Transformer& model, const at::Tensor& tokens, const at::Tensor& mask,
-                                 double temperature) {
-  return model.MaskedTokenLogprobs(tokens, mask, temperature);
+                                 double temperature, const at::Tensor& routes) {
+  model::Routes replay;
+  replay.replay = routes;
+  return model.MaskedTokenLogprobs(tokens, mask, temperature, replay);
 }
 
 }  // namespace rl::train

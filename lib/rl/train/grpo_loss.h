@@ -104,14 +104,20 @@ struct TokenBatch {
   at::Tensor tokens;  // [B, L] int64
   at::Tensor mask;    // [B, L-1] float32, 1 where token p+1 is a response token (its loss_mask)
   at::Tensor old_lp;  // [B, L-1] float32, the recorded logprobs at those positions (0 elsewhere)
+  // Routing replay: [B, L, S, k] int64, the samples' routes (Sample::routes), -1 where a token has
+  // none; undefined when no sample has routes or `route_shape` was not given.
+  at::Tensor routes;
 };
-TokenBatch MakeTokenBatch(const std::vector<const Sample*>& samples, int64_t pad_id);
+// route_shape: {S, k} of the model, to gather the samples' routes; empty: none.
+TokenBatch MakeTokenBatch(const std::vector<const Sample*>& samples, int64_t pad_id,
+                          const std::vector<int64_t>& route_shape = {});
 
 // log_softmax(model(tokens))[b, p, tokens[b, p+1]]: [B, L-1], differentiable when grad mode is on.
 Result<at::Tensor> TokenLogprobs(const model::Transformer& model, const at::Tensor& tokens);
 // The same where mask [B, L-1] is nonzero (0 elsewhere), with the LM head on those positions
 // only (model::Transformer::MaskedTokenLogprobs), of logits / temperature: what training uses.
+// routes: TokenBatch::routes, replayed (model::Routes) when defined.
 Result<at::Tensor> TokenLogprobs(const model::Transformer& model, const at::Tensor& tokens, const at::Tensor& mask,
-                                 double temperature = 1.0);
+                                 double temperature = 1.0, const at::Tensor& routes = {});
 
 }  // namespace rl::train

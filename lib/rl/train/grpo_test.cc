@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <optional>
 #include <random>
 #include <sstream>
 
@@ -220,6 +221,70 @@ TEST(TokenBatchTest, TokenVersionsGiveTheRowsOldestVersionAndTheTokensAge) {
   for (Sample& x : plain[0].samples) x.token_versions.clear();
   EXPECT_EQ(TokenAgeOf(plain, 5).older, 3);  // without the column: the row's version for every token
   EXPECT_EQ(GroupsOf({row(4, {4, 4}, {1, 1, 1})}).status().code(), Code::kDataError);
+}
+
+// Routing replay: GroupsOf reads a row's routes column ([N, S, k], any integer dtype) against the
+// trainer's model and refuses one of another shape, too long for the row, with an expert out of
+// range or named twice; without limits (no --routing-replay) the column is not read. MakeTokenBatch
+// lays the routes out per position, -1 past a row's N and in rows without routes.
+TEST(TokenBatchTest, RoutesAreCheckedAgainstTheModelAndPaddedWithFreeRouting) {
+  auto routes = [](DType dtype, std::vector<int64_t> shape, std::vector<int64_t> experts) {
+    Tensor t = Tensor::FromI64(experts);
+    if (dtype == DType::kU8) {
+      t.dtype = DType::kU8;
+      t.data.clear();
+      for (int64_t e : experts) t.data.push_back(static_cast<char>(e));
+    }
+    t.shape = std::move(shape);
+    return t;
+  };
+  auto row = [](uint64_t index, std::vector<int64_t> response, std::optional<Tensor> r) {
+    queue::GotRow g;
+    g.index = index;
+    g.columns = {{"group", int64_t{1}},
+                 {"prompt_ids", Tensor::FromI64({1, 3})},
+                 {"response_ids", Tensor::FromI64(response)},
+                 {"logprobs", Tensor::FromF32(std::vector<float>(response.size(), -1.0f))},
+                 {"reward", 1.0},
+                 {"version", int64_t{0}}};
+    if (r) g.columns.push_back({"routes", *r});
+    return g;
+  };
+  const RouteLimits limits{2, 2, 4};  // S = 2 sparse layers, k = 2 of E = 4 experts
+  // 3 tokens fed (P + R - 1 = 2 + 2 - 1), routes for 2 of them.
+  auto ok = GroupsOf({row(1, {4, 5}, routes(DType::kU8, {2, 2, 2}, {0, 1, 2, 3, 3, 0, 1, 2})), row(2, {6}, {})},
+                     limits);
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  const std::vector<Sample>& s = (*ok)[0].samples;
+  EXPECT_EQ(s[0].routes, (std::vector<int32_t>{0, 1, 2, 3, 3, 0, 1, 2}));
+  EXPECT_TRUE(s[1].routes.empty());
+  auto refused = [&](Tensor r) {
+    auto got = GroupsOf({row(9, {4, 5}, r)}, limits);
+    EXPECT_EQ(got.status().code(), Code::kDataError) << got.status().ToString();
+    return got.ok() ? std::string() : got.status().message();
+  };
+  EXPECT_NE(refused(routes(DType::kI64, {2, 4}, {0, 1, 2, 3, 3, 0, 1, 2})).find("row 9: column 'routes'"),
+            std::string::npos);
+  refused(routes(DType::kI64, {1, 3, 2}, {0, 1, 2, 3, 3, 0}));        // S = 3
+  refused(routes(DType::kI64, {2, 2, 1}, {0, 1, 2, 3}));              // k = 1
+  refused(routes(DType::kI64, {4, 2, 2}, std::vector<int64_t>(16, 0)));  // N = 4 > 3 fed tokens
+  refused(routes(DType::kI64, {1, 2, 2}, {0, 1, 2, 4}));              // expert 4 of 4
+  refused(routes(DType::kI64, {1, 2, 2}, {0, 1, -1, 2}));             // negative
+  refused(routes(DType::kI64, {1, 2, 2}, {0, 1, 3, 3}));              // twice for one token
+  Tensor floats = Tensor::FromF32({0, 1, 2, 3});
+  floats.shape = {1, 2, 2};
+  refused(floats);
+  EXPECT_TRUE(GroupsOf({row(9, {4, 5}, routes(DType::kI64, {1, 3, 2}, {0, 1, 2, 3, 3, 0}))}).ok())
+      << "without limits the column is not read";
+
+  TokenBatch t = MakeTokenBatch({&s[0], &s[1]}, 0, {2, 2});
+  ASSERT_TRUE(t.routes.defined());
+  EXPECT_EQ(t.routes.sizes(), (std::vector<int64_t>{2, 4, 2, 2}));
+  EXPECT_EQ(t.routes[0][1][1][0].item<int64_t>(), 1);  // token 1, layer 1
+  EXPECT_EQ(t.routes[0][2][0][0].item<int64_t>(), -1);  // past N: free
+  EXPECT_EQ(t.routes[1].max().item<int64_t>(), -1);     // a row without routes
+  EXPECT_FALSE(MakeTokenBatch({&s[0], &s[1]}, 0).routes.defined()) << "no shape: no replay";
+  EXPECT_FALSE(MakeTokenBatch({&s[1]}, 0, {2, 2}).routes.defined()) << "no row has routes";
 }
 
 // SFT's --result-open/--result-close: each span from the one through the other is masked, an

@@ -275,7 +275,8 @@ Result<GrpoTrainer::Totals> GrpoTrainer::BackwardPiece(const std::vector<const S
   return model::TorchGuard("grpo accumulate", [&]() -> Result<Totals> {
     TokenBatch batch = DeviceBatch(samples);
     RL_ASSIGN_OR_RETURN(at::Tensor ref_lp, ReferenceLogprobs(samples, batch));
-    RL_ASSIGN_OR_RETURN(at::Tensor new_lp, TokenLogprobs(policy_, batch.tokens, batch.mask, options_.temperature));
+    RL_ASSIGN_OR_RETURN(at::Tensor new_lp,
+                        TokenLogprobs(policy_, batch.tokens, batch.mask, options_.temperature, batch.routes));
     at::Tensor a = PerToken(samples, batch.mask, adv_);
     at::Tensor prox_lp;
     if (options_.off.kind == Correction::kDecoupled) {
@@ -410,7 +411,7 @@ Status GrpoTrainer::RecordPerToken(const std::vector<const Sample*>& samples, bo
       if (critic) {
         RL_ASSIGN_OR_RETURN(x, critic_->Values(batch.tokens));
       } else {
-        RL_ASSIGN_OR_RETURN(x, TokenLogprobs(policy_, batch.tokens, batch.mask, options_.temperature));
+        RL_ASSIGN_OR_RETURN(x, TokenLogprobs(policy_, batch.tokens, batch.mask, options_.temperature, batch.routes));
       }
       x = x.to(at::kCPU).contiguous();
       auto acc = x.accessor<float, 2>();
@@ -466,9 +467,13 @@ at::Tensor GrpoTrainer::PerToken(const std::vector<const Sample*>& samples, cons
 }
 
 TokenBatch GrpoTrainer::DeviceBatch(const std::vector<const Sample*>& samples) const {
-  TokenBatch b = MakeTokenBatch(samples, options_.pad_id);
+  const model::ModelConfig& c = policy_.config();
+  std::vector<int64_t> route_shape;
+  if (options_.routing_replay && c.SparseLayerCount() > 0) route_shape = {c.SparseLayerCount(), c.moe.num_experts_per_tok};
+  TokenBatch b = MakeTokenBatch(samples, options_.pad_id, route_shape);
   if (options_.device.is_cpu()) return b;
-  return TokenBatch{b.tokens.to(options_.device), b.mask.to(options_.device), b.old_lp.to(options_.device)};
+  return TokenBatch{b.tokens.to(options_.device), b.mask.to(options_.device), b.old_lp.to(options_.device),
+                    b.routes.defined() ? b.routes.to(options_.device) : b.routes};
 }
 
 Result<StepStats> GrpoTrainer::FinishBuffered(StepStats out, double lr) {

@@ -105,6 +105,10 @@ struct GrpoOptions {
   // The policy (and reference) compute in bfloat16, with float32 masters and moments in AdamW
   // (adamw.h); the masters start from the policy's float32 weights when it comes in float32.
   bool bf16 = false;
+  // Routing replay (R3, model::Routes): the policy's log-probabilities use the experts the rollout
+  // recorded (Sample::routes) wherever a sample has them; tokens without route freely. For a
+  // mixture of experts; a dense policy has nothing to replay.
+  bool routing_replay = false;
 };
 
 struct StepStats {

@@ -7,7 +7,7 @@
 namespace rl::train {
 namespace {
 
-Status Missing(const queue::GotRow& row, const std::string& col, const char* want) {
+Status Missing(const queue::GotRow& row, const std::string& col, const std::string& want) {
   return Status::DataError("row " + std::to_string(row.index) + ": column '" + col + "' " + want);
 }
 
@@ -37,7 +37,38 @@ Result<std::vector<float>> PerTokenFloats(const queue::GotRow& row, const std::s
   return out;
 }
 
-Result<Sample> SampleOf(const queue::GotRow& row) {
+// The routes column (sample.h) against the trainer's model.
+Status ReadRoutes(const queue::GotRow& row, const RouteLimits& limits, Sample* s) {
+  const Value* v = FindColumn(row.columns, "routes");
+  if (v == nullptr || limits.sparse_layers == 0) return Status::OK();
+  const auto* t = std::get_if<Tensor>(v);
+  const bool integer = t && (t->dtype == DType::kU8 || t->dtype == DType::kI16 || t->dtype == DType::kI32 ||
+                             t->dtype == DType::kI64);
+  if (!integer || t->shape.size() != 3 || !t->Validate().ok()) return Missing(row, "routes", "is not a 3-D integer tensor");
+  const int64_t fed = static_cast<int64_t>(s->prompt_ids.size() + s->response_ids.size()) - 1;
+  if (t->shape[1] != limits.sparse_layers || t->shape[2] != limits.per_token || t->shape[0] > fed) {
+    return Missing(row, "routes", "is not [N <= " + std::to_string(fed) + ", " + std::to_string(limits.sparse_layers) +
+                                      ", " + std::to_string(limits.per_token) + "] (tokens, this model's sparse layers, "
+                                      "experts per token)");
+  }
+  const std::vector<int64_t> experts = t->ToI64();
+  const size_t k = static_cast<size_t>(limits.per_token);
+  for (size_t at = 0; at < experts.size(); at += k) {
+    for (size_t i = at; i < at + k; ++i) {
+      if (experts[i] < 0 || experts[i] >= limits.experts) {
+        return Missing(row, "routes", "holds an expert outside [0, " + std::to_string(limits.experts) + ")");
+      }
+      if (std::find(experts.begin() + static_cast<std::ptrdiff_t>(at), experts.begin() + static_cast<std::ptrdiff_t>(i),
+                    experts[i]) != experts.begin() + static_cast<std::ptrdiff_t>(i)) {
+        return Missing(row, "routes", "names one expert twice for a token");
+      }
+    }
+  }
+  s->routes.assign(experts.begin(), experts.end());
+  return Status::OK();
+}
+
+Result<Sample> SampleOf(const queue::GotRow& row, const RouteLimits& limits) {
   Sample s;
   s.index = row.index;
   RL_ASSIGN_OR_RETURN(s.prompt_ids, IntTensor(row, "prompt_ids"));
@@ -47,6 +78,7 @@ Result<Sample> SampleOf(const queue::GotRow& row) {
     RL_ASSIGN_OR_RETURN(s.ref_logprobs, PerTokenFloats(row, "ref_logprobs", s.response_ids.size()));
   }
   if (s.prompt_ids.empty()) return Missing(row, "prompt_ids", "is empty");
+  RL_RETURN_IF_ERROR(ReadRoutes(row, limits, &s));
   if (FindColumn(row.columns, "loss_mask") != nullptr) {
     RL_ASSIGN_OR_RETURN(s.loss_mask, IntTensor(row, "loss_mask"));
     if (s.loss_mask.size() != s.response_ids.size()) {
@@ -92,14 +124,14 @@ Result<Sample> SampleOf(const queue::GotRow& row) {
 
 }  // namespace
 
-Result<std::vector<Group>> GroupsOf(const std::vector<queue::GotRow>& rows) {
+Result<std::vector<Group>> GroupsOf(const std::vector<queue::GotRow>& rows, const RouteLimits& limits) {
   std::vector<Group> groups;
   std::map<std::string, size_t> where;
   for (const auto& row : rows) {
     const Value* g = FindColumn(row.columns, queue::kGroupColumn);
     std::string key = g ? queue::GroupKey(*g) : "";
     if (key.empty()) return Missing(row, queue::kGroupColumn, "is missing");
-    RL_ASSIGN_OR_RETURN(Sample s, SampleOf(row));
+    RL_ASSIGN_OR_RETURN(Sample s, SampleOf(row, limits));
     auto [it, fresh] = where.emplace(key, groups.size());
     if (fresh) groups.push_back({key, {}});
     groups[it->second].samples.push_back(std::move(s));

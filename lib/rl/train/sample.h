@@ -37,6 +37,16 @@ struct Sample {
   // reward (advantage.h, "Turn rewards"); empty for single-turn rows.
   std::vector<int64_t> turn_ends = {};
   std::vector<float> turn_rewards = {};
+  // Routing replay (a mixture of experts; rl-rollout --record-routes): [N, S, k] row-major, the
+  // experts each of the first N tokens of prompt_ids + response_ids used in each of the model's S
+  // sparse layers; N <= P + R - 1 (tokens past N route freely). Empty: none, or not asked for.
+  std::vector<int32_t> routes = {};
+};
+
+// What GroupsOf checks a row's `routes` column against (Sample::routes): the trainer's model's
+// sparse layers S, experts per token k and experts E. S = 0: the column is not read.
+struct RouteLimits {
+  int64_t sparse_layers = 0, per_token = 0, experts = 0;
 };
 
 
@@ -49,8 +59,10 @@ struct Group {
 // the row and column when a column is missing or has the wrong type, or logprobs and
 // response_ids differ in length, or loss_mask is not one 0 or 1 per response token, or
 // ref_logprobs is not one float per response token, or turn_ends and turn_rewards (optional,
-// together) differ in length or hold an end outside [-1, length].
-Result<std::vector<Group>> GroupsOf(const std::vector<queue::GotRow>& rows);
+// together) differ in length or hold an end outside [-1, length], or, with `routes` limits, the
+// routes column is not an integer [N, S, k] tensor with N <= P + R - 1 and k distinct experts in
+// [0, E) per token and layer.
+Result<std::vector<Group>> GroupsOf(const std::vector<queue::GotRow>& rows, const RouteLimits& routes = {});
 
 // Trained tokens (loss mask 1) of the groups, and how many of them were sampled with weights older
 // than `version` (per token when a row has token_versions, else the row's version): how off-policy
