@@ -142,7 +142,7 @@ TEST(HfReferenceTest, RoutingReplayMatchesTheReference) {
     }
     Routes replay;
     replay.replay = forced.unsqueeze(0);
-    at::Tensor used;
+    at::Tensor used;  // the routers' own picks
     replay.record = &used;
     auto ours = model->Forward(tokens, replay);
     ASSERT_TRUE(ours.ok()) << ours.status().ToString();
@@ -150,7 +150,8 @@ TEST(HfReferenceTest, RoutingReplayMatchesTheReference) {
     ASSERT_TRUE(reference.logits.defined()) << "the reference script failed with forced routes";
     EXPECT_LT((ours->squeeze(0).to(at::kDouble) - reference.logits).abs().max().item<double>(), 1e-4);
     EXPECT_GT((reference.logits - free.logits).abs().max().item<double>(), 1e-2);  // the routes mattered
-    EXPECT_TRUE(used.squeeze(0).equal(reference.routes));  // free rows: their own top k
+    // The record is each router's own top k: on a free row, the experts the reference used.
+    for (int64_t i = 2; i < t; i += 3) EXPECT_TRUE(used[0][i].equal(reference.routes[i])) << "token " << i;
 
     // The trainer's path replays alike: its log-probabilities are those of the replayed logits.
     const at::Tensor mask = at::ones({1, t - 1}, at::kLong);

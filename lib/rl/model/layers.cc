@@ -169,6 +169,7 @@ at::Tensor SparseMoeImpl::forward(const at::Tensor& x, const RouteSlot& route) {
   const at::Tensor flat = x.reshape({-1, x.size(-1)});  // [N, D]
   const at::Tensor probs = at::softmax(gate_->forward(flat), -1, at::kFloat);  // [N, E]
   auto [weights, chosen] = probs.topk(top_k_, -1);  // [N, k] each
+  if (route.record != nullptr) *route.record = chosen;  // the router's own, before any replay
   if (route.replay != nullptr) {
     const at::Tensor replay = route.replay->to(chosen.device());
     TORCH_CHECK(replay.sizes() == chosen.sizes(), "routing replay: ", replay.sizes(), " experts for ",
@@ -177,7 +178,6 @@ at::Tensor SparseMoeImpl::forward(const at::Tensor& x, const RouteSlot& route) {
     chosen = at::where(replayed, replay, chosen);
     weights = probs.gather(1, chosen);
   }
-  if (route.record != nullptr) *route.record = chosen;
   if (norm_topk_prob_) weights = weights / weights.sum(-1, /*keepdim=*/true);
   // The N * k (token, expert) pairs sorted by expert, so that each expert takes its tokens as one
   // contiguous batch; how many each has is the one copy to the host (a GPU would otherwise

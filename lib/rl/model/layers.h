@@ -39,7 +39,8 @@ struct CacheView {
 struct RouteSlot {
   const at::Tensor* replay = nullptr;  // [N, k] int64: the experts of each token; a row whose
                                        // first entry is -1 routes freely
-  at::Tensor* record = nullptr;        // set to the [N, k] int64 experts the layer used
+  at::Tensor* record = nullptr;        // set to the [N, k] int64 experts the router itself picks
+                                       // (its top k): those used where nothing is replayed
 };
 
 // x * rsqrt(mean(x^2) + eps) * weight over the last dimension. Parameter: weight [dim].

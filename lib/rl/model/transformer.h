@@ -52,7 +52,9 @@ struct Routes {
   // A replayed token's weights are its router's softmax at those experts (renormalized when the
   // config says norm_topk_prob), so the router still learns.
   at::Tensor replay;
-  at::Tensor* record = nullptr;  // set to the experts used, [B, T, S, k] int64 on the CPU
+  // Set to the experts each router picks itself (its top k), [B, T, S, k] int64 on the CPU: those
+  // used wherever nothing is replayed; where something is, how far the router agrees with it.
+  at::Tensor* record = nullptr;
 };
 
 // Named tensors in a fixed order: a state dict, or the contents of a safetensors file.

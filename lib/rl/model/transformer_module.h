@@ -38,7 +38,7 @@ class KvCache;
 // in layer order.
 struct StackRoutes {
   std::vector<at::Tensor> replay;             // empty: every layer routes freely
-  std::vector<at::Tensor>* record = nullptr;  // filled with the experts each sparse layer used
+  std::vector<at::Tensor>* record = nullptr;  // filled with each sparse layer's router's own picks
 };
 
 // The "model." part: embeddings, decoder layers, final norm.

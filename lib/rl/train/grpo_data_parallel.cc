@@ -69,7 +69,7 @@ Status GrpoTrainer::ReduceTotals(Totals* t, bool counts) {
   return model::TorchGuard("grpo totals all-reduce", [&]() -> Status {
     double* fields[] = {&t->loss,       &t->tokens,        &t->sequences, &t->clipped,    &t->kl,
                         &t->value_loss, &t->value_clipped, &t->gap,       &t->gap_tokens, &t->weight_sum,
-                        &t->capped,     &reward_sum_};
+                        &t->capped,     &t->routes_agreed, &t->routes_replayed, &reward_sum_};
     constexpr int64_t kFields = sizeof fields / sizeof fields[0];
     std::vector<double> sums;
     for (double* f : fields) sums.push_back(*f);

@@ -267,6 +267,7 @@ queue::GetRequest GrpoLoop::TrainGet(int64_t count, int64_t min_version) const {
   req.groups = true;
   // Multi-turn rows: tool tokens are not trained on; their turns' rewards (advantage.h).
   req.also = {"loss_mask", "token_versions", "turn_ends", "turn_rewards"};
+  if (o_.grpo.routing_replay) req.also.push_back("routes");  // rl-rollout --record-routes
   req.has_min_version = true;
   req.min_version = min_version;
   req.regenerate_stale = o_.regenerate_stale;
@@ -406,6 +407,10 @@ Status GrpoLoop::AfterStep(const StepStats& s0, std::vector<uint64_t> consumed, 
                                                                         static_cast<double>(token_age_.tokens) : 0.0},
                       {"trained_groups", step_groups_}, {"train_seconds", train_s_},
                       {"train_tokens_per_s", train_s_ > 0 ? static_cast<double>(s.tokens) / train_s_ : 0.0}};
+  if (o_.grpo.routing_replay) {
+    f["route_agreement"] = s.route_agreement;
+    f["routes_replayed"] = s.routes_replayed;
+  }
   auto eval_t0 = std::chrono::steady_clock::now();
   Evaluate(&s, &f);
   f["eval_seconds"] = Seconds(eval_t0);  // rl-profile plan counts it as trainer work per step

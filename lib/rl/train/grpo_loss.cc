@@ -166,10 +166,19 @@ Result<at::Tensor> TokenLogprobs(const model::Transformer& model, const at::Tens
 }
 
 Result<at::Tensor> TokenLogprobs(const model::Transformer& model, const at::Tensor& tokens, const at::Tensor& mask,
-                                 double temperature, const at::Tensor& routes) {
+                                 double temperature, const at::Tensor& routes, at::Tensor* own) {
   model::Routes replay;
   replay.replay = routes;
+  replay.record = own;
   return model.MaskedTokenLogprobs(tokens, mask, temperature, replay);
+}
+
+RouteAgreement AgreementOf(const at::Tensor& replayed, const at::Tensor& own) {
+  const at::Tensor r = replayed.to(at::kCPU, at::kLong), o = own.to(at::kCPU, at::kLong);
+  const at::Tensor on = r.select(-1, 0).ge(0);  // [B, L, S]
+  // A set of k experts either way: the order of a top k follows the probabilities, which differ.
+  const at::Tensor same = std::get<0>(r.sort(-1)).eq(std::get<0>(o.sort(-1))).all(-1);
+  return {(same & on).sum().item<int64_t>(), on.sum().item<int64_t>()};
 }
 
 }  // namespace rl::train

@@ -116,8 +116,16 @@ TokenBatch MakeTokenBatch(const std::vector<const Sample*>& samples, int64_t pad
 Result<at::Tensor> TokenLogprobs(const model::Transformer& model, const at::Tensor& tokens);
 // The same where mask [B, L-1] is nonzero (0 elsewhere), with the LM head on those positions
 // only (model::Transformer::MaskedTokenLogprobs), of logits / temperature: what training uses.
-// routes: TokenBatch::routes, replayed (model::Routes) when defined.
+// routes: TokenBatch::routes, replayed (model::Routes) when defined; own, when given, is set to
+// the experts the routers picked themselves (model::Routes::record).
 Result<at::Tensor> TokenLogprobs(const model::Transformer& model, const at::Tensor& tokens, const at::Tensor& mask,
-                                 double temperature = 1.0, const at::Tensor& routes = {});
+                                 double temperature = 1.0, const at::Tensor& routes = {}, at::Tensor* own = nullptr);
+
+// Routing replay's agreement: of the (token, sparse layer) entries `replayed` gives experts for
+// ([B, L, S, k], -1 rows free), how many the router picked itself as a set (`own`, same shape).
+struct RouteAgreement {
+  int64_t agreed = 0, replayed = 0;
+};
+RouteAgreement AgreementOf(const at::Tensor& replayed, const at::Tensor& own);
 
 }  // namespace rl::train

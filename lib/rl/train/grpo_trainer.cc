@@ -52,6 +52,10 @@ Result<std::unique_ptr<GrpoTrainer>> GrpoTrainer::Create(model::Transformer poli
     return Status::InvalidArgument("the reference log-probabilities come from the rows or from a model, not both");
   }
   RL_RETURN_IF_ERROR(ValidateGrpoOptions(options));
+  if (options.routing_replay && policy.config().SparseLayerCount() == 0) {
+    return Status::InvalidArgument("routing replay (--routing-replay) needs a mixture-of-experts policy; this one "
+                                   "has no sparse layers");
+  }
   if (options.sft_coef > 0 && (!options.sft_examples || options.sft_examples->empty())) {
     return Status::InvalidArgument("an SFT mix (--sft-coef) needs SFT examples (--sft-data)");
   }
@@ -106,6 +110,8 @@ void GrpoTrainer::Totals::Add(const Totals& t) {
   value_clipped += t.value_clipped;
   gap += t.gap;
   gap_tokens += t.gap_tokens;
+  routes_agreed += t.routes_agreed;
+  routes_replayed += t.routes_replayed;
   weight_sum += t.weight_sum;
   weight_max = std::max(weight_max, t.weight_max);
   capped += t.capped;
@@ -275,8 +281,10 @@ Result<GrpoTrainer::Totals> GrpoTrainer::BackwardPiece(const std::vector<const S
   return model::TorchGuard("grpo accumulate", [&]() -> Result<Totals> {
     TokenBatch batch = DeviceBatch(samples);
     RL_ASSIGN_OR_RETURN(at::Tensor ref_lp, ReferenceLogprobs(samples, batch));
-    RL_ASSIGN_OR_RETURN(at::Tensor new_lp,
-                        TokenLogprobs(policy_, batch.tokens, batch.mask, options_.temperature, batch.routes));
+    at::Tensor own;  // the routers' own picks, to measure how far they agree with the replayed ones
+    const bool agreement = update_ == 0 && batch.routes.defined();
+    RL_ASSIGN_OR_RETURN(at::Tensor new_lp, TokenLogprobs(policy_, batch.tokens, batch.mask, options_.temperature,
+                                                         batch.routes, agreement ? &own : nullptr));
     at::Tensor a = PerToken(samples, batch.mask, adv_);
     at::Tensor prox_lp;
     if (options_.off.kind == Correction::kDecoupled) {
@@ -302,6 +310,11 @@ Result<GrpoTrainer::Totals> GrpoTrainer::BackwardPiece(const std::vector<const S
     if (update_ == 0) {  // the weights the step started from
       t.gap = ((new_lp.detach() - batch.old_lp).abs() * batch.mask).sum().item<double>();
       t.gap_tokens = sums.tokens;
+    }
+    if (agreement) {
+      const RouteAgreement r = AgreementOf(batch.routes, own);
+      t.routes_agreed = static_cast<double>(r.agreed);
+      t.routes_replayed = static_cast<double>(r.replayed);
     }
     if (critic_) RL_RETURN_IF_ERROR(BackwardCritic(samples, batch, &t, dumping ? &dump : nullptr));
     if (dumping) RL_RETURN_IF_ERROR(DumpPiece(std::move(dump), sums, t));
@@ -389,10 +402,16 @@ Result<StepStats> GrpoTrainer::FinishStep() {
   out.clip_fraction = step_.tokens > 0 ? step_.clipped / step_.tokens : 0;
   out.kl = step_.tokens > 0 ? step_.kl / step_.tokens : 0;
   out.logprob_gap = step_.gap_tokens > 0 ? step_.gap / step_.gap_tokens : 0;
+  SetAgreement(step_, &out);
   out.sft_loss = sft_tokens_ > 0 ? sft_nll_ / sft_tokens_ : 0;
   SetWeights(step_, &out);
   BeginStep();
   return out;
+}
+
+void GrpoTrainer::SetAgreement(const Totals& t, StepStats* out) {
+  out->routes_replayed = static_cast<int64_t>(t.routes_replayed);
+  out->route_agreement = t.routes_replayed > 0 ? t.routes_agreed / t.routes_replayed : 0;
 }
 
 void GrpoTrainer::SetWeights(const Totals& t, StepStats* out) {
@@ -520,6 +539,7 @@ Result<StepStats> GrpoTrainer::FinishBuffered(StepStats out, double lr) {
   out.clip_fraction = all.tokens > 0 ? all.clipped / all.tokens : 0;
   out.kl = all.tokens > 0 ? all.kl / all.tokens : 0;
   out.logprob_gap = all.gap_tokens > 0 ? all.gap / all.gap_tokens : 0;  // the first minibatch's
+  SetAgreement(all, &out);
   if (critic_) {
     out.value_loss = value_sum / static_cast<double>(out.updates);
     out.value_clip_fraction = all.tokens > 0 ? all.value_clipped / all.tokens : 0;

@@ -118,6 +118,11 @@ struct StepStats {
   // log-probabilities are from those the rollout recorded; rows of the current version (sync
   // mode) give float rounding (1e-7 in grpo_loop_test) unless the temperatures or weights differ.
   double loss = 0, mean_reward = 0, clip_fraction = 0, kl = 0, grad_norm = 0, lr = 0, logprob_gap = 0;
+  // With routing replay: of the (token, sparse layer) entries replayed before the step's first
+  // update, the share whose experts the trainer's router picked itself (1: training and rollout
+  // route alike; below, the mismatch replay removes), and their count (0: nothing replayed).
+  double route_agreement = 0;
+  int64_t routes_replayed = 0;
   // With a correction: its importance weights over every token of every update (mean, largest)
   // and the share the cap cut.
   double is_weight_mean = 0, is_weight_max = 0, is_capped_fraction = 0;
@@ -173,6 +178,7 @@ class GrpoTrainer {
     double value_loss = 0, value_clipped = 0;  // with a critic
     double gap = 0, gap_tokens = 0;  // sum of |new_lp - old_lp| before the step's first update
     double weight_sum = 0, weight_max = 0, capped = 0;
+    double routes_agreed = 0, routes_replayed = 0;  // routing replay, before the step's first update
     void Add(const Totals& t);
   };
   // Per-token values of a sample (one per response token), by sample.
@@ -218,6 +224,7 @@ class GrpoTrainer {
   void KeepForDump(const Sample& s, int64_t group);
   Status DumpPiece(model::NamedTensors tensors, const LossSums& sums, const Totals& critic);
   void SetWeights(const Totals& t, StepStats* out);
+  static void SetAgreement(const Totals& t, StepStats* out);
   // Each sample's log-probabilities (policy) or values (critic) now, without gradient, into *out.
   Status RecordPerToken(const std::vector<const Sample*>& samples, bool critic, TokenValues* out);
   // A [B, L-1] matrix of samples' per-token values, at the positions of their response tokens.

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <iostream>
 #include <random>
 
 #include "rl/model/hf_reference.h"
@@ -134,6 +135,67 @@ TEST(GrpoTrainerTest, TheLogprobGapShowsATemperatureMismatch) {
       EXPECT_GT(stats->logprob_gap, 1e-2);
     }
   }
+}
+
+// Routing replay (R3) on a mixture of experts whose rollout engine's routers differ a little
+// from the trainer's (as other kernels or precision make them): rows carry the rollout's
+// log-probabilities and routes. Replayed, the trainer's tokens use the rollout's experts, so its
+// log-probabilities come closer to the rollout's than when it routes freely, and it reports how
+// often its own routers agreed. The rollout's own weights, replayed, find its log-probabilities.
+TEST(GrpoTrainerTest, RoutingReplayClosesTheGapTheRoutersMake) {
+  at::set_num_threads(1);
+  const model::ModelConfig c = model::testing::TinyConfig(model::Architecture::kQwen3Moe);
+  model::Transformer trainer_weights = model::Transformer::Create(c, 5).value();
+  model::testing::RandomizeWeights(&trainer_weights, 11);
+  model::Transformer rollout = trainer_weights.Clone().value();
+  {
+    c10::NoGradGuard no_grad;
+    at::manual_seed(12);
+    for (auto& [name, p] : rollout.NamedParameters()) {
+      // Small, as rounding makes it: it flips a few routes (4 of 192), each of which moves the
+      // log-probabilities after it more than the routers' slightly other weights do.
+      if (name.find("mlp.gate.weight") != std::string::npos) p.add_(at::randn(p.sizes()) * 0.003);
+    }
+  }
+  std::vector<Group> batch = Batch(5);
+  int64_t entries = 0;
+  for (Group& g : batch) {
+    for (Sample& s : g.samples) {
+      TokenBatch tb = MakeTokenBatch({&s}, 0);
+      at::Tensor routes;
+      const at::Tensor lp = TokenLogprobs(rollout, tb.tokens, tb.mask, 1.0, {}, &routes).value();
+      const int64_t p = static_cast<int64_t>(s.prompt_ids.size()), n = tb.tokens.size(1) - 1;
+      for (size_t j = 0; j < s.response_ids.size(); ++j) s.logprobs[j] = lp[0][p + j - 1].item<float>();
+      const at::Tensor fed = routes[0].narrow(0, 0, n).to(at::kInt).contiguous();  // the last token feeds nothing
+      s.routes.assign(fed.data_ptr<int32_t>(), fed.data_ptr<int32_t>() + fed.numel());
+      entries += n * c.SparseLayerCount();
+    }
+  }
+  auto step = [&](const model::Transformer& weights, bool replay) {
+    GrpoOptions o;
+    o.routing_replay = replay;
+    auto t = GrpoTrainer::Create(weights.Clone().value(), std::nullopt, o);
+    EXPECT_TRUE(t.ok()) << t.status().ToString();
+    (*t)->BeginStep();
+    EXPECT_TRUE((*t)->Accumulate(batch).ok());
+    return (*t)->FinishStep().value();
+  };
+  const StepStats replayed = step(trainer_weights, true), free = step(trainer_weights, false);
+  std::cerr << "gap replayed " << replayed.logprob_gap << " free " << free.logprob_gap << "; agreement "
+            << replayed.route_agreement << " of " << replayed.routes_replayed << "\n";
+  EXPECT_EQ(replayed.routes_replayed, entries);
+  EXPECT_EQ(free.routes_replayed, 0);
+  EXPECT_GT(replayed.route_agreement, 0.5);
+  EXPECT_LT(replayed.route_agreement, 1.0) << "the perturbation flipped no route: the test shows nothing";
+  EXPECT_LT(replayed.logprob_gap, 0.5 * free.logprob_gap);
+  const StepStats same = step(rollout, true);
+  EXPECT_LT(same.logprob_gap, 1e-5);
+  EXPECT_DOUBLE_EQ(same.route_agreement, 1.0);
+
+  GrpoOptions o;
+  o.routing_replay = true;
+  auto dense = GrpoTrainer::Create(model::Transformer::Create(Tiny(), 1).value(), std::nullopt, o);
+  EXPECT_EQ(dense.status().code(), Code::kInvalidArgument) << "a dense policy has nothing to replay";
 }
 
 TEST(GrpoTrainerTest, BadUpdateOptionsAreRefused) {
