@@ -126,6 +126,17 @@ man_examples() {
   head -c 200000 "$ckpt" | grep -a -q 'model.layers.0.mlp.gate.weight'
 }
 
+@test "grpo-demo.sh on the Qwen3-MoE with routing replay: every row's routes reach the trainer, which replays them" {
+  export RL_MODEL="$RL_SOURCE_DIR/share/models/addition-moe" RL_RUN_DIR="$TMP/moe-r3"
+  RL_RECORD_ROUTES=1 RL_TRAIN_ROUTING_REPLAY=1 run bash "$RL_SOURCE_DIR/examples/pipelines/grpo-demo.sh" --short
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"after 3 GRPO steps"* ]]
+  # Every step replayed routes; rollout and trainer compute alike here, so the routers agree on all.
+  [ "$(grep -c '"event":"step"' "$RL_RUN_DIR"/events/train-0.jsonl)" -eq 3 ]
+  [ "$(grep '"event":"step"' "$RL_RUN_DIR"/events/train-0.jsonl | grep -c '"route_agreement":1.0,"routes_replayed":[1-9]')" -eq 3 ]
+}
+
 @test "examples/pipelines/hf-grpo.sh runs in its short form: Qwen3 layout and tokenizer, SFT, GRPO with an SFT mix, export, verdict" {
   run bash "$RL_SOURCE_DIR/examples/pipelines/hf-grpo.sh" --short --sft-mix 0.5
   echo "$output"

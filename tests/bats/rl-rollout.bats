@@ -595,6 +595,13 @@ TOML
   [[ "$output" == *"--on-new-weights"*"[env RL_ON_NEW_WEIGHTS]"* ]]
 }
 
+@test "run --record-routes is refused with a rollout group" {
+  run rl-rollout run --weights "$MODEL" --record-routes --ranks 2 --rendezvous 127.0.0.1:1
+  [ "$status" -eq 64 ]
+  [ "$output" = "rl-rollout: --record-routes is not supported with --ranks > 1 yet (a rollout group's replicas do not"\
+" record routes)" ]
+}
+
 @test "run --on-new-weights interrupt: a version that arrives mid-batch is used from the next token" {
   # A context long enough for a batch that takes a few seconds, greedy so responses run long.
   config='{"architectures":["LlamaForCausalLM"],"vocab_size":15,"hidden_size":64,"intermediate_size":128,'

@@ -176,6 +176,14 @@ for l in open(sys.argv[1]):
   [ "$output" = "rl-train: --freeze 'model.nothing' names no parameter of the policy (names such as model.embed_tokens.weight)" ]
 }
 
+@test "grpo --routing-replay on a dense policy exits 64 with one line, before any queue is asked" {
+  small_sft
+  run rl-train grpo --checkpoint-dir "$TMP/ckpt" --prompts "$TMP/problems.jsonl" --routing-replay \
+    --connect tcp://127.0.0.1:1 --timeout 1
+  [ "$status" -eq 64 ]
+  [ "$output" = "rl-train: routing replay (--routing-replay) needs a mixture-of-experts policy; this one has no sparse layers" ]
+}
+
 @test "grpo --world: bad ranks, a missing rendezvous and a shared --dump-dir exit 64 with one line" {
   g=(grpo --checkpoint-dir "$TMP/c" --prompts "$TMP/none.jsonl")
   run rl-train "${g[@]}" --world 2 --rank 2 --rendezvous 127.0.0.1:1

@@ -85,6 +85,9 @@ Status Loop::Run(const std::atomic<bool>& stop) {
   }
   RL_RETURN_IF_ERROR(queue_.ReleaseEarlierLeases(kGenerateTask, o_.holder, o_.events));
   RL_RETURN_IF_ERROR(WaitForWeights(stop));
+  if (o_.generate.record_routes && policy_->model().config().SparseLayerCount() == 0) {
+    spdlog::warn("--record-routes: the model has no sparse (mixture-of-experts) layers; rows get no routes column");
+  }
   while (!stop.load() && (o_.max_batches == 0 || stats_->batches < o_.max_batches)) {
     RL_RETURN_IF_ERROR(Refresh());
     Phase("waiting-for-data");
