@@ -6,6 +6,7 @@
 
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -285,6 +286,62 @@ TEST(TokenBatchTest, RoutesAreCheckedAgainstTheModelAndPaddedWithFreeRouting) {
   EXPECT_EQ(t.routes[1].max().item<int64_t>(), -1);     // a row without routes
   EXPECT_FALSE(MakeTokenBatch({&s[0], &s[1]}, 0).routes.defined()) << "no shape: no replay";
   EXPECT_FALSE(MakeTokenBatch({&s[1]}, 0, {2, 2}).routes.defined()) << "no row has routes";
+}
+
+// Rows come from any client of the queue: GroupsOf takes random columns of every type (tensors of
+// every dtype and small shapes, NaN and huge numbers, strings) with a DataError or a group, never
+// a crash, with and without route limits.
+TEST(TokenBatchTest, GroupsOfRefusesRandomColumnsWithoutCrashing) {
+  std::mt19937_64 gen(20261207);
+  auto pick = [&](uint64_t n) { return gen() % n; };
+  auto value = [&]() -> Value {
+    switch (pick(6)) {
+      case 0: return int64_t(pick(5)) - 2;
+      case 1: return std::vector<double>{std::nan(""), 1e300, -0.5, 1.0, HUGE_VAL}[pick(5)];
+      case 2: return std::string("x");
+      case 3: return Value{};
+      default: {
+        Tensor t;
+        t.dtype = static_cast<DType>(pick(kDTypeCount));
+        const uint64_t rank = pick(4);
+        for (uint64_t d = 0; d < rank; ++d) t.shape.push_back(static_cast<int64_t>(pick(4)));
+        const size_t n = static_cast<size_t>(t.NumElements()) * DTypeSize(t.dtype);
+        for (size_t i = 0; i < n; ++i) t.data.push_back(static_cast<char>(pick(3) == 0 ? gen() : pick(6)));
+        return t;
+      }
+    }
+  };
+  const std::vector<std::string> names = {"group", "prompt_ids", "response_ids", "logprobs", "reward", "version",
+                                          "loss_mask", "token_versions", "ref_logprobs", "turn_ends",
+                                          "turn_rewards", "routes"};
+  int64_t accepted = 0;
+  for (int i = 0; i < 4000; ++i) {
+    queue::GotRow r;
+    r.index = static_cast<uint64_t>(i);
+    // A valid row, then some columns replaced or dropped.
+    r.columns = {{"group", int64_t{1}}, {"prompt_ids", Tensor::FromI64({1, 3})}, {"response_ids", Tensor::FromI64({4, 2})},
+                 {"logprobs", Tensor::FromF32({-1, -1})}, {"reward", 1.0}, {"version", int64_t{0}}};
+    for (const std::string& name : names) {
+      if (pick(4) != 0) continue;
+      auto at = std::find_if(r.columns.begin(), r.columns.end(), [&](const auto& c) { return c.first == name; });
+      if (at != r.columns.end()) r.columns.erase(at);
+      if (pick(5) != 0) r.columns.push_back({name, value()});
+    }
+    for (const RouteLimits& limits : {RouteLimits{}, RouteLimits{2, 2, 4}}) {
+      auto got = GroupsOf({r}, limits);
+      if (got.ok()) {
+        ++accepted;
+        ASSERT_EQ(got->size(), 1u);
+        const Sample& s = (*got)[0].samples[0];
+        EXPECT_TRUE(std::isfinite(s.reward));
+        EXPECT_GE(s.version, 0);
+        EXPECT_EQ(s.logprobs.size(), s.response_ids.size());
+      } else {
+        EXPECT_EQ(got.status().code(), Code::kDataError) << got.status().ToString();
+      }
+    }
+  }
+  EXPECT_GT(accepted, 100);  // the valid rows untouched by the draw, at least
 }
 
 // SFT's --result-open/--result-close: each span from the one through the other is masked, an

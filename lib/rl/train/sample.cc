@@ -107,7 +107,10 @@ Result<Sample> SampleOf(const queue::GotRow& row, const RouteLimits& limits) {
     }
   }
   RL_ASSIGN_OR_RETURN(s.reward, Number(row, "reward"));
+  // A NaN reward would make every advantage of its group NaN, and the step's update with them.
+  if (!std::isfinite(s.reward)) return Missing(row, "reward", "is not finite");
   RL_ASSIGN_OR_RETURN(double version, Number(row, "version"));
+  if (!(version >= 0 && version < 9.0e18)) return Missing(row, "version", "is not a version (0 or more)");
   s.version = static_cast<int64_t>(version);
   if (FindColumn(row.columns, "token_versions") != nullptr) {
     RL_ASSIGN_OR_RETURN(s.token_versions, IntTensor(row, "token_versions"));

@@ -1,8 +1,8 @@
 // Sample and Group: the rows of task `train` as the trainer sees them, decoded from a queue get.
 //
 // Columns read (the pipeline contract, man/rl-train.1): prompt_ids (i64 tensor, with <bos>),
-// response_ids (i64 tensor), logprobs (f32 tensor, one per response token), reward (number),
-// version (int), group (the prompt's group key); and loss_mask (integer tensor of 0/1, one per
+// response_ids (i64 tensor), logprobs (f32 tensor, one per response token), reward (a finite
+// number), version (an int, 0 or more), group (the prompt's group key); and loss_mask (integer tensor of 0/1, one per
 // response token) when the row has one: a multi-turn conversation's tool tokens are 0, left out
 // of every loss and count (no column: every response token is trained on); and token_versions
 // (integer tensor, one per response token: the weight version each was sampled with, -1 for a
@@ -56,7 +56,8 @@ struct Group {
 };
 
 // The rows of a get, grouped by their group column in order of first appearance. DataError names
-// the row and column when a column is missing or has the wrong type, or logprobs and
+// the row and column when a column is missing or has the wrong type, or the reward is not finite
+// or the version negative, or logprobs and
 // response_ids differ in length, or loss_mask is not one 0 or 1 per response token, or
 // ref_logprobs is not one float per response token, or turn_ends and turn_rewards (optional,
 // together) differ in length or hold an end outside [-1, length], or, with `routes` limits, the
