@@ -4,11 +4,37 @@
 
 #include <thread>
 
+#include "rl/model/test_util.h"
 #include "rl/model/tokenizer.h"
 #include "rl/rollout/rollout_loop_fixture.h"
+#include "rl/rollout/rollout_loop_impl.h"
 
 namespace rl::rollout {
 namespace {
+
+// The routes column (rl-protocol(7), ROUTES) in the narrowest dtype that holds every expert: u8 up
+// to 256 experts, i16 up to 32768, i32 beyond; [N, S, k], read back as written.
+TEST(RoutesColumnTest, TheNarrowestDtypeHoldsEveryExpert) {
+  model::ModelConfig c = model::testing::TinyConfig(model::Architecture::kQwen3Moe);  // 2 sparse layers, k = 2
+  const std::vector<int32_t> routes = {0, 3, 1, 2, 3, 0, 2, 1};  // N = 2 tokens
+  struct Case {
+    int64_t experts;
+    DType dtype;
+    int32_t largest;
+  };
+  for (const Case& k : {Case{4, DType::kU8, 3}, Case{256, DType::kU8, 255}, Case{257, DType::kI16, 256},
+                        Case{32768, DType::kI16, 32767}, Case{40000, DType::kI32, 39999}}) {
+    c.moe.num_experts = k.experts;
+    std::vector<int32_t> r = routes;
+    r[1] = k.largest;
+    const Tensor t = detail::RoutesColumn(r, c);
+    EXPECT_EQ(t.dtype, k.dtype) << k.experts;
+    EXPECT_EQ(t.shape, (std::vector<int64_t>{2, 2, 2}));
+    EXPECT_TRUE(t.Validate().ok());
+    const std::vector<int64_t> back = t.ToI64();
+    EXPECT_EQ(back, std::vector<int64_t>(r.begin(), r.end())) << k.experts;
+  }
+}
 
 TEST_F(RolloutLoopTest, WritesResponsesLogprobsAndVersionAndAcksGenerate) {
   PutPrompts(3, 4);
