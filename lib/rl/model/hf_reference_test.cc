@@ -30,18 +30,25 @@ struct Case {
   DType saved = DType::kF32;
 };
 
+// A Qwen3-MoE of 3 layers, the middle one dense, each token taking 3 of 8 experts without
+// renormalizing: every rule of which layers are sparse and how the experts are weighed.
+ModelConfig MixedMoe() {
+  ModelConfig c = TinyConfig(Architecture::kQwen3Moe, true, 2);
+  c.num_hidden_layers = 3;
+  c.moe.num_experts = 8;
+  c.moe.num_experts_per_tok = 3;
+  c.moe.norm_topk_prob = false;
+  c.moe.mlp_only_layers = {1};
+  return c;
+}
+
 std::vector<Case> Cases() {
   ModelConfig llama_biased = TinyConfig(Architecture::kLlama, true, 4);
   llama_biased.attention_bias = true;
   llama_biased.rope_scaling = RopeScaling();  // plain rotary
   ModelConfig qwen2 = TinyConfig(Architecture::kQwen2, true, 1);
   qwen2.rope_theta = 1e6;
-  ModelConfig moe_mixed = TinyConfig(Architecture::kQwen3Moe, true, 2);
-  moe_mixed.num_hidden_layers = 3;
-  moe_mixed.moe.num_experts = 8;
-  moe_mixed.moe.num_experts_per_tok = 3;
-  moe_mixed.moe.norm_topk_prob = false;
-  moe_mixed.moe.mlp_only_layers = {1};
+  ModelConfig moe_mixed = MixedMoe();
   moe_mixed.attention_bias = true;
   return {
       {"Llama, llama3 rope scaling, 4 heads over 2 KV heads, untied",
@@ -97,14 +104,8 @@ TEST(HfReferenceTest, LogitsMatchAnIndependentImplementation) {
 TEST(HfReferenceTest, RoutingReplayMatchesTheReference) {
   if (TorchPython().empty()) GTEST_SKIP() << "no python3 with torch: reference not run";
   const std::string root = ::testing::TempDir() + "/hf_reference_routes." + std::to_string(::getpid());
-  ModelConfig qwen = TinyConfig(Architecture::kQwen3Moe, true, 2);
-  qwen.num_hidden_layers = 3;
-  qwen.moe.num_experts = 8;
-  qwen.moe.num_experts_per_tok = 3;
-  qwen.moe.norm_topk_prob = false;
-  qwen.moe.mlp_only_layers = {1};
   const std::vector<std::pair<const char*, ModelConfig>> cases = {
-      {"Qwen3-MoE, top 3 of 8 not renormalized, layer 1 dense", qwen},
+      {"Qwen3-MoE, top 3 of 8 not renormalized, layer 1 dense", MixedMoe()},
       {"Mixtral, top 2 of 4 renormalized", TinyConfig(Architecture::kMixtral, false, 2)},
   };
   const std::vector<int64_t> ids = {1, 4, 5, 13, 6, 7, 14, 3, 12, 9};
