@@ -52,6 +52,10 @@ void AppendRolloutOptions(std::vector<OptionSpec>* table) {
        "when a new weight version arrives mid-batch: finish (the batch under the version it began with) or "
        "interrupt (switch at the next token, prefill live sequences again, record each token's version)",
        {"rl-rollout run"}},
+      {"--precision", "RL_ROLLOUT_PRECISION",
+       "the dtype the model computes in: auto (the one its weights come in), float32, or bf16 (each version cast "
+       "as it is taken, as an engine serving a float32 trainer's weights in bfloat16 does)",
+       {"rl-rollout run", "rl-rollout generate"}},
       {"--record-routes", "RL_RECORD_ROUTES",
        "a mixture of experts: write each row's routes (the experts every token used in every sparse layer), which "
        "rl-train grpo --routing-replay replays",

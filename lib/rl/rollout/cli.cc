@@ -34,6 +34,7 @@ struct SamplingFlags {
   int threads = 1;
   uint64_t seed = 0;
   std::string device = "cpu";
+  std::string precision = "auto";
 
   void Bind(CommandLine& cl, CLI::App* sub) {
     g.max_new_tokens = 0;
@@ -46,6 +47,12 @@ struct SamplingFlags {
     cl.Bind(sub, "--threads", &threads)->check(CLI::Range(1, 1024));
     cl.Bind(sub, "--seed", &seed);
     cl.Bind(sub, "--device", &device);
+    cl.Bind(sub, "--precision", &precision)->check(CLI::IsMember({"auto", "float32", "bf16"}));
+  }
+  // The dtype every model of the policy computes in; nullopt: the one its weights came in.
+  std::optional<model::DType> DType() const {
+    if (precision == "auto") return std::nullopt;
+    return precision == "bf16" ? model::DType::kBF16 : model::DType::kF32;
   }
   model::GenerateOptions Options() const {
     model::GenerateOptions o = g;
@@ -188,7 +195,7 @@ int RunGenerate(const SamplingFlags& f, const std::string& weights, const model:
   if (!encoder.ok()) return Fail(kTool, encoder.status());
   auto device = model::OpenDevice(f.device);
   if (!device.ok()) return Fail(kTool, device.status());
-  Policy policy(*device);
+  Policy policy(*device, f.DType());
   if (!weights.empty()) {
     if (Status s = policy.Load(weights); !s.ok()) return Fail(kTool, s);
   } else if (encoder->dir().has_weights) {
@@ -223,7 +230,7 @@ int RunGenerate(const SamplingFlags& f, const std::string& weights, const model:
 
 int RunLoop(RolloutOptions o, const std::string& weights, WeightSyncOptions sync, const std::string& run_dir,
             const std::string& id, const std::string& model_dir, ToolFlags& tools, GroupFlags& group_flags,
-            const std::string& device_name) {
+            const std::string& device_name, std::optional<model::DType> dtype) {
   const model::SamplingOptions& sampling = o.generate.sampling;
   if (sampling.top_k != 0 || sampling.top_p != 1) {
     return Fail(kTool, Status::InvalidArgument(
@@ -247,7 +254,7 @@ int RunLoop(RolloutOptions o, const std::string& weights, WeightSyncOptions sync
   }
   auto device = group_flags.Device(device_name);
   if (!device.ok()) return Fail(kTool, device.status());
-  Policy policy(*device);
+  Policy policy(*device, dtype);
   if (!weights.empty()) {
     if (Status s = policy.Load(weights); !s.ok()) return Fail(kTool, s);
   }
@@ -256,7 +263,8 @@ int RunLoop(RolloutOptions o, const std::string& weights, WeightSyncOptions sync
     if (Status s = events.Open(run_dir, "rollout", id); !s.ok()) return Fail(kTool, s);
     o.events = &events;
     events.Emit("start", {{"endpoint", o.client.endpoint}, {"checkpoint_dir", o.checkpoint_dir}, {"pid", ::getpid()},
-                          {"ranks", group_flags.size}, {"adaptive", group_flags.options.predictor != nullptr}});
+                          {"ranks", group_flags.size}, {"adaptive", group_flags.options.predictor != nullptr},
+                          {"precision", dtype ? model::DTypeName(*dtype) : "auto"}});
   }
   o.events = &events;  // a disabled log still keeps the phase the heartbeat reports
   const std::atomic<bool>& stop = InstallStopSignals();
@@ -422,7 +430,7 @@ int RolloutMain(int argc, char** argv) {
   auto beat = heartbeat.Start("rollout", id, {{"queue", connect}});
   if (!beat.ok()) return Fail(kTool, beat.status());
   run_tools.give_up_s = timeout_s;
-  return RunLoop(o, run_weights, sync, run_dir, id, run_model, run_tools, group_flags, f.device);
+  return RunLoop(o, run_weights, sync, run_dir, id, run_model, run_tools, group_flags, f.device, f.DType());
 }
 
 }  // namespace rl::rollout

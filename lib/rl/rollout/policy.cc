@@ -45,9 +45,14 @@ Result<std::optional<WeightsFile>> NewestWeights(const std::string& dir) {
   return best;
 }
 
+Status Policy::Take(model::Transformer& model, const std::string& origin) const {
+  if (dtype_) RL_RETURN_IF_ERROR(model.ToDType(*dtype_).WithContext(origin));  // on the host: half the copy
+  return model.To(device_).WithContext(origin);
+}
+
 Status Policy::Load(const std::string& path) {
   RL_ASSIGN_OR_RETURN(model::LoadedModel loaded, model::LoadModelFile(path));
-  RL_RETURN_IF_ERROR(loaded.model.To(device_).WithContext(path));
+  RL_RETURN_IF_ERROR(Take(loaded.model, path));
   model_ = std::move(loaded.model);
   version_ = loaded.version;
   path_ = path;
@@ -79,7 +84,7 @@ bool Policy::Switch(const WeightsFile& file) {
 }
 
 Status Policy::Use(model::Transformer model, uint64_t version, std::string origin) {
-  RL_RETURN_IF_ERROR(model.To(device_).WithContext(origin));
+  RL_RETURN_IF_ERROR(Take(model, origin));
   model_ = std::move(model);
   version_ = version;
   path_ = std::move(origin);

@@ -33,8 +33,11 @@ class Policy {
  public:
   // Every model the policy takes computes on `device` (model/device.h): a file or a pulled
   // version is decoded in host memory and copied to the device when it is taken, at a batch
-  // boundary.
-  explicit Policy(c10::Device device = c10::Device(c10::kCPU)) : device_(device) {}
+  // boundary. With `dtype` every model is cast to it first, on the host (rl-rollout --precision:
+  // a bf16 engine fed a float32 trainer's versions); without, a model computes in the dtype its
+  // weights came in.
+  explicit Policy(c10::Device device = c10::Device(c10::kCPU), std::optional<model::DType> dtype = std::nullopt)
+      : device_(device), dtype_(dtype) {}
   // Loads a model file, replacing the current model (its config may differ).
   Status Load(const std::string& path);
   // At a batch boundary: loads the newest version in `dir` if it is newer than the current one.
@@ -47,7 +50,7 @@ class Policy {
   bool Switch(const WeightsFile& file);
   // Uses a model that came another way (a verified UCX pull, weight_sync.h) as `version`;
   // `origin` names where from, and path() returns it. Internal when it does not fit the device;
-  // the current model stays then.
+  // the current model stays then. The caller's handle shares the model, cast and moved with it.
   Status Use(model::Transformer model, uint64_t version, std::string origin);
 
   bool loaded() const { return model_.has_value(); }
@@ -57,7 +60,11 @@ class Policy {
   const std::string& path() const { return path_; }
 
  private:
+  // Casts (dtype_) and moves (device_) a model about to be taken.
+  Status Take(model::Transformer& model, const std::string& origin) const;
+
   c10::Device device_;
+  std::optional<model::DType> dtype_;
   std::optional<model::Transformer> model_;
   uint64_t version_ = 0;
   std::string path_;

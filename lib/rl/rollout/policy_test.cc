@@ -64,6 +64,31 @@ TEST(PolicyTest, AFileThatFailsToLoadKeepsTheCurrentWeights) {
   std::filesystem::remove_all(dir);
 }
 
+// --precision bf16: every version the policy takes computes in bfloat16, whatever dtype its file or
+// pull came in; without a dtype a version keeps its own.
+TEST(PolicyTest, APrecisionCastsEveryVersionItTakes) {
+  std::string dir = TestDir("weights");
+  WriteWeights(dir, 1, 7);
+  Policy bf16(c10::Device(c10::kCPU), model::DType::kBF16), own;
+  ASSERT_TRUE(*bf16.Refresh(dir));
+  ASSERT_TRUE(*own.Refresh(dir));
+  EXPECT_EQ(bf16.model().dtype(), model::DType::kBF16);
+  EXPECT_EQ(own.model().dtype(), model::DType::kF32);
+  auto pulled = model::Transformer::Create(testing::TinyConfig(), 9);
+  ASSERT_TRUE(pulled.ok());
+  ASSERT_TRUE(bf16.Use(pulled->Clone().value(), 2, "test").ok());
+  EXPECT_EQ(bf16.model().dtype(), model::DType::kBF16);
+  EXPECT_EQ(bf16.version(), 2u);
+  // The cast model is the float32 one rounded: close, and not the same.
+  const at::Tensor tokens = at::tensor({1, 2, 3}, at::kLong).view({1, 3});
+  const at::Tensor want = pulled->Forward(tokens).value();
+  const at::Tensor got = bf16.model().Forward(tokens).value().to(at::kFloat);
+  const double diff = (got - want).abs().max().item<double>();
+  EXPECT_GT(diff, 0.0);
+  EXPECT_LT(diff, 0.1 * want.abs().max().item<double>());
+  std::filesystem::remove_all(dir);
+}
+
 // A policy on a GPU takes each version there (Load and Use copy host weights to the device at the
 // switch); skipped where no CUDA device is visible. gpu-check.sh runs it on one.
 TEST(PolicyTest, VersionsLandOnThePolicysDevice) {
