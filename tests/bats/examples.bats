@@ -113,13 +113,25 @@ man_examples() {
   grep '"event":"group"' "$run_dir"/rollout-0.jsonl | grep '"device":"cpu"' | grep -q '"nccl":false'
 }
 
-@test "examples/pipelines/grpo-demo.sh trains a Qwen3-MoE (share/models/addition-moe) on a rollout group of two in its short form" {
+@test "examples/pipelines/grpo-demo.sh trains a Qwen3-MoE (share/models/addition-moe) on a bf16 rollout group of two with routing replay" {
   export RL_MODEL="$RL_SOURCE_DIR/share/models/addition-moe" RL_RUN_DIR="$TMP/moe-run"
-  run bash "$RL_SOURCE_DIR/examples/pipelines/grpo-demo.sh" --short --rollout-group 2
+  RL_ROLLOUT_PRECISION=bf16 RL_RECORD_ROUTES=1 RL_TRAIN_ROUTING_REPLAY=1 \
+    run bash "$RL_SOURCE_DIR/examples/pipelines/grpo-demo.sh" --short --rollout-group 2
   echo "$output"
   [ "$status" -eq 0 ]
   [[ "$output" == *"after 3 GRPO steps"* ]]
   grep -q '"ranks":2' "$RL_RUN_DIR"/events/rollout-*.jsonl
+  grep '"event":"start"' "$RL_RUN_DIR"/events/rollout-0.jsonl | grep -q '"precision":"bfloat16"'
+  # The group recorded every row's routes, which the float32 trainer replayed; its routers, fed
+  # the float32 weights, pick the bf16 rollout's experts for nearly every token, not for all.
+  [ "$(grep -c '"event":"step"' "$RL_RUN_DIR"/events/train-0.jsonl)" -eq 3 ]
+  grep '"event":"step"' "$RL_RUN_DIR"/events/train-0.jsonl | python3 -c '
+import json, sys
+for line in sys.stdin:
+    s = json.loads(line)
+    assert s["routes_replayed"] > 0 and 0.9 <= s["route_agreement"] <= 1.0, s
+    assert 0 < s["logprob_gap"] < 0.05, s
+'
   # The trainer's checkpoints hold the experts under Hugging Face's names.
   ckpt=$(ls "$RL_RUN_DIR"/ckpt/weights-*.safetensors | tail -n 1)
   head -c 200000 "$ckpt" | grep -a -q 'model.layers.2.mlp.experts.7.down_proj.weight'

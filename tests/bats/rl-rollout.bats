@@ -595,11 +595,24 @@ TOML
   [[ "$output" == *"--on-new-weights"*"[env RL_ON_NEW_WEIGHTS]"* ]]
 }
 
-@test "run --record-routes is refused with a rollout group" {
-  run rl-rollout run --weights "$MODEL" --record-routes --ranks 2 --rendezvous 127.0.0.1:1
+@test "generate --precision bf16 computes in bfloat16: the float32 run's log-probabilities, rounded" {
+  printf '%s\n' '{"prompt":"12+34="}' '{"prompt":"5+5="}' > "$TMP/p"
+  rl-rollout generate --weights "$MODEL" --temperature 0 --max-new-tokens 1 --precision float32 < "$TMP/p" > "$TMP/f32" 2>/dev/null
+  rl-rollout generate --weights "$MODEL" --temperature 0 --max-new-tokens 1 --precision auto < "$TMP/p" > "$TMP/auto" 2>/dev/null
+  RL_ROLLOUT_PRECISION=bf16 rl-rollout generate --weights "$MODEL" --temperature 0 --max-new-tokens 1 < "$TMP/p" > "$TMP/bf16" 2>/dev/null
+  cmp "$TMP/f32" "$TMP/auto"  # the file is float32
+  python3 - "$TMP/f32" "$TMP/bf16" <<'PY'
+import json, sys
+f32, bf16 = ([json.loads(l) for l in open(p)] for p in sys.argv[1:])
+gaps = [abs(a["logprobs"][0] - b["logprobs"][0]) for a, b in zip(f32, bf16)]
+assert len(gaps) == 2 and max(gaps) > 0, gaps
+assert max(gaps) < 0.1, gaps
+PY
+  run rl-rollout generate --weights "$MODEL" --precision fp8 < "$TMP/p"
   [ "$status" -eq 64 ]
-  [ "$output" = "rl-rollout: --record-routes is not supported with --ranks > 1 yet (a rollout group's replicas do not"\
-" record routes)" ]
+  [[ "$output" == *"--precision"* ]]
+  run rl-rollout run --help
+  [[ "$output" == *"--precision"*"[env RL_ROLLOUT_PRECISION]"* ]]
 }
 
 @test "run --on-new-weights interrupt: a version that arrives mid-batch is used from the next token" {

@@ -51,50 +51,63 @@ Result<std::vector<ReplicaLoad>> ExchangeLoads(Group& group, const Replica& repl
 
 // The responses finished since they were last shared onto every rank: `unshared` are those this
 // rank speaks for (its replica's first rank's; the others of the replica hold the same), already
-// in *generations. Rows of (prompt, stop, length), the tokens and log-probabilities after them,
-// each rank's padded to the largest. Returns every prompt shared, in rank order.
+// in *generations. Rows of (prompt, stop, length, routes), the tokens and log-probabilities after
+// them, each rank's padded to the largest, and with `routes` (every rank alike) the recorded
+// routes. Returns every prompt shared, in rank order.
 Result<std::vector<int64_t>> ShareFinished(Group& group, std::vector<int64_t>* unshared,
-                                           std::vector<model::Generation>* generations) {
+                                           std::vector<model::Generation>* generations, bool routes) {
   std::vector<int64_t> shared;
   if (group.size() == 1) {
     shared.swap(*unshared);
     return shared;
   }
-  int64_t tokens = 0;
-  for (int64_t i : *unshared) tokens += static_cast<int64_t>((*generations)[static_cast<size_t>(i)].response_ids.size());
+  int64_t tokens = 0, entries = 0;
+  for (int64_t i : *unshared) {
+    const model::Generation& g = (*generations)[static_cast<size_t>(i)];
+    tokens += static_cast<int64_t>(g.response_ids.size());
+    entries += static_cast<int64_t>(g.routes.size());
+  }
   const auto count = static_cast<int64_t>(unshared->size());
   std::vector<at::Tensor> sizes;
-  RL_RETURN_IF_ERROR(group.AllGather(at::tensor(std::vector<int64_t>{count, tokens}, at::kLong), &sizes));
-  int64_t rows_max = 1, tokens_max = 1;
+  RL_RETURN_IF_ERROR(group.AllGather(at::tensor(std::vector<int64_t>{count, tokens, entries}, at::kLong), &sizes));
+  int64_t rows_max = 1, tokens_max = 1, entries_max = 1;
   for (const at::Tensor& t : sizes) {
     rows_max = std::max(rows_max, t[0].item<int64_t>());
     tokens_max = std::max(tokens_max, t[1].item<int64_t>());
+    entries_max = std::max(entries_max, t[2].item<int64_t>());
   }
-  at::Tensor rows = at::zeros({rows_max, 3}, at::kLong), ids = at::zeros({tokens_max}, at::kLong);
-  at::Tensor lps = at::zeros({tokens_max}, at::kFloat);
-  int64_t at = 0;
+  constexpr int64_t kRow = 4;  // prompt, stop, length, route entries
+  at::Tensor rows = at::zeros({rows_max, kRow}, at::kLong), ids = at::zeros({tokens_max}, at::kLong);
+  at::Tensor lps = at::zeros({tokens_max}, at::kFloat), experts = at::zeros({routes ? entries_max : 0}, at::kInt);
+  int64_t at = 0, at_routes = 0;
   for (int64_t k = 0; k < count; ++k) {
     const model::Generation& g = (*generations)[static_cast<size_t>((*unshared)[static_cast<size_t>(k)])];
-    const auto n = static_cast<int64_t>(g.response_ids.size());
+    const auto n = static_cast<int64_t>(g.response_ids.size()), e = static_cast<int64_t>(g.routes.size());
     rows[k][0] = (*unshared)[static_cast<size_t>(k)];
     rows[k][1] = static_cast<int64_t>(g.stop);
     rows[k][2] = n;
+    rows[k][3] = routes ? e : 0;
+    if (routes && e > 0) experts.narrow(0, at_routes, e).copy_(at::tensor(g.routes, at::kInt));
+    at_routes += routes ? e : 0;
     if (n == 0) continue;
     ids.narrow(0, at, n).copy_(at::tensor(g.response_ids, at::kLong));
     lps.narrow(0, at, n).copy_(at::tensor(g.logprobs, at::kFloat));
     at += n;
   }
-  std::vector<at::Tensor> all_rows, all_ids, all_lps;
+  std::vector<at::Tensor> all_rows, all_ids, all_lps, all_experts;
   RL_RETURN_IF_ERROR(group.AllGather(rows, &all_rows));
   RL_RETURN_IF_ERROR(group.AllGather(ids, &all_ids));
   RL_RETURN_IF_ERROR(group.AllGather(lps, &all_lps));
+  if (routes) RL_RETURN_IF_ERROR(group.AllGather(experts, &all_experts));
   for (size_t r = 0; r < all_rows.size(); ++r) {
     const int64_t* row = all_rows[r].data_ptr<int64_t>();
     const int64_t* id = all_ids[r].data_ptr<int64_t>();
     const float* lp = all_lps[r].data_ptr<float>();
-    int64_t from = 0;
-    for (int64_t k = 0; k < sizes[r][0].item<int64_t>(); ++k, row += 3) {
-      if (row[0] < 0 || static_cast<size_t>(row[0]) >= generations->size() || row[2] < 0 || from + row[2] > tokens_max) {
+    const int32_t* ex = routes ? all_experts[r].data_ptr<int32_t>() : nullptr;
+    int64_t from = 0, from_routes = 0;
+    for (int64_t k = 0; k < sizes[r][0].item<int64_t>(); ++k, row += kRow) {
+      if (row[0] < 0 || static_cast<size_t>(row[0]) >= generations->size() || row[2] < 0 || from + row[2] > tokens_max ||
+          row[3] < 0 || (routes && from_routes + row[3] > entries_max)) {
         return Status::Internal("adaptive generate: a rank shared a response outside the stage");
       }
       shared.push_back(row[0]);
@@ -103,8 +116,10 @@ Result<std::vector<int64_t>> ShareFinished(Group& group, std::vector<int64_t>* u
         g.response_ids.assign(id + from, id + from + row[2]);
         g.logprobs.assign(lp + from, lp + from + row[2]);
         g.stop = static_cast<model::StopReason>(row[1]);
+        if (routes) g.routes.assign(ex + from_routes, ex + from_routes + row[3]);
       }
       from += row[2];
+      from_routes += row[3];
     }
   }
   unshared->clear();
@@ -222,6 +237,7 @@ Result<AdaptiveResult> AdaptiveGenerate(Group& group, const model::Transformer& 
   // for that the others have not been given yet.
   std::vector<model::Generation> out(prompts.size());
   std::vector<int64_t> unshared;
+  const bool records_routes = o.generate.record_routes && whole.config().SparseLayerCount() > 0;
   const int64_t slots = o.generate.slots;
   int tp = o.start_tp;
   // The shard the replica decodes with (none at degree 1: the whole model); held by pointer, as
@@ -318,7 +334,7 @@ Result<AdaptiveResult> AdaptiveGenerate(Group& group, const model::Transformer& 
     if (o.refill) {
       Collect(&out, tp, rank, &result.generations, &unshared);
       Result<std::vector<int64_t>> shared = TorchGuard("adaptive generate: share", [&]() {
-        return ShareFinished(group, &unshared, &result.generations);
+        return ShareFinished(group, &unshared, &result.generations, records_routes);
       });
       if (!shared.ok()) return shared.status();
       Status failed = Status::OK();
@@ -420,7 +436,7 @@ Result<AdaptiveResult> AdaptiveGenerate(Group& group, const model::Transformer& 
   Collect(&out, tp, rank, &result.generations, &unshared);
   if (!result.abandoned) {
     RL_ASSIGN_OR_RETURN(std::vector<int64_t> shared, TorchGuard("adaptive generate: share", [&]() {
-                          return ShareFinished(group, &unshared, &result.generations);
+                          return ShareFinished(group, &unshared, &result.generations, records_routes);
                         }));
     (void)shared;  // with refill every response was shared (and told) at the last check
   }

@@ -48,7 +48,7 @@ struct Fixture {
   std::vector<Generation> expected;
 };
 
-Fixture MakeFixture(Architecture arch) {
+Fixture MakeFixture(Architecture arch, bool record_routes = false) {
   Fixture f;
   f.config = model::testing::TinyConfig(arch, true, 2);
   f.config.max_position_embeddings = 64;
@@ -60,6 +60,7 @@ Fixture MakeFixture(Architecture arch) {
   f.gen.sampling.temperature = 0;
   f.gen.slots = 3;
   f.gen.max_new_tokens_each = f.work.caps;
+  f.gen.record_routes = record_routes;
   auto expected = model::Generate(*f.whole, f.work.prompts, f.gen);
   EXPECT_TRUE(expected.ok());
   f.expected = *expected;
@@ -113,6 +114,69 @@ TEST(AdaptiveGenerateTest, EveryConfigurationAndSwitchGivesTheSameGreedyTokens) 
       EXPECT_EQ(results[1].trace.back().tp, 2);
     }
   }
+}
+
+// Routing replay's routes (GenerateOptions::record_routes) from a mixture of experts: every
+// configuration, both ways of moving state at a switch and the rollout group's leader give each
+// response the routes plain generation records, [P + R - 1, S, k] (the router is replicated, so
+// every rank routes alike and the replica's first rank speaks for it).
+TEST(AdaptiveGenerateTest, RoutesAreRecordedAsPlainGenerationRecordsThem) {
+  const Fixture f = MakeFixture(Architecture::kQwen3Moe, /*record_routes=*/true);
+  const int64_t per_token = f.config.SparseLayerCount() * f.config.moe.num_experts_per_tok;
+  ASSERT_GT(per_token, 0);
+  for (size_t i = 0; i < f.expected.size(); ++i) {
+    const size_t fed = f.work.prompts[i].size() + f.expected[i].response_ids.size() - 1;
+    ASSERT_EQ(f.expected[i].routes.size(), fed * static_cast<size_t>(per_token)) << "prompt " << i;
+  }
+  auto expect_routes = [&](const std::vector<Generation>& got, const std::string& what) {
+    ASSERT_EQ(got.size(), f.expected.size()) << what;
+    for (size_t i = 0; i < got.size(); ++i) {
+      EXPECT_EQ(got[i].response_ids, f.expected[i].response_ids) << what << ": prompt " << i;
+      EXPECT_EQ(got[i].routes, f.expected[i].routes) << what << ": prompt " << i;
+    }
+  };
+  AdaptiveOptions o;
+  o.generate = f.gen;
+  o.check_every = 2;
+  o.adaptive = false;
+  for (int tp : {1, 2}) {
+    o.start_tp = tp;
+    const auto results = RunStage(f, o);
+    for (size_t r = 0; r < results.size(); ++r) {
+      expect_routes(results[r].generations, "static tp " + std::to_string(tp) + ", rank " + std::to_string(r));
+    }
+  }
+  o.start_tp = 1;
+  o.adaptive = true;
+  o.force_switch_check = 0;
+  for (auto move : {AdaptiveOptions::Move::kMigrate, AdaptiveOptions::Move::kRecompute}) {
+    o.move = move;
+    const auto results = RunStage(f, o);
+    ASSERT_EQ(results[0].switches.size(), 1u);
+    expect_routes(results[0].generations, move == AdaptiveOptions::Move::kMigrate ? "migrated" : "recomputed");
+  }
+  Status follower = Status::Internal("not run");
+  RunRanks(2, [&](Group& g) {
+    GroupGenerateOptions opts;
+    if (g.rank() == 1) {
+      auto seed_model = Transformer::Create(f.config, 99);
+      ASSERT_TRUE(seed_model.ok());
+      follower = RunGroupFollower(g, *seed_model, opts);
+      return;
+    }
+    GroupLeader leader(&g, opts);
+    model::GenerateOptions go = f.gen;
+    go.slots = 6;
+    auto got = leader.Generate(*f.whole, 1, f.work.prompts, go, nullptr);
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    expect_routes(*got, "the group's leader");
+    go.record_routes = false;  // the header says so: the followers record nothing either
+    got = leader.Generate(*f.whole, 1, f.work.prompts, go, nullptr);
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    for (const Generation& gen : *got) EXPECT_TRUE(gen.routes.empty());
+    EXPECT_TRUE(leader.Stop().ok());
+  });
+  EXPECT_TRUE(follower.ok()) << follower.ToString();
 }
 
 // A profile in which degree 2 is `speedup` times faster per step than degree 1 at any batch.

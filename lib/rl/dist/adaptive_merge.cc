@@ -69,11 +69,26 @@ Status MoveSequences(Group& group, Replica::Exported mine, int from, int to, con
     logprobs[row].narrow(0, 0, gen).copy_(at::tensor(s.generation.logprobs, at::kFloat));
     logits[row].copy_(s.logits);
   }
-  std::vector<at::Tensor> metas, all_tokens, all_logprobs, all_logits;
+  std::vector<at::Tensor> metas, all_tokens, all_logprobs, all_logits, all_routes;
   RL_RETURN_IF_ERROR(group.AllGather(meta, &metas));
   RL_RETURN_IF_ERROR(group.AllGather(tokens, &all_tokens));
   RL_RETURN_IF_ERROR(group.AllGather(logprobs, &all_logprobs));
   RL_RETURN_IF_ERROR(group.AllGather(logits, &all_logits));
+  // Recorded routes, those of every token in the cache: [n, len_max * per_token]. A recomputed
+  // sequence records its own again (Replica::RecomputeActive), so they travel only with the cache.
+  const int64_t per_token = config.SparseLayerCount() * config.moe.num_experts_per_tok;
+  const bool routes = !recompute && merged->records_routes();
+  if (routes) {
+    at::Tensor mine_routes = at::zeros({n_max, len_max * per_token}, at::kInt);
+    for (size_t i = 0; i < mine.sequences.size(); ++i) {
+      const std::vector<int32_t>& r = mine.sequences[i].generation.routes;
+      if (static_cast<int64_t>(r.size()) != static_cast<int64_t>(mine.sequences[i].tokens.size()) * per_token) {
+        return Status::Internal("adaptive switch: a sequence's routes do not cover its tokens");
+      }
+      if (!r.empty()) mine_routes[static_cast<int64_t>(i)].narrow(0, 0, static_cast<int64_t>(r.size())).copy_(at::tensor(r, at::kInt));
+    }
+    RL_RETURN_IF_ERROR(group.AllGather(mine_routes, &all_routes));
+  }
   // This rank's new replica's sequences, old replica by old replica, each from the old replica's
   // first rank.
   std::vector<std::pair<size_t, int64_t>> sources;  // (sending rank, row)
@@ -93,6 +108,10 @@ Status MoveSequences(Group& group, Replica::Exported mine, int from, int to, con
       const at::Tensor lp = all_logprobs[src][row].narrow(0, 0, m[2]).contiguous();
       s.generation.logprobs.assign(lp.data_ptr<float>(), lp.data_ptr<float>() + m[2]);
       s.logits = all_logits[src][row].to(device, /*non_blocking=*/false, /*copy=*/true);
+      if (routes) {
+        const at::Tensor r = all_routes[src][row].narrow(0, 0, m[1] * per_token).contiguous();
+        s.generation.routes.assign(r.data_ptr<int32_t>(), r.data_ptr<int32_t>() + r.numel());
+      }
       sequences.push_back(std::move(s));
     }
   }

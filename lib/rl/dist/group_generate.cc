@@ -34,6 +34,7 @@ enum Field : int64_t {
   kGpu,         // 1: the leader's model is on a GPU (every rank's must be: their collectives meet there)
   kShape,       // ShapeOf the leader's model: a follower's must match, or the weights would not fit
   kRefill,      // 1: the leader takes more prompts during the batch (AdaptiveOptions::refill)
+  kRoutes,      // 1: record routes (GenerateOptions::record_routes): every rank shares finished ones alike
   kFields
 };
 constexpr int64_t kStop = 0, kGenerate = 1;
@@ -182,6 +183,7 @@ Result<AdaptiveResult> GroupLeader::OnGroup(const model::Transformer& model, uin
     h[kGpu] = model.device().is_cuda() ? 1 : 0;
     h[kShape] = ShapeOf(model);
     h[kRefill] = go.more_prompts ? 1 : 0;
+    h[kRoutes] = go.record_routes ? 1 : 0;
     r.sampling[0] = go.sampling.temperature;
     r.sampling[1] = go.sampling.top_p;
     r.lengths = at::tensor(lengths, at::kLong);
@@ -222,7 +224,7 @@ Status RunGroupFollower(Group& group, model::Transformer& whole, const GroupGene
     if (h[kKind] != kGenerate || h[kPrompts] < 0 || h[kTokens] < 0 || h[kStops] < 0 ||
         h[kDType] < static_cast<int64_t>(model::DType::kF32) || h[kDType] > static_cast<int64_t>(model::DType::kF16) ||
         h[kCheckEvery] < 1 || h[kMarginPpm] < 0 || (h[kGpu] != 0 && h[kGpu] != 1) ||
-        (h[kRefill] != 0 && h[kRefill] != 1)) {
+        (h[kRefill] != 0 && h[kRefill] != 1) || (h[kRoutes] != 0 && h[kRoutes] != 1)) {
       return Status::Protocol("rollout group: a request the follower cannot read");
     }
     if ((h[kGpu] == 1) != whole.device().is_cuda()) {  // their collectives would never meet
@@ -248,6 +250,7 @@ Status RunGroupFollower(Group& group, model::Transformer& whole, const GroupGene
     std::memcpy(&go.seed, &h[kSeed], sizeof go.seed);
     go.slots = h[kSlots];
     go.eos_id = h[kEos];
+    go.record_routes = h[kRoutes] == 1;
     go.sampling.top_k = h[kTopK];
     go.sampling.temperature = r.sampling[0].item<double>();
     go.sampling.top_p = r.sampling[1].item<double>();

@@ -39,6 +39,14 @@ int64_t Replica::active() const {
   return std::count_if(slots_.begin(), slots_.end(), [](const Slot& s) { return s.busy; });
 }
 
+bool Replica::records_routes() const { return options_->record_routes && model_->config().SparseLayerCount() > 0; }
+
+model::Routes Replica::Recording(at::Tensor* used) const {
+  model::Routes r;
+  if (records_routes()) r.record = used;
+  return r;
+}
+
 int64_t Replica::Cap(int64_t prompt) const {
   return options_->max_new_tokens_each.empty()
              ? options_->max_new_tokens
@@ -50,8 +58,14 @@ Status Replica::Prefill(int64_t slot, const std::vector<int64_t>& tokens) {
   RL_ASSIGN_OR_RETURN(at::Tensor ids, TorchGuard("replica: prefill", [&]() -> Result<at::Tensor> {
                         return at::tensor(tokens, at::kLong).unsqueeze(0);
                       }));
-  RL_ASSIGN_OR_RETURN(at::Tensor logits, model_->ForwardStep(ids, {slot}, &cache_, /*last_only=*/true));
-  slots_[static_cast<size_t>(slot)].seq.logits = logits[0][0];
+  at::Tensor used;
+  RL_ASSIGN_OR_RETURN(at::Tensor logits, model_->ForwardStep(ids, {slot}, &cache_, /*last_only=*/true, Recording(&used)));
+  SequenceState& seq = slots_[static_cast<size_t>(slot)].seq;
+  seq.logits = logits[0][0];
+  if (used.defined()) {  // the routes the cache now holds: a recomputed sequence's replace its own
+    seq.generation.routes.clear();
+    model::AppendRoutes(used[0], &seq.generation);
+  }
   return Status::OK();
 }
 
@@ -105,9 +119,12 @@ Result<RoundStats> Replica::Round(std::vector<model::Generation>* out) {
   RL_ASSIGN_OR_RETURN(at::Tensor step, TorchGuard("replica: step", [&]() -> Result<at::Tensor> {
                         return at::tensor(tokens, at::kLong).unsqueeze(1);
                       }));
-  RL_ASSIGN_OR_RETURN(at::Tensor logits, model_->ForwardStep(step, going, &cache_));
+  at::Tensor used;
+  RL_ASSIGN_OR_RETURN(at::Tensor logits, model_->ForwardStep(step, going, &cache_, false, Recording(&used)));
   for (size_t i = 0; i < going.size(); ++i) {
-    slots_[static_cast<size_t>(going[i])].seq.logits = logits[static_cast<int64_t>(i)][0];
+    SequenceState& seq = slots_[static_cast<size_t>(going[i])].seq;
+    seq.logits = logits[static_cast<int64_t>(i)][0];
+    if (used.defined()) model::AppendRoutes(used[static_cast<int64_t>(i)], &seq.generation);
   }
   return stats;
 }

@@ -9,7 +9,8 @@
 // shard with the same sequences and calls the same methods (SPMD); they stay identical because
 // the logits are.
 // The state of a sequence between rounds: its tokens so far, its KV cache (the keys and values of
-// every position but none pending) and the logits that its next token will be drawn from.
+// every position but none pending) and the logits that its next token will be drawn from. With
+// GenerateOptions::record_routes, its generation's routes are those of every token in the cache.
 // Thread safety: none.
 #pragma once
 
@@ -53,6 +54,8 @@ class Replica {
   int64_t pending() const { return static_cast<int64_t>(pending_.size()); }
   int64_t active() const;
   bool done() const { return pending_.empty() && active() == 0; }
+  // Whether its sequences record routes (GenerateOptions::record_routes, a mixture of experts).
+  bool records_routes() const;
 
   // One round (see above). Finished responses go to (*out)[prompt].
   Result<RoundStats> Round(std::vector<model::Generation>* out);
@@ -90,6 +93,9 @@ class Replica {
   // The free slots; InvalidArgument when fewer than `wanted`.
   Result<std::vector<int64_t>> FreeSlots(size_t wanted) const;
   Status Prefill(int64_t slot, const std::vector<int64_t>& tokens);
+  // Routes that record the experts of the tokens fed into *used (GenerateOptions::record_routes,
+  // a mixture of experts), else none.
+  model::Routes Recording(at::Tensor* used) const;
 
   const model::Transformer* model_;
   model::KvCache cache_;

@@ -55,14 +55,13 @@ Status CheckGenerateRequest(const ModelConfig& c, const std::vector<std::vector<
   return Status::OK();
 }
 
-namespace {
-
-// Appends the experts of a decoder's row, [T, S, k] int64 on the CPU, to a generation's routes.
 void AppendRoutes(const at::Tensor& used, Generation* g) {
   const at::Tensor flat = used.to(at::kInt).contiguous().view({-1});
   const int32_t* p = flat.data_ptr<int32_t>();
   g->routes.insert(g->routes.end(), p, p + flat.numel());
 }
+
+namespace {
 
 // The continuous-batching loop: refill free slots (asking for more prompts when streaming), sample
 // every active slot, feed the tokens of the slots that go on.

@@ -89,6 +89,10 @@ struct Generation {
   std::vector<int32_t> routes;
 };
 
+// Appends the experts of one row's fed tokens, [T, S, k] integers on the CPU (a decoder's or a
+// forward step's Routes::record), to g->routes.
+void AppendRoutes(const at::Tensor& used, Generation* g);
+
 struct GenerateStats {
   int64_t steps = 0;          // sampling rounds
   int64_t forward_calls = 0;  // model invocations (prefills included)

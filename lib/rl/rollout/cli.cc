@@ -393,10 +393,6 @@ int RolloutMain(int argc, char** argv) {
     auto when = ParseOnNewWeights(on_new_weights);
     if (!when.ok()) return Fail(kTool, when.status());
     o.on_new_weights = *when;
-    if (record_routes && group_flags.enabled()) {
-      return Fail(kTool, Status::InvalidArgument("--record-routes is not supported with --ranks > 1 yet (a rollout "
-                                                 "group's replicas do not record routes)"));
-    }
     if (o.on_new_weights == OnNewWeights::kInterrupt && group_flags.enabled()) {
       return Fail(kTool, Status::InvalidArgument("--on-new-weights interrupt is not supported with --ranks > 1 (a "
                                                  "rollout group generates as one; it switches at batch boundaries)"));
