@@ -487,6 +487,29 @@ PY
   grep -q '"phase":"waiting-for-data"' "$TMP/run/events/train-0.jsonl"
 }
 
+@test "grpo leaves out the group of a malformed train row, acked, and trains a full step on the others" {
+  small_sft
+  start_queue "$TMP/q" "${TASKS[@]}"
+  # Three groups of four train rows; in g2 one row's reward is a string.
+  for g in g1 g2 g3; do
+    for i in 1 2 3 4; do
+      r="$((i % 2)).0"
+      if [ "$g" = g2 ] && [ "$i" = 3 ]; then r='"high"'; fi
+      echo "{\"prompt_ids\":[1,2],\"response_ids\":[3],\"logprobs\":[-0.5],\"reward\":$r,\"version\":0,\"group\":\"$g\"}"
+    done
+  done | rl-queue put >/dev/null
+  run rl-train grpo --checkpoint-dir "$TMP/ckpt" --prompts "$TMP/problems.jsonl" --group-size 4 \
+    --prompts-per-step 2 --max-steps 1 --eval-size 8 --run-dir "$TMP/run"
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"dropping 4 rows of task train (1 malformed, the rest of their groups): row "*": column 'reward' is not a number"* ]]
+  grep '"event":"bad-rows"' "$TMP/run/events/train-0.jsonl" | grep '"rows":4' | grep -q '"malformed":1'
+  # The step took the two good groups, all eight of their rows.
+  grep '"event":"step"' "$TMP/run/events/train-0.jsonl" | grep -q '"samples":8'
+  # Every train row is gone: g2's acked as malformed, the others consumed by the step.
+  [ "$(rl-queue stat --json | python3 -c 'import json,sys; t={x["name"]:x for x in json.load(sys.stdin)["tasks"]}; print(t["train"]["consumed"])')" = 12 ]
+}
+
 @test "grpo started in a dead trainer's place takes back at once the train rows it held" {
   small_sft
   start_queue "$TMP/q" "${TASKS[@]}"

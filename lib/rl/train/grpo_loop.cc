@@ -226,8 +226,10 @@ Status GrpoLoop::CollectAndTrain(std::vector<uint64_t>* consumed, int64_t* sampl
       RL_RETURN_IF_ERROR(RedrawLimit(dropped_rows / o_.group_size, kept_rows, *consumed));
     }
     if (reply.rows.empty() && !out_of_redraws) continue;
-    got += static_cast<int64_t>(reply.rows.size());
+    // Rows left out as malformed (with their groups) do not count: the step still takes `need`.
+    const size_t before = consumed->size();
     RL_RETURN_IF_ERROR(TrainOrDrop(reply, &pending, consumed));
+    got += static_cast<int64_t>(consumed->size() - before);
     if (!started && static_cast<int64_t>(consumed->size()) >= start_groups * o_.group_size) started = true;
     if (out_of_redraws) started = true;
     if (started) RL_RETURN_IF_ERROR(TrainIfEnough(&pending, got >= need || out_of_redraws));
@@ -275,13 +277,22 @@ queue::GetRequest GrpoLoop::TrainGet(int64_t count, int64_t min_version) const {
   return req;
 }
 
-// Rows that do not make groups (GroupsOf's error): reported, acked, never trained on.
-Status GrpoLoop::DropBadRows(const queue::GetReply& reply, const Status& why) {
-  std::vector<uint64_t> indices;
-  for (const auto& r : reply.rows) indices.push_back(r.index);
-  spdlog::error("dropping {} rows of task train: {}", indices.size(), why.message());
-  events_.Emit("bad-rows", {{"rows", indices.size()}, {"error", why.message()}});
-  return client_.Ack(kTrainTask, reply.lease, indices).status();
+Result<std::vector<Group>> GrpoLoop::TakeGroups(const queue::GetReply& reply) {
+  SortedRows sorted = SortRows(reply.rows, Routes());
+  if (!sorted.dropped.empty()) {
+    spdlog::error("dropping {} rows of task train ({} malformed, the rest of their groups): {}", sorted.dropped.size(),
+                  sorted.bad_rows, sorted.error.message());
+    events_.Emit("bad-rows", {{"rows", sorted.dropped.size()}, {"malformed", sorted.bad_rows},
+                              {"error", sorted.error.message()}});
+    RL_RETURN_IF_ERROR(client_.Ack(kTrainTask, reply.lease, sorted.dropped).status());
+  }
+  if (sorted.unreplayable > 0) {
+    spdlog::warn("--routing-replay: {} rows trained with their own routing: {}", sorted.unreplayable,
+                 sorted.routes_error.message());
+    events_.Emit("bad-routes", {{"rows", sorted.unreplayable}, {"error", sorted.routes_error.message()}});
+  }
+  WarnIfUnrouted(sorted.groups);
+  return std::move(sorted.groups);
 }
 
 // Small pieces waste the cores (a forward pass over 8 rows costs nearly what one over 64 does):
@@ -333,13 +344,11 @@ Status GrpoLoop::RedrawLimit(int64_t dropped_groups, int64_t kept_rows, const st
 
 // Groups the rows of a get; malformed rows are reported, consumed and left out of training.
 Status GrpoLoop::TrainOrDrop(const queue::GetReply& reply, std::vector<Group>* pending, std::vector<uint64_t>* consumed) {
-  std::vector<uint64_t> indices;
-  for (const auto& r : reply.rows) indices.push_back(r.index);
-  auto groups = GroupsOf(reply.rows, Routes());
-  if (!groups.ok()) return DropBadRows(reply, groups.status());
-  WarnIfUnrouted(*groups);
-  consumed->insert(consumed->end(), indices.begin(), indices.end());
-  pending->insert(pending->end(), groups->begin(), groups->end());
+  RL_ASSIGN_OR_RETURN(std::vector<Group> groups, TakeGroups(reply));
+  for (const Group& g : groups) {
+    for (const Sample& s : g.samples) consumed->push_back(s.index);
+  }
+  pending->insert(pending->end(), groups.begin(), groups.end());
   return Status::OK();
 }
 

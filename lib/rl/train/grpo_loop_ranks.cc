@@ -196,17 +196,12 @@ Status GrpoLoop::CollectRanks(std::vector<uint64_t>* consumed, int64_t* samples)
     req.min = static_cast<uint32_t>(std::max<int64_t>(1, o_.group_size / world));
     RL_ASSIGN_OR_RETURN(queue::GetReply reply, client_.Get(req));
     std::vector<Group> fresh, stale;
-    auto groups = GroupsOf(reply.rows, Routes());
-    if (!groups.ok()) {
-      RL_RETURN_IF_ERROR(DropBadRows(reply, groups.status()));
-    } else {
-      WarnIfUnrouted(*groups);
-      // A part reserved in an earlier round is handed out as it was: its rows may have gone stale.
-      for (Group& g : *groups) {
-        const bool old = std::any_of(g.samples.begin(), g.samples.end(),
-                                     [&](const Sample& x) { return x.version < min_version; });
-        (old ? stale : fresh).push_back(std::move(g));
-      }
+    RL_ASSIGN_OR_RETURN(std::vector<Group> groups, TakeGroups(reply));
+    // A part reserved in an earlier round is handed out as it was: its rows may have gone stale.
+    for (Group& g : groups) {
+      const bool old = std::any_of(g.samples.begin(), g.samples.end(),
+                                   [&](const Sample& x) { return x.version < min_version; });
+      (old ? stale : fresh).push_back(std::move(g));
     }
     RL_RETURN_IF_ERROR(GiveBack(stale, "stale"));
     RL_ASSIGN_OR_RETURN(std::vector<int64_t> got, GatherCounts(*group_, static_cast<int64_t>(fresh.size())));

@@ -69,7 +69,9 @@ class GrpoLoop {
   void ResetStep();
   Status Feed(int64_t min_version);
   queue::GetRequest TrainGet(int64_t count, int64_t min_version) const;
-  Status DropBadRows(const queue::GetReply& reply, const Status& why);
+  // The groups of a get's rows (SortRows): rows left out are reported, acked and never trained
+  // on; rows kept without their malformed routes are reported.
+  Result<std::vector<Group>> TakeGroups(const queue::GetReply& reply);
   Status TrainIfEnough(std::vector<Group>* pending, bool last);
   void TrainPending(std::vector<Group>* pending);
   bool lead() const { return o_.rank == 0; }

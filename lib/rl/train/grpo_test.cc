@@ -288,6 +288,53 @@ TEST(TokenBatchTest, RoutesAreCheckedAgainstTheModelAndPaddedWithFreeRouting) {
   EXPECT_FALSE(MakeTokenBatch({&s[1]}, 0, {2, 2}).routes.defined()) << "no row has routes";
 }
 
+// A trainer takes a get's rows with SortRows: one malformed row costs its group (acked, never
+// trained), not the get; a row without a group costs itself; malformed routes alone cost the row
+// its replay, not its training. GroupsOf, strict, refuses the same rows.
+TEST(TokenBatchTest, SortRowsLeavesOutTheGroupsOfMalformedRowsAndKeepsTheRest) {
+  auto row = [](uint64_t index, std::optional<int64_t> group, double reward, std::optional<Tensor> routes) {
+    queue::GotRow g;
+    g.index = index;
+    if (group) g.columns.push_back({"group", *group});
+    g.columns.insert(g.columns.end(), {{"prompt_ids", Tensor::FromI64({1, 3})},
+                                       {"response_ids", Tensor::FromI64({4, 5})},
+                                       {"logprobs", Tensor::FromF32({-1.0f, -1.0f})},
+                                       {"reward", reward},
+                                       {"version", int64_t{0}}});
+    if (routes) g.columns.push_back({"routes", *routes});
+    return g;
+  };
+  Tensor good = Tensor::FromI64({0, 1, 2, 3}), bad = Tensor::FromI64({0, 1, 2, 4});  // expert 4 of 4
+  good.shape = bad.shape = {1, 2, 2};
+  const RouteLimits limits{2, 2, 4};
+  const std::vector<queue::GotRow> rows = {row(1, 7, 1.0, good), row(2, 7, 0.0, std::nullopt),
+                                           row(3, 8, 1.0, good), row(4, 8, std::nan(""), good),
+                                           row(5, std::nullopt, 1.0, good), row(6, 9, 0.5, bad)};
+  SortedRows sorted = SortRows(rows, limits);
+  ASSERT_EQ(sorted.groups.size(), 2u);
+  EXPECT_EQ(sorted.groups[0].samples.size(), 2u);
+  EXPECT_EQ(sorted.groups[0].samples[0].routes.size(), 4u);
+  ASSERT_EQ(sorted.groups[1].samples.size(), 1u);
+  EXPECT_EQ(sorted.groups[1].samples[0].index, 6u);
+  EXPECT_TRUE(sorted.groups[1].samples[0].routes.empty()) << "its routes are not replayed";
+  std::vector<uint64_t> dropped = sorted.dropped;
+  std::sort(dropped.begin(), dropped.end());
+  EXPECT_EQ(dropped, (std::vector<uint64_t>{3, 4, 5})) << "group 8 whole, and the row of no group";
+  EXPECT_EQ(sorted.bad_rows, 2);
+  EXPECT_EQ(sorted.error.code(), Code::kDataError);
+  EXPECT_NE(sorted.error.message().find("row 4: column 'reward'"), std::string::npos) << sorted.error.message();
+  EXPECT_EQ(sorted.unreplayable, 1);
+  EXPECT_NE(sorted.routes_error.message().find("row 6: column 'routes'"), std::string::npos);
+  EXPECT_EQ(GroupsOf(rows, limits).status().code(), Code::kDataError);
+  EXPECT_EQ(GroupsOf({rows[5]}, limits).status().code(), Code::kDataError) << "strict about routes too";
+
+  SortedRows clean = SortRows({rows[0], rows[1], rows[5]});  // no limits: routes not read
+  EXPECT_TRUE(clean.dropped.empty());
+  EXPECT_TRUE(clean.error.ok());
+  EXPECT_EQ(clean.unreplayable, 0);
+  EXPECT_EQ(clean.groups.size(), 2u);
+}
+
 // Rows come from any client of the queue: GroupsOf takes random columns of every type (tensors of
 // every dtype and small shapes, NaN and huge numbers, strings) with a DataError or a group, never
 // a crash, with and without route limits.

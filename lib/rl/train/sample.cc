@@ -68,7 +68,9 @@ Status ReadRoutes(const queue::GotRow& row, const RouteLimits& limits, Sample* s
   return Status::OK();
 }
 
-Result<Sample> SampleOf(const queue::GotRow& row, const RouteLimits& limits) {
+// A row's Sample; a malformed routes column leaves its routes empty and says why in *routes_error
+// (the row trains with its own routing: the column is a hint, the row's data is sound).
+Result<Sample> SampleOf(const queue::GotRow& row, const RouteLimits& limits, Status* routes_error) {
   Sample s;
   s.index = row.index;
   RL_ASSIGN_OR_RETURN(s.prompt_ids, IntTensor(row, "prompt_ids"));
@@ -78,7 +80,8 @@ Result<Sample> SampleOf(const queue::GotRow& row, const RouteLimits& limits) {
     RL_ASSIGN_OR_RETURN(s.ref_logprobs, PerTokenFloats(row, "ref_logprobs", s.response_ids.size()));
   }
   if (s.prompt_ids.empty()) return Missing(row, "prompt_ids", "is empty");
-  RL_RETURN_IF_ERROR(ReadRoutes(row, limits, &s));
+  *routes_error = ReadRoutes(row, limits, &s);
+  if (!routes_error->ok()) s.routes.clear();
   if (FindColumn(row.columns, "loss_mask") != nullptr) {
     RL_ASSIGN_OR_RETURN(s.loss_mask, IntTensor(row, "loss_mask"));
     if (s.loss_mask.size() != s.response_ids.size()) {
@@ -127,19 +130,60 @@ Result<Sample> SampleOf(const queue::GotRow& row, const RouteLimits& limits) {
 
 }  // namespace
 
-Result<std::vector<Group>> GroupsOf(const std::vector<queue::GotRow>& rows, const RouteLimits& limits) {
-  std::vector<Group> groups;
+SortedRows SortRows(const std::vector<queue::GotRow>& rows, const RouteLimits& limits) {
+  SortedRows out;
+  std::vector<Group> all;
+  std::vector<std::vector<uint64_t>> members;  // of each group in `all`, its rows' indices
+  std::vector<bool> broken;                    // a group with a malformed row
   std::map<std::string, size_t> where;
+  auto note = [](Status* first, Status s) {
+    if (first->ok()) *first = std::move(s);
+  };
   for (const auto& row : rows) {
     const Value* g = FindColumn(row.columns, queue::kGroupColumn);
     std::string key = g ? queue::GroupKey(*g) : "";
-    if (key.empty()) return Missing(row, queue::kGroupColumn, "is missing");
-    RL_ASSIGN_OR_RETURN(Sample s, SampleOf(row, limits));
-    auto [it, fresh] = where.emplace(key, groups.size());
-    if (fresh) groups.push_back({key, {}});
-    groups[it->second].samples.push_back(std::move(s));
+    if (key.empty()) {  // belongs to no group: it alone is left out
+      ++out.bad_rows;
+      out.dropped.push_back(row.index);
+      note(&out.error, Missing(row, queue::kGroupColumn, "is missing"));
+      continue;
+    }
+    auto [it, fresh] = where.emplace(key, all.size());
+    if (fresh) {
+      all.push_back({key, {}});
+      members.emplace_back();
+      broken.push_back(false);
+    }
+    members[it->second].push_back(row.index);
+    Status routes = Status::OK();
+    Result<Sample> s = SampleOf(row, limits, &routes);
+    if (!s.ok()) {
+      ++out.bad_rows;
+      broken[it->second] = true;
+      note(&out.error, s.status());
+      continue;
+    }
+    if (!routes.ok()) {
+      ++out.unreplayable;
+      note(&out.routes_error, routes);
+    }
+    all[it->second].samples.push_back(std::move(*s));
   }
-  return groups;
+  for (size_t i = 0; i < all.size(); ++i) {
+    if (broken[i]) {
+      out.dropped.insert(out.dropped.end(), members[i].begin(), members[i].end());
+    } else {
+      out.groups.push_back(std::move(all[i]));
+    }
+  }
+  return out;
+}
+
+Result<std::vector<Group>> GroupsOf(const std::vector<queue::GotRow>& rows, const RouteLimits& limits) {
+  SortedRows sorted = SortRows(rows, limits);
+  if (!sorted.error.ok()) return sorted.error;
+  if (!sorted.routes_error.ok()) return sorted.routes_error;
+  return std::move(sorted.groups);
 }
 
 TokenAge TokenAgeOf(const std::vector<Group>& groups, int64_t version) {

@@ -65,6 +65,20 @@ struct Group {
 // [0, E) per token and layer.
 Result<std::vector<Group>> GroupsOf(const std::vector<queue::GotRow>& rows, const RouteLimits& routes = {});
 
+// The rows of a get sorted out as a trainer takes them: GroupsOf's checks, row by row, so that one
+// malformed row costs its group, not the get. A group with a malformed row is left out whole (its
+// advantages need every member); a row with no group column is left out alone. A row whose
+// routes column alone is malformed is kept without routes (it trains with its own routing).
+struct SortedRows {
+  std::vector<Group> groups;      // those whose every row is well formed, in order of first appearance
+  std::vector<uint64_t> dropped;  // the indices of the rows left out
+  int64_t bad_rows = 0;           // the malformed rows among them
+  Status error;                   // the first malformed row's DataError (OK: none)
+  int64_t unreplayable = 0;       // rows kept without their malformed routes
+  Status routes_error;            // the first of those
+};
+SortedRows SortRows(const std::vector<queue::GotRow>& rows, const RouteLimits& routes = {});
+
 // Trained tokens (loss mask 1) of the groups, and how many of them were sampled with weights older
 // than `version` (per token when a row has token_versions, else the row's version): how off-policy
 // the batch is for a trainer at `version`.
