@@ -61,12 +61,14 @@ Status Replica::Prefill(int64_t slot, const std::vector<int64_t>& tokens) {
   at::Tensor used;
   RL_ASSIGN_OR_RETURN(at::Tensor logits, model_->ForwardStep(ids, {slot}, &cache_, /*last_only=*/true, Recording(&used)));
   SequenceState& seq = slots_[static_cast<size_t>(slot)].seq;
-  seq.logits = logits[0][0];
-  if (used.defined()) {  // the routes the cache now holds: a recomputed sequence's replace its own
-    seq.generation.routes.clear();
-    model::AppendRoutes(used[0], &seq.generation);
-  }
-  return Status::OK();
+  return TorchGuard("replica: prefill", [&]() -> Status {
+    seq.logits = logits[0][0];
+    if (used.defined()) {  // the routes the cache now holds: a recomputed sequence's replace its own
+      seq.generation.routes.clear();
+      model::AppendRoutes(used[0], &seq.generation);
+    }
+    return Status::OK();
+  });
 }
 
 Result<RoundStats> Replica::Round(std::vector<model::Generation>* out) {
@@ -121,11 +123,14 @@ Result<RoundStats> Replica::Round(std::vector<model::Generation>* out) {
                       }));
   at::Tensor used;
   RL_ASSIGN_OR_RETURN(at::Tensor logits, model_->ForwardStep(step, going, &cache_, false, Recording(&used)));
-  for (size_t i = 0; i < going.size(); ++i) {
-    SequenceState& seq = slots_[static_cast<size_t>(going[i])].seq;
-    seq.logits = logits[static_cast<int64_t>(i)][0];
-    if (used.defined()) model::AppendRoutes(used[static_cast<int64_t>(i)], &seq.generation);
-  }
+  RL_RETURN_IF_ERROR(TorchGuard("replica: step", [&]() -> Status {
+    for (size_t i = 0; i < going.size(); ++i) {
+      SequenceState& seq = slots_[static_cast<size_t>(going[i])].seq;
+      seq.logits = logits[static_cast<int64_t>(i)][0];
+      if (used.defined()) model::AppendRoutes(used[static_cast<int64_t>(i)], &seq.generation);
+    }
+    return Status::OK();
+  }));
   return stats;
 }
 

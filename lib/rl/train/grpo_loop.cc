@@ -220,16 +220,15 @@ Status GrpoLoop::CollectAndTrain(std::vector<uint64_t>* consumed, int64_t* sampl
     dropped_rows += static_cast<int64_t>(reply.dropped);
     uniform_rows_ += reply.uniform;
     uniform_sum_ += reply.uniform_sum;
-    if (dropped_rows > o_.max_redraws * o_.group_size && !out_of_redraws) {
-      out_of_redraws = true;
-      const int64_t kept_rows = got + static_cast<int64_t>(reply.rows.size());
-      RL_RETURN_IF_ERROR(RedrawLimit(dropped_rows / o_.group_size, kept_rows, *consumed));
-    }
-    if (reply.rows.empty() && !out_of_redraws) continue;
     // Rows left out as malformed (with their groups) do not count: the step still takes `need`.
     const size_t before = consumed->size();
-    RL_RETURN_IF_ERROR(TrainOrDrop(reply, &pending, consumed));
+    if (!reply.rows.empty()) RL_RETURN_IF_ERROR(TrainOrDrop(reply, &pending, consumed));
     got += static_cast<int64_t>(consumed->size() - before);
+    if (dropped_rows > o_.max_redraws * o_.group_size && !out_of_redraws) {
+      out_of_redraws = true;
+      RL_RETURN_IF_ERROR(RedrawLimit(dropped_rows / o_.group_size, got, *consumed));
+    }
+    if (consumed->size() == before && !out_of_redraws) continue;
     if (!started && static_cast<int64_t>(consumed->size()) >= start_groups * o_.group_size) started = true;
     if (out_of_redraws) started = true;
     if (started) RL_RETURN_IF_ERROR(TrainIfEnough(&pending, got >= need || out_of_redraws));
@@ -286,12 +285,12 @@ Result<std::vector<Group>> GrpoLoop::TakeGroups(const queue::GetReply& reply) {
                               {"error", sorted.error.message()}});
     RL_RETURN_IF_ERROR(client_.Ack(kTrainTask, reply.lease, sorted.dropped).status());
   }
-  if (sorted.unreplayable > 0) {
-    spdlog::warn("--routing-replay: {} rows trained with their own routing: {}", sorted.unreplayable,
+  if (!sorted.unreplayable.empty()) {
+    spdlog::warn("--routing-replay: {} rows trained with their own routing: {}", sorted.unreplayable.size(),
                  sorted.routes_error.message());
-    events_.Emit("bad-routes", {{"rows", sorted.unreplayable}, {"error", sorted.routes_error.message()}});
+    events_.Emit("bad-routes", {{"rows", sorted.unreplayable.size()}, {"error", sorted.routes_error.message()}});
   }
-  WarnIfUnrouted(sorted.groups);
+  WarnIfUnrouted(sorted.groups, sorted.unreplayable);
   return std::move(sorted.groups);
 }
 

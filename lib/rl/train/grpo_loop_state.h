@@ -3,6 +3,7 @@
 // Thread safety: as RunGrpo's.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -100,11 +101,12 @@ class GrpoLoop {
     const model::ModelConfig& c = trainer_->policy().config();
     return {c.SparseLayerCount(), c.moe.num_experts_per_tok, c.moe.num_experts};
   }
-  void WarnIfUnrouted(const std::vector<Group>& groups) {
+  // `malformed`: rows whose routes were left out as malformed (reported as such, not here).
+  void WarnIfUnrouted(const std::vector<Group>& groups, const std::vector<uint64_t>& malformed) {
     if (!o_.grpo.routing_replay || unrouted_warned_) return;
     for (const Group& g : groups) {
       for (const Sample& s : g.samples) {
-        if (!s.routes.empty()) continue;
+        if (!s.routes.empty() || std::find(malformed.begin(), malformed.end(), s.index) != malformed.end()) continue;
         spdlog::warn("--routing-replay: row {} has no routes (rl-rollout --record-routes writes them); its tokens "
                      "route freely (warned once)", s.index);
         unrouted_warned_ = true;

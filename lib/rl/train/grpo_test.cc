@@ -323,7 +323,7 @@ TEST(TokenBatchTest, SortRowsLeavesOutTheGroupsOfMalformedRowsAndKeepsTheRest) {
   EXPECT_EQ(sorted.bad_rows, 2);
   EXPECT_EQ(sorted.error.code(), Code::kDataError);
   EXPECT_NE(sorted.error.message().find("row 4: column 'reward'"), std::string::npos) << sorted.error.message();
-  EXPECT_EQ(sorted.unreplayable, 1);
+  EXPECT_EQ(sorted.unreplayable, std::vector<uint64_t>{6});
   EXPECT_NE(sorted.routes_error.message().find("row 6: column 'routes'"), std::string::npos);
   EXPECT_EQ(GroupsOf(rows, limits).status().code(), Code::kDataError);
   EXPECT_EQ(GroupsOf({rows[5]}, limits).status().code(), Code::kDataError) << "strict about routes too";
@@ -331,7 +331,12 @@ TEST(TokenBatchTest, SortRowsLeavesOutTheGroupsOfMalformedRowsAndKeepsTheRest) {
   SortedRows clean = SortRows({rows[0], rows[1], rows[5]});  // no limits: routes not read
   EXPECT_TRUE(clean.dropped.empty());
   EXPECT_TRUE(clean.error.ok());
-  EXPECT_EQ(clean.unreplayable, 0);
+  EXPECT_TRUE(clean.unreplayable.empty());
+  // Bad routes in a group left out anyway are not counted as trained without them.
+  SortedRows both = SortRows({row(10, 9, 1.0, bad), row(11, 9, std::nan(""), good)}, limits);
+  EXPECT_TRUE(both.unreplayable.empty());
+  EXPECT_TRUE(both.routes_error.ok());
+  EXPECT_EQ(both.dropped.size(), 2u);
   EXPECT_EQ(clean.groups.size(), 2u);
 }
 

@@ -451,7 +451,10 @@ Result<at::Tensor> GrpoTrainer::ReferenceLogprobs(const std::vector<const Sample
   if (options_.kl_coef <= 0) return at::Tensor();
   if (reference_) {
     c10::NoGradGuard no_grad;
-    return TokenLogprobs(*reference_, batch.tokens, batch.mask, options_.temperature);
+    // With routing replay the reference takes the rollout's experts too: the KL term then
+    // measures how far the weights moved, not where the two routers happen to differ (at the
+    // first step, policy and reference are one network and the term is 0).
+    return TokenLogprobs(*reference_, batch.tokens, batch.mask, options_.temperature, batch.routes);
   }
   // As the model's: the value at each position the mask keeps, 0 elsewhere.
   at::Tensor out = at::zeros(batch.mask.sizes(), at::kFloat);

@@ -192,6 +192,22 @@ TEST(GrpoTrainerTest, RoutingReplayClosesTheGapTheRoutersMake) {
   EXPECT_LT(same.logprob_gap, 1e-5);
   EXPECT_DOUBLE_EQ(same.route_agreement, 1.0);
 
+  // A KL term: at the first update policy and reference are one network, so the term is 0 when
+  // both replay the rollout's experts (the reference replays with the policy), and would not be
+  // if the reference routed on its own where the routers disagree.
+  auto kl_step = [&](bool replay) {
+    GrpoOptions o;
+    o.routing_replay = replay;
+    o.kl_coef = 0.1;
+    auto t = GrpoTrainer::Create(trainer_weights.Clone().value(), trainer_weights.Clone().value(), o);
+    EXPECT_TRUE(t.ok()) << t.status().ToString();
+    (*t)->BeginStep();
+    EXPECT_TRUE((*t)->Accumulate(batch).ok());
+    return (*t)->FinishStep().value();
+  };
+  EXPECT_LT(kl_step(true).kl, 1e-9);
+  EXPECT_LT(kl_step(false).kl, 1e-9);
+
   GrpoOptions o;
   o.routing_replay = true;
   auto dense = GrpoTrainer::Create(model::Transformer::Create(Tiny(), 1).value(), std::nullopt, o);

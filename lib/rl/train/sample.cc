@@ -135,6 +135,12 @@ SortedRows SortRows(const std::vector<queue::GotRow>& rows, const RouteLimits& l
   std::vector<Group> all;
   std::vector<std::vector<uint64_t>> members;  // of each group in `all`, its rows' indices
   std::vector<bool> broken;                    // a group with a malformed row
+  struct Unrouted {
+    size_t group;
+    uint64_t index;
+    Status why;
+  };
+  std::vector<Unrouted> unrouted;  // rows whose routes alone are malformed
   std::map<std::string, size_t> where;
   auto note = [](Status* first, Status s) {
     if (first->ok()) *first = std::move(s);
@@ -163,11 +169,13 @@ SortedRows SortRows(const std::vector<queue::GotRow>& rows, const RouteLimits& l
       note(&out.error, s.status());
       continue;
     }
-    if (!routes.ok()) {
-      ++out.unreplayable;
-      note(&out.routes_error, routes);
-    }
+    if (!routes.ok()) unrouted.push_back({it->second, row.index, routes});
     all[it->second].samples.push_back(std::move(*s));
+  }
+  for (Unrouted& u : unrouted) {  // of the groups kept: the others are not trained at all
+    if (broken[u.group]) continue;
+    out.unreplayable.push_back(u.index);
+    note(&out.routes_error, std::move(u.why));
   }
   for (size_t i = 0; i < all.size(); ++i) {
     if (broken[i]) {

@@ -74,8 +74,8 @@ struct SortedRows {
   std::vector<uint64_t> dropped;  // the indices of the rows left out
   int64_t bad_rows = 0;           // the malformed rows among them
   Status error;                   // the first malformed row's DataError (OK: none)
-  int64_t unreplayable = 0;       // rows kept without their malformed routes
-  Status routes_error;            // the first of those
+  std::vector<uint64_t> unreplayable;  // the indices of rows kept without their malformed routes
+  Status routes_error;                 // the first of those
 };
 SortedRows SortRows(const std::vector<queue::GotRow>& rows, const RouteLimits& routes = {});
 
