@@ -671,6 +671,10 @@ exact_resume_run() {
   [ "$output" = "rl-train: no reference model: $RL_MODEL has no weights; give --weights" ]
   run rl-train score --weights "$TMP/w.safetensors" --temperature 0
   [ "$status" -eq 64 ]
+  rl-rollout random-model --model "$RL_MODEL" --out "$TMP/dense.safetensors" 2>/dev/null
+  run rl-train score --weights "$TMP/dense.safetensors" --routing-replay --timeout 1
+  [ "$status" -eq 64 ]
+  [ "${lines[-1]}" = "rl-train: --routing-replay: the reference is dense (no mixture-of-experts layers): there are no routes to replay" ]
   run rl-train grpo --checkpoint-dir "$TMP/c" --prompts "$TMP/none.jsonl" --ref-from-queue
   [ "$status" -eq 64 ]
   [ "$output" = "rl-train: --ref-from-queue is the KL term's reference: it needs --kl-coef above 0" ]

@@ -68,8 +68,9 @@ void AppendTrainOptions(std::vector<OptionSpec>* table) {
        {grpo}},
       {"--routing-replay", "RL_TRAIN_ROUTING_REPLAY",
        "a mixture of experts: compute the policy's log-probabilities with the experts the rollout used (the rows' "
-       "routes, rl-rollout --record-routes; R3), so that router drift between rollout and trainer cannot change them",
-       {grpo}},
+       "routes, rl-rollout --record-routes; R3), so that router drift between rollout and trainer cannot change them "
+       "(rl-train score: the reference's, with the same routes)",
+       {grpo, score}},
       {"--sft-data", "RL_TRAIN_SFT_DATA",
        "SFT examples (JSON lines of prompt or messages and response, as rl-train sft --data) whose loss is mixed "
        "into every update, weighted by --sft-coef (PPO-ptx)",

@@ -139,6 +139,7 @@ void BindScore(CommandLine& cl, CLI::App* s, ScoreFlags* f) {
   cl.Bind(s, "--progress-interval", &f->progress_s)->check(CLI::NonNegativeNumber);
   cl.Bind(s, "--run-dir", &f->run_dir);
   cl.Bind(s, "--id", &f->id);
+  cl.BindFlag(s, "--routing-replay", &f->routing_replay);
 }
 
 }  // namespace

@@ -58,6 +58,7 @@ struct ScoreFlags {  // rl-train score (ref_command.cc)
   int64_t micro_batch = 128;
   int threads = 1;
   std::string device = "cpu";  // --device (device.h)
+  bool routing_replay = false;  // --routing-replay: score with the rows' routes (a mixture of experts)
 };
 
 struct EvalFlags {

@@ -96,11 +96,7 @@ class GrpoLoop {
   void OnWritten(const Checkpoint& c, const Status& s);
   // What a row's routes are checked against (sample.h): the policy's sparse layers with
   // --routing-replay, nothing otherwise. Warns once when trained rows come without routes.
-  RouteLimits Routes() const {
-    if (!o_.grpo.routing_replay) return {};
-    const model::ModelConfig& c = trainer_->policy().config();
-    return {c.SparseLayerCount(), c.moe.num_experts_per_tok, c.moe.num_experts};
-  }
+  RouteLimits Routes() const { return RouteLimitsOf(trainer_->policy().config(), o_.grpo.routing_replay); }
   // `malformed`: rows whose routes were left out as malformed (reported as such, not here).
   void WarnIfUnrouted(const std::vector<Group>& groups, const std::vector<uint64_t>& malformed) {
     if (!o_.grpo.routing_replay || unrouted_warned_) return;

@@ -44,7 +44,12 @@ int RunScoreCommand(const ScoreFlags& f, const std::atomic<bool>& stop) {
   auto reference = ReferenceModel(f, *dir);
   if (!reference.ok()) return Fail(kTool, reference.status());
   if (Status s = reference->To(*device); !s.ok()) return Fail(kTool, s);
+  if (f.routing_replay && reference->config().SparseLayerCount() == 0) {
+    return Fail(kTool, Status::InvalidArgument("--routing-replay: the reference is dense (no mixture-of-experts "
+                                               "layers): there are no routes to replay"));
+  }
   RefLoopOptions o;
+  o.routing_replay = f.routing_replay;
   o.client.endpoint = f.connect;
   o.client.give_up_s = f.timeout_s;
   o.client.sender = NewSenderId("rl-train-score");
@@ -60,7 +65,8 @@ int RunScoreCommand(const ScoreFlags& f, const std::atomic<bool>& stop) {
   EventLog events;
   if (!f.run_dir.empty()) {
     if (Status s = events.Open(f.run_dir, "ref", f.id); !s.ok()) return Fail(kTool, s);
-    events.Emit("start", {{"endpoint", f.connect}, {"task", f.task}, {"temperature", f.temperature}});
+    events.Emit("start", {{"endpoint", f.connect}, {"task", f.task}, {"temperature", f.temperature},
+                          {"routing_replay", f.routing_replay}});
   }
   o.events = &events;  // a disabled log still keeps the phase the heartbeat reports
   StopWatchdog watchdog(stop, o.wait_ms + 5000, kTool);
@@ -70,6 +76,7 @@ int RunScoreCommand(const ScoreFlags& f, const std::atomic<bool>& stop) {
   RefStats stats;
   Status s = RunRefLoop(o, *reference, stop, &stats);
   events.Emit("stop", {{"rows", stats.rows}, {"failed", stats.failed}, {"lost", stats.lost},
+                       {"unreplayable", stats.unreplayable},
                        {"error", s.ok() ? "" : s.ToString()}});
   return s.ok() ? kExitOk : Fail(kTool, s);
 }

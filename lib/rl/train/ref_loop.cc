@@ -16,7 +16,8 @@ namespace rl::train {
 
 Result<std::vector<std::vector<float>>> ResponseLogprobs(const model::Transformer& model,
                                                          const std::vector<const Sample*>& samples,
-                                                         double temperature, int64_t pad_id, int64_t micro_batch) {
+                                                         double temperature, int64_t pad_id, int64_t micro_batch,
+                                                         const std::vector<int64_t>& route_shape) {
   std::vector<size_t> order(samples.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
   auto length = [&](size_t i) { return samples[i]->prompt_ids.size() + samples[i]->response_ids.size(); };
@@ -28,8 +29,8 @@ Result<std::vector<std::vector<float>>> ResponseLogprobs(const model::Transforme
     for (size_t k = at; k < std::min(order.size(), at + step); ++k) piece.push_back(samples[order[k]]);
     Status s = model::TorchGuard("reference log-probabilities", [&]() -> Status {
       c10::NoGradGuard no_grad;
-      TokenBatch batch = MakeTokenBatch(piece, pad_id);
-      RL_ASSIGN_OR_RETURN(at::Tensor lp, TokenLogprobs(model, batch.tokens, batch.mask, temperature));
+      TokenBatch batch = MakeTokenBatch(piece, pad_id, route_shape);
+      RL_ASSIGN_OR_RETURN(at::Tensor lp, TokenLogprobs(model, batch.tokens, batch.mask, temperature, batch.routes));
       lp = lp.to(at::kCPU, at::kFloat).contiguous();
       auto acc = lp.accessor<float, 2>();
       for (size_t i = 0; i < piece.size(); ++i) {
@@ -57,14 +58,17 @@ Result<std::vector<int64_t>> IdsColumn(const GotRow& row, const char* name) {
   return t->ToI64();
 }
 
-// The tokens of a row, as a Sample the trainer's batching takes (every response token scored).
-Result<Sample> TokensOf(const GotRow& row) {
+// The tokens of a row, as a Sample the trainer's batching takes (every response token scored),
+// with its routes when `limits` name some; malformed routes are left out and said in *routes_error.
+Result<Sample> TokensOf(const GotRow& row, const RouteLimits& limits, Status* routes_error) {
   Sample s;
   s.index = row.index;
   RL_ASSIGN_OR_RETURN(s.prompt_ids, IdsColumn(row, "prompt_ids"));
   RL_ASSIGN_OR_RETURN(s.response_ids, IdsColumn(row, "response_ids"));
   if (s.prompt_ids.empty()) return Status::DataError("column 'prompt_ids' is empty");
   s.logprobs.assign(s.response_ids.size(), 0.0f);  // MakeTokenBatch's old_lp; not used here
+  *routes_error = ReadRoutes(row, limits, &s);
+  if (!routes_error->ok()) s.routes.clear();
   return s;
 }
 
@@ -79,6 +83,7 @@ class Loop {
     queue::GetRequest g;
     g.task = o_.task;
     g.columns = {"prompt_ids", "response_ids"};  // declares the task when nobody has
+    if (o_.routing_replay) g.also = {"routes"};  // rl-rollout --record-routes
     g.count = o_.count;
     g.min = 1;
     g.lease_ms = o_.lease_ms;
@@ -108,24 +113,33 @@ class Loop {
     out.put.ack_lease = got.lease;
     std::vector<Sample> samples;
     std::vector<const GotRow*> rows;
+    const model::ModelConfig& c = model_.config();
+    const RouteLimits limits = RouteLimitsOf(c, o_.routing_replay);
     for (const GotRow& row : got.rows) {
-      Result<Sample> s = TokensOf(row);
+      Status routes = Status::OK();
+      Result<Sample> s = TokensOf(row, limits, &routes);
       if (!s.ok()) {
         Fail(row, s.status(), &out);
         continue;
+      }
+      if (!routes.ok()) {
+        spdlog::warn("{}; scored with the reference's own routing", routes.message());
+        ++stats_->unreplayable;
       }
       samples.push_back(std::move(*s));
       rows.push_back(&row);
     }
     std::vector<const Sample*> all;
     for (const Sample& s : samples) all.push_back(&s);
-    auto lp = ResponseLogprobs(model_, all, o_.temperature, o_.pad_id, o_.micro_batch);
+    std::vector<int64_t> route_shape;
+    if (limits.sparse_layers > 0) route_shape = {limits.sparse_layers, limits.per_token};
+    auto lp = ResponseLogprobs(model_, all, o_.temperature, o_.pad_id, o_.micro_batch, route_shape);
     for (size_t i = 0; i < all.size(); ++i) {
       std::vector<float> one;
       if (lp.ok()) {
         one = std::move((*lp)[i]);
       } else {  // find the row the model refuses: the others are scored alone
-        auto alone = ResponseLogprobs(model_, {all[i]}, o_.temperature, o_.pad_id, 1);
+        auto alone = ResponseLogprobs(model_, {all[i]}, o_.temperature, o_.pad_id, 1, route_shape);
         if (!alone.ok()) {
           Fail(*rows[i], alone.status(), &out);
           continue;

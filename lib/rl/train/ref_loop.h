@@ -31,9 +31,11 @@ inline constexpr const char* kRefColumn = "ref_logprobs";
 // token (loss_mask ignored: every response token is scored), by the trainer's own computation
 // (MakeTokenBatch, TokenLogprobs): padded batches of up to micro_batch sequences, shortest first.
 // No gradient. InvalidArgument for tokens the model cannot read (out of vocabulary, too long).
+// With `route_shape` ({S, k}, MakeTokenBatch's) the samples' routes are replayed.
 Result<std::vector<std::vector<float>>> ResponseLogprobs(const model::Transformer& model,
                                                          const std::vector<const Sample*>& samples,
-                                                         double temperature, int64_t pad_id, int64_t micro_batch);
+                                                         double temperature, int64_t pad_id, int64_t micro_batch,
+                                                         const std::vector<int64_t>& route_shape = {});
 
 struct RefLoopOptions {
   ClientOptions client;
@@ -47,6 +49,10 @@ struct RefLoopOptions {
   int64_t wait_ms = 5000;       // how long one get may wait for rows
   int64_t progress_ms = 10000;  // between progress lines on stderr; 0: none
   uint64_t max_rows = 0;        // stop after this many rows written (0: until *stop)
+  // A mixture of experts (rl-train score --routing-replay): ask for the rows' routes too and
+  // score with the rollout's experts, as the trainer's policy does; a row without them, or with
+  // malformed ones (counted, warned), is scored with the model's own routing.
+  bool routing_replay = false;
   StopWatchdog* watchdog = nullptr;  // may be null; marks queue calls for it
   EventLog* events = nullptr;        // may be null; must outlive the loop
 };
@@ -56,6 +62,7 @@ struct RefStats {
   uint64_t tokens = 0;  // response tokens of those rows
   uint64_t failed = 0;  // nacked: unreadable, or refused by the model
   uint64_t lost = 0;    // scored, but the lease had expired: another instance has them
+  uint64_t unreplayable = 0;  // with routing_replay: scored with the model's own routing, routes malformed
   double compute_s = 0; // in forward passes
 };
 

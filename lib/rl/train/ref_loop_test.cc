@@ -194,6 +194,84 @@ TEST(RefLoopTest, KlFromTheRowsEqualsTheInProcessReferenceOnTheSameRows) {
   }
 }
 
+// rl-train score --routing-replay: a mixture-of-experts reference scores a row with the experts
+// its routes name (as the trainer's policy and in-process reference do, so the KL term compares
+// like with like); a row without routes, or with malformed ones (counted), with its own routing.
+TEST(RefLoopTest, WithRoutingReplayTheReferenceScoresWithTheRowsExperts) {
+  const model::ModelConfig c = model::testing::TinyConfig(model::Architecture::kQwen3Moe);
+  model::Transformer ref = model::Transformer::Create(c, 5).value();
+  model::testing::RandomizeWeights(&ref, 11);
+  const int64_t layers = c.SparseLayerCount(), k = c.moe.num_experts_per_tok, experts = c.moe.num_experts;
+  ASSERT_GT(layers, 0);
+  TestQueue q({{"ref", {"prompt_ids", "response_ids"}}, {"done", {"prompt_ids", "response_ids", kRefColumn}}});
+  std::mt19937_64 gen(3);
+  queue::PutRequest put;
+  std::vector<std::vector<int64_t>> replayed;  // per row: the routes it replays, empty for none
+  for (int r = 0; r < 4; ++r) {
+    const std::vector<int64_t> prompt = {1, 3 + r, 4}, response = {5, 6 + r % 3};
+    const auto fed = static_cast<int64_t>(prompt.size() + response.size()) - 1;
+    std::vector<int64_t> e;  // k distinct experts per token and layer: consecutive from a random one
+    for (int64_t t = 0; t < fed * layers; ++t) {
+      const auto first = static_cast<int64_t>(gen() % static_cast<uint64_t>(experts));
+      for (int64_t j = 0; j < k; ++j) e.push_back((first + j) % experts);
+    }
+    if (r == 3) e[0] = experts;  // out of range: malformed
+    queue::ClientRow row{std::nullopt, {{"prompt_ids", Tensor::FromI64(prompt)}, {"response_ids", Tensor::FromI64(response)}}};
+    if (r != 2) {  // row 2 has no routes
+      Tensor t = Tensor::FromI64(e);
+      t.shape = {fed, layers, k};
+      row.columns.push_back({"routes", t});
+    }
+    put.rows.push_back(std::move(row));
+    replayed.push_back(r < 2 ? e : std::vector<int64_t>{});
+  }
+  ASSERT_TRUE(q.Client().Put(put).ok());
+  RefLoopOptions o = Options(q, 4);
+  o.routing_replay = true;
+  std::atomic<bool> stop{false};
+  RefStats stats;
+  Status s = RunRefLoop(o, ref, stop, &stats);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(stats.rows, 4u);
+  EXPECT_EQ(stats.unreplayable, 1u);
+  queue::GetRequest g;
+  g.task = "done";
+  g.count = 4;
+  auto got = q.Client().Get(g);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  ASSERT_EQ(got->rows.size(), 4u);
+  c10::NoGradGuard no_grad;
+  for (const queue::GotRow& row : got->rows) {
+    const size_t r = row.index - got->rows.front().index;
+    Sample x;
+    x.prompt_ids = std::get<Tensor>(*FindColumn(row.columns, "prompt_ids")).ToI64();
+    x.response_ids = std::get<Tensor>(*FindColumn(row.columns, "response_ids")).ToI64();
+    const std::vector<double> scored = std::get<Tensor>(*FindColumn(row.columns, kRefColumn)).ToF64();
+    const std::vector<float> own = PlainLogprobs(ref, x, 0.7);
+    ASSERT_EQ(scored.size(), own.size());
+    if (replayed[r].empty()) {
+      for (size_t j = 0; j < own.size(); ++j) EXPECT_NEAR(scored[j], own[j], 1e-5) << "row " << r;
+      continue;
+    }
+    // One unpadded forward with the row's experts: [1, T, S, k], the last token's free (-1).
+    std::vector<int64_t> ids = x.prompt_ids;
+    ids.insert(ids.end(), x.response_ids.begin(), x.response_ids.end());
+    const auto t = static_cast<int64_t>(ids.size());
+    at::Tensor routes = at::full({1, t, layers, k}, -1, at::kLong);
+    routes.narrow(1, 0, t - 1).copy_(at::tensor(replayed[r], at::kLong).view({1, t - 1, layers, k}));
+    const at::Tensor logits = ref.Forward(at::tensor(ids, at::kLong).unsqueeze(0), {routes}).value();
+    const at::Tensor logp = at::log_softmax(logits.to(at::kFloat) / 0.7, -1);
+    double moved = 0;
+    const auto p = static_cast<int64_t>(x.prompt_ids.size());
+    for (size_t j = 0; j < own.size(); ++j) {
+      EXPECT_NEAR(scored[j], logp[0][p + static_cast<int64_t>(j) - 1][x.response_ids[j]].item<double>(), 1e-5)
+          << "row " << r;
+      moved = std::max(moved, std::abs(scored[j] - own[j]));
+    }
+    EXPECT_GT(moved, 1e-3) << "row " << r << ": random experts should move its log-probabilities";
+  }
+}
+
 TEST(RefLoopTest, TrainingFromRowsWithoutRefLogprobsIsADataErrorNamingTheRow) {
   GrpoOptions o;
   o.kl_coef = 0.1;

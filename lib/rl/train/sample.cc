@@ -37,7 +37,8 @@ Result<std::vector<float>> PerTokenFloats(const queue::GotRow& row, const std::s
   return out;
 }
 
-// The routes column (sample.h) against the trainer's model.
+}  // namespace
+
 Status ReadRoutes(const queue::GotRow& row, const RouteLimits& limits, Sample* s) {
   const Value* v = FindColumn(row.columns, "routes");
   if (v == nullptr || limits.sparse_layers == 0) return Status::OK();
@@ -67,6 +68,13 @@ Status ReadRoutes(const queue::GotRow& row, const RouteLimits& limits, Sample* s
   s->routes.assign(experts.begin(), experts.end());
   return Status::OK();
 }
+
+RouteLimits RouteLimitsOf(const model::ModelConfig& config, bool replay) {
+  if (!replay) return {};
+  return {config.SparseLayerCount(), config.moe.num_experts_per_tok, config.moe.num_experts};
+}
+
+namespace {
 
 // A row's Sample; a malformed routes column leaves its routes empty and says why in *routes_error
 // (the row trains with its own routing: the column is a hint, the row's data is sound).

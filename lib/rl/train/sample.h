@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "rl/core/status.h"
+#include "rl/model/config.h"
 #include "rl/queue/protocol.h"
 
 namespace rl::train {
@@ -64,6 +65,15 @@ struct Group {
 // routes column is not an integer [N, S, k] tensor with N <= P + R - 1 and k distinct experts in
 // [0, E) per token and layer.
 Result<std::vector<Group>> GroupsOf(const std::vector<queue::GotRow>& rows, const RouteLimits& routes = {});
+
+// Reads a row's routes column into s->routes (s's prompt_ids and response_ids read already),
+// checked as GroupsOf checks it. OK, leaving s->routes empty, without the column or without
+// limits (sparse_layers 0); DataError naming the row for a malformed one.
+Status ReadRoutes(const queue::GotRow& row, const RouteLimits& limits, Sample* s);
+
+// The limits of routes for `config` (its sparse layers, experts per token, experts), when
+// `replay`; none (the column is not read) otherwise or for a dense model.
+RouteLimits RouteLimitsOf(const model::ModelConfig& config, bool replay);
 
 // The rows of a get sorted out as a trainer takes them: GroupsOf's checks, row by row, so that one
 // malformed row costs its group, not the get. A group with a malformed row is left out whole (its
