@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
 
 #include <ATen/ATen.h>
 
@@ -75,6 +76,24 @@ std::vector<AdaptiveResult> RunStage(const Fixture& f, const AdaptiveOptions& o)
     results[static_cast<size_t>(g.rank())] = std::move(*r);
   });
   return results;
+}
+
+// A rollout group of two: rank 1 follows with `follower_opts` and a model of f's shape under other
+// weights (the leader's come with its first request), rank 0 runs `lead` on the group. Returns
+// the follower's status.
+Status LeadWithAFollower(const Fixture& f, const GroupGenerateOptions& follower_opts,
+                         const std::function<void(Group&)>& lead) {
+  Status follower = Status::Internal("not run");
+  RunRanks(2, [&](Group& g) {
+    if (g.rank() == 0) {
+      lead(g);
+      return;
+    }
+    auto seed_model = Transformer::Create(f.config, 99);
+    ASSERT_TRUE(seed_model.ok());
+    follower = RunGroupFollower(g, *seed_model, follower_opts);
+  });
+  return follower;
 }
 
 void ExpectSameTokens(const Fixture& f, const std::vector<AdaptiveResult>& results, const char* what) {
@@ -155,16 +174,8 @@ TEST(AdaptiveGenerateTest, RoutesAreRecordedAsPlainGenerationRecordsThem) {
     ASSERT_EQ(results[0].switches.size(), 1u);
     expect_routes(results[0].generations, move == AdaptiveOptions::Move::kMigrate ? "migrated" : "recomputed");
   }
-  Status follower = Status::Internal("not run");
-  RunRanks(2, [&](Group& g) {
-    GroupGenerateOptions opts;
-    if (g.rank() == 1) {
-      auto seed_model = Transformer::Create(f.config, 99);
-      ASSERT_TRUE(seed_model.ok());
-      follower = RunGroupFollower(g, *seed_model, opts);
-      return;
-    }
-    GroupLeader leader(&g, opts);
+  const Status follower = LeadWithAFollower(f, {}, [&](Group& g) {
+    GroupLeader leader(&g, {});
     model::GenerateOptions go = f.gen;
     go.slots = 6;
     auto got = leader.Generate(*f.whole, 1, f.work.prompts, go, nullptr);
@@ -280,18 +291,13 @@ TEST(LatencyModelTest, ScaledStretchesComputeTimesNotTheSwitchCosts) {
 TEST(AdaptiveGenerateTest, ARolloutGroupChecksAndSwitchesByItsLeadersSettings) {
   const Fixture f = MakeFixture(Architecture::kQwen2);
   const LatencyModel fast = Profile(1.8, 0.001);
-  Status follower = Status::Internal("not run");
-  RunRanks(2, [&](Group& g) {
+  GroupGenerateOptions own;
+  own.predictor = &fast;
+  own.check_every = 5;  // the follower's own would be these
+  own.margin = 0;
+  const Status follower = LeadWithAFollower(f, own, [&](Group& g) {
     GroupGenerateOptions opts;
     opts.predictor = &fast;
-    if (g.rank() == 1) {
-      opts.check_every = 5;  // its own would be these
-      opts.margin = 0;
-      auto seed_model = Transformer::Create(f.config, 99);
-      ASSERT_TRUE(seed_model.ok());
-      follower = RunGroupFollower(g, *seed_model, opts);
-      return;
-    }
     opts.check_every = 2;
     for (double margin : {100.0, 0.0}) {  // never worth it; then worth it
       opts.margin = margin;
@@ -548,19 +554,12 @@ TEST(AdaptiveGenerateTest, ARolloutGroupLeaderRefillsItsBatch) {
   const Fixture f = MakeFixture(Architecture::kQwen2);
   const RefillRun run = MakeRefill(f);
   const LatencyModel fast = Profile(1.8, 0.001);
-  Status follower = Status::Internal("not run");
   RefillSource src(&run);
-  RunRanks(2, [&](Group& g) {
-    GroupGenerateOptions opts;
-    opts.predictor = &fast;
-    opts.check_every = 2;
-    opts.margin = 0;
-    if (g.rank() == 1) {
-      auto seed_model = Transformer::Create(f.config, 99);
-      ASSERT_TRUE(seed_model.ok());
-      follower = RunGroupFollower(g, *seed_model, opts);
-      return;
-    }
+  GroupGenerateOptions opts;
+  opts.predictor = &fast;
+  opts.check_every = 2;
+  opts.margin = 0;
+  const Status follower = LeadWithAFollower(f, opts, [&](Group& g) {
     GroupLeader leader(&g, opts);
     model::GenerateOptions go = f.gen;
     go.max_new_tokens_each.clear();
