@@ -195,12 +195,16 @@ Result<at::Tensor> Transformer::Forward(const at::Tensor& tokens, const Routes& 
   });
 }
 
-Result<at::Tensor> Transformer::HiddenStates(const at::Tensor& tokens) const {
+Result<at::Tensor> Transformer::HiddenStates(const at::Tensor& tokens, const Routes& routes) const {
   return TorchGuard("transformer: hidden states", [&]() -> Result<at::Tensor> {
     RL_RETURN_IF_ERROR(CheckTokens(tokens, config(), "hidden states"));
+    std::vector<at::Tensor> recorded;
+    RL_ASSIGN_OR_RETURN(StackRoutes stack, StackRoutesOf(routes, tokens, config(), device(), &recorded));
     const at::Tensor t = tokens.to(device());
     const at::Tensor positions = at::arange(t.size(1), t.options()).unsqueeze(0).expand_as(t);
-    return impl_->hidden(t, positions);
+    at::Tensor h = impl_->hidden(t, positions, stack);
+    TakeRecorded(recorded, tokens, routes.record);
+    return h;
   });
 }
 

@@ -116,8 +116,9 @@ class Transformer {
                                          double temperature = 1.0, const Routes& routes = {}) const;
 
   // The hidden states after the final norm, before the LM head: [B, T, hidden_size] in the compute
-  // dtype (what a value head reads). Records gradients in grad mode. InvalidArgument for bad tokens.
-  Result<at::Tensor> HiddenStates(const at::Tensor& tokens) const;
+  // dtype (what a value head reads). Records gradients in grad mode. InvalidArgument for bad tokens
+  // or bad routes (Routes: a critic replays the rollout's experts as the policy does).
+  Result<at::Tensor> HiddenStates(const at::Tensor& tokens, const Routes& routes = {}) const;
 
   // The trainable tensors (they share storage with the model), for an optimizer.
   std::vector<at::Tensor> Parameters() const;

@@ -92,6 +92,27 @@ TEST(ValueModelTest, StartsAtZeroAndLoadsWhatItSaves) {
   EXPECT_EQ(copy.Values(tokens).value().abs().max().item<float>(), 0.0f);
 }
 
+// A mixture-of-experts critic replays routes as the policy does (GrpoTrainer gives it the rows'):
+// replaying the experts its own routers pick changes nothing, other experts change the values.
+TEST(ValueModelTest, AMixtureOfExpertsCriticReplaysRoutes) {
+  const model::ModelConfig c = model::testing::TinyConfig(model::Architecture::kQwen3Moe);
+  model::Transformer policy = model::Transformer::Create(c, 3).value();
+  model::testing::RandomizeWeights(&policy, 4);
+  ValueModel critic = ValueModel::FromPolicy(policy).value();
+  model::NamedTensors named = critic.NamedParameters();
+  named.back().second = at::ones_like(named.back().second);
+  ASSERT_TRUE(critic.LoadNamedParameters(named).ok());
+  const at::Tensor tokens = at::tensor({1, 4, 5, 6, 2, 7}, at::kLong).reshape({2, 3});
+  at::Tensor own;
+  ASSERT_TRUE(policy.Forward(tokens, {at::Tensor(), &own}).ok());
+  ASSERT_EQ(own.dim(), 4);
+  const at::Tensor free = critic.Values(tokens).value();
+  EXPECT_TRUE(at::allclose(critic.Values(tokens, own).value(), free, 1e-5, 1e-5));
+  const at::Tensor other = (own + 1).remainder(c.moe.num_experts);  // each token's next experts
+  EXPECT_GT((critic.Values(tokens, other).value() - free).abs().max().item<double>(), 1e-4);
+  EXPECT_FALSE(critic.Values(tokens, other.narrow(1, 0, 2)).ok()) << "routes of another shape";
+}
+
 // DeepSeekMath's process supervision by hand: turn rewards 1, 0 (response 0, ends 1 and 3) and 0
 // (response 1, end 2): mean 1/3, std sqrt(1/3); 1 -> 2/3 / (0.57735 + 1e-4), 0 -> -1/3 / (...).
 TEST(AdvantageTest, ProcessAdvantagesSumTheNormalisedRewardsOfTheTurnsEndingAtOrAfterAToken) {

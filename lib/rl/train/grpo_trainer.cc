@@ -324,7 +324,7 @@ Result<GrpoTrainer::Totals> GrpoTrainer::BackwardPiece(const std::vector<const S
 
 Status GrpoTrainer::BackwardCritic(const std::vector<const Sample*>& samples, const TokenBatch& batch, Totals* t,
                                    model::NamedTensors* dump) {
-  RL_ASSIGN_OR_RETURN(at::Tensor all, critic_->Values(batch.tokens));
+  RL_ASSIGN_OR_RETURN(at::Tensor all, critic_->Values(batch.tokens, CriticRoutes(batch)));
   at::Tensor values = all.narrow(1, 0, batch.mask.size(1));
   at::Tensor old_values = PerToken(samples, batch.mask, values_), returns = PerToken(samples, batch.mask, returns_);
   RL_ASSIGN_OR_RETURN(ValueSums v, ValueLoss(values, old_values, returns, batch.mask, options_.value_clip));
@@ -428,7 +428,7 @@ Status GrpoTrainer::RecordPerToken(const std::vector<const Sample*>& samples, bo
       TokenBatch batch = DeviceBatch(piece);
       at::Tensor x;
       if (critic) {
-        RL_ASSIGN_OR_RETURN(x, critic_->Values(batch.tokens));
+        RL_ASSIGN_OR_RETURN(x, critic_->Values(batch.tokens, CriticRoutes(batch)));
       } else {
         RL_ASSIGN_OR_RETURN(x, TokenLogprobs(policy_, batch.tokens, batch.mask, options_.temperature, batch.routes));
       }
@@ -486,6 +486,15 @@ at::Tensor GrpoTrainer::PerToken(const std::vector<const Sample*>& samples, cons
     for (size_t j = 0; j < v.size(); ++j) acc[i][p + j - 1] = v[j];
   }
   return out.to(mask.device());
+}
+
+at::Tensor GrpoTrainer::CriticRoutes(const TokenBatch& batch) const {
+  // A critic of the policy's experts (a copy of it, or a backbone of the same mixture) replays the
+  // rollout's routes as the policy does; one of other experts (--critic-config) routes on its own.
+  const model::ModelConfig &p = policy_.config(), &c = critic_->config();
+  const bool same = c.SparseLayerCount() == p.SparseLayerCount() && c.moe.num_experts == p.moe.num_experts &&
+                    c.moe.num_experts_per_tok == p.moe.num_experts_per_tok;
+  return same ? batch.routes : at::Tensor();
 }
 
 TokenBatch GrpoTrainer::DeviceBatch(const std::vector<const Sample*>& samples) const {

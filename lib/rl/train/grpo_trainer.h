@@ -172,6 +172,8 @@ class GrpoTrainer {
               std::optional<ValueModel> critic, const model::NamedTensors& masters_from);
   // A batch made on the host, on options_.device.
   TokenBatch DeviceBatch(const std::vector<const Sample*>& samples) const;
+  // The routes the critic replays: the batch's, where its experts are the policy's; else none.
+  at::Tensor CriticRoutes(const TokenBatch& batch) const;
   // What the loss of some samples added up to (its gradient is in the parameters' .grad).
   struct Totals {
     double loss = 0, tokens = 0, sequences = 0, clipped = 0, kl = 0;

@@ -16,6 +16,7 @@
 #include "rl/model/safetensors.h"
 #include "rl/train/grpo_test_util.h"
 #include "rl/train/grpo_trainer.h"
+#include "rl/train/value_model.h"
 
 namespace rl::train {
 namespace {
@@ -207,6 +208,23 @@ TEST(GrpoTrainerTest, RoutingReplayClosesTheGapTheRoutersMake) {
   };
   EXPECT_LT(kl_step(true).kl, 1e-9);
   EXPECT_LT(kl_step(false).kl, 1e-9);
+
+  // PPO with a critic, a copy of the policy: it replays the same routes (CriticRoutes) and learns.
+  {
+    GrpoOptions o;
+    o.routing_replay = true;
+    o.advantage = Advantage::kGae;
+    auto critic = ValueModel::FromPolicy(trainer_weights);
+    ASSERT_TRUE(critic.ok());
+    auto t = GrpoTrainer::Create(trainer_weights.Clone().value(), std::nullopt, o, std::move(*critic));
+    ASSERT_TRUE(t.ok()) << t.status().ToString();
+    (*t)->BeginStep();
+    ASSERT_TRUE((*t)->Accumulate(batch).ok());
+    auto ppo = (*t)->FinishStep();
+    ASSERT_TRUE(ppo.ok()) << ppo.status().ToString();
+    EXPECT_EQ(ppo->routes_replayed, entries);
+    EXPECT_GT(ppo->value_loss, 0.0);
+  }
 
   GrpoOptions o;
   o.routing_replay = true;

@@ -21,8 +21,8 @@ Result<ValueModel> ValueModel::FromBackbone(model::Transformer backbone) {
   });
 }
 
-Result<at::Tensor> ValueModel::Values(const at::Tensor& tokens) const {
-  RL_ASSIGN_OR_RETURN(at::Tensor h, backbone_.HiddenStates(tokens));
+Result<at::Tensor> ValueModel::Values(const at::Tensor& tokens, const at::Tensor& routes) const {
+  RL_ASSIGN_OR_RETURN(at::Tensor h, backbone_.HiddenStates(tokens, {routes}));
   return model::TorchGuard("value model: values", [&]() -> Result<at::Tensor> {
     return at::matmul(h, head_.t()).squeeze(-1).to(at::kFloat);
   });

@@ -29,7 +29,10 @@ class ValueModel {
   static Result<ValueModel> FromBackbone(model::Transformer backbone);
 
   // [B, T] float32 values of every position of tokens [B, T]; records gradients in grad mode.
-  Result<at::Tensor> Values(const at::Tensor& tokens) const;
+  // `routes`: experts a mixture-of-experts backbone replays (model::Routes::replay; undefined:
+  // its own routing).
+  Result<at::Tensor> Values(const at::Tensor& tokens, const at::Tensor& routes = {}) const;
+  const model::ModelConfig& config() const { return backbone_.config(); }
 
   // The backbone's parameters under their names, then score.weight; they share storage.
   model::NamedTensors NamedParameters() const;
