@@ -67,8 +67,7 @@ Result<Sample> TokensOf(const GotRow& row, const RouteLimits& limits, Status* ro
   RL_ASSIGN_OR_RETURN(s.response_ids, IdsColumn(row, "response_ids"));
   if (s.prompt_ids.empty()) return Status::DataError("column 'prompt_ids' is empty");
   s.logprobs.assign(s.response_ids.size(), 0.0f);  // MakeTokenBatch's old_lp; not used here
-  *routes_error = ReadRoutes(row, limits, &s);
-  if (!routes_error->ok()) s.routes.clear();
+  *routes_error = ReadRoutes(row, limits, &s);  // leaves s.routes empty when it fails
   return s;
 }
 

@@ -88,8 +88,7 @@ Result<Sample> SampleOf(const queue::GotRow& row, const RouteLimits& limits, Sta
     RL_ASSIGN_OR_RETURN(s.ref_logprobs, PerTokenFloats(row, "ref_logprobs", s.response_ids.size()));
   }
   if (s.prompt_ids.empty()) return Missing(row, "prompt_ids", "is empty");
-  *routes_error = ReadRoutes(row, limits, &s);
-  if (!routes_error->ok()) s.routes.clear();
+  *routes_error = ReadRoutes(row, limits, &s);  // leaves s.routes empty when it fails
   if (FindColumn(row.columns, "loss_mask") != nullptr) {
     RL_ASSIGN_OR_RETURN(s.loss_mask, IntTensor(row, "loss_mask"));
     if (s.loss_mask.size() != s.response_ids.size()) {

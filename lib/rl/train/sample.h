@@ -68,7 +68,7 @@ Result<std::vector<Group>> GroupsOf(const std::vector<queue::GotRow>& rows, cons
 
 // Reads a row's routes column into s->routes (s's prompt_ids and response_ids read already),
 // checked as GroupsOf checks it. OK, leaving s->routes empty, without the column or without
-// limits (sparse_layers 0); DataError naming the row for a malformed one.
+// limits (sparse_layers 0); DataError naming the row for a malformed one (s->routes untouched).
 Status ReadRoutes(const queue::GotRow& row, const RouteLimits& limits, Sample* s);
 
 // The limits of routes for `config` (its sparse layers, experts per token, experts), when
