@@ -54,9 +54,11 @@ Rotary::Rotary(const ModelConfig& c) {
   sin_ = angles.sin().to(at::kFloat);
 }
 
-void Rotary::To(const at::Device& device) {
-  cos_ = cos_.to(device);
-  sin_ = sin_.to(device);
+Rotary Rotary::On(const at::Device& device) const {
+  Rotary moved;
+  moved.cos_ = cos_.to(device);
+  moved.sin_ = sin_.to(device);
+  return moved;
 }
 
 at::Tensor Rotary::Apply(const at::Tensor& x, const at::Tensor& positions) const {
@@ -68,12 +70,12 @@ at::Tensor Rotary::Apply(const at::Tensor& x, const at::Tensor& positions) const
   return at::cat({x1 * c - x2 * s, x1 * s + x2 * c}, -1);
 }
 
-AttentionImpl::AttentionImpl(const ModelConfig& c, const TensorParallel& tp)
+AttentionImpl::AttentionImpl(const ModelConfig& c, const TensorParallel& tp, SharedRotary rope)
     : n_heads_(c.num_attention_heads / tp.size),
       n_kv_heads_(c.kv_heads() / tp.size),
       head_dim_(c.head_width()),
       tp_(tp),
-      rope_(c) {
+      rope_(std::move(rope)) {
   const int64_t d = c.hidden_size, q = n_heads_ * head_dim_, kv = n_kv_heads_ * head_dim_;
   q_proj_ = register_module("q_proj", MakeLinear(d, q, c.qkv_bias()));
   k_proj_ = register_module("k_proj", MakeLinear(d, kv, c.qkv_bias()));
@@ -114,8 +116,8 @@ at::Tensor AttentionImpl::forward(const at::Tensor& x, const at::Tensor& positio
     q = q_norm_->forward(q);
     k = k_norm_->forward(k);
   }
-  q = rope_.Apply(q.transpose(1, 2), positions);  // [B, H, T, Dh], contiguous (a cat)
-  k = rope_.Apply(k.transpose(1, 2), positions);  // [B, G, T, Dh]
+  q = rope_->Apply(q.transpose(1, 2), positions);  // [B, H, T, Dh], contiguous (a cat)
+  k = rope_->Apply(k.transpose(1, 2), positions);  // [B, G, T, Dh]
   at::Tensor keys = k, values = v, key_pos = positions.unsqueeze(1);  // [B, 1, T]
   if (cache != nullptr) {
     std::tie(keys, values) = AppendToCache(*cache, k, v, positions);
@@ -200,8 +202,9 @@ at::Tensor SparseMoeImpl::forward(const at::Tensor& x, const RouteSlot& route) {
   return out.view(x.sizes());
 }
 
-DecoderLayerImpl::DecoderLayerImpl(const ModelConfig& c, const TensorParallel& tp, int64_t index) {
-  self_attn_ = register_module("self_attn", Attention(c, tp));
+DecoderLayerImpl::DecoderLayerImpl(const ModelConfig& c, const TensorParallel& tp, int64_t index,
+                                   SharedRotary rope) {
+  self_attn_ = register_module("self_attn", Attention(c, tp, std::move(rope)));
   if (c.SparseLayer(index)) {
     moe_ = register_module(c.architecture == Architecture::kMixtral ? "block_sparse_moe" : "mlp", SparseMoe(c, tp));
   } else {

@@ -19,6 +19,7 @@
 #include "rl/model/config.h"
 #include "rl/model/tensor_parallel.h"
 
+#include <memory>
 #include <vector>
 
 namespace rl::model {
@@ -60,20 +61,25 @@ TORCH_MODULE(RmsNorm);
 at::Tensor RotaryInverseFrequencies(const ModelConfig& c);
 
 // Rotary position embedding (rotate-half layout), precomputed for positions [0, context). The
-// tables are not parameters and are not saved.
+// tables are not parameters and are not saved. A model builds them once and every attention layer
+// shares them (SharedRotary): they are C x Dh/2 x 8 bytes, 21 MB for Qwen3-0.6B's context of 40960,
+// which one copy per layer made 0.6 GB, half of the bf16 weights. Immutable once built, so the
+// copies a Clone or a shard makes can share them too.
 class Rotary {
  public:
-  Rotary() = default;
   explicit Rotary(const ModelConfig& c);
   // x [B, heads, T, Dh], positions [B, T] int64 -> x rotated by the angle of each row's position.
   at::Tensor Apply(const at::Tensor& x, const at::Tensor& positions) const;
-  // Moves the tables to `device` (Module::to does not: they are neither parameters nor buffers,
-  // which a dtype change would round to bfloat16).
-  void To(const at::Device& device);
+  // The same tables on `device` (Module::to does not move them: they are neither parameters nor
+  // buffers, which a dtype change would round to bfloat16). This one is left as it is.
+  Rotary On(const at::Device& device) const;
+  const at::Tensor& cos() const { return cos_; }
 
  private:
+  Rotary() = default;
   at::Tensor cos_, sin_;  // [C, Dh/2] float32
 };
+using SharedRotary = std::shared_ptr<const Rotary>;
 
 // self_attn: q_proj [H*Dh, D], k_proj and v_proj [G*Dh, D] (biases per ModelConfig::qkv_bias),
 // o_proj [D, H*Dh] (bias per o_bias), q_norm and k_norm [Dh] (Qwen3). Under tensor parallelism of
@@ -81,17 +87,18 @@ class Rotary {
 // output.
 class AttentionImpl : public torch::nn::Module {
  public:
-  AttentionImpl(const ModelConfig& c, const TensorParallel& tp);
+  AttentionImpl(const ModelConfig& c, const TensorParallel& tp, SharedRotary rope);
   // x [B, T, D], positions [B, T] -> [B, T, D]. With a cache, the new keys and values are written
   // at (slot, position) first and the queries attend over the slot's cached prefix; without one
   // they attend over x itself. Either way a query sees exactly the keys at positions <= its own.
   at::Tensor forward(const at::Tensor& x, const at::Tensor& positions, const CacheView* cache);
-  void MoveTables(const at::Device& device) { rope_.To(device); }
+  void SetRotary(SharedRotary rope) { rope_ = std::move(rope); }
+  const Rotary& rotary() const { return *rope_; }
 
  private:
   int64_t n_heads_, n_kv_heads_, head_dim_;  // this rank's heads
   TensorParallel tp_;
-  Rotary rope_;
+  SharedRotary rope_;
   torch::nn::Linear q_proj_{nullptr}, k_proj_{nullptr}, v_proj_{nullptr}, o_proj_{nullptr};
   RmsNorm q_norm_{nullptr}, k_norm_{nullptr};
 };
@@ -152,11 +159,12 @@ TORCH_MODULE(SparseMoe);
 // SparseMoe where the config says layer `index` is sparse (`route` applies to it only).
 class DecoderLayerImpl : public torch::nn::Module {
  public:
-  DecoderLayerImpl(const ModelConfig& c, const TensorParallel& tp, int64_t index);
+  DecoderLayerImpl(const ModelConfig& c, const TensorParallel& tp, int64_t index, SharedRotary rope);
   at::Tensor forward(const at::Tensor& x, const at::Tensor& positions, const CacheView* cache,
                      const RouteSlot& route = {});
   bool sparse() const { return !moe_.is_empty(); }
-  void MoveTables(const at::Device& device) { self_attn_->MoveTables(device); }
+  void SetRotary(SharedRotary rope) { self_attn_->SetRotary(std::move(rope)); }
+  const Rotary& rotary() const { return self_attn_->rotary(); }
 
  private:
   Attention self_attn_{nullptr};

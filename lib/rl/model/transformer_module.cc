@@ -15,8 +15,9 @@ DecoderStackImpl::DecoderStackImpl(const ModelConfig& config, const TensorParall
   embed_tokens_ =
       register_module("embed_tokens", torch::nn::Embedding(config.vocab_size, config.hidden_size));
   layers_ = register_module("layers", torch::nn::ModuleList());
+  rope_ = std::make_shared<const Rotary>(config);
   for (int64_t i = 0; i < config.num_hidden_layers; ++i) {
-    layer_list_.push_back(DecoderLayer(config, tp, i));
+    layer_list_.push_back(DecoderLayer(config, tp, i, rope_));
     layers_->push_back(layer_list_.back());
   }
   norm_ = register_module("norm", RmsNorm(config.hidden_size, config.rms_norm_eps));
@@ -41,7 +42,8 @@ at::Tensor DecoderStackImpl::forward(const at::Tensor& tokens, const at::Tensor&
 }
 
 void DecoderStackImpl::MoveTables(const at::Device& device) {
-  for (DecoderLayer& layer : layer_list_) layer->MoveTables(device);
+  rope_ = std::make_shared<const Rotary>(rope_->On(device));
+  for (DecoderLayer& layer : layer_list_) layer->SetRotary(rope_);
 }
 
 TransformerImpl::TransformerImpl(const ModelConfig& config, const TensorParallel& tp)

@@ -50,12 +50,15 @@ class DecoderStackImpl : public torch::nn::Module {
   at::Tensor forward(const at::Tensor& tokens, const at::Tensor& positions,
                      const std::vector<CacheView>& caches, const StackRoutes& routes = {});
   const at::Tensor& embedding() const { return embed_tokens_->weight; }
+  // Gives every layer the rotary tables on `device` (one copy, as at construction).
   void MoveTables(const at::Device& device);
+  const std::vector<DecoderLayer>& layers() const { return layer_list_; }
 
  private:
   torch::nn::Embedding embed_tokens_{nullptr};
   torch::nn::ModuleList layers_{nullptr};
   std::vector<DecoderLayer> layer_list_;
+  SharedRotary rope_;  // the one every layer's attention uses
   RmsNorm norm_{nullptr};
 };
 TORCH_MODULE(DecoderStack);
