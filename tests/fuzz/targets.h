@@ -1,6 +1,7 @@
 // Fuzz entry points over the decoders that read bytes from outside: wire frames and request
-// bodies, write-ahead-log files, snapshot files, tokenizer.json files, chat templates, and the
-// smaller ones (inputs_target.cc). libFuzzer drives them (fuzz_*.cc, clang builds with
+// bodies, write-ahead-log files, snapshot files, tokenizer.json files, chat templates, weight
+// files, checkpoints, model configs and train rows (model_target.cc), and the smaller ones
+// (inputs_target.cc). libFuzzer drives them (fuzz_*.cc, clang builds with
 // -DRL_BUILD_FUZZERS=ON) and corpus_replay_test.cc replays the saved corpus in every build.
 #pragma once
 
@@ -30,5 +31,11 @@ int FuzzChatTemplate(const uint8_t* data, size_t size);
 // (rl-profile plan's decode profile), text (the calculator tool, tool reply lines, math
 // answers). Any other input goes to all of them.
 void FuzzInputs(const uint8_t* data, size_t size);
+// "<kind>|#|bytes" to the files and rows a model-holding role reads (model_target.cc; replayed by
+// rl_train_test, which links libtorch): safetensors (any file), model (a model file, then 2 tokens
+// through the model it holds), checkpoint (a trainer checkpoint, likewise), config (config.json;
+// built and run when small), rows (a get reply's body and frames, sorted as the trainer sorts them,
+// then scored by a tiny Qwen3-MoE with the rows' routes replayed). Any other input goes to all.
+void FuzzModelFiles(const uint8_t* data, size_t size);
 
 }  // namespace rl::fuzz

@@ -51,20 +51,22 @@ Result<std::string> EncodeModel(const Transformer& model, uint64_t version) {
   return EncodeSafetensors(model.NamedParameters(), metadata);
 }
 
+Status CheckParameterCount(const ModelConfig& config, const NamedTensors& tensors, const std::string& what) {
+  auto expected = ParameterCount(config);
+  if (!expected.ok()) return Status::Corruption(what + ": rl_config: " + expected.status().message());
+  int64_t held = 0;
+  for (const auto& [name, t] : tensors) held += t.numel();
+  if (held != *expected) {
+    return Status::DataError(what + ": " + std::to_string(held) + " parameters for a config of " +
+                             std::to_string(*expected));
+  }
+  return Status::OK();
+}
+
 Result<LoadedModel> DecodeModel(std::string_view bytes) {
   RL_ASSIGN_OR_RETURN(SafetensorsContents contents, DecodeSafetensors(bytes));
   RL_ASSIGN_OR_RETURN(Header header, ParseHeader(contents.metadata));
-  // Check the config against the tensors before building it: a hostile rl_config must not make
-  // us allocate more than the file holds.
-  auto expected = ParameterCount(header.config);
-  if (!expected.ok())
-    return Status::Corruption("model file: rl_config: " + expected.status().message());
-  int64_t held = 0;
-  for (const auto& [name, t] : contents.tensors) held += t.numel();
-  if (held != *expected) {
-    return Status::DataError("model file: " + std::to_string(held) +
-                             " parameters for a config of " + std::to_string(*expected));
-  }
+  RL_RETURN_IF_ERROR(CheckParameterCount(header.config, contents.tensors, "model file"));
   DType dtype = DType::kF32;
   if (!contents.tensors.empty()) {
     const at::ScalarType t = contents.tensors.front().second.scalar_type();

@@ -33,6 +33,11 @@ Result<std::string> EncodeModel(const Transformer& model, uint64_t version);
 // tensors do not match the config.
 Result<LoadedModel> DecodeModel(std::string_view bytes);
 
+// What a loader checks before it builds a model of `config` for `tensors`: Corruption when the
+// config is invalid, DataError when the tensors do not hold exactly its parameter count. A file's
+// config must not make us allocate more than the file holds. `what` starts the message.
+Status CheckParameterCount(const ModelConfig& config, const NamedTensors& tensors, const std::string& what);
+
 // Loads the weights into an existing model (a rollout switching versions) and returns the
 // version. DataError if the file's config differs from model->config(); the model is unchanged
 // on any error.

@@ -109,6 +109,7 @@ Result<Checkpoint> DecodeCheckpoint(const std::string& bytes) {
     else if (name.rfind("critic_adam.", 0) == 0) c.critic_adam.emplace_back(name.substr(12), t);
     else return Status::Corruption("checkpoint has an unknown tensor '" + name + "'");
   }
+  RL_RETURN_IF_ERROR(model::CheckParameterCount(config, weights, "checkpoint"));
   RL_ASSIGN_OR_RETURN(model::Transformer net, model::Transformer::Create(config, 0, DTypeOfWeights(weights)));
   RL_RETURN_IF_ERROR(net.LoadNamedParameters(weights));
   c.model = std::move(net);
