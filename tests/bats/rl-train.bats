@@ -733,7 +733,7 @@ for i in range(int(sys.argv[1])):
   [ "$(task_stat train ready)" -eq "$n" ]
   # The restart took back at once what the dead one held (it was killed with a batch leased or
   # between batches), and no put of a scored row was refused.
-  grep -q "stopped: .* rows scored .* 0 failed, 0 lost to expired leases" "$TMP/score.log"
+  grep -q "stopped: .* rows scored .* 0 dropped, 0 given back, 0 lost to expired leases" "$TMP/score.log"
   rl-queue get --task train --count "$n" --lease 600 > "$TMP/rows.jsonl"
   python3 -c '
 import json, sys

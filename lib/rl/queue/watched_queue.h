@@ -28,6 +28,10 @@ class WatchedQueue {
     StopWatchdog::Call c(watchdog_);
     return client_->Put(p);
   }
+  Result<IndexReply> Ack(const std::string& task, uint64_t lease, const std::vector<uint64_t>& rows) {
+    StopWatchdog::Call c(watchdog_);
+    return client_->Ack(task, lease, rows);
+  }
   Result<IndexReply> Nack(const std::string& task, uint64_t lease, const std::vector<uint64_t>& rows) {
     StopWatchdog::Call c(watchdog_);
     return client_->Nack(task, lease, rows);

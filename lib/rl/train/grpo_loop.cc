@@ -277,7 +277,7 @@ queue::GetRequest GrpoLoop::TrainGet(int64_t count, int64_t min_version) const {
 }
 
 Result<std::vector<Group>> GrpoLoop::TakeGroups(const queue::GetReply& reply) {
-  SortedRows sorted = SortRows(reply.rows, Routes());
+  SortedRows sorted = SortRows(reply.rows, Routes(), Tokens());
   if (!sorted.dropped.empty()) {
     spdlog::error("dropping {} rows of task train ({} malformed, the rest of their groups): {}", sorted.dropped.size(),
                   sorted.bad_rows, sorted.error.message());
@@ -405,7 +405,8 @@ Status GrpoLoop::AfterStep(const StepStats& s0, std::vector<uint64_t> consumed, 
                       {"samples", s.samples}, {"groups", s.groups}, {"tokens", s.tokens},
                       {"samples_per_s", s.samples / seconds}, {"seconds", seconds},
                       {"clip_fraction", s.clip_fraction}, {"kl", s.kl}, {"grad_norm", s.grad_norm},
-                      {"lr", s.lr}, {"updates", s.updates}, {"logprob_gap", s.logprob_gap},
+                      {"lr", s.lr}, {"updates", s.updates}, {"skipped_updates", s.skipped_updates},
+                      {"logprob_gap", s.logprob_gap},
                       {"is_weight_mean", s.is_weight_mean}, {"is_weight_max", s.is_weight_max},
                       {"is_capped_fraction", s.is_capped_fraction},
                       {"value_loss", s.value_loss}, {"value_clip_fraction", s.value_clip_fraction},
@@ -418,6 +419,10 @@ Status GrpoLoop::AfterStep(const StepStats& s0, std::vector<uint64_t> consumed, 
   if (o_.grpo.routing_replay) {
     f["route_agreement"] = s.route_agreement;
     f["routes_replayed"] = s.routes_replayed;
+  }
+  if (s.skipped_updates > 0) {
+    spdlog::error("step {}: {} of {} updates skipped: their gradient was not finite (a learning rate far too high, "
+                  "or values in the rows that overflow)", step_, s.skipped_updates, s.updates);
   }
   auto eval_t0 = std::chrono::steady_clock::now();
   Evaluate(&s, &f);

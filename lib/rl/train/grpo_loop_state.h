@@ -97,6 +97,16 @@ class GrpoLoop {
   // What a row's routes are checked against (sample.h): the policy's sparse layers with
   // --routing-replay, nothing otherwise. Warns once when trained rows come without routes.
   RouteLimits Routes() const { return RouteLimitsOf(trainer_->policy().config(), o_.grpo.routing_replay); }
+  // What a row's tokens are checked against: what every model of the step takes (a critic of its
+  // own config may have a shorter context).
+  TokenLimits Tokens() const {
+    TokenLimits t = TokenLimitsOf(trainer_->policy().config());
+    if (const ValueModel* critic = trainer_->critic()) {
+      const TokenLimits c = TokenLimitsOf(critic->config());
+      t = {std::min(t.vocab_size, c.vocab_size), std::min(t.context, c.context)};
+    }
+    return t;
+  }
   // `malformed`: rows whose routes were left out as malformed (reported as such, not here).
   void WarnIfUnrouted(const std::vector<Group>& groups, const std::vector<uint64_t>& malformed) {
     if (!o_.grpo.routing_replay || unrouted_warned_) return;

@@ -340,6 +340,49 @@ TEST(TokenBatchTest, SortRowsLeavesOutTheGroupsOfMalformedRowsAndKeepsTheRest) {
   EXPECT_EQ(clean.groups.size(), 2u);
 }
 
+// Values that would make a step's loss NaN, or its forward fail (and with it the trainer, and its
+// restart on the same rows), are malformed: a logprob that is -inf as a float, a reward whose
+// square overflows a group's variance, a token outside the model's vocabulary, a row longer than
+// its context. Each costs its group; the rows that are fine still train.
+TEST(TokenBatchTest, RowsThatWouldPoisonOrFailTheStepCostTheirGroup) {
+  auto row = [](uint64_t index, int64_t group, std::vector<int64_t> prompt, std::vector<int64_t> response,
+                double logprob, double reward) {
+    queue::GotRow g;
+    g.index = index;
+    const std::vector<double> lp(response.size(), logprob);
+    Tensor lps;
+    lps.dtype = DType::kF64;
+    lps.shape = {static_cast<int64_t>(lp.size())};
+    lps.data.assign(reinterpret_cast<const char*>(lp.data()), lp.size() * sizeof(double));
+    g.columns = {{"group", group},         {"prompt_ids", Tensor::FromI64(prompt)},
+                 {"response_ids", Tensor::FromI64(response)}, {"logprobs", lps},
+                 {"reward", reward},       {"version", int64_t{0}}};
+    return g;
+  };
+  const TokenLimits limits{15, 8};
+  const std::vector<queue::GotRow> rows = {
+      row(1, 1, {1, 3}, {4, 5}, -0.5, 1.0),        row(2, 1, {1, 3}, {4, 14}, -0.5, 0.0),
+      row(3, 2, {1, 3}, {4, 5}, -1e39, 1.0),       row(4, 3, {1, 3}, {4, 5}, -0.5, 1.7e308),
+      row(5, 4, {1, 3}, {4, 15}, -0.5, 1.0),       row(6, 5, {-1, 3}, {4}, -0.5, 1.0),
+      row(7, 6, {1, 3, 3, 3}, {4, 4, 4, 4, 2}, -0.5, 1.0)};
+  const SortedRows sorted = SortRows(rows, {}, limits);
+  ASSERT_EQ(sorted.groups.size(), 1u);
+  EXPECT_EQ(sorted.groups[0].samples.size(), 2u);
+  EXPECT_EQ(sorted.bad_rows, 5);
+  const std::vector<std::pair<std::vector<queue::GotRow>, std::string>> cases = {
+      {{rows[2]}, "row 3: column 'logprobs' holds a value that is not a finite float"},
+      {{rows[3]}, "row 4: column 'reward' is not a reward"},
+      {{rows[4]}, "row 5: column 'response_ids' holds token 15, outside the vocabulary [0, 15)"},
+      {{rows[5]}, "row 6: column 'prompt_ids' holds token -1"},
+      {{rows[6]}, "row 7: column 'response_ids' makes 9 tokens with the prompt, more than the context of 8"}};
+  for (const auto& [one, want] : cases) {
+    const SortedRows s = SortRows(one, {}, limits);
+    EXPECT_TRUE(s.groups.empty()) << want;
+    EXPECT_NE(s.error.message().find(want), std::string::npos) << s.error.message();
+  }
+  EXPECT_EQ(SortRows({rows[4], rows[6]}).bad_rows, 0) << "without limits the tokens are not checked";
+}
+
 // Rows come from any client of the queue: GroupsOf takes random columns of every type (tensors of
 // every dtype and small shapes, NaN and huge numbers, strings) with a DataError or a group, never
 // a crash, with and without route limits.

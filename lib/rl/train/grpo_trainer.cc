@@ -121,6 +121,7 @@ void GrpoTrainer::BeginStep() {
   optimizer_->ZeroGrad();
   if (critic_optimizer_) critic_optimizer_->ZeroGrad();
   acc_ = StepStats();
+  skipped_ = 0;
   acc_.min_version = INT64_MAX;
   acc_.max_version = INT64_MIN;
   step_ = Totals();
@@ -344,12 +345,26 @@ Result<double> GrpoTrainer::Update(const Totals& t, double lr) {
   if (denom <= 0) return Status::DataError("no response tokens in this step");
   optimizer_->ScaleGrad(1.0 / denom);
   double norm = optimizer_->ClipGradNorm(options_.grad_clip);
+  double critic_norm = 0;
+  if (critic_optimizer_) {
+    critic_optimizer_->ScaleGrad(1.0 / t.tokens);
+    critic_norm = critic_optimizer_->ClipGradNorm(options_.grad_clip);
+  }
+  if (!std::isfinite(norm) || !std::isfinite(critic_norm)) {
+    // A NaN or infinite gradient would make every weight NaN (a NaN norm is not above the clip,
+    // so nothing scales it down), and every version after it: the update is skipped instead. The
+    // norm is the reduced one, so every rank skips it alike.
+    optimizer_->ZeroGrad();
+    if (critic_optimizer_) critic_optimizer_->ZeroGrad();
+    ++skipped_;
+    ++update_;
+    dump_piece_ = 0;
+    return norm;
+  }
   RL_RETURN_IF_ERROR(optimizer_->Step(lr));
   if (critic_optimizer_) {
     // The critic's rate follows the policy's schedule, scaled to its own peak.
     const double critic_lr = options_.critic_lr > 0 ? lr * options_.critic_lr / options_.schedule.lr : lr;
-    critic_optimizer_->ScaleGrad(1.0 / t.tokens);
-    critic_optimizer_->ClipGradNorm(options_.grad_clip);
     RL_RETURN_IF_ERROR(critic_optimizer_->Step(critic_lr));
   }
   ++update_;
@@ -396,6 +411,7 @@ Result<StepStats> GrpoTrainer::FinishStep() {
   }
   out.grad_norm = *norm;
   out.updates = 1;
+  out.skipped_updates = skipped_;
   double denom = LossDenominator(options_.norm, step_.tokens, step_.sequences, options_.norm_constant);
   out.loss = step_.loss / denom;
   out.tokens = static_cast<int64_t>(step_.tokens);
@@ -557,6 +573,7 @@ Result<StepStats> GrpoTrainer::FinishBuffered(StepStats out, double lr) {
     out.value_clip_fraction = all.tokens > 0 ? all.value_clipped / all.tokens : 0;
   }
   out.sft_loss = sft_tokens_ > 0 ? sft_nll_ / sft_tokens_ : 0;
+  out.skipped_updates = skipped_;
   SetWeights(all, &out);
   return out;
 }

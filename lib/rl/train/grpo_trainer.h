@@ -133,6 +133,9 @@ struct StepStats {
   // of all of them, the same on every rank).
   double sft_loss = 0;
   int64_t samples = 0, groups = 0, tokens = 0, updates = 0;
+  // Of `updates`, those skipped because their gradient was not finite (NaN or inf): the weights
+  // did not change for them. A rate far too high, or values in the rows that overflow.
+  int64_t skipped_updates = 0;
   int64_t min_version = 0, max_version = 0;
 };
 
@@ -255,6 +258,7 @@ class GrpoTrainer {
   // the step started from (the proximal policy), taken before the first update.
   TokenValues prox_;
   int64_t update_ = 0;  // updates taken in this step so far
+  int64_t skipped_ = 0;  // of them, skipped for a gradient that was not finite
   // The SFT mix: the shuffle of the examples for pass sft_pass_, and the step's NLL and tokens.
   std::vector<size_t> sft_order_;
   int64_t sft_pass_ = -1;

@@ -44,6 +44,31 @@ TEST(GrpoTrainerTest, PiecesOfABatchAccumulateTheSameGradientAsTheWhole) {
   EXPECT_TRUE(pieces->FinishStep().ok());
 }
 
+// A NaN in the batch (a recorded logprob here; rows are checked for that, a rate far too high gets
+// there too) makes the gradient NaN, which no clip scales down: the update is skipped and counted,
+// the weights stay as they were, and the next step trains as usual.
+TEST(GrpoTrainerTest, AnUpdateWhoseGradientIsNotFiniteIsSkipped) {
+  auto t = NewTrainer(model::Transformer::Create(Tiny(), 9).value());
+  std::vector<Group> batch = Batch(3);
+  for (Sample& s : batch[0].samples) s.logprobs[0] = std::nanf("");
+  model::NamedTensors before;
+  for (const auto& [name, p] : t->policy().NamedParameters()) before.emplace_back(name, p.detach().clone());
+  t->BeginStep();
+  ASSERT_TRUE(t->Accumulate(batch).ok());
+  auto stats = t->FinishStep();
+  ASSERT_TRUE(stats.ok()) << stats.status().ToString();
+  EXPECT_EQ(stats->skipped_updates, 1);
+  const model::NamedTensors after = t->policy().NamedParameters();
+  for (size_t i = 0; i < after.size(); ++i) EXPECT_TRUE(at::equal(before[i].second, after[i].second)) << after[i].first;
+  t->BeginStep();
+  ASSERT_TRUE(t->Accumulate(Batch(3)).ok());
+  stats = t->FinishStep();
+  ASSERT_TRUE(stats.ok());
+  EXPECT_EQ(stats->skipped_updates, 0);
+  EXPECT_TRUE(std::isfinite(stats->grad_norm));
+  EXPECT_FALSE(at::equal(before[0].second, t->policy().NamedParameters()[0].second)) << "the next step trains";
+}
+
 std::unique_ptr<GrpoTrainer> EpochTrainer(int64_t minibatches, int64_t epochs, uint64_t seed = 0) {
   GrpoOptions o;
   o.schedule.lr = 1e-2;

@@ -75,7 +75,7 @@ int RunScoreCommand(const ScoreFlags& f, const std::atomic<bool>& stop) {
   spdlog::info("scoring task '{}' of {} at temperature {} ({} threads)", f.task, f.connect, f.temperature, f.threads);
   RefStats stats;
   Status s = RunRefLoop(o, *reference, stop, &stats);
-  events.Emit("stop", {{"rows", stats.rows}, {"failed", stats.failed}, {"lost", stats.lost},
+  events.Emit("stop", {{"rows", stats.rows}, {"failed", stats.failed}, {"dropped", stats.dropped}, {"lost", stats.lost},
                        {"unreplayable", stats.unreplayable},
                        {"error", s.ok() ? "" : s.ToString()}});
   return s.ok() ? kExitOk : Fail(kTool, s);

@@ -60,12 +60,14 @@ Result<std::vector<int64_t>> IdsColumn(const GotRow& row, const char* name) {
 
 // The tokens of a row, as a Sample the trainer's batching takes (every response token scored),
 // with its routes when `limits` name some; malformed routes are left out and said in *routes_error.
-Result<Sample> TokensOf(const GotRow& row, const RouteLimits& limits, Status* routes_error) {
+Result<Sample> TokensOf(const GotRow& row, const RouteLimits& limits, const TokenLimits& tokens,
+                        Status* routes_error) {
   Sample s;
   s.index = row.index;
   RL_ASSIGN_OR_RETURN(s.prompt_ids, IdsColumn(row, "prompt_ids"));
   RL_ASSIGN_OR_RETURN(s.response_ids, IdsColumn(row, "response_ids"));
   if (s.prompt_ids.empty()) return Status::DataError("column 'prompt_ids' is empty");
+  RL_RETURN_IF_ERROR(CheckTokens(row, s, tokens));
   s.logprobs.assign(s.response_ids.size(), 0.0f);  // MakeTokenBatch's old_lp; not used here
   *routes_error = ReadRoutes(row, limits, &s);  // leaves s.routes empty when it fails
   return s;
@@ -96,14 +98,21 @@ class Loop {
  private:
   struct Scored {
     queue::PutRequest put;
-    std::vector<uint64_t> failed;
+    std::vector<uint64_t> failed, dropped;
     uint64_t tokens = 0;
   };
 
+  // A row that cannot be read, or that the model refuses (an id outside its vocabulary, more
+  // tokens than its context), never will be: it is consumed unscored, as the trainer drops such a
+  // row. Given back, it would be leased and refused again at once, forever. Anything else (out of
+  // memory) may pass another time: the row is given back.
   void Fail(const GotRow& row, const Status& s, Scored* out) {
-    spdlog::error("row {}: {}", row.index, s.message());
-    if (o_.events) o_.events->Emit("row_failed", {{"index", row.index}, {"error", s.ToString()}});
-    out->failed.push_back(row.index);
+    const bool never = s.code() == Code::kDataError || s.code() == Code::kInvalidArgument;
+    spdlog::error("row {}{}: {}", row.index, never ? " dropped" : " given back", s.message());
+    if (o_.events) {
+      o_.events->Emit("row_failed", {{"index", row.index}, {"error", s.ToString()}, {"dropped", never}});
+    }
+    (never ? out->dropped : out->failed).push_back(row.index);
   }
 
   Scored Score(const queue::GetReply& got) {
@@ -116,7 +125,7 @@ class Loop {
     const RouteLimits limits = RouteLimitsOf(c, o_.routing_replay);
     for (const GotRow& row : got.rows) {
       Status routes = Status::OK();
-      Result<Sample> s = TokensOf(row, limits, &routes);
+      Result<Sample> s = TokensOf(row, limits, TokenLimitsOf(c), &routes);
       if (!s.ok()) {
         Fail(row, s.status(), &out);
         continue;
@@ -162,9 +171,15 @@ class Loop {
       if (!nacked.ok()) spdlog::warn("nack of {} rows: {}", s.failed.size(), nacked.status().message());
       stats_->failed += s.failed.size();
     }
+    if (!s.dropped.empty()) {
+      auto acked = queue_.Ack(o_.task, got.lease, s.dropped);
+      if (!acked.ok()) spdlog::warn("ack of {} dropped rows: {}", s.dropped.size(), acked.status().message());
+      stats_->dropped += s.dropped.size();
+    }
     if (!s.put.rows.empty()) RL_RETURN_IF_ERROR(Commit(s));
     if (o_.events) {
-      o_.events->Emit("batch", {{"rows", s.put.rows.size()}, {"failed", s.failed.size()}, {"tokens", s.tokens},
+      o_.events->Emit("batch", {{"rows", s.put.rows.size()}, {"failed", s.failed.size()},
+                                {"dropped", s.dropped.size()}, {"tokens", s.tokens},
                                 {"seconds", seconds}});
     }
     Phase("waiting-for-data");
@@ -196,10 +211,10 @@ class Loop {
     if (!final && (o_.progress_ms <= 0 || now - last_progress_ < o_.progress_ms || stats_->rows == last_rows_)) return;
     const double rows_per_s = final ? stats_->rows / std::max((now - start_ms_) / 1000.0, 1e-3)
                                     : (stats_->rows - last_rows_) / std::max((now - last_progress_) / 1000.0, 1e-3);
-    spdlog::info("{}{} rows scored ({} tokens, {:.0f} rows/s{}, {:.1f} s in forward passes), {} failed, {} lost to "
-                 "expired leases",
+    spdlog::info("{}{} rows scored ({} tokens, {:.0f} rows/s{}, {:.1f} s in forward passes), {} dropped, {} given "
+                 "back, {} lost to expired leases",
                  final ? "stopped: " : "", stats_->rows, stats_->tokens, rows_per_s, final ? " overall" : "",
-                 stats_->compute_s, stats_->failed, stats_->lost);
+                 stats_->compute_s, stats_->dropped, stats_->failed, stats_->lost);
     last_progress_ = now;
     last_rows_ = stats_->rows;
   }

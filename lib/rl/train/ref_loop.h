@@ -60,7 +60,8 @@ struct RefLoopOptions {
 struct RefStats {
   uint64_t rows = 0;    // written and acked
   uint64_t tokens = 0;  // response tokens of those rows
-  uint64_t failed = 0;  // nacked: unreadable, or refused by the model
+  uint64_t failed = 0;   // given back (nacked): the model failed on them otherwise (out of memory)
+  uint64_t dropped = 0;  // acked unscored: unreadable, or refused by the model (they never will be)
   uint64_t lost = 0;    // scored, but the lease had expired: another instance has them
   uint64_t unreplayable = 0;  // with routing_replay: scored with the model's own routing, routes malformed
   double compute_s = 0; // in forward passes

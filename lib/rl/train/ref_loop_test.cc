@@ -145,6 +145,35 @@ TEST(RefLoopTest, ARestartedRoleTakesBackAtOnceTheRowsItsPredecessorHeld) {
   EXPECT_EQ(q.Task("train")["ready"], 12);
 }
 
+// Rows the model refuses (a token outside its vocabulary of 15, more tokens than its context of
+// 24) are consumed unscored: given back, they would be leased and refused again at once, forever.
+// They never reach train; the good rows all do.
+TEST(RefLoopTest, RowsTheModelRefusesAreDroppedNotGivenBackForever) {
+  TestQueue q({{"ref", {"prompt_ids", "response_ids"}}, {"train", kTrainColumns}});
+  queue::PutRequest bad;
+  auto row = [](std::vector<int64_t> prompt, std::vector<int64_t> response) {
+    const std::vector<float> lp(response.size(), -1.0f);
+    return queue::ClientRow{std::nullopt,
+                            {{"group", "bad"}, {"prompt_ids", Tensor::FromI64(prompt)},
+                             {"response_ids", Tensor::FromI64(response)}, {"logprobs", Tensor::FromF32(lp)},
+                             {"reward", 1.0}, {"version", int64_t{0}}}};
+  };
+  bad.rows.push_back(row({1, 3}, {4, 15}));
+  bad.rows.push_back(row(std::vector<int64_t>(20, 3), std::vector<int64_t>(5, 4)));
+  ASSERT_TRUE(q.Client().Put(bad).ok());
+  PutRows(q);
+  model::Transformer ref = model::Transformer::Create(Tiny(), 1).value();
+  std::atomic<bool> stop{false};
+  RefStats stats;
+  ASSERT_TRUE(RunRefLoop(Options(q, 12), ref, stop, &stats).ok());
+  EXPECT_EQ(stats.rows, 12u);
+  EXPECT_EQ(stats.dropped, 2u);
+  EXPECT_EQ(stats.failed, 0u);
+  EXPECT_EQ(q.Task("ref")["consumed"], 14);
+  EXPECT_EQ(q.Task("ref")["ready"], 0);
+  EXPECT_EQ(q.Task("train")["ready"], 12);
+}
+
 // The same step, once with the reference model inside the trainer and once with the rows'
 // ref_logprobs: the KL estimate, the loss and the updated weights agree to float rounding (the
 // role's batches are padded differently from the trainer's micro-batches). Streaming and

@@ -32,7 +32,12 @@ Result<std::vector<float>> PerTokenFloats(const queue::GotRow& row, const std::s
   const auto* t = v ? std::get_if<Tensor>(v) : nullptr;
   if (!t || (t->dtype != DType::kF32 && t->dtype != DType::kF64)) return Missing(row, col, "is not a float tensor");
   std::vector<float> out;
-  for (double x : t->ToF64()) out.push_back(static_cast<float>(x));
+  for (double x : t->ToF64()) {
+    // Checked as the float it trains as (-1e39 is -inf): one such value makes the loss NaN, and
+    // the update with it every weight, masked position or not (NaN * 0 is NaN).
+    out.push_back(static_cast<float>(x));
+    if (!std::isfinite(out.back())) return Missing(row, col, "holds a value that is not a finite float");
+  }
   if (out.size() != tokens) return Missing(row, col, "does not have one value per response token");
   return out;
 }
@@ -69,6 +74,27 @@ Status ReadRoutes(const queue::GotRow& row, const RouteLimits& limits, Sample* s
   return Status::OK();
 }
 
+Status CheckTokens(const queue::GotRow& row, const Sample& s, const TokenLimits& limits) {
+  const size_t total = s.prompt_ids.size() + s.response_ids.size();
+  if (limits.context > 0 && total > static_cast<size_t>(limits.context)) {
+    return Missing(row, "response_ids", "makes " + std::to_string(total) + " tokens with the prompt, more than the context of " +
+                                            std::to_string(limits.context));
+  }
+  if (limits.vocab_size <= 0) return Status::OK();
+  for (const std::vector<int64_t>* ids : {&s.prompt_ids, &s.response_ids}) {
+    for (int64_t id : *ids) {
+      if (id < 0 || id >= limits.vocab_size) {
+        return Missing(row, ids == &s.prompt_ids ? "prompt_ids" : "response_ids",
+                       "holds token " + std::to_string(id) + ", outside the vocabulary [0, " +
+                           std::to_string(limits.vocab_size) + ")");
+      }
+    }
+  }
+  return Status::OK();
+}
+
+TokenLimits TokenLimitsOf(const model::ModelConfig& config) { return {config.vocab_size, config.context()}; }
+
 RouteLimits RouteLimitsOf(const model::ModelConfig& config, bool replay) {
   if (!replay) return {};
   return {config.SparseLayerCount(), config.moe.num_experts_per_tok, config.moe.num_experts};
@@ -78,11 +104,13 @@ namespace {
 
 // A row's Sample; a malformed routes column leaves its routes empty and says why in *routes_error
 // (the row trains with its own routing: the column is a hint, the row's data is sound).
-Result<Sample> SampleOf(const queue::GotRow& row, const RouteLimits& limits, Status* routes_error) {
+Result<Sample> SampleOf(const queue::GotRow& row, const RouteLimits& limits, const TokenLimits& tokens,
+                        Status* routes_error) {
   Sample s;
   s.index = row.index;
   RL_ASSIGN_OR_RETURN(s.prompt_ids, IntTensor(row, "prompt_ids"));
   RL_ASSIGN_OR_RETURN(s.response_ids, IntTensor(row, "response_ids"));
+  RL_RETURN_IF_ERROR(CheckTokens(row, s, tokens));
   RL_ASSIGN_OR_RETURN(s.logprobs, PerTokenFloats(row, "logprobs", s.response_ids.size()));
   if (FindColumn(row.columns, "ref_logprobs") != nullptr) {
     RL_ASSIGN_OR_RETURN(s.ref_logprobs, PerTokenFloats(row, "ref_logprobs", s.response_ids.size()));
@@ -106,7 +134,7 @@ Result<Sample> SampleOf(const queue::GotRow& row, const RouteLimits& limits, Sta
       return Missing(row, "turn_rewards", "is not a float tensor");
     }
     for (double x : r->ToF64()) {
-      if (!std::isfinite(x)) return Missing(row, "turn_rewards", "holds a value that is not finite");
+      if (!(std::fabs(x) <= kMaxReward)) return Missing(row, "turn_rewards", "holds a value that is not a reward");
       s.turn_rewards.push_back(static_cast<float>(x));
     }
     if (s.turn_rewards.size() != s.turn_ends.size()) return Missing(row, "turn_rewards", "differs from turn_ends in length");
@@ -117,8 +145,9 @@ Result<Sample> SampleOf(const queue::GotRow& row, const RouteLimits& limits, Sta
     }
   }
   RL_ASSIGN_OR_RETURN(s.reward, Number(row, "reward"));
-  // A NaN reward would make every advantage of its group NaN, and the step's update with them.
-  if (!std::isfinite(s.reward)) return Missing(row, "reward", "is not finite");
+  // A NaN reward would make every advantage of its group NaN, and the step's update with them; so
+  // would one whose square overflows the group's variance (1e200).
+  if (!(std::fabs(s.reward) <= kMaxReward)) return Missing(row, "reward", "is not a reward (finite, at most 1e6 in size)");
   RL_ASSIGN_OR_RETURN(double version, Number(row, "version"));
   if (!(version >= 0 && version < 9.0e18)) return Missing(row, "version", "is not a version (0 or more)");
   s.version = static_cast<int64_t>(version);
@@ -137,7 +166,7 @@ Result<Sample> SampleOf(const queue::GotRow& row, const RouteLimits& limits, Sta
 
 }  // namespace
 
-SortedRows SortRows(const std::vector<queue::GotRow>& rows, const RouteLimits& limits) {
+SortedRows SortRows(const std::vector<queue::GotRow>& rows, const RouteLimits& limits, const TokenLimits& tokens) {
   SortedRows out;
   std::vector<Group> all;
   std::vector<std::vector<uint64_t>> members;  // of each group in `all`, its rows' indices
@@ -169,7 +198,7 @@ SortedRows SortRows(const std::vector<queue::GotRow>& rows, const RouteLimits& l
     }
     members[it->second].push_back(row.index);
     Status routes = Status::OK();
-    Result<Sample> s = SampleOf(row, limits, &routes);
+    Result<Sample> s = SampleOf(row, limits, tokens, &routes);
     if (!s.ok()) {
       ++out.bad_rows;
       broken[it->second] = true;
@@ -194,8 +223,9 @@ SortedRows SortRows(const std::vector<queue::GotRow>& rows, const RouteLimits& l
   return out;
 }
 
-Result<std::vector<Group>> GroupsOf(const std::vector<queue::GotRow>& rows, const RouteLimits& limits) {
-  SortedRows sorted = SortRows(rows, limits);
+Result<std::vector<Group>> GroupsOf(const std::vector<queue::GotRow>& rows, const RouteLimits& limits,
+                                    const TokenLimits& tokens) {
+  SortedRows sorted = SortRows(rows, limits, tokens);
   if (!sorted.error.ok()) return sorted.error;
   if (!sorted.routes_error.ok()) return sorted.routes_error;
   return std::move(sorted.groups);

@@ -51,6 +51,21 @@ struct RouteLimits {
 };
 
 
+// What a row's tokens are checked against: ids in [0, vocab_size), and prompt + response at most
+// `context` tokens, the most a forward of the model takes (0: not checked).
+struct TokenLimits {
+  int64_t vocab_size = 0, context = 0;
+};
+TokenLimits TokenLimitsOf(const model::ModelConfig& config);
+// DataError naming the row when s's prompt_ids and response_ids break `limits`. A row the model
+// cannot take is malformed for this role: a forward over it fails, and with it the step (and the
+// row, leased again, would fail the next one).
+Status CheckTokens(const queue::GotRow& row, const Sample& s, const TokenLimits& limits);
+
+// The largest reward a row may carry, in size: a group's variance sums squares, which overflow far
+// above any verifier's score.
+constexpr double kMaxReward = 1e6;
+
 struct Group {
   std::string key;
   std::vector<Sample> samples;
@@ -58,13 +73,15 @@ struct Group {
 
 // The rows of a get, grouped by their group column in order of first appearance. DataError names
 // the row and column when a column is missing or has the wrong type, or the reward is not finite
-// or the version negative, or logprobs and
-// response_ids differ in length, or loss_mask is not one 0 or 1 per response token, or
+// or above kMaxReward in size, or the version negative, or logprobs and
+// response_ids differ in length or a logprob is not a finite float, or with `tokens` limits a
+// token is outside the vocabulary or the row longer than the context, or loss_mask is not one 0 or 1 per response token, or
 // ref_logprobs is not one float per response token, or turn_ends and turn_rewards (optional,
 // together) differ in length or hold an end outside [-1, length], or, with `routes` limits, the
 // routes column is not an integer [N, S, k] tensor with N <= P + R - 1 and k distinct experts in
 // [0, E) per token and layer.
-Result<std::vector<Group>> GroupsOf(const std::vector<queue::GotRow>& rows, const RouteLimits& routes = {});
+Result<std::vector<Group>> GroupsOf(const std::vector<queue::GotRow>& rows, const RouteLimits& routes = {},
+                                    const TokenLimits& tokens = {});
 
 // Reads a row's routes column into s->routes (s's prompt_ids and response_ids read already),
 // checked as GroupsOf checks it. OK, leaving s->routes empty, without the column or without
@@ -87,7 +104,8 @@ struct SortedRows {
   std::vector<uint64_t> unreplayable;  // the indices of rows kept without their malformed routes
   Status routes_error;                 // the first of those
 };
-SortedRows SortRows(const std::vector<queue::GotRow>& rows, const RouteLimits& routes = {});
+SortedRows SortRows(const std::vector<queue::GotRow>& rows, const RouteLimits& routes = {},
+                    const TokenLimits& tokens = {});
 
 // Trained tokens (loss mask 1) of the groups, and how many of them were sampled with weights older
 // than `version` (per token when a row has token_versions, else the row's version): how off-policy
