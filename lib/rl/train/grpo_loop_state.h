@@ -107,20 +107,31 @@ class GrpoLoop {
     }
     return t;
   }
-  // `malformed`: rows whose routes were left out as malformed (reported as such, not here).
+  // `malformed`: rows whose routes were left out as malformed (reported as such, not here). Also
+  // warns once when a row's routes stop short of its trained tokens (RoutesCoverTrainedTokens).
   void WarnIfUnrouted(const std::vector<Group>& groups, const std::vector<uint64_t>& malformed) {
-    if (!o_.grpo.routing_replay || unrouted_warned_) return;
+    if (!o_.grpo.routing_replay) return;
+    const RouteLimits limits = Routes();
     for (const Group& g : groups) {
       for (const Sample& s : g.samples) {
-        if (!s.routes.empty() || std::find(malformed.begin(), malformed.end(), s.index) != malformed.end()) continue;
+        if (!short_routes_warned_ && !RoutesCoverTrainedTokens(s, limits)) {
+          spdlog::warn("--routing-replay: row {} has routes for {} of its {} tokens, fewer than its trained tokens "
+                       "are predicted from; those route freely (warned once)", s.index,
+                       s.routes.size() / static_cast<size_t>(limits.sparse_layers * limits.per_token),
+                       s.prompt_ids.size() + s.response_ids.size());
+          short_routes_warned_ = true;
+        }
+        if (unrouted_warned_ || !s.routes.empty() ||
+            std::find(malformed.begin(), malformed.end(), s.index) != malformed.end()) {
+          continue;
+        }
         spdlog::warn("--routing-replay: row {} has no routes (rl-rollout --record-routes writes them); its tokens "
                      "route freely (warned once)", s.index);
         unrouted_warned_ = true;
-        return;
       }
     }
   }
-  bool unrouted_warned_ = false;
+  bool unrouted_warned_ = false, short_routes_warned_ = false;
 
   GrpoLoopOptions o_;
   const std::atomic<bool>& stop_;

@@ -340,6 +340,24 @@ TEST(TokenBatchTest, SortRowsLeavesOutTheGroupsOfMalformedRowsAndKeepsTheRest) {
   EXPECT_EQ(clean.groups.size(), 2u);
 }
 
+// Routes reach a trained token when N > P + j - 1, the position it is predicted from: P + R - 1
+// (what rl-rollout writes) always does; the response's alone does not; tokens past N that are
+// not trained (a tool's result at the end of a conversation) need none.
+TEST(TokenBatchTest, RoutesCoverTheTrainedTokensWhenTheyReachTheLastOnesPosition) {
+  const RouteLimits limits{2, 2, 4};
+  auto sample = [](int64_t n, std::vector<int64_t> mask) {
+    Sample s{0, {1, 3, 4}, {5, 6, 7, 2}, std::vector<float>(4, -1.0f), 1, 0, std::move(mask), {}};
+    s.routes.assign(static_cast<size_t>(n * 2 * 2), 0);
+    return s;
+  };
+  EXPECT_TRUE(RoutesCoverTrainedTokens(sample(6, {}), limits));    // P + R - 1 = 6
+  EXPECT_FALSE(RoutesCoverTrainedTokens(sample(5, {}), limits));   // token 3 is predicted at 5
+  EXPECT_FALSE(RoutesCoverTrainedTokens(sample(3, {}), limits));   // the response's alone
+  EXPECT_TRUE(RoutesCoverTrainedTokens(sample(4, {1, 1, 0, 0}), limits));  // tokens 2, 3 untrained
+  EXPECT_TRUE(RoutesCoverTrainedTokens(sample(0, {}), limits)) << "no routes: the other warning";
+  EXPECT_TRUE(RoutesCoverTrainedTokens(sample(3, {}), {})) << "no limits: not replayed";
+}
+
 // Values that would make a step's loss NaN, or its forward fail (and with it the trainer, and its
 // restart on the same rows), are malformed: a logprob that is -inf as a float, a reward whose
 // square overflows a group's variance, a token outside the model's vocabulary, a row longer than

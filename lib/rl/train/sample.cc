@@ -93,6 +93,17 @@ Status CheckTokens(const queue::GotRow& row, const Sample& s, const TokenLimits&
   return Status::OK();
 }
 
+bool RoutesCoverTrainedTokens(const Sample& s, const RouteLimits& limits) {
+  if (s.routes.empty() || limits.sparse_layers <= 0 || limits.per_token <= 0) return true;
+  const int64_t n = static_cast<int64_t>(s.routes.size()) / (limits.sparse_layers * limits.per_token);
+  const int64_t p = static_cast<int64_t>(s.prompt_ids.size());
+  for (int64_t j = static_cast<int64_t>(s.response_ids.size()) - 1; j >= 0; --j) {
+    if (!s.loss_mask.empty() && s.loss_mask[static_cast<size_t>(j)] == 0) continue;
+    return p + j - 1 < n;  // the last trained token's position is the furthest one
+  }
+  return true;
+}
+
 TokenLimits TokenLimitsOf(const model::ModelConfig& config) { return {config.vocab_size, config.context()}; }
 
 RouteLimits RouteLimitsOf(const model::ModelConfig& config, bool replay) {

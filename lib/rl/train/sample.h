@@ -88,6 +88,12 @@ Result<std::vector<Group>> GroupsOf(const std::vector<queue::GotRow>& rows, cons
 // limits (sparse_layers 0); DataError naming the row for a malformed one (s->routes untouched).
 Status ReadRoutes(const queue::GotRow& row, const RouteLimits& limits, Sample* s);
 
+// Whether s's routes reach every position its trained tokens are predicted from: a trained
+// response token j is predicted at position P + j - 1, which needs N > P + j - 1. A row that
+// records fewer (a client that recorded the response alone) trains those tokens with free routing.
+// True without routes or limits.
+bool RoutesCoverTrainedTokens(const Sample& s, const RouteLimits& limits);
+
 // The limits of routes for `config` (its sparse layers, experts per token, experts), when
 // `replay`; none (the column is not read) otherwise or for a dense model.
 RouteLimits RouteLimitsOf(const model::ModelConfig& config, bool replay);
