@@ -1,12 +1,99 @@
 #include "rl/core/options.h"
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <filesystem>
 #include <iostream>
+#include <sstream>
 
+#include "rl/core/fs.h"
 #include "rl/core/status.h"
 
 namespace rl {
+namespace {
+
+// The whole text as a number, or nullopt.
+std::optional<double> NumberOf(const std::string& text) {
+  const char* begin = text.c_str();
+  char* end = nullptr;
+  const double v = std::strtod(begin, &end);
+  if (end == begin) return std::nullopt;
+  while (*end == ' ') ++end;
+  if (*end != '\0') return std::nullopt;
+  return v;
+}
+
+CLI::Validator NumberCheck(const std::string& what, bool (*ok)(double)) {
+  return CLI::Validator(
+      [what, ok](std::string& text) -> std::string {
+        const std::optional<double> v = NumberOf(text);
+        if (!v) return "'" + text + "' is not a number";
+        return ok(*v) ? std::string() : text + " is not " + what;
+      },
+      "", what);
+}
+
+// One endpoint to connect to, or why not.
+std::string EndpointProblem(const std::string& e) {
+  const auto starts = [&](const char* scheme) { return e.rfind(scheme, 0) == 0; };
+  if (starts("ipc://") || starts("inproc://")) return e.size() > e.find("://") + 3 ? "" : "'" + e + "' names nothing";
+  if (!starts("tcp://")) return "'" + e + "' is not an endpoint (tcp://HOST:PORT, ipc://PATH or inproc://NAME)";
+  const std::string rest = e.substr(6);
+  const size_t colon = rest.rfind(':');
+  const std::string port = colon == std::string::npos ? "" : rest.substr(colon + 1);
+  const bool digits = !port.empty() && port.size() <= 5 && port.find_first_not_of("0123456789") == std::string::npos;
+  if (colon == 0 || !digits || std::stoi(port) < 1 || std::stoi(port) > 65535) {
+    return "'" + e + "' is not tcp://HOST:PORT with a port in [1, 65535]";
+  }
+  return "";
+}
+
+}  // namespace
+
+const CLI::Validator kNonNegative = NumberCheck("a number >= 0", [](double v) { return v >= 0; });
+const CLI::Validator kPositive = NumberCheck("a number > 0", [](double v) { return v > 0; });
+const CLI::Validator kFinite = NumberCheck("a finite number", [](double v) { return std::isfinite(v); });
+const CLI::Validator kNotNegativeText(
+    [](std::string& text) -> std::string {
+      const size_t at = text.find_first_not_of(' ');
+      return at != std::string::npos && text[at] == '-' ? text + " is negative; this option takes 0 or more" : "";
+    },
+    "", "not negative");
+
+CLI::Validator Temperature(bool greedy) {
+  if (greedy) {
+    return NumberCheck("0 (greedy) or at least 0.001",
+                       [](double v) { return v == 0 || (v >= kMinTemperature && std::isfinite(v)); });
+  }
+  return NumberCheck("at least 0.001", [](double v) { return v >= kMinTemperature && std::isfinite(v); });
+}
+
+const CLI::Validator kEndpoints(
+    [](std::string& text) -> std::string {
+      size_t start = 0;
+      while (start <= text.size()) {
+        size_t comma = text.find(',', start);
+        if (comma == std::string::npos) comma = text.size();
+        std::string one = text.substr(start, comma - start);
+        one.erase(0, one.find_first_not_of(' '));
+        one.erase(one.find_last_not_of(' ') + 1);
+        if (!one.empty()) {
+          if (std::string why = EndpointProblem(one); !why.empty()) return why;
+        }
+        start = comma + 1;
+      }
+      return "";
+    },
+    "", "endpoints");
+
+bool IsConnectFlag(const std::string& flag) {
+  for (const char* f : {"--connect", "--units", "--weights-from", "--endpoint", "--tools", "--heartbeat"}) {
+    if (flag == f) return true;
+  }
+  return false;
+}
 
 const OptionSpec* FindOption(const std::string& flag, const std::string& who) {
   const std::string tool = who.substr(0, who.find(' '));
@@ -111,8 +198,22 @@ std::optional<int> CommandLine::ApplyConfigFile() {
   for (auto& [sub, path] : config_paths_) {
     if (!sub->parsed() || path->empty()) continue;
     std::vector<CLI::ConfigItem> items;
+    // CLI11 reads a directory as an empty file and skips binary lines it cannot parse: either
+    // would run the tool without the options its user meant to give.
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(*path, ec)) {
+      std::fprintf(stderr, "%s: config %s: not a file\n", tool_.c_str(), path->c_str());
+      return kExitConfig;
+    }
+    auto text = ReadFile(*path);
+    if (!text.ok() || text->find('\0') != std::string::npos) {
+      std::fprintf(stderr, "%s: config %s: %s\n", tool_.c_str(), path->c_str(),
+                   text.ok() ? "not a text file (it holds NUL bytes)" : text.status().message().c_str());
+      return kExitConfig;
+    }
     try {
-      items = CLI::ConfigTOML().from_file(*path);
+      std::istringstream in(*text);
+      items = CLI::ConfigTOML().from_config(in);
     } catch (const CLI::Error& e) {
       std::fprintf(stderr, "%s: config %s: %s\n", tool_.c_str(), path->c_str(), e.what());
       return kExitConfig;

@@ -13,9 +13,29 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace rl {
+
+// Checks of option values, with one-line messages (CLI11's NonNegativeNumber and PositiveNumber
+// name their bound as a 309-digit DBL_MAX, and call text that is no number out of range).
+extern const CLI::Validator kNonNegative;  // a number >= 0
+extern const CLI::Validator kPositive;     // a number > 0
+// A sampling temperature: at least kMinTemperature, or 0 (greedy) where `greedy` allows it. Below
+// it logits / T overflow float32 (1e-300 made every logprob NaN).
+constexpr double kMinTemperature = 1e-3;
+CLI::Validator Temperature(bool greedy);
+// ZeroMQ endpoints to connect to, comma-separated (empty: none): tcp://HOST:PORT, ipc://PATH or
+// inproc://NAME. ZeroMQ throws on any other text, out of the socket's constructor.
+extern const CLI::Validator kEndpoints;
+// The flags whose values are endpoints that a tool connects to (kEndpoints is added to them).
+bool IsConnectFlag(const std::string& flag);
+// What every option of a number type gets: a float must be finite (CLI11's ranges let NaN
+// through, since no comparison with it fails), an unsigned integer not negative (CLI11 turns
+// "-1" into 2^64 - 1).
+extern const CLI::Validator kFinite;
+extern const CLI::Validator kNotNegativeText;
 
 struct OptionSpec {
   std::string flag;                // "--dir"
@@ -50,6 +70,11 @@ class CommandLine {
     const OptionSpec& spec = Spec(sub, flag);
     CLI::Option* opt = Target(sub)->add_option(flag, *target, HelpOf(spec));
     opt->capture_default_str();
+    if constexpr (std::is_floating_point_v<T>) opt->check(kFinite);
+    if constexpr (std::is_integral_v<T> && std::is_unsigned_v<T>) opt->check(kNotNegativeText);
+    if constexpr (std::is_same_v<T, std::string>) {
+      if (IsConnectFlag(flag)) opt->check(kEndpoints);
+    }
     Remember(Target(sub), opt, spec, flag);
     return opt;
   }

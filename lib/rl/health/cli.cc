@@ -23,8 +23,8 @@ struct DetectFlags {
   double stall_train = 30, stall_rollout = 60, probe_window = 2;
   void Bind(CommandLine& cl, CLI::App* sub) {
     cl.Bind(sub, "--missed", &missed)->check(CLI::Range(1, 1000));
-    cl.Bind(sub, "--stall-train", &stall_train)->check(CLI::PositiveNumber);
-    cl.Bind(sub, "--stall-rollout", &stall_rollout)->check(CLI::PositiveNumber);
+    cl.Bind(sub, "--stall-train", &stall_train)->check(kPositive);
+    cl.Bind(sub, "--stall-rollout", &stall_rollout)->check(kPositive);
     cl.Bind(sub, "--probe-window", &probe_window)->check(CLI::Range(0.0, 60.0));
   }
   DetectorOptions Options() const {
@@ -80,7 +80,7 @@ int WatchdogMain(int argc, char** argv) {
   CLI::App* monitor = cl.Sub("monitor", "print every detection from the heartbeats of running roles");
   cl.Bind(monitor, "--heartbeat", &heartbeat);
   df.Bind(cl, monitor);
-  cl.Bind(monitor, "--duration", &duration)->check(CLI::NonNegativeNumber);
+  cl.Bind(monitor, "--duration", &duration)->check(kNonNegative);
   cl.BindFlag(monitor, "--json", &json);
   cl.Bind(monitor, "--run-dir", &run_dir);
   cl.Bind(monitor, "--id", &id);
@@ -104,10 +104,10 @@ int WatchdogMain(int argc, char** argv) {
   cl.Require(cl.Bind(beat, "--role", &si.role));
   cl.Bind(beat, "--id", &si.id);
   cl.Bind(beat, "--phase", &si.phase);
-  cl.Bind(beat, "--progress-every", &si.progress_every_s)->check(CLI::NonNegativeNumber);
-  cl.Bind(beat, "--step-every", &si.step_every_s)->check(CLI::NonNegativeNumber);
-  cl.Bind(beat, "--duration", &si.duration_s)->check(CLI::NonNegativeNumber);
-  cl.Bind(beat, "--stop-delay", &si.stop_delay_s)->check(CLI::NonNegativeNumber);
+  cl.Bind(beat, "--progress-every", &si.progress_every_s)->check(kNonNegative);
+  cl.Bind(beat, "--step-every", &si.step_every_s)->check(kNonNegative);
+  cl.Bind(beat, "--duration", &si.duration_s)->check(kNonNegative);
+  cl.Bind(beat, "--stop-delay", &si.stop_delay_s)->check(kNonNegative);
   cl.Bind(beat, "--run-dir", &si.run_dir);
   si_beat.Bind(cl, beat);
 

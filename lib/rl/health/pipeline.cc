@@ -158,7 +158,7 @@ Status Check(const PipelineSpec& p, const std::string& where) {
                             r.kind + "', and their instances would share the ids from 0; use one table with count");
     }
     if (r.command.empty()) return Status::Config(where + ": [role." + r.name + "] has no command");
-    if (r.count < 0 || r.count > 1000) return Status::Config(where + ": [role." + r.name + "] count out of range");
+    if (r.count < 1 || r.count > 1000) return Status::Config(where + ": [role." + r.name + "] count out of range (1 to 1000)");
     if (r.spares < 0 || r.spares > 16) return Status::Config(where + ": [role." + r.name + "] spares out of range (0 to 16)");
     if (r.group && r.spares > 0) {
       return Status::Config(where + ": [role." + r.name + "] is a group: spares cannot stand in for one of its ranks");

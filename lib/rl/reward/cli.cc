@@ -31,7 +31,7 @@ struct VerifierFlags {
 
   void Bind(CommandLine& cl, CLI::App* sub) {
     cl.Bind(sub, "--verifier", &verifier)->check(CLI::IsMember({"addition", "exact", "numeric", "math"}));
-    cl.Bind(sub, "--tolerance", &tolerance)->check(CLI::NonNegativeNumber);
+    cl.Bind(sub, "--tolerance", &tolerance)->check(kNonNegative);
     cl.Bind(sub, "--exec", &exec);
     cl.Bind(sub, "--exec-timeout", &exec_timeout_s)->check(CLI::Range(0.001, 3600.0));
     BindJudgeFlags(cl, sub, &judge);
@@ -169,9 +169,9 @@ int RewardMain(int argc, char** argv) {
   cl.Bind(run, "--connect", &connect);
   cl.Bind(run, "--timeout", &timeout_s);
   cl.Bind(run, "--count", &lo.count)->check(CLI::Range(1, 100000))->description("rows per get");
-  cl.Bind(run, "--lease", &lease_s)->check(CLI::PositiveNumber);
+  cl.Bind(run, "--lease", &lease_s)->check(kPositive);
   cl.Bind(run, "--wait", &wait_s)->check(CLI::Range(0.0, 3600.0));
-  cl.Bind(run, "--progress-interval", &progress_s)->check(CLI::NonNegativeNumber);
+  cl.Bind(run, "--progress-interval", &progress_s)->check(kNonNegative);
   cl.Bind(run, "--run-dir", &run_dir);
   cl.Bind(run, "--id", &id);
   health::HeartbeatFlags heartbeat;
@@ -187,7 +187,7 @@ int RewardMain(int argc, char** argv) {
   bool heldout = false;
   CLI::App* make = cl.Sub("make-data", "print the demo task's prompts as JSON lines {prompt, answer, prompt_ids}");
   cl.Bind(make, "--task", &task)->description("demo task: addition (3-digit, zero-padded)");
-  cl.Bind(make, "--count", &count)->description("prompts to print");
+  cl.Bind(make, "--count", &count)->check(CLI::Range(uint64_t{1}, uint64_t{10000000}))->description("prompts to print");
   cl.Bind(make, "--seed", &seed);
   cl.BindFlag(make, "--heldout", &heldout);
 

@@ -25,7 +25,7 @@ profile::Subcommand AddColocationProfile(CommandLine& cl) {
   cl.Bind(app, "--micro-groups", &o->micro_groups)->check(CLI::Range(1, 100000));
   cl.Bind(app, "--steps", &o->steps)->check(CLI::Range(1, 100000))->description("measured steps of each placement");
   cl.Bind(app, "--max-new-tokens", &o->max_new_tokens)->check(CLI::Range(1, 4096));
-  cl.Bind(app, "--temperature", &o->temperature)->check(CLI::PositiveNumber);
+  cl.Bind(app, "--temperature", &o->temperature)->check(Temperature(false));
   cl.Bind(app, "--seed", &o->seed);
   cl.Bind(app, "--reject-by", &o->reject_by)->check(CLI::IsMember({"addition", "exact", "numeric", "math"}));
   cl.Bind(app, "--cores", &o->cores)->delimiter(',')->expected(0, 2);

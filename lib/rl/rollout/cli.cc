@@ -39,8 +39,8 @@ struct SamplingFlags {
   void Bind(CommandLine& cl, CLI::App* sub) {
     g.max_new_tokens = 0;
     g.slots = 256;
-    cl.Bind(sub, "--temperature", &g.sampling.temperature)->check(CLI::NonNegativeNumber);
-    cl.Bind(sub, "--top-k", &g.sampling.top_k)->check(CLI::NonNegativeNumber);
+    cl.Bind(sub, "--temperature", &g.sampling.temperature)->check(Temperature(true));
+    cl.Bind(sub, "--top-k", &g.sampling.top_k)->check(kNonNegative);
     cl.Bind(sub, "--top-p", &g.sampling.top_p)->check(CLI::Range(1e-9, 1.0));
     cl.Bind(sub, "--max-new-tokens", &g.max_new_tokens)->check(CLI::Range(int64_t{0}, int64_t{1} << 20));
     cl.Bind(sub, "--slots", &g.slots)->check(CLI::Range(int64_t{1}, int64_t{1} << 16));
@@ -344,9 +344,9 @@ int RolloutMain(int argc, char** argv) {
   std::string run_model;
   cl.Require(cl.Bind(run, "--model", &run_model));
   cl.Bind(run, "--count", &o.count)->check(CLI::Range(1, 100000))->description("rows per get (whole groups)");
-  cl.Bind(run, "--lease", &lease_s)->check(CLI::PositiveNumber);
+  cl.Bind(run, "--lease", &lease_s)->check(kPositive);
   cl.Bind(run, "--wait", &wait_s)->check(CLI::Range(0.0, 3600.0));
-  cl.Bind(run, "--progress-interval", &progress_s)->check(CLI::NonNegativeNumber);
+  cl.Bind(run, "--progress-interval", &progress_s)->check(kNonNegative);
   cl.Bind(run, "--run-dir", &run_dir);
   cl.Bind(run, "--id", &id);
   WeightSyncOptions sync;

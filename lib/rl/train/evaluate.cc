@@ -50,6 +50,14 @@ Result<EvalResult> Evaluate(const model::Transformer& model, const model::Prompt
   r.examples = set.examples.size();
   r.k = o.samples;
   if (set.examples.empty()) return r;
+  const int64_t context = model.config().context();
+  for (size_t i = 0; i < set.prompts.size(); ++i) {
+    if (static_cast<int64_t>(set.prompts[i].size()) >= context) {
+      return Status::DataError(set.path + ":" + std::to_string(set.examples[i].line) + ": the prompt (" +
+                               std::to_string(set.prompts[i].size()) + " tokens) leaves no room in the model's " +
+                               "context of " + std::to_string(context));
+    }
+  }
   model::GenerateOptions go;
   go.max_new_tokens = o.max_new_tokens > 0 ? o.max_new_tokens : model.config().context();
   go.slots = o.slots;

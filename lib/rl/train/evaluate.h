@@ -47,6 +47,7 @@ struct EvalResult {
   size_t unscorable = 0;  // rows the verifier refused (counted as wrong)
 };
 
+// DataError naming FILE:LINE when a prompt leaves no room in the model's context.
 Result<EvalResult> Evaluate(const model::Transformer& model, const model::PromptEncoder& encoder,
                             const EvalSet& set, reward::Verifier* verifier, const EvalOptions& options);
 

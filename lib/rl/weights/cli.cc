@@ -148,11 +148,11 @@ int RelayMain(int argc, char** argv) {
   cl.Bind(pull, "--out", &f.out);
   cl.Bind(pull, "--wait-version", &f.wait_version);
   cl.Bind(pull, "--stall-timeout", &f.stall_s)->check(CLI::Range(0.05, 3600.0));
-  cl.Bind(pull, "--timeout", &f.timeout_s)->check(CLI::PositiveNumber);
+  cl.Bind(pull, "--timeout", &f.timeout_s)->check(kPositive);
 
   CLI::App* info = cl.Sub("info", "what each source holds: one JSON line per source");
   cl.Require(cl.Bind(info, "--weights-from", &f.from));
-  cl.Bind(info, "--timeout", &f.timeout_s)->check(CLI::PositiveNumber);
+  cl.Bind(info, "--timeout", &f.timeout_s)->check(kPositive);
 
   if (auto code = cl.Parse(argc, argv)) return *code;
   if (Status s = InitLogging(kTool, f.log_level); !s.ok()) return Fail(kTool, s);

@@ -43,7 +43,14 @@ Client::Client(ClientOptions options) : options_(std::move(options)) {
 Client::~Client() { wire_detail::CloseDealer(&socket_, &monitor_); }
 
 void Client::Reconnect() {
-  wire_detail::OpenDealer(options_.endpoint, &socket_, &monitor_);
+  try {
+    wire_detail::OpenDealer(options_.endpoint, &socket_, &monitor_);
+  } catch (const zmq::error_t& e) {
+    // Text ZeroMQ cannot connect to (the tools check their endpoint options first): every call
+    // fails with this instead of the process aborting in a constructor.
+    wire_detail::CloseDealer(&socket_, &monitor_);
+    unusable_ = Status::InvalidArgument("cannot connect to '" + options_.endpoint + "': " + e.what());
+  }
   lost_ = false;
 }
 
@@ -123,6 +130,7 @@ Result<MessageView> Client::CallView(Op op, std::string body, std::vector<std::s
 
 Result<MessageView> Client::Exchange(uint64_t rid, Op op, std::shared_ptr<const std::string> body,
                                      std::vector<std::string> blobs, int64_t server_wait_ms) {
+  if (!unusable_.ok()) return unusable_;
   Header header;
   header.op = static_cast<uint8_t>(op);
   header.rid = rid;
@@ -172,6 +180,7 @@ Result<MessageView> Client::Exchange(uint64_t rid, Op op, std::shared_ptr<const 
     std::this_thread::sleep_for(std::chrono::milliseconds(std::max<int64_t>(sleep_ms, 0)));
     backoff = std::min<int64_t>(backoff * 2, options_.backoff_max_ms);
     Reconnect();
+    if (!unusable_.ok()) return unusable_;
   }
 }
 

@@ -91,6 +91,7 @@ class Client {
   std::unique_ptr<zmq::socket_t> socket_;
   std::unique_ptr<zmq::socket_t> monitor_;  // PAIR: socket_'s connection events
   bool lost_ = false;                       // the connection broke since the request was sent
+  Status unusable_ = Status::OK();          // the endpoint could not be connected to at all
   uint64_t next_rid_ = 1;
   uint64_t next_seq_ = 1;
   uint64_t retries_ = 0;
