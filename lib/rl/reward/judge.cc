@@ -42,7 +42,12 @@ class Judge final : public JudgeVerifier {
     if (o_.mode == "prob") {
       model::EncodeOptions eo;
       eo.add_special_tokens = false;
-      RL_ASSIGN_OR_RETURN(std::vector<int64_t> ids, dir.tokenizer->EncodeWith(o_.verdict, eo));
+      auto encoded = dir.tokenizer->EncodeWith(o_.verdict, eo);
+      if (!encoded.ok()) {  // a character the vocabulary lacks (the demo's has no space): a setting, not data
+        return Status::Config("--judge-verdict '" + o_.verdict + "' cannot be encoded by the judge's tokenizer: " +
+                              encoded.status().message());
+      }
+      const std::vector<int64_t>& ids = *encoded;
       if (ids.size() != 1) {
         return Status::Config("--judge-verdict '" + o_.verdict + "' is " + std::to_string(ids.size()) +
                               " tokens of the judge's tokenizer; prob mode needs exactly one");
