@@ -234,22 +234,45 @@ TEST(GrpoTrainerTest, RoutingReplayClosesTheGapTheRoutersMake) {
   EXPECT_LT(kl_step(true).kl, 1e-9);
   EXPECT_LT(kl_step(false).kl, 1e-9);
 
-  // PPO with a critic, a copy of the policy: it replays the same routes (CriticRoutes) and learns.
-  {
+  // PPO with a critic. The critic's value loss depends on its values and the returns (rewards
+  // and the critic's own values), not on the policy: it changes with the rows' routes only if the
+  // critic replays them. A copy of the policy does (CriticRoutes); a critic of other experts
+  // cannot, and routes on its own.
+  auto ppo = [&](const model::Transformer& critic_of, const std::vector<Group>& rows) {
     GrpoOptions o;
     o.routing_replay = true;
     o.advantage = Advantage::kGae;
-    auto critic = ValueModel::FromPolicy(trainer_weights);
-    ASSERT_TRUE(critic.ok());
+    auto critic = ValueModel::FromPolicy(critic_of);
+    EXPECT_TRUE(critic.ok());
+    model::NamedTensors weights = critic->NamedParameters();  // its head starts at 0: values then
+    at::manual_seed(4);                                         // would not depend on the backbone
+    for (auto& [name, w] : weights) {
+      if (name == kValueHeadName) w = at::randn(w.sizes());
+    }
+    EXPECT_TRUE(critic->LoadNamedParameters(weights).ok());
     auto t = GrpoTrainer::Create(trainer_weights.Clone().value(), std::nullopt, o, std::move(*critic));
-    ASSERT_TRUE(t.ok()) << t.status().ToString();
+    EXPECT_TRUE(t.ok()) << t.status().ToString();
     (*t)->BeginStep();
-    ASSERT_TRUE((*t)->Accumulate(batch).ok());
-    auto ppo = (*t)->FinishStep();
-    ASSERT_TRUE(ppo.ok()) << ppo.status().ToString();
-    EXPECT_EQ(ppo->routes_replayed, entries);
-    EXPECT_GT(ppo->value_loss, 0.0);
+    EXPECT_TRUE((*t)->Accumulate(rows).ok());
+    auto stats = (*t)->FinishStep();
+    EXPECT_TRUE(stats.ok()) << stats.status().ToString();
+    return stats.value();
+  };
+  std::vector<Group> shifted = batch;  // every expert e replaced by e + 1 (mod E): still k distinct
+  for (Group& g : shifted) {
+    for (Sample& s : g.samples) {
+      for (int32_t& e : s.routes) e = static_cast<int32_t>((e + 1) % c.moe.num_experts);
+    }
   }
+  const StepStats own = ppo(trainer_weights, batch), moved = ppo(trainer_weights, shifted);
+  EXPECT_EQ(own.routes_replayed, entries);
+  EXPECT_GT(own.value_loss, 0.0);
+  EXPECT_GT(std::abs(own.value_loss - moved.value_loss), 1e-6 * own.value_loss) << "the critic ignored the routes";
+  model::ModelConfig more = c;
+  more.moe.num_experts = 8;
+  const model::Transformer other = model::Transformer::Create(more, 3).value();
+  EXPECT_DOUBLE_EQ(ppo(other, batch).value_loss, ppo(other, shifted).value_loss)
+      << "a critic of other experts must route on its own";
 
   GrpoOptions o;
   o.routing_replay = true;
