@@ -269,6 +269,7 @@ queue::GetRequest GrpoLoop::TrainGet(int64_t count, int64_t min_version) const {
   // Multi-turn rows: tool tokens are not trained on; their turns' rewards (advantage.h).
   req.also = {"loss_mask", "token_versions", "turn_ends", "turn_rewards"};
   if (o_.grpo.routing_replay) req.also.push_back("routes");  // rl-rollout --record-routes
+  if (o_.grpo.ref_from_rows) req.also.push_back(kRefRoutingColumn);  // how the reference routed
   req.has_min_version = true;
   req.min_version = min_version;
   req.regenerate_stale = o_.regenerate_stale;

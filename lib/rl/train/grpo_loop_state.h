@@ -110,6 +110,16 @@ class GrpoLoop {
   // `malformed`: rows whose routes were left out as malformed (reported as such, not here). Also
   // warns once when a row's routes stop short of its trained tokens (RoutesCoverTrainedTokens).
   void WarnIfUnrouted(const std::vector<Group>& groups, const std::vector<uint64_t>& malformed) {
+    for (const Group& g : groups) {
+      for (const Sample& s : g.samples) {
+        if (ref_routing_warned_) break;
+        if (const std::string why = RefRoutingMismatch(s, o_.grpo.routing_replay); !why.empty()) {
+          spdlog::warn("--ref-from-queue: {}: the KL term compares networks that route differently; run both with "
+                       "--routing-replay or neither (warned once)", why);
+          ref_routing_warned_ = true;
+        }
+      }
+    }
     if (!o_.grpo.routing_replay) return;
     const RouteLimits limits = Routes();
     for (const Group& g : groups) {
@@ -131,7 +141,7 @@ class GrpoLoop {
       }
     }
   }
-  bool unrouted_warned_ = false, short_routes_warned_ = false;
+  bool unrouted_warned_ = false, short_routes_warned_ = false, ref_routing_warned_ = false;
 
   GrpoLoopOptions o_;
   const std::atomic<bool>& stop_;

@@ -358,6 +358,26 @@ TEST(TokenBatchTest, RoutesCoverTheTrainedTokensWhenTheyReachTheLastOnesPosition
   EXPECT_TRUE(RoutesCoverTrainedTokens(sample(3, {}), {})) << "no limits: not replayed";
 }
 
+// A row's ref_routing against the trainer's --routing-replay: a warning where the reference
+// routed otherwise than the policy will for that row, nothing where they agree or it is not said.
+TEST(TokenBatchTest, ARefRoutingThatDisagreesWithTheTrainersIsNamed) {
+  Sample routed{7, {1, 3}, {4, 5}, {-1.0f, -1.0f}, 1, 0, {}, {}};
+  routed.routes = {0, 1, 2, 3};
+  Sample unrouted = routed;
+  unrouted.routes.clear();
+  auto said = [](Sample s, const std::string& how) {
+    s.ref_routing = how;
+    return s;
+  };
+  EXPECT_EQ(RefRoutingMismatch(said(routed, "replayed"), true), "");
+  EXPECT_EQ(RefRoutingMismatch(said(routed, "own"), false), "");
+  EXPECT_EQ(RefRoutingMismatch(said(unrouted, "own"), true), "") << "nothing to replay: both route on their own";
+  EXPECT_EQ(RefRoutingMismatch(said(routed, ""), true), "") << "not said";
+  EXPECT_NE(RefRoutingMismatch(said(routed, "own"), true).find("row 7's ref_logprobs come from a reference that routed "
+                                                               "on its own"), std::string::npos);
+  EXPECT_NE(RefRoutingMismatch(said(routed, "replayed"), false).find("routes on its own"), std::string::npos);
+}
+
 // Values that would make a step's loss NaN, or its forward fail (and with it the trainer, and its
 // restart on the same rows), are malformed: a logprob that is -inf as a float, a reward whose
 // square overflows a group's variance, a token outside the model's vocabulary, a row longer than

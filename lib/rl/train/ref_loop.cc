@@ -156,6 +156,9 @@ class Loop {
       }
       out.tokens += one.size();
       out.put.rows.push_back({rows[i]->index, {{kRefColumn, Tensor::FromF32(one)}}});
+      if (c.SparseLayerCount() > 0) {
+        out.put.rows.back().columns.push_back({kRefRoutingColumn, std::string(all[i]->routes.empty() ? "own" : "replayed")});
+      }
     }
     return out;
   }

@@ -26,6 +26,11 @@ namespace rl::train {
 
 inline constexpr const char* kRefTask = "ref";
 inline constexpr const char* kRefColumn = "ref_logprobs";
+// How a mixture-of-experts reference routed the row it scored: "replayed" (the row's routes,
+// rl-train score --routing-replay) or "own". Written beside ref_logprobs; a trainer whose
+// --routing-replay disagrees warns (RefRoutingMismatch): its KL term would compare networks that
+// route differently.
+inline constexpr const char* kRefRoutingColumn = "ref_routing";
 
 // Each sample's response log-probabilities under `model` at `temperature`, one float per response
 // token (loss_mask ignored: every response token is scored), by the trainer's own computation

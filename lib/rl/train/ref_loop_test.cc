@@ -266,12 +266,17 @@ TEST(RefLoopTest, WithRoutingReplayTheReferenceScoresWithTheRowsExperts) {
   queue::GetRequest g;
   g.task = "done";
   g.count = 4;
+  g.also = {kRefRoutingColumn};
   auto got = q.Client().Get(g);
   ASSERT_TRUE(got.ok()) << got.status().ToString();
   ASSERT_EQ(got->rows.size(), 4u);
   c10::NoGradGuard no_grad;
   for (const queue::GotRow& row : got->rows) {
     const size_t r = row.index - got->rows.front().index;
+    // How it routed, said beside the logprobs for a trainer to check against its own flag.
+    const Value* routing = FindColumn(row.columns, kRefRoutingColumn);
+    ASSERT_NE(routing, nullptr);
+    EXPECT_EQ(std::get<std::string>(*routing), replayed[r].empty() ? "own" : "replayed") << "row " << r;
     Sample x;
     x.prompt_ids = std::get<Tensor>(*FindColumn(row.columns, "prompt_ids")).ToI64();
     x.response_ids = std::get<Tensor>(*FindColumn(row.columns, "response_ids")).ToI64();

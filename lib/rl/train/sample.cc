@@ -104,6 +104,19 @@ bool RoutesCoverTrainedTokens(const Sample& s, const RouteLimits& limits) {
   return true;
 }
 
+std::string RefRoutingMismatch(const Sample& s, bool replay) {
+  const bool policy_replays = replay && !s.routes.empty();
+  if (s.ref_routing == "own" && policy_replays) {
+    return "row " + std::to_string(s.index) + "'s ref_logprobs come from a reference that routed on its own "
+           "(rl-train score without --routing-replay), while this trainer replays the row's routes";
+  }
+  if (s.ref_routing == "replayed" && !policy_replays) {
+    return "row " + std::to_string(s.index) + "'s ref_logprobs come from a reference that replayed the row's "
+           "routes (rl-train score --routing-replay), while this trainer routes on its own";
+  }
+  return "";
+}
+
 TokenLimits TokenLimitsOf(const model::ModelConfig& config) { return {config.vocab_size, config.context()}; }
 
 RouteLimits RouteLimitsOf(const model::ModelConfig& config, bool replay) {
@@ -125,6 +138,9 @@ Result<Sample> SampleOf(const queue::GotRow& row, const RouteLimits& limits, con
   RL_ASSIGN_OR_RETURN(s.logprobs, PerTokenFloats(row, "logprobs", s.response_ids.size()));
   if (FindColumn(row.columns, "ref_logprobs") != nullptr) {
     RL_ASSIGN_OR_RETURN(s.ref_logprobs, PerTokenFloats(row, "ref_logprobs", s.response_ids.size()));
+  }
+  if (const Value* r = FindColumn(row.columns, "ref_routing")) {  // a hint: any other value says nothing
+    if (const auto* text = std::get_if<std::string>(r)) s.ref_routing = *text;
   }
   if (s.prompt_ids.empty()) return Missing(row, "prompt_ids", "is empty");
   *routes_error = ReadRoutes(row, limits, &s);  // leaves s.routes empty when it fails

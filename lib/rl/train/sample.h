@@ -42,6 +42,9 @@ struct Sample {
   // experts each of the first N tokens of prompt_ids + response_ids used in each of the model's S
   // sparse layers; N <= P + R - 1 (tokens past N route freely). Empty: none, or not asked for.
   std::vector<int32_t> routes = {};
+  // How the reference that wrote ref_logprobs routed (ref_loop.h, kRefRoutingColumn): "replayed",
+  // "own", or empty when the row does not say (a dense reference, or one before the column).
+  std::string ref_routing = {};
 };
 
 // What GroupsOf checks a row's `routes` column against (Sample::routes): the trainer's model's
@@ -93,6 +96,12 @@ Status ReadRoutes(const queue::GotRow& row, const RouteLimits& limits, Sample* s
 // records fewer (a client that recorded the response alone) trains those tokens with free routing.
 // True without routes or limits.
 bool RoutesCoverTrainedTokens(const Sample& s, const RouteLimits& limits);
+
+// A warning when s's ref_logprobs were computed with other routing than the trainer's
+// (`replay`: its --routing-replay) uses for the same row: a reference that routed on its own while
+// the policy replays the row's routes, or the reverse. Empty when they agree or the row does not
+// say. Either way the KL term would compare differently routed networks.
+std::string RefRoutingMismatch(const Sample& s, bool replay);
 
 // The limits of routes for `config` (its sparse layers, experts per token, experts), when
 // `replay`; none (the column is not read) otherwise or for a dense model.
