@@ -272,6 +272,53 @@ TEST(GenerateTest, InterruptedTokensMatchAFreshForwardOfTheirVersion) {
   }
 }
 
+// Recorded routes across an interrupt: a sequence live at the switch is prefilled again under the
+// new weights, which record its routes afresh, so its routes are those a full forward of the new
+// weights gives over every token it fed; one that ended before keeps the old weights' routes.
+TEST(GenerateTest, RoutesRecordedAcrossAnInterruptAreThoseOfTheLastVersion) {
+  const Transformer v1 = SharpModel(Architecture::kQwen3Moe);
+  auto made = Transformer::Create(TinyConfig(Architecture::kQwen3Moe), 11);
+  ASSERT_TRUE(made.ok());
+  testing::ScaleWeights(&*made, 3.0);
+  const Transformer v2 = *made;
+  for (bool cache : {true, false}) {
+    GenerateOptions o = Options(0.7);
+    o.max_new_tokens = 12;
+    o.use_kv_cache = cache;
+    o.version = 1;
+    o.record_routes = true;
+    int calls = 0;
+    o.newer_weights = [&]() -> Result<std::optional<WeightSwitch>> {
+      if (++calls != 6) return std::optional<WeightSwitch>();
+      return std::optional<WeightSwitch>(WeightSwitch{&v2, 2});
+    };
+    const std::vector<std::vector<int64_t>> prompts = Prompts(20);
+    GenerateStats stats;
+    auto gens = Generate(v1, prompts, o, &stats);
+    ASSERT_TRUE(gens.ok()) << gens.status().ToString();
+    ASSERT_EQ(stats.switches, 1);
+    int moved = 0;
+    for (size_t i = 0; i < gens->size(); ++i) {
+      const Generation& g = (*gens)[i];
+      std::vector<int64_t> fed = prompts[i];
+      fed.insert(fed.end(), g.response_ids.begin(), g.response_ids.end() - 1);
+      const Transformer& last = g.versions.back() == 2 ? v2 : v1;
+      at::Tensor want, other;
+      Routes record, record_other;
+      record.record = &want;
+      record_other.record = &other;
+      const at::Tensor tokens = at::tensor(fed, at::kLong).unsqueeze(0);
+      ASSERT_TRUE(last.Forward(tokens, record).ok());
+      ASSERT_TRUE((g.versions.back() == 2 ? v1 : v2).Forward(tokens, record_other).ok());
+      ASSERT_EQ(static_cast<int64_t>(g.routes.size()), want.numel()) << "prompt " << i;
+      const at::Tensor got = at::tensor(g.routes, at::kInt).to(at::kLong).view_as(want);
+      EXPECT_TRUE(got.equal(want)) << "prompt " << i << " version " << g.versions.back() << (cache ? " (KV cache)" : "");
+      moved += !want.equal(other);
+    }
+    EXPECT_GT(moved, 0) << "the two versions route alike: the test shows nothing";
+  }
+}
+
 TEST(GenerateTest, NewerWeightsOfAnotherVocabularyAreRefused) {
   const Transformer v1 = SharpModel(Architecture::kLlama);
   ModelConfig c = TinyConfig(Architecture::kLlama);
