@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 
 #include "rl/model/test_util.h"
 
@@ -217,6 +218,21 @@ TEST(GenerateTest, RecordedRoutesAreThoseOfAFullForward) {
   for (const Generation& g : RunAll(dense, o)) EXPECT_TRUE(g.routes.empty());
 }
 
+// Options of the interrupt tests: version 1 until the 6th decode step asks for newer weights,
+// then `v2` as version 2.
+GenerateOptions SwitchAtTheSixthStep(const Transformer* v2, bool cache) {
+  GenerateOptions o = Options(0.7);
+  o.max_new_tokens = 12;
+  o.use_kv_cache = cache;
+  o.version = 1;
+  auto calls = std::make_shared<int>(0);
+  o.newer_weights = [calls, v2]() -> Result<std::optional<WeightSwitch>> {
+    if (++*calls != 6) return std::optional<WeightSwitch>();
+    return std::optional<WeightSwitch>(WeightSwitch{v2, 2});
+  };
+  return o;
+}
+
 TEST(GenerateTest, InterruptedTokensMatchAFreshForwardOfTheirVersion) {
   for (bool cache : {true, false}) {
     const Transformer v1 = SharpModel(Architecture::kLlama);
@@ -224,15 +240,7 @@ TEST(GenerateTest, InterruptedTokensMatchAFreshForwardOfTheirVersion) {
     ASSERT_TRUE(made.ok());
     testing::ScaleWeights(&*made, 3.0);
     const Transformer v2 = *made;
-    GenerateOptions o = Options(0.7);
-    o.max_new_tokens = 12;
-    o.use_kv_cache = cache;
-    o.version = 1;
-    int calls = 0;
-    o.newer_weights = [&]() -> Result<std::optional<WeightSwitch>> {
-      if (++calls != 6) return std::optional<WeightSwitch>();
-      return std::optional<WeightSwitch>(WeightSwitch{&v2, 2});
-    };
+    const GenerateOptions o = SwitchAtTheSixthStep(&v2, cache);
     const std::vector<std::vector<int64_t>> prompts = Prompts(20);
     GenerateStats stats;
     auto gens = Generate(v1, prompts, o, &stats);
@@ -282,16 +290,8 @@ TEST(GenerateTest, RoutesRecordedAcrossAnInterruptAreThoseOfTheLastVersion) {
   testing::ScaleWeights(&*made, 3.0);
   const Transformer v2 = *made;
   for (bool cache : {true, false}) {
-    GenerateOptions o = Options(0.7);
-    o.max_new_tokens = 12;
-    o.use_kv_cache = cache;
-    o.version = 1;
+    GenerateOptions o = SwitchAtTheSixthStep(&v2, cache);
     o.record_routes = true;
-    int calls = 0;
-    o.newer_weights = [&]() -> Result<std::optional<WeightSwitch>> {
-      if (++calls != 6) return std::optional<WeightSwitch>();
-      return std::optional<WeightSwitch>(WeightSwitch{&v2, 2});
-    };
     const std::vector<std::vector<int64_t>> prompts = Prompts(20);
     GenerateStats stats;
     auto gens = Generate(v1, prompts, o, &stats);
