@@ -16,12 +16,13 @@ setup() {
 }
 teardown() { teardown_sealed; }
 
-# fake_weights FILE MIB SEED: a safetensors frame around MIB MiB of seeded random bytes.
+# fake_weights FILE MIB SEED: a safetensors file of one U8 tensor, MIB MiB of seeded random bytes.
 fake_weights() {
   python3 - "$1" "$2" "$3" <<'EOF'
 import json, random, struct, sys
 path, mib, seed = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-h = json.dumps({"__metadata__": {"seed": str(seed)}}).encode()
+h = json.dumps({"__metadata__": {"seed": str(seed)},
+                "w": {"dtype": "U8", "shape": [mib << 20], "data_offsets": [0, mib << 20]}}).encode()
 h += b" " * (-len(h) % 8)
 open(path, "wb").write(struct.pack("<Q", len(h)) + h + random.Random(seed).randbytes(mib << 20))
 EOF
@@ -76,7 +77,21 @@ digest_of() { printf '%s\n' "$1" | grep -o '"digest":"[^"]*"' | cut -d'"' -f4; }
   head -c 5000 /dev/urandom > weights-1.safetensors
   run rl-relay publish --file weights-1.safetensors --weights-bind "$(endpoint)"
   [ "$status" -eq 65 ]
-  [[ "$output" == *"not"*"safetensors"* ]]
+  [[ "$output" == "rl-relay: weights-1.safetensors: safetensors: "* ]]
+}
+
+@test "publish exits 65 on a safetensors file whose tensors do not fill it, before it binds" {
+  fake_weights weights-3.safetensors 1 7
+  head -c -1 weights-3.safetensors > weights-4.safetensors  # a byte short, as from an interrupted copy
+  run rl-relay publish --file weights-4.safetensors --weights-bind "$(endpoint)"
+  [ "$status" -eq 65 ]
+  [ "${#lines[@]}" -eq 1 ]
+  [[ "$output" == "rl-relay: weights-4.safetensors: safetensors: tensors cover 1048576 of 1048575 data bytes" ]]
+  cp weights-3.safetensors weights-5.safetensors
+  printf 'junk' >> weights-5.safetensors  # bytes no tensor covers
+  run rl-relay publish --file weights-5.safetensors --weights-bind "$(endpoint)"
+  [ "$status" -eq 65 ]
+  [[ "$output" == *"tensors cover 1048576 of 1048580 data bytes"* ]]
 }
 
 @test "a relay serves what it pulled, byte for byte, over shared memory and over tcp" {

@@ -13,6 +13,7 @@
 #include "rl/core/fs.h"
 #include "rl/core/log.h"
 #include "rl/core/options.h"
+#include "rl/core/safetensors_layout.h"
 #include "rl/core/signals.h"
 #include "rl/weights/relay.h"
 
@@ -57,6 +58,9 @@ int RunPublish(const Flags& f, const std::atomic<bool>& stop) {
   if (version == 0) return Fail(kTool, Status::InvalidArgument("--weights-version is needed: " + f.file + " is not weights-N.safetensors"));
   auto bytes = ReadFile(f.file);
   if (!bytes.ok()) return Fail(kTool, bytes.status());
+  // The whole layout, not just the frame Bundle checks: a file no reader takes is refused here,
+  // once, rather than by every rollout that pulls it.
+  if (auto layout = ReadSafetensorsLayout(*bytes); !layout.ok()) return Fail(kTool, layout.status().WithContext(f.file));
   auto bundle = Bundle::FromString(version, std::move(*bytes), f.chunk_size);
   if (!bundle.ok()) return Fail(kTool, bundle.status().WithContext(f.file));
   auto ctx = UcxContext::Create();
