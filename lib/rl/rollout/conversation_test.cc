@@ -217,6 +217,49 @@ TEST(ConversationTest, ToolResultsAreMaskedAndCallsCarryTheirText) {
   EXPECT_EQ(seen, expected);
 }
 
+// Routing replay over a conversation: each segment prefills the whole conversation so far, so the
+// routes a conversation keeps (its last segment's) are those a full forward of the mixture-of-
+// experts model chooses over every token the conversation fed: the prompt, the model's turns and
+// the tool results between them, up to its last model token. A trainer replaying them routes
+// every turn as the rollout did, not only the final answer.
+TEST(ConversationTest, RecordedRoutesCoverEveryTurnAndToolResult) {
+  model::ModelConfig config = model::testing::TinyConfig(model::Architecture::kQwen3Moe);
+  config.vocab_size = kVocab;
+  config.max_position_embeddings = 96;
+  model::Transformer model = model::Transformer::Create(config, 5).value();
+  model::testing::RandomizeWeights(&model, 5);
+  const int64_t width = config.SparseLayerCount() * config.moe.num_experts_per_tok;
+  ConversationOptions o = Options();
+  o.generate.record_routes = true;
+  ConversationRunner runner(CalcDir(), o, *ResolveToolTokens(CalcDir(), ToolFormat{}));
+  std::vector<Conversation> convs = Prompts(48);
+  EchoTools tools;
+  TurnStats stats;
+  Status finished = runner.Finish(model, 7, Pointers(convs), tools.runner(), 11, &stats);
+  ASSERT_TRUE(finished.ok()) << finished.ToString();
+  int64_t with_tool_results = 0, ending_on_a_call = 0;
+  for (size_t i = 0; i < convs.size(); ++i) {
+    const Conversation& c = convs[i];
+    // Up to the last model token: a conversation whose last turn was a call carries the call's
+    // result after it, which no segment fed and nothing trains on.
+    const auto last_model = std::find(c.mask.rbegin(), c.mask.rend(), 1);
+    ASSERT_NE(last_model, c.mask.rend());
+    std::vector<int64_t> fed = c.prompt;
+    fed.insert(fed.end(), c.ids.begin(), c.ids.begin() + (c.mask.rend() - last_model - 1));
+    ASSERT_EQ(static_cast<int64_t>(c.routes.size()), static_cast<int64_t>(fed.size()) * width) << "conversation " << i;
+    at::Tensor want;
+    model::Routes record;
+    record.record = &want;
+    ASSERT_TRUE(model.Forward(at::tensor(fed, at::kLong).unsqueeze(0), record).ok());
+    const at::Tensor got = at::tensor(c.routes, at::kInt).to(at::kLong).view_as(want);
+    EXPECT_TRUE(got.equal(want)) << "conversation " << i << ", " << c.turns << " turns";
+    with_tool_results += std::count(c.mask.begin(), c.mask.begin() + c.answer_from, 0) > 0;
+    ending_on_a_call += c.mask.back() == 0;
+  }
+  EXPECT_GT(with_tool_results, 0) << "no conversation called a tool before its answer: the test shows nothing";
+  EXPECT_GT(ending_on_a_call, 0) << "no conversation ended on a call: its case is not shown";
+}
+
 // A rollout group generates the turns' segments (dist::GroupLeader::Generate, the follower
 // holding the other half of every layer): the conversations are those of the whole model alone,
 // token for token, calls, results and masks included.
