@@ -268,6 +268,22 @@ TOML
   [ -z "$(ls "$TMP/run/watchdog/"*.pid 2>/dev/null)" ]
 }
 
+@test "run: a role whose kind is not the name its process heartbeats as fails its ready timeout with the fix in the reason" {
+  cat > "$TMP/p.toml" <<TOML
+[watchdog]
+heartbeat_interval = 0.2
+max_full_restarts = 0
+grace = 1
+[role.trainer]
+command = "rl-watchdog beat --role train --phase train --step-every 0.3"
+ready_timeout = 1
+TOML
+  run timeout 60 rl-watchdog run "$TMP/p.toml" --run-dir "$TMP/run" --heartbeat "$HB"
+  echo "$output"
+  [ "$status" -eq 70 ]
+  [[ "$output" == *'trainer/0 failed at step '*': no heartbeat within 1 s of its start; its process heartbeats as train/0: set kind = "train" in [role.trainer]'* ]]
+}
+
 @test "run: the trainer's clean exit ends the pipeline with exit 0 and stops the others" {
   stand_in_pipeline 2 "--duration 2"
   run timeout 60 rl-watchdog run "$TMP/p.toml" --run-dir "$TMP/run" --heartbeat "$HB"

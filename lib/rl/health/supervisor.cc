@@ -164,6 +164,18 @@ void Supervisor::Observe(const std::vector<Detection>& ds) {
   if (state_changed_) SaveState();
 }
 
+// When the instance's own process heartbeats under another name than its table's (a kind that is
+// not the role its heartbeats name, say "trainer" for rl-train grpo's "train"), what it is: the
+// watchdog then waits for heartbeats that never come, and only this says why.
+std::string Supervisor::MisnamedHeartbeat(const Instance& inst) const {
+  for (const auto& [key, m] : watcher_->membership().members()) {
+    if (key == inst.key || !BelongsTo(m.last.pid, inst)) continue;
+    return "; its process heartbeats as " + key + ": set kind = \"" + m.last.role + "\" in [role." +
+           inst.spec->name + "]";
+  }
+  return "";
+}
+
 std::optional<int> Supervisor::CheckProcesses() {
   for (auto& inst : instances_) {
     if (inst.pid == 0 || inst.lent) continue;
@@ -171,6 +183,7 @@ std::optional<int> Supervisor::CheckProcesses() {
     if (!status && !ProcessGone(inst.pid)) {
       if (!inst.ready && MonoMillis() - inst.started_ms > static_cast<int64_t>(inst.spec->ready_s * 1000)) {
         std::string why = "no heartbeat within " + std::to_string(static_cast<int>(inst.spec->ready_s)) + " s of its start";
+        why += MisnamedHeartbeat(inst);
         if (auto code = OnFailure(&inst, why, WallSeconds())) return code;
       }
       continue;

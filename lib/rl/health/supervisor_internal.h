@@ -38,6 +38,9 @@ class Supervisor {
   void Observe(const std::vector<Detection>& ds);
   // Looks at every process; returns an exit code when the pipeline is over.
   std::optional<int> CheckProcesses();
+  // "; its process heartbeats as K: set kind = ..." when inst's process heartbeats under a name
+  // other than its own; empty otherwise.
+  std::string MisnamedHeartbeat(const Instance& inst) const;
   std::optional<int> OnFailure(Instance* inst, const std::string& reason, double fault_ts);
   Status RestartRole(Instance* inst);
   Status RestartGroup(Instance* failed);
