@@ -207,7 +207,9 @@ Status DurableStore::Recover(RecoveryReport* report) {
     report->logs++;
     report->records += scan.records;
     bool last = i + 1 == logs.size();
-    if (!scan.tail_error.empty() && !last) {
+    // A log before the last one ends whole, or in the zero padding of a writer killed between
+    // opening the next log and its clean close (StartSnapshot).
+    if (!scan.tail_error.empty() && !last && !scan.zero_padding) {
       return Status::Corruption(LogPath(logs[i]) + ": " + scan.tail_error + " at byte " +
                                 std::to_string(scan.good_bytes) + ", and later logs exist");
     }

@@ -275,7 +275,7 @@ Result<Record> DecodeRecordObject(const msgpack::object& o) {
 }  // namespace
 
 Result<Record> DecodeRecord(const char* data, size_t size) {
-  auto oh = ParseMsgpack(data, size);
+  auto oh = ParseOwnMsgpack(data, size);
   if (!oh.ok()) return Status::Corruption(oh.status().message());
   auto r = DecodeRecordObject(oh->get());
   if (!r.ok()) return Status::Corruption(r.status().message());

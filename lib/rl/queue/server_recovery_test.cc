@@ -92,6 +92,32 @@ TEST_F(ServerTest, StateSurvivesRestartAndATornLogTail) {
   ASSERT_TRUE(Client().Put(Prompts(1)).ok()) << "the log accepts records after the cut";
 }
 
+// A kill -9 while a snapshot starts (DurableStore::StartSnapshot): the next log exists, and the
+// old one still ends in the zeros its direct writes padded the last block with, which only its
+// clean close cuts. Nothing was written there, so recovery reads on; the bytes of any other tail
+// in a log before the last are a record lost, and recovery refuses them.
+TEST_F(ServerTest, ALogStillPaddedWhenTheNextBeganIsReadWhole) {
+  ASSERT_TRUE(Client().Put(Prompts(5)).ok());
+  Stop();
+  const std::string old_log = dir_ + "/wal-1.log";
+  const auto size = std::filesystem::file_size(old_log);
+  ASSERT_GT(size % 4096, 0u);
+  std::filesystem::resize_file(old_log, size + (4096 - size % 4096));  // zeros
+  std::ofstream(dir_ + "/wal-2.log").flush();
+  Start();
+  EXPECT_EQ(Rows(), 5u);
+  ASSERT_TRUE(Client().Put(Prompts(1)).ok());
+  Stop();
+  std::filesystem::resize_file(old_log, size + 5);  // a tail of zeros, but not a block's padding
+  ServerOptions o;
+  o.bind = endpoint_;
+  o.dir = dir_;
+  auto refused = Server::Open(o);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), Code::kCorruption) << refused.status().ToString();
+  EXPECT_NE(refused.status().message().find("later logs exist"), std::string::npos) << refused.status().ToString();
+}
+
 // Large values go to the log as pieces of the request's frame: the log must still hold them.
 TEST_F(ServerTest, LargePromptsSurviveARestartFromTheLog) {
   std::vector<std::string> prompts;

@@ -139,7 +139,7 @@ Result<std::vector<uint64_t>> U64Array(const msgpack::object& o) {
 }  // namespace
 
 Status Store::LoadSnapshot(const char* data, size_t size) {
-  RL_ASSIGN_OR_RETURN(msgpack::object_handle oh, ParseMsgpack(data, size));
+  RL_ASSIGN_OR_RETURN(msgpack::object_handle oh, ParseOwnMsgpack(data, size));
   RL_ASSIGN_OR_RETURN(MapView m, MapView::Of(oh.get(), "snapshot"));
   *this = Store();
   RL_ASSIGN_OR_RETURN(next_index_, m.U64("next_index"));

@@ -497,6 +497,10 @@ Status ScanWalBytes(const std::string& bytes, const std::function<Status(const c
     scan->records++;
     scan->good_bytes = pos;
   }
+  const size_t tail = bytes.size() - scan->good_bytes;
+  scan->zero_padding = tail > 0 && tail < kDirectBlock && bytes.size() % kDirectBlock == 0 &&
+                       std::all_of(bytes.begin() + static_cast<std::ptrdiff_t>(scan->good_bytes), bytes.end(),
+                                   [](char c) { return c == 0; });
   return Status::OK();
 }
 

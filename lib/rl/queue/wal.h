@@ -142,6 +142,10 @@ struct WalScan {
   uint64_t good_bytes = 0;   // where the last whole record ends
   uint64_t file_bytes = 0;
   std::string tail_error;    // why reading stopped before file_bytes, empty when it did not
+  // The tail is only the zeros a direct write pads its last block with (fewer than a block, all
+  // zero, the file a whole number of blocks): a writer stopped before its clean close cut them.
+  // Nothing was written there (a record's length is never 0), so nothing is lost.
+  bool zero_padding = false;
 };
 
 // Calls on_record for each whole record in order. A non-OK status from on_record stops the scan

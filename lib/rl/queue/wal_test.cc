@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "rl/core/fs.h"
+
 namespace rl::queue {
 namespace {
 
@@ -70,6 +72,35 @@ TEST(WalTest, RecordsOfEverySizeAroundTheStageReadBackInOrder) {
   EXPECT_TRUE(scan.tail_error.empty()) << scan.tail_error;
   EXPECT_EQ(scan.good_bytes, scan.file_bytes) << "a clean close cuts the padding";
   std::filesystem::remove(path);
+}
+
+// What a writer killed before its clean close leaves: its records, then zeros to the end of the
+// block. That, and only that, is padding (DurableStore reads past it in a log before the last).
+TEST(WalTest, OnlyZerosToTheEndOfABlockArePadding) {
+  std::string path = TempLog("padding");
+  {
+    auto w = WalWriter::Open(path, 0);
+    ASSERT_TRUE(w.ok()) << w.status().ToString();
+    (*w)->Append(Pattern(100, 1));
+    ASSERT_TRUE((*w)->Sync().ok());
+  }
+  auto whole = ReadFile(path);
+  ASSERT_TRUE(whole.ok());
+  std::filesystem::remove(path);
+  auto scan_of = [](const std::string& bytes) {
+    WalScan scan;
+    EXPECT_TRUE(ScanWalBytes(bytes, [](const char*, size_t) { return Status::OK(); }, &scan).ok());
+    EXPECT_EQ(scan.records, 1u);
+    return scan;
+  };
+  EXPECT_FALSE(scan_of(*whole).zero_padding) << "a clean log has no tail";
+  const std::string padded = *whole + std::string(4096 - whole->size(), '\0');
+  EXPECT_TRUE(scan_of(padded).zero_padding);
+  EXPECT_FALSE(scan_of(padded + std::string(4096, '\0')).zero_padding) << "a block of zeros is more than padding";
+  EXPECT_FALSE(scan_of(*whole + std::string(7, '\0')).zero_padding) << "not a whole block";
+  std::string dirty = padded;
+  dirty[whole->size() + 20] = 1;
+  EXPECT_FALSE(scan_of(dirty).zero_padding) << "a byte was written there";
 }
 
 TEST(WalTest, AReopenedLogGoesOnAfterItsLastRecord) {

@@ -186,9 +186,8 @@ Result<Value> UnpackValueShell(const msgpack::object& o, const std::vector<std::
   }
 }
 
-Result<msgpack::object_handle> ParseMsgpack(const char* data, size_t size) {
-  // Limits: containers of up to 1M entries, strings and blobs of up to 1 GiB, depth 8.
-  msgpack::unpack_limit limit(1u << 20, 1u << 20, 1u << 30, 1u << 30, 1u << 30, 8);
+Result<msgpack::object_handle> ParseMsgpack(const char* data, size_t size, size_t max_entries) {
+  msgpack::unpack_limit limit(max_entries, max_entries, 1u << 30, 1u << 30, 1u << 30, 8);
   size_t offset = 0;
   try {
     // Strings and blobs reference `data` instead of being copied into the zone: every caller

@@ -10,6 +10,7 @@
 
 #include <msgpack.hpp>
 
+#include <algorithm>
 #include <string>
 #include <optional>
 #include <string_view>
@@ -62,9 +63,19 @@ Result<Value> UnpackValueShell(const msgpack::object& o, const std::vector<std::
 // Gives a string, bytes or tensor value `bytes` as its data (a copy); other values stay as they are.
 void FillValueBytes(Value& shell, std::string_view bytes);
 
-// Parses a whole msgpack document with limits on sizes and depth.
+// Containers of a message from the wire hold at most this many entries.
+constexpr size_t kWireMaxEntries = size_t{1} << 20;
+// Parses a whole msgpack document with limits on sizes and depth: containers of up to
+// `max_entries` entries, strings and blobs of up to 1 GiB, nesting 8 deep.
 // The objects reference `data`: it must outlive the handle.
-Result<msgpack::object_handle> ParseMsgpack(const char* data, size_t size);
+Result<msgpack::object_handle> ParseMsgpack(const char* data, size_t size, size_t max_entries = kWireMaxEntries);
+// For a document the queue wrote itself (a log record, a snapshot: checksummed, and as large as
+// the live state, so a snapshot of 2M rows lists 2M): containers as long as the document allows
+// (each entry takes a byte at least), which bounds what a claimed length can make the parser
+// allocate without limiting the state.
+inline Result<msgpack::object_handle> ParseOwnMsgpack(const char* data, size_t size) {
+  return ParseMsgpack(data, size, std::max<size_t>(size, 1));
+}
 
 // Read-only view of a msgpack map with string keys.
 class MapView {
