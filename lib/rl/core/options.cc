@@ -54,6 +54,8 @@ std::string EndpointProblem(const std::string& e) {
 
 const CLI::Validator kNonNegative = NumberCheck("a number >= 0", [](double v) { return v >= 0; });
 const CLI::Validator kPositive = NumberCheck("a number > 0", [](double v) { return v > 0; });
+const CLI::Validator kLeaseSeconds =
+    NumberCheck("0.001 to 31536000 (a year)", [](double v) { return v >= 0.001 && v <= 31536000; });
 const CLI::Validator kFinite = NumberCheck("a finite number", [](double v) { return std::isfinite(v); });
 const CLI::Validator kNotNegativeText(
     [](std::string& text) -> std::string {

@@ -22,6 +22,8 @@ namespace rl {
 // name their bound as a 309-digit DBL_MAX, and call text that is no number out of range).
 extern const CLI::Validator kNonNegative;  // a number >= 0
 extern const CLI::Validator kPositive;     // a number > 0
+// A lease in seconds: 0.001 to a year, the queue's bound on lease_ms (rl-protocol(7), LIMITS).
+extern const CLI::Validator kLeaseSeconds;
 // A sampling temperature: at least kMinTemperature, or 0 (greedy) where `greedy` allows it. Below
 // it logits / T overflow float32 (1e-300 made every logprob NaN).
 constexpr double kMinTemperature = 1e-3;

@@ -96,7 +96,7 @@ int QueueMain(int argc, char** argv) {
   cl.Bind(get, "--also", &also);
   cl.Bind(get, "--count", &gr.count)->check(CLI::Range(1, 1000000));
   cl.Bind(get, "--min", &gr.min);
-  cl.Bind(get, "--lease", &lease_s)->check(kPositive);
+  cl.Bind(get, "--lease", &lease_s)->check(kLeaseSeconds);
   cl.Bind(get, "--wait", &wait_s)->check(CLI::Range(0.0, 3600.0));
   cl.BindFlag(get, "--groups", &gr.groups);
   CLI::Option* mv = cl.Bind(get, "--min-version", &min_version);

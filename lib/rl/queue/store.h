@@ -33,7 +33,7 @@ constexpr char kVersionColumn[] = "version";
 constexpr char kIndexField[] = "index";
 constexpr char kLeaseField[] = "lease";  // get prints it beside the columns
 constexpr size_t kMaxAlsoColumns = 64;
-constexpr int64_t kMaxRenewMs = int64_t{365} * 24 * 3600 * 1000;  // an update's lease renewal: a year
+constexpr int64_t kMaxRenewMs = int64_t{365} * 24 * 3600 * 1000;  // a lease (get) or its renewal (update): a year
 
 // The key a group column value is known by: "i:<n>" for integers, "s:<text>" for strings, and
 // "" (no group) for anything else, which PlanPut refuses.

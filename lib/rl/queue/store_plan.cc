@@ -351,7 +351,11 @@ Status CheckGet(const GetRequest& req) {
   if (!req.columns.empty()) RL_RETURN_IF_ERROR(CheckTaskColumns(req.task, req.columns));
   if (req.count < 1 || req.count > kMaxCount) return Status::InvalidArgument("count must be 1 to 1000000");
   if (req.parts < 1 || req.parts > 64) return Status::InvalidArgument("parts must be 1 to 64");
-  if (req.lease_ms <= 0) return Status::InvalidArgument("lease must be positive");
+  // Bounded as renew_ms is: now + 2^63 - 1 would wrap to a deadline in the past, and the lease
+  // would end in the same turn that made it, its rows handed to the next get while A still works.
+  if (req.lease_ms <= 0 || req.lease_ms > kMaxRenewMs) {
+    return Status::InvalidArgument("lease_ms must be 1 to " + std::to_string(kMaxRenewMs) + " (a year)");
+  }
   if (!req.drop_uniform.empty() && !req.groups) return Status::InvalidArgument("drop-uniform needs whole groups");
   if (req.also.size() > kMaxAlsoColumns) return Status::InvalidArgument("also names more than 64 columns");
   for (size_t k = 0; k < req.also.size(); ++k) {

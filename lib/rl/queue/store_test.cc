@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
+
 namespace rl::queue {
 namespace {
 
@@ -72,6 +74,27 @@ TEST_F(StoreTest, ExpiredLeaseMakesRowReadyAgain) {
   store.Apply(expired[0]);
   EXPECT_EQ(StatsOf("t").ready, 2u);
   EXPECT_EQ(StatsOf("t").leased, 0u);
+}
+
+// A lease longer than a year is refused: now + lease_ms of 2^63 - 1 wrapped to a deadline in the
+// past, the lease expired in the turn that made it, and the next get handed the same rows out.
+TEST_F(StoreTest, ALeaseLongerThanAYearIsRefusedNotWrapped) {
+  Declare("t", {"x"});
+  Put({NewRow({{"x", int64_t{1}}})});
+  GetRequest req;
+  req.task = "t";
+  req.count = 1;
+  for (int64_t ms : {int64_t{0}, int64_t{-5}, kMaxRenewMs + 1, std::numeric_limits<int64_t>::max()}) {
+    req.lease_ms = ms;
+    auto rec = store.PlanGet(req, 1000);
+    ASSERT_FALSE(rec.ok()) << ms;
+    EXPECT_EQ(rec.status().code(), Code::kInvalidArgument) << ms;
+  }
+  req.lease_ms = kMaxRenewMs;
+  Record lease = Get(req, 1000);
+  ASSERT_EQ(lease.indices.size(), 1u);
+  EXPECT_EQ(lease.deadline_ms, 1000 + kMaxRenewMs);
+  EXPECT_TRUE(store.PlanExpiries(1000 + kMaxRenewMs - 1).empty());
 }
 
 TEST_F(StoreTest, LeasesExpireEarliestFirstAndOnlyWhenDue) {

@@ -169,7 +169,7 @@ int RewardMain(int argc, char** argv) {
   cl.Bind(run, "--connect", &connect);
   cl.Bind(run, "--timeout", &timeout_s);
   cl.Bind(run, "--count", &lo.count)->check(CLI::Range(1, 100000))->description("rows per get");
-  cl.Bind(run, "--lease", &lease_s)->check(kPositive);
+  cl.Bind(run, "--lease", &lease_s)->check(kLeaseSeconds);
   cl.Bind(run, "--wait", &wait_s)->check(CLI::Range(0.0, 3600.0));
   cl.Bind(run, "--progress-interval", &progress_s)->check(kNonNegative);
   cl.Bind(run, "--run-dir", &run_dir);

@@ -344,7 +344,7 @@ int RolloutMain(int argc, char** argv) {
   std::string run_model;
   cl.Require(cl.Bind(run, "--model", &run_model));
   cl.Bind(run, "--count", &o.count)->check(CLI::Range(1, 100000))->description("rows per get (whole groups)");
-  cl.Bind(run, "--lease", &lease_s)->check(kPositive);
+  cl.Bind(run, "--lease", &lease_s)->check(kLeaseSeconds);
   cl.Bind(run, "--wait", &wait_s)->check(CLI::Range(0.0, 3600.0));
   cl.Bind(run, "--progress-interval", &progress_s)->check(kNonNegative);
   cl.Bind(run, "--run-dir", &run_dir);

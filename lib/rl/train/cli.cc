@@ -75,7 +75,7 @@ void BindGrpo(CommandLine& cl, CLI::App* g, GrpoFlags* f) {
   cl.Bind(g, "--dynamic-sampling", &o.dynamic_sampling);
   cl.Bind(g, "--max-redraws", &o.max_redraws)->check(CLI::Range(int64_t{0}, int64_t{1} << 30));
   cl.Bind(g, "--stale-rows", &f->stale_rows)->check(CLI::IsMember({"regenerate", "drop"}));
-  cl.Bind(g, "--lease-seconds", &o.lease_s)->check(kPositive);
+  cl.Bind(g, "--lease-seconds", &o.lease_s)->check(kLeaseSeconds);
   cl.Bind(g, "--eval-every", &o.eval_every)->check(kNonNegative);
   cl.Bind(g, "--eval-size", &o.eval_size)->check(CLI::Range(1, 100000));
   cl.Bind(g, "--export-dir", &f->export_dir);
@@ -134,7 +134,7 @@ void BindScore(CommandLine& cl, CLI::App* s, ScoreFlags* f) {
   cl.Bind(s, "--device", &f->device);
   cl.Bind(s, "--connect", &f->connect);
   cl.Bind(s, "--timeout", &f->timeout_s);
-  cl.Bind(s, "--lease", &f->lease_s)->check(kPositive);
+  cl.Bind(s, "--lease", &f->lease_s)->check(kLeaseSeconds);
   cl.Bind(s, "--wait", &f->wait_s)->check(CLI::Range(0.0, 3600.0));
   cl.Bind(s, "--progress-interval", &f->progress_s)->check(kNonNegative);
   cl.Bind(s, "--run-dir", &f->run_dir);
