@@ -278,6 +278,25 @@ assert sum(e["tool_calls"] for e in events if e["event"] == "batch") > 0, "no to
 PY
 }
 
+@test "run --tools: a row that comes in done (conv_done 1: only its put was left) is put with its group, not waited for" {
+  export RL_MODEL="$RL_SOURCE_DIR/share/models/calc-tiny"
+  start_queue "$TMP/q" --declare generate=prompt_ids --declare reward=prompt,response,answer
+  rl-rollout random-model --out "$TMP/calc.safetensors" --seed 3 2>/dev/null
+  start_calc_env
+  # Two rows of one group; the first carries the progress of a conversation that ended in one
+  # turn, written by a rollout that died before its put.
+  rl-train make-data --task multiply --problems 1 --seed 2 | rl-train encode | python3 -c '
+import json, sys
+row = json.loads(sys.stdin.readline())
+row["group"] = "g"
+done = dict(row, conv_ids=[5, 2], conv_logprobs={"dtype": "f32", "shape": [2], "data": [-1.0, -0.5]},
+            conv_mask=[1, 1], conv_versions=[0, 0], conv_turns=1, conv_tool_calls=0, conv_tool_errors=0,
+            conv_answer_from=0, conv_done=1)
+print(json.dumps(done)); print(json.dumps(row))' | rl-queue put > /dev/null
+  rollout_serves 2 --weights "$TMP/calc.safetensors" --tools "$EP" --max-turns 2 --max-new-tokens 10 --wait 0.5
+  grep -q '"event":"resume".*"turns":1' "$TMP/run/events/rollout-r1.jsonl"
+}
+
 # A tool for calc-tiny's calls (tool protocol, man rl-env) that answers "0", and once, at the
 # first call after groups joined a running batch (turn events of $TMP/run/events), gives back
 # the oldest lease the rollout holds with rl-queue nack, as a lease that ends under a slow turn.
@@ -735,6 +754,15 @@ assert calls > 0, "the random model never called: the test shows nothing"
   run timeout 20 rl-rollout run --weights "$MODEL" --tools tcp://127.0.0.1:9 --connect tcp://127.0.0.1:9 --timeout 5
   [ "$status" -eq 78 ]
   [[ "$output" == *"'<call>' is not a token of"* ]]
+  # Result tags the vocabulary cannot spell: refused at the start too, not at the first call.
+  export RL_MODEL="$RL_SOURCE_DIR/share/models/calc-tiny"  # its call tags
+  rl-rollout random-model --out "$TMP/calc.safetensors" --seed 3 2>/dev/null
+  run timeout 20 rl-rollout run --weights "$TMP/calc.safetensors" \
+    --tools tcp://127.0.0.1:9 --connect tcp://127.0.0.1:9 --timeout 5 --result-open 'R:'
+  echo "$output"
+  [ "$status" -eq 78 ]
+  [ "${#lines[@]}" -eq 1 ]
+  [[ "$output" == "rl-rollout: --result-open 'R:': "* ]]
 }
 
 @test "--tool-format: template needs a chat template (78), a bad mode is usage (64), auto falls back to the tags" {

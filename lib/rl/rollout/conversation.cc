@@ -46,6 +46,12 @@ Result<ToolTokens> ResolveToolTokens(const model::ModelDir& dir, const ToolForma
   RL_ASSIGN_OR_RETURN(t.call_open, SingleToken(dir, format.call_open, "--call-open"));
   RL_ASSIGN_OR_RETURN(t.call_close, SingleToken(dir, format.call_close, "--call-close"));
   if (t.call_open == t.call_close) return Status::Config("--call-open and --call-close are the same token");
+  // The result tags are encoded at every call: one the vocabulary cannot spell would fail the
+  // first call of every run, after rows were leased, and again after each restart.
+  for (const auto& [tag, flag] : {std::pair{&format.result_open, "--result-open"}, {&format.result_close, "--result-close"}}) {
+    auto ids = dir.tokenizer->EncodeWith(*tag, model::EncodeOptions());
+    if (!ids.ok()) return Status::Config(std::string(flag) + " '" + *tag + "': " + ids.status().message());
+  }
   return t;
 }
 
@@ -160,6 +166,15 @@ env::ToolCall ConversationRunner::ParseCall(const std::string& body) const {
 
 Result<std::vector<int64_t>> ConversationRunner::ResultTokens(const env::ToolResult& r) const {
   std::string text = r.ok ? r.output : "error: " + r.error;
+  // Only the first max_result_tokens tokens are kept: encode no more text than they can span
+  // (rl-env allows a megabyte of output, which took a quarter second to encode per call), cut at
+  // a character's start. 64 bytes a token is beyond any vocabulary's tokens but runs of one byte.
+  const size_t keep_bytes = static_cast<size_t>(std::max<int64_t>(o_.format.max_result_tokens, 0)) * 64 + 256;
+  if (text.size() > keep_bytes) {
+    size_t cut = keep_bytes;
+    while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;
+    text.resize(cut);
+  }
   // The format's text is the configuration's (a template's <|im_start|> is that token); a tool's
   // output is not trusted: the text of a special token in it stays text, so that a tool cannot
   // end the tool's turn and write the model's.

@@ -33,6 +33,7 @@ Status Loop::AddConversations(const queue::GetReply& got, ConversationState* cs)
     cs->lease_of.push_back(cs->stream.leases.size() - 1);
     cs->from.push_back(c->ids.size());
     cs->lost.push_back(false);
+    cs->arrived_done.push_back(c->done);
     cs->convs.push_back(std::move(*c));
   }
   return Status::OK();
@@ -85,6 +86,7 @@ Status Loop::PutEnded(const ConversationRunner& runner, const std::vector<bool>&
 // --refill, more groups taken at the turn boundaries.
 Status Loop::ConversationBatch(const queue::GetReply& got, const std::atomic<bool>& stop) {
   Phase("generate");
+  RL_RETURN_IF_ERROR(CheckWeights(got));
   ConversationState cs;
   RL_RETURN_IF_ERROR(AddConversations(got, &cs));
   ConversationOptions co = *o_.conversation;
@@ -115,11 +117,19 @@ Status Loop::ConversationBatch(const queue::GetReply& got, const std::atomic<boo
   for (int64_t turn = 0;; ++turn) {
     if (turn > 0) {
       Status s = Refresh();  // weight versions apply per turn
+      if (s.ok()) s = WeightsFitTheVocabulary();  // another vocabulary: the rows go back (exit 78)
       if (s.ok()) s = MoreConversations(&cs, stop);
       if (!s.ok()) {
         give_back();
         return s;
       }
+    }
+    if (std::any_of(cs.arrived_done.begin(), cs.arrived_done.end(), [](bool d) { return d; })) {
+      if (Status put = PutEnded(runner, cs.arrived_done, &cs); !put.ok()) {
+        give_back();
+        return put;
+      }
+      std::fill(cs.arrived_done.begin(), cs.arrived_done.end(), false);
     }
     std::vector<uint64_t> going;
     std::vector<int64_t> at;  // the turn each starts now (0 = first): the drill counts repeats

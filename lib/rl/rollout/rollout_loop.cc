@@ -221,7 +221,8 @@ Loop::Prompts Loop::Read(const queue::GetReply& got, const model::ModelConfig& c
 Tensor RoutesColumn(const std::vector<int32_t>& routes, const model::ModelConfig& c) {
   const int64_t s = c.SparseLayerCount(), k = c.moe.num_experts_per_tok;
   Tensor t;
-  t.dtype = c.moe.num_experts <= 256 ? DType::kU8 : c.moe.num_experts <= 32768 ? DType::kI16 : DType::kI32;
+  const int bytes = c.ExpertIndexBytes();
+  t.dtype = bytes == 1 ? DType::kU8 : bytes == 2 ? DType::kI16 : DType::kI32;
   t.shape = {static_cast<int64_t>(routes.size()) / (s * k), s, k};
   const size_t width = DTypeSize(t.dtype);
   t.data.resize(routes.size() * width);
@@ -306,9 +307,13 @@ size_t Loop::EmitLayoutSwitches() {
 
 // Weights of another vocabulary end the batch: its rows are given back and the error returned.
 Status Loop::CheckWeights(const queue::GetReply& got) {
-  Status s = model::CheckVocabulary(policy_->model(), *o_.model, "weights version " + std::to_string(policy_->version()));
+  Status s = WeightsFitTheVocabulary();
   if (!s.ok()) (void)queue_.Nack(kGenerateTask, got.lease, {});
   return s;
+}
+
+Status Loop::WeightsFitTheVocabulary() const {
+  return model::CheckVocabulary(policy_->model(), *o_.model, "weights version " + std::to_string(policy_->version()));
 }
 
 // A batch's generation options: the model dir's eos, a seed of the lease's first row.

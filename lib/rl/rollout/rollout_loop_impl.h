@@ -92,6 +92,7 @@ class Loop {
 
   // Weights of another vocabulary end the batch: its rows are given back and the error returned.
   Status CheckWeights(const queue::GetReply& got);
+  Status WeightsFitTheVocabulary() const;  // CheckWeights without the give-back
 
   // A batch's generation options: the model dir's eos, a seed of the lease's first row.
   model::GenerateOptions BatchOptions(const queue::GetReply& got, const model::Transformer& model, uint64_t began);
@@ -144,6 +145,9 @@ class Loop {
     std::vector<size_t> lease_of;    // into stream.leases
     std::vector<size_t> from;        // ids already there when it joined (resumed progress)
     std::vector<bool> lost;          // its lease expired: left out, never put
+    // It came in done (progress with conv_done = 1: only the put was left) and is not put yet.
+    // It takes no turn, so the turns' ends never put it: its group would wait for it forever.
+    std::vector<bool> arrived_done;
   };
   Status AddConversations(const queue::GetReply& got, ConversationState* cs);
   Status MoreConversations(ConversationState* cs, const std::atomic<bool>& stop);
