@@ -147,13 +147,15 @@ EOF
   [ "$status" -ne 0 ]
 }
 
-@test "a tool's reward comes back with its output; a reward that is not a finite number is malformed" {
+@test "a tool's reward comes back with its output; a reward that is not a number up to 1e6 in size is malformed" {
   cat > "$TMP/tools/scored" <<'EOF'
 #!/bin/sh
 while read -r line; do
   case "$line" in
     *good*) echo '{"output": "yes", "reward": 0.5}' ;;
     *bad*) echo '{"output": "yes", "reward": "high"}' ;;
+    *huge*) echo '{"output": "yes", "reward": 1e300}' ;;
+    *edge*) echo '{"output": "yes", "reward": -1000000}' ;;
     *) echo '{"output": "plain"}' ;;
   esac
 done
@@ -167,6 +169,13 @@ EOF
   run call scored '"bad"'
   [ "$status" -eq 1 ]
   [[ "$output" == *'"kind":"malformed"}' ]]
+  # Finite, yet it would overflow the trainer's group variance: refused here, where it costs a call.
+  run call scored '"huge"'
+  [ "$status" -eq 1 ]
+  [[ "$output" == *'"kind":"malformed"}' ]]
+  run call scored '"edge"'
+  [ "$status" -eq 0 ]
+  [ "$output" = '{"output":"yes","reward":-1000000.0}' ]
   run call scored '"good"'
   [ "$output" = '{"output":"yes","reward":0.5}' ]
 }

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "rl/core/reward_limit.h"
 #include "rl/wire/msgpack_io.h"
 
 namespace rl::env {
@@ -34,7 +35,7 @@ Result<ToolResult> DecodeResult(const msgpack::object& o) {
     if (v.Find("error")) return Status::Protocol("a result has both output and error");
     if (const msgpack::object* reward = v.Find("reward")) {
       RL_ASSIGN_OR_RETURN(double x, AsDouble(*reward, "a result's reward"));
-      if (!std::isfinite(x)) return Status::Protocol("a result's reward is not finite");
+      if (!RewardInRange(x)) return Status::Protocol("a result's reward is not finite or above 1e6 in size");
       r.reward = x;
     }
     r.ok = true;

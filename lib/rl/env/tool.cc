@@ -6,6 +6,7 @@
 
 #include "rl/core/json_field.h"
 #include "rl/core/log.h"
+#include "rl/core/reward_limit.h"
 #include "rl/wire/json_value.h"
 
 namespace rl::env {
@@ -55,7 +56,7 @@ ToolResult ParseReplyLine(const std::string& tool, const std::string& line) {
     if (error != j.end() && error->is_string()) return Failed(kKindToolError, error->get<std::string>());
     auto output = j.find("output");
     auto reward = j.find("reward");
-    const bool reward_ok = reward == j.end() || (reward->is_number() && std::isfinite(reward->get<double>()));
+    const bool reward_ok = reward == j.end() || (reward->is_number() && RewardInRange(reward->get<double>()));
     if (output != j.end() && output->is_string() && reward_ok) {
       ToolResult r;
       r.ok = true;
@@ -65,7 +66,7 @@ ToolResult ParseReplyLine(const std::string& tool, const std::string& line) {
     }
   }
   return Failed(kKindMalformed, "tool '" + tool + "' replied " + Quote(line) +
-                                    ", not {\"output\": string[, \"reward\": number]} or {\"error\": string}; it was killed and will be "
+                                    ", not {\"output\": string[, \"reward\": number up to 1e6 in size]} or {\"error\": string}; it was killed and will be "
                                     "restarted");
 }
 

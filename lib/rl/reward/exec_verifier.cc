@@ -6,6 +6,7 @@
 
 #include "rl/core/json_field.h"
 #include "rl/core/log.h"
+#include "rl/core/reward_limit.h"
 
 namespace rl::reward {
 namespace {
@@ -21,7 +22,7 @@ Result<double> ParseReply(const std::string& reply) {
     return Status::DataError("exec: malformed reply (wants {\"reward\": number}): " + Quote(reply));
   }
   double r = j["reward"].get<double>();
-  if (!std::isfinite(r)) return Status::DataError("exec: reward is not finite: " + Quote(reply));
+  if (!RewardInRange(r)) return Status::DataError("exec: reward is not finite or above 1e6 in size: " + Quote(reply));
   return r;
 }
 

@@ -88,6 +88,20 @@ TEST(ExecVerifierTest, AMalformedReplyIsAClearErrorNeverAZero) {
   }
 }
 
+TEST(ExecVerifierTest, ARewardBeyondWhatTheTrainerTakesIsRefused) {
+  for (const char* reply : {"{\"reward\": 1e300}", "{\"reward\": -2e6}"}) {
+    ExecVerifier v(std::string("while read -r l; do echo '") + reply + "'; done", 5000);
+    auto r = v.Score(kReq);
+    ASSERT_FALSE(r.ok()) << reply;
+    EXPECT_EQ(r.status().code(), Code::kDataError) << reply;
+    EXPECT_NE(r.status().message().find("above 1e6"), std::string::npos) << r.status().message();
+  }
+  ExecVerifier edge("while read -r l; do echo '{\"reward\": 1e6}'; done", 5000);
+  auto r = edge.Score(kReq);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(*r, 1e6);
+}
+
 TEST(ExecVerifierTest, StrayOutputBeforeTheNextRequestRestartsTheCommand) {
   // Answers every request with two lines: the second is stray. (Output that arrives only after
   // the next request was sent cannot be told from its reply: a line protocol has no ids.)

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "rl/core/reward_limit.h"  // kMaxReward
 #include "rl/core/status.h"
 #include "rl/model/config.h"
 #include "rl/queue/protocol.h"
@@ -65,10 +66,6 @@ TokenLimits TokenLimitsOf(const model::ModelConfig& config);
 // row, leased again, would fail the next one).
 Status CheckTokens(const queue::GotRow& row, const Sample& s, const TokenLimits& limits);
 
-// The largest reward a row may carry, in size: a group's variance sums squares, which overflow far
-// above any verifier's score.
-constexpr double kMaxReward = 1e6;
-
 struct Group {
   std::string key;
   std::vector<Sample> samples;
@@ -96,6 +93,9 @@ Status ReadRoutes(const queue::GotRow& row, const RouteLimits& limits, Sample* s
 // records fewer (a client that recorded the response alone) trains those tokens with free routing.
 // True without routes or limits.
 bool RoutesCoverTrainedTokens(const Sample& s, const RouteLimits& limits);
+
+// The tokens a sample is trained on: its loss mask's ones, all of its response without one.
+int64_t TrainedTokens(const Sample& s);
 
 // A warning when s's ref_logprobs were computed with other routing than the trainer's
 // (`replay`: its --routing-replay) uses for the same row: a reference that routed on its own while
