@@ -142,6 +142,12 @@ struct ModelConfig {
   bool SparseLayer(int64_t layer) const;
   // How many layers are sparse (0 for a dense model): the S of routing replay's [.., S, k] routes.
   int64_t SparseLayerCount() const;
+  // Bytes that hold any expert index: 1 up to 256 experts, 2 up to 32768, else 4. Routes travel
+  // that narrow (the routes column, a rollout group's shared responses): a byte, not an int32, for
+  // every expert of every sparse layer of every token.
+  int ExpertIndexBytes() const {
+    return moe.num_experts <= 256 ? 1 : moe.num_experts <= 32768 ? 2 : 4;
+  }
 
   // OK when every size is in range and the sizes agree (see the file comment). Also bounds each
   // size so that products cannot overflow.
