@@ -116,10 +116,13 @@ std::vector<double> WhitenPerResponse(const std::vector<double>& x, const std::v
   return out;
 }
 
-Status WhitenTokens(std::vector<std::vector<float>>* x, const RankSumFn& sum) {
+Status WhitenTokens(std::vector<std::vector<float>>* x, const RankSumFn& sum,
+                    const std::vector<const std::vector<int64_t>*>& masks) {
   auto each = [&](auto add) {
-    for (const auto& seq : *x) {
-      for (float v : seq) add(v, 1.0);
+    for (size_t i = 0; i < x->size(); ++i) {
+      const std::vector<int64_t>* mask = i < masks.size() && masks[i] != nullptr && !masks[i]->empty() ? masks[i] : nullptr;
+      const std::vector<float>& seq = (*x)[i];
+      for (size_t t = 0; t < seq.size(); ++t) add(seq[t], mask == nullptr || (t < mask->size() && (*mask)[t] != 0) ? 1.0 : 0.0);
     }
   };
   RL_ASSIGN_OR_RETURN(Whitening w, Measure(each, sum));
@@ -137,13 +140,21 @@ std::vector<float> Gae(double reward, const std::vector<float>& values, double g
 }
 
 std::vector<float> Gae(const std::vector<float>& rewards, const std::vector<float>& values, double gamma,
-                       double lambda, std::vector<float>* returns) {
+                       double lambda, std::vector<float>* returns, const std::vector<int64_t>& mask) {
   const size_t n = values.size();
   std::vector<float> adv(n, 0.0f);
   returns->assign(n, 0.0f);
-  double next_value = 0, next_adv = 0;
+  double next_value = 0, next_adv = 0, carried = 0;
   for (size_t k = n; k-- > 0;) {
     double r = k < rewards.size() ? rewards[k] : 0.0;
+    if (k < mask.size() && mask[k] == 0) {  // not a step: its reward goes to the trained token before
+      carried += r;
+      adv[k] = static_cast<float>(next_adv);
+      (*returns)[k] = static_cast<float>(next_adv + next_value);
+      continue;
+    }
+    r += carried;
+    carried = 0;
     double delta = r + gamma * next_value - values[k];
     next_adv = delta + gamma * lambda * next_adv;
     next_value = values[k];

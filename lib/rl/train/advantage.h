@@ -69,17 +69,26 @@ using RankSumFn = std::function<Status(std::vector<double>*)>;
 // get 0.
 std::vector<double> WhitenPerResponse(const std::vector<double>& x, const std::vector<int64_t>& lengths);
 Status WhitenPerResponse(std::vector<double>* x, const std::vector<int64_t>& lengths, const RankSumFn& sum);
-// whiten() over token values, every vector one response's tokens.
+// whiten() over token values, every vector one response's tokens. With `masks` (one per response;
+// null or empty: every token), the mean and variance are those of the tokens with mask 1, the
+// ones trained on: a multi-turn response's tool tokens (mask 0) would otherwise move both, though
+// their advantages are never used (as verl's masked_whiten).
 void WhitenTokens(std::vector<std::vector<float>>* x);
-Status WhitenTokens(std::vector<std::vector<float>>* x, const RankSumFn& sum);
+Status WhitenTokens(std::vector<std::vector<float>>* x, const RankSumFn& sum,
+                    const std::vector<const std::vector<int64_t>*>& masks = {});
 
 // GAE of one response of values.size() tokens whose outcome reward is `reward`; returns the
 // advantages (not yet whitened) and writes the critic's targets to *returns.
 std::vector<float> Gae(double reward, const std::vector<float>& values, double gamma, double lambda,
                        std::vector<float>* returns);
-// The same over per-token rewards (TokenRewards), rewards.size() == values.size().
+// The same over per-token rewards (TokenRewards), rewards.size() == values.size(). With a `mask`
+// (empty: every token), tokens of mask 0 (a multi-turn response's tool results) are not steps:
+// the recursion runs over the trained tokens alone, each one's next value that of the next trained
+// token, as if the others were not there (as verl's GAE over a response mask), and a reward on
+// one of them (the outcome of a conversation that ended on a call) counts at the trained token
+// before it. Their own advantages and returns are those of the next trained token (unused).
 std::vector<float> Gae(const std::vector<float>& rewards, const std::vector<float>& values, double gamma,
-                       double lambda, std::vector<float>* returns);
+                       double lambda, std::vector<float>* returns, const std::vector<int64_t>& mask = {});
 
 // The per-token rewards of a response of `length` tokens: its turn rewards at their turns' last
 // tokens plus the outcome reward at the last token.

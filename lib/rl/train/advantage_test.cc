@@ -66,6 +66,35 @@ TEST(AdvantageTest, GaeByHand) {
   EXPECT_TRUE(Gae(1, {}, 1, 1, &returns).empty());
 }
 
+// A multi-turn response: model tokens m, tool tokens t (mask 0). Over the mask, GAE and whitening
+// see the model tokens alone, as if the tool tokens were cut out, and a reward on a tool token
+// (an outcome at the end of a conversation that ended on a call) counts at the model token before.
+TEST(AdvantageTest, ToolTokensAreNeitherStepsNorWhitened) {
+  //                                 m0    m1    t     t     m2    t
+  const std::vector<int64_t> mask = {1, 1, 0, 0, 1, 0};
+  const std::vector<float> values = {0.5f, 0.2f, 9.0f, -7.0f, 0.8f, 3.0f};
+  const std::vector<float> rewards = {0, 0.25f, 0, 0, 0, 1.0f};
+  std::vector<float> returns, cut_returns;
+  const std::vector<float> a = Gae(rewards, values, 0.9, 0.5, &returns, mask);
+  const std::vector<float> cut = Gae({0, 0.25f, 1.0f}, {0.5f, 0.2f, 0.8f}, 0.9, 0.5, &cut_returns);
+  ASSERT_EQ(a.size(), 6u);
+  const size_t trained[] = {0, 1, 4};
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_NEAR(a[trained[i]], cut[i], 1e-6) << "token " << trained[i];
+    EXPECT_NEAR(returns[trained[i]], cut_returns[i], 1e-6) << "token " << trained[i];
+  }
+  // Without the mask the tool tokens' values and steps change the model tokens' advantages.
+  EXPECT_GT(std::fabs(Gae(rewards, values, 0.9, 0.5, &returns)[0] - cut[0]), 0.01);
+
+  std::vector<std::vector<float>> x = {{1, 100, 3}, {5, -50}}, alone = {{1, 3}, {5}};
+  const std::vector<int64_t> m1 = {1, 0, 1}, m2 = {1, 0};
+  ASSERT_TRUE(WhitenTokens(&x, nullptr, {&m1, &m2}).ok());
+  ASSERT_TRUE(WhitenTokens(&alone, nullptr).ok());
+  EXPECT_NEAR(x[0][0], alone[0][0], 1e-6);
+  EXPECT_NEAR(x[0][2], alone[0][1], 1e-6);
+  EXPECT_NEAR(x[1][0], alone[1][0], 1e-6);
+}
+
 TEST(ValueModelTest, StartsAtZeroAndLoadsWhatItSaves) {
   model::Transformer policy = model::Transformer::Create(model::testing::TinyConfig(), 3).value();
   auto critic = ValueModel::FromPolicy(policy);

@@ -14,15 +14,6 @@
 #include "rl/train/grpo_trainer.h"
 
 namespace rl::train {
-namespace {
-
-// The tokens a sample is trained on (its loss mask's ones; all of its response without one).
-double TrainedTokens(const Sample& s) {
-  if (s.loss_mask.empty()) return static_cast<double>(s.response_ids.size());
-  return static_cast<double>(std::accumulate(s.loss_mask.begin(), s.loss_mask.end(), int64_t{0}));
-}
-
-}  // namespace
 
 std::vector<const Sample*> GrpoTrainer::SftMixBatch(int64_t update) {
   const std::vector<Sample>& examples = *options_.sft_examples;

@@ -233,19 +233,21 @@ Status GrpoTrainer::HeldAdvantages() {
   if (critic_) {
     RL_RETURN_IF_ERROR(RecordPerToken(all, true, &values_));
     std::vector<std::vector<float>> tokens;
+    std::vector<const std::vector<int64_t>*> masks;  // tool tokens: neither steps nor whitened
     for (const Sample* s : all) {
       const auto length = static_cast<int64_t>(s->response_ids.size());
       tokens.push_back(Gae(TokenRewards(s->reward, length, s->turn_ends, s->turn_rewards), values_.at(s),
-                           options_.gamma, options_.lambda, &returns_[s]));
+                           options_.gamma, options_.lambda, &returns_[s], s->loss_mask));
+      masks.push_back(&s->loss_mask);
     }
-    RL_RETURN_IF_ERROR(WhitenTokens(&tokens, RankSum()));
+    RL_RETURN_IF_ERROR(WhitenTokens(&tokens, RankSum(), masks));
     for (size_t i = 0; i < all.size(); ++i) adv_[all[i]] = std::move(tokens[i]);
   } else {
     std::vector<double> x;
     std::vector<int64_t> lengths;
     for (const Group& g : held_) {
       for (double a : ResponseAdvantages(options_.advantage, RewardsOf(g))) x.push_back(a);
-      for (const Sample& s : g.samples) lengths.push_back(static_cast<int64_t>(s.response_ids.size()));
+      for (const Sample& s : g.samples) lengths.push_back(TrainedTokens(s));  // weighs each response as the loss does
     }
     if (!PerGroup(options_.advantage)) RL_RETURN_IF_ERROR(WhitenPerResponse(&x, lengths, RankSum()));
     for (size_t i = 0; i < all.size(); ++i) adv_[all[i]].assign(all[i]->response_ids.size(), static_cast<float>(x[i]));

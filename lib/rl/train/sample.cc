@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 #include <map>
 
 namespace rl::train {
@@ -270,6 +271,11 @@ TokenAge TokenAgeOf(const std::vector<Group>& groups, int64_t version) {
     }
   }
   return a;
+}
+
+int64_t TrainedTokens(const Sample& s) {
+  if (s.loss_mask.empty()) return static_cast<int64_t>(s.response_ids.size());
+  return std::accumulate(s.loss_mask.begin(), s.loss_mask.end(), int64_t{0});
 }
 
 }  // namespace rl::train
