@@ -146,9 +146,11 @@ Status Server::DispatchUnitOp(const std::string& routing, const Request& req) {
 }
 
 // Unit rows released by records not yet in the log count as held: freed now, they would be lost
-// should the controller die before the record is written.
+// should the controller die before the record is written. That includes rows released earlier in
+// this turn, which the store still holds as released until they are collected: collect them first.
 Status Server::HandleHeld(const std::string& routing, const Request& req) {
   RL_ASSIGN_OR_RETURN(HeldRequest r, DecodeHeld(req.body));
+  CollectReleased();
   if (r.unit >= options_.units.size()) {
     return Status::InvalidArgument("held: unit " + std::to_string(r.unit) + " of " + std::to_string(options_.units.size()));
   }
