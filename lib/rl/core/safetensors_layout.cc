@@ -6,6 +6,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "rl/core/json_shape.h"
+
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "safetensors I/O assumes a little-endian host");
 
 namespace rl {
@@ -24,34 +26,12 @@ Status Corrupt(const std::string& what) { return Status::Corruption("safetensors
 
 // Rejects, before parsing, header texts that would make the JSON parser build a huge tree:
 // nesting deeper than a valid header needs (object > tensor object > shape array) or an array
-// longer than kMaxArray. Strings are skipped.
+// longer than 64 entries.
 Status CheckHeaderShape(std::string_view text) {
-  constexpr int kMaxDepth = 3;
-  constexpr int64_t kMaxArray = 64;
-  bool stack_is_array[kMaxDepth + 1] = {};
-  int64_t commas[kMaxDepth + 1] = {};
-  int depth = 0;
-  bool in_string = false, escaped = false;
-  for (char c : text) {
-    if (in_string) {
-      if (escaped) {
-        escaped = false;
-      } else if (c == '\\') {
-        escaped = true;
-      } else if (c == '"') {
-        in_string = false;
-      }
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '{' || c == '[') {
-      if (++depth > kMaxDepth) return Corrupt("header nests too deep");
-      stack_is_array[depth] = c == '[';
-      commas[depth] = 0;
-    } else if (c == '}' || c == ']') {
-      depth = std::max(depth - 1, 0);
-    } else if (c == ',' && depth > 0 && stack_is_array[depth] && ++commas[depth] >= kMaxArray) {
-      return Corrupt("header has an array longer than " + std::to_string(kMaxArray));
-    }
+  switch (ScanJsonShape(text, 3, 64)) {
+    case JsonShape::kTooDeep: return Corrupt("header nests too deep");
+    case JsonShape::kArrayTooLong: return Corrupt("header has an array longer than 64");
+    case JsonShape::kWithin: break;
   }
   return Status::OK();
 }

@@ -3,6 +3,8 @@
 #include <climits>
 #include <cstring>
 
+#include "rl/core/json_shape.h"
+
 namespace rl {
 namespace {
 
@@ -164,26 +166,7 @@ nlohmann::json ValueToJson(const Value& v) {
 }
 
 bool JsonDepthWithin(std::string_view text, int max_depth) {
-  int depth = 0;
-  bool in_string = false, escaped = false;
-  for (char c : text) {
-    if (in_string) {
-      if (escaped) {
-        escaped = false;
-      } else if (c == '\\') {
-        escaped = true;
-      } else if (c == '"') {
-        in_string = false;
-      }
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
-      if (++depth > max_depth) return false;
-    } else if (c == ']' || c == '}') {
-      --depth;
-    }
-  }
-  return true;
+  return ScanJsonShape(text, max_depth) != JsonShape::kTooDeep;
 }
 
 }  // namespace rl
