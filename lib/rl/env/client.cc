@@ -17,6 +17,30 @@ EnvClient::EnvClient(ClientOptions options, int64_t call_timeout_ms)
 
 Result<std::vector<ToolResult>> EnvClient::Call(const std::vector<ToolCall>& calls) {
   if (calls.empty()) return std::vector<ToolResult>();
+  // rl-env takes at most kMaxCallsPerRequest calls and --max-message bytes a request (64 MiB by
+  // default): a rollout's turn may make more (--count goes to 100000), so they go in parts.
+  std::vector<ToolResult> out;
+  double seconds = 0;
+  for (size_t from = 0; from < calls.size();) {
+    size_t to = from, bytes = 0;
+    while (to < calls.size() && to - from < kMaxCallsPerRequest) {
+      const size_t call_bytes = calls[to].name.size() + calls[to].arguments.size() + 16;
+      if (to > from && bytes + call_bytes > kRequestBytes) break;
+      bytes += call_bytes;
+      ++to;
+    }
+    RL_ASSIGN_OR_RETURN(std::vector<ToolResult> part,
+                        CallOnce(std::vector<ToolCall>(calls.begin() + static_cast<std::ptrdiff_t>(from),
+                                                       calls.begin() + static_cast<std::ptrdiff_t>(to))));
+    for (ToolResult& r : part) out.push_back(std::move(r));
+    seconds += last_seconds_;
+    from = to;
+  }
+  last_seconds_ = seconds;
+  return out;
+}
+
+Result<std::vector<ToolResult>> EnvClient::CallOnce(const std::vector<ToolCall>& calls) {
   // The calls may queue behind each other (and behind other clients' calls) on rl-env's workers,
   // so an attempt waits as if they ran one after another. A wait that runs out is harmless: the
   // retry joins the run in progress instead of starting another.

@@ -6,8 +6,8 @@
 //   rl::env::EnvClient env(o, 10000);                    // rl-env's --timeout-ms
 //   auto results = env.Call({{"calc", "\"12*34\""}});   // (*results)[0].output == "408"
 //
-// One request carries all the calls; rl-env runs them in parallel and answers when all are done,
-// results in the order of the calls. A failed call (timeout, crash, ...) is a result with ok =
+// One request carries the calls (several, one after another, past rl-env's per-request limits);
+// rl-env runs them in parallel and answers when all are done, results in the order of the calls. A failed call (timeout, crash, ...) is a result with ok =
 // false, an error and a kind (rl/env/protocol.h), never an error Status: Call fails only when
 // rl-env stays unreachable past the client's give_up_s (Unavailable) or the request is refused
 // (Protocol, InvalidArgument). The wire Client retries with the same rid through rl-env restarts,
@@ -35,12 +35,18 @@ class EnvClient {
   // Runs the calls (in parallel on rl-env), results in the same order. Retries through rl-env
   // restarts with the same rid (the wire Client does this); an error only when rl-env stays
   // unreachable past the client's give-up time.
+  // More than kMaxCallsPerRequest calls, or more than kRequestBytes of them, go in several
+  // requests, one after another.
   Result<std::vector<ToolResult>> Call(const std::vector<ToolCall>& calls);
-  // The server's wall time of the last successful Call, in seconds.
+  // What one request carries at most, in call bytes: a quarter of rl-env's default --max-message.
+  static constexpr size_t kRequestBytes = size_t{16} << 20;
+  // The server's wall time of the last successful Call, in seconds (its requests' summed).
   double last_seconds() const { return last_seconds_; }
   Client& wire() { return client_; }
 
  private:
+  Result<std::vector<ToolResult>> CallOnce(const std::vector<ToolCall>& calls);  // one request
+
   Client client_;
   int64_t call_timeout_ms_;
   bool reached_ = false;  // rl-env answered the last exchange

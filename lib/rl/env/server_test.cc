@@ -66,6 +66,25 @@ TEST_F(ServerTest, ResultsComeInTheOrderOfTheCalls) {
   EXPECT_TRUE(empty->empty());
 }
 
+// A turn of a large rollout makes more calls than rl-env takes in one request (4096): the client
+// sends them in parts, and the results still come back one per call, in order.
+TEST_F(ServerTest, MoreCallsThanARequestTakesGoInPartsInOrder) {
+  Start({{"t", kUpper}});
+  EnvClient client(Options(), 3000);
+  std::vector<ToolCall> calls;
+  for (size_t i = 0; i < kMaxCallsPerRequest + 3; ++i) calls.push_back({i % 2 ? "t" : "nope", "\"b\""});
+  auto r = client.Call(calls);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ(r->size(), calls.size());
+  for (size_t i = 0; i < calls.size(); ++i) {
+    if (i % 2) {
+      EXPECT_EQ((*r)[i].output, "other") << i;
+    } else {
+      EXPECT_EQ((*r)[i].kind, kKindUnknownTool) << i;
+    }
+  }
+}
+
 TEST_F(ServerTest, PingsAreAnsweredWhileCallsRun) {
   Start({{"sleepy", "while read -r l; do sleep 1; echo '{\"output\": \"z\"}'; done"}});
   auto slow = std::async(std::launch::async, [this] {
