@@ -92,7 +92,7 @@ Result<std::vector<int64_t>> ShareFinished(Group& group, std::vector<int64_t>* u
     rows[k][1] = static_cast<int64_t>(g.stop);
     rows[k][2] = n;
     rows[k][3] = routes ? e : 0;
-    if (routes && e > 0) experts.narrow(0, at_routes, e).copy_(at::tensor(g.routes, at::kInt));  // narrows
+    if (routes && e > 0) experts.narrow(0, at_routes, e).copy_(at::tensor(g.routes, at::kInt));  // to expert_type
     at_routes += routes ? e : 0;
     if (n == 0) continue;
     ids.narrow(0, at, n).copy_(at::tensor(g.response_ids, at::kLong));

@@ -7,8 +7,9 @@
 //   auto results = env.Call({{"calc", "\"12*34\""}});   // (*results)[0].output == "408"
 //
 // One request carries the calls (several, one after another, past rl-env's per-request limits);
-// rl-env runs them in parallel and answers when all are done, results in the order of the calls. A failed call (timeout, crash, ...) is a result with ok =
-// false, an error and a kind (rl/env/protocol.h), never an error Status: Call fails only when
+// rl-env runs them in parallel and answers when all are done, results in the order of the calls.
+// A failed call (timeout, crash, ...) is a result with ok = false, an error and a kind
+// (rl/env/protocol.h), never an error Status: Call fails only when
 // rl-env stays unreachable past the client's give_up_s (Unavailable) or the request is refused
 // (Protocol, InvalidArgument). The wire Client retries with the same rid through rl-env restarts,
 // and rl-env runs a retried request's calls once while its first run is in progress or was the

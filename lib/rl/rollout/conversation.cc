@@ -48,7 +48,9 @@ Result<ToolTokens> ResolveToolTokens(const model::ModelDir& dir, const ToolForma
   if (t.call_open == t.call_close) return Status::Config("--call-open and --call-close are the same token");
   // The result tags are encoded at every call: one the vocabulary cannot spell would fail the
   // first call of every run, after rows were leased, and again after each restart.
-  for (const auto& [tag, flag] : {std::pair{&format.result_open, "--result-open"}, {&format.result_close, "--result-close"}}) {
+  const std::pair<const std::string*, const char*> tags[] = {{&format.result_open, "--result-open"},
+                                                            {&format.result_close, "--result-close"}};
+  for (const auto& [tag, flag] : tags) {
     auto ids = dir.tokenizer->EncodeWith(*tag, model::EncodeOptions());
     if (!ids.ok()) return Status::Config(std::string(flag) + " '" + *tag + "': " + ids.status().message());
   }

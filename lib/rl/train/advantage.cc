@@ -120,9 +120,13 @@ Status WhitenTokens(std::vector<std::vector<float>>* x, const RankSumFn& sum,
                     const std::vector<const std::vector<int64_t>*>& masks) {
   auto each = [&](auto add) {
     for (size_t i = 0; i < x->size(); ++i) {
-      const std::vector<int64_t>* mask = i < masks.size() && masks[i] != nullptr && !masks[i]->empty() ? masks[i] : nullptr;
+      const std::vector<int64_t>* mask = i < masks.size() ? masks[i] : nullptr;
+      const bool all = mask == nullptr || mask->empty();
       const std::vector<float>& seq = (*x)[i];
-      for (size_t t = 0; t < seq.size(); ++t) add(seq[t], mask == nullptr || (t < mask->size() && (*mask)[t] != 0) ? 1.0 : 0.0);
+      for (size_t t = 0; t < seq.size(); ++t) {
+        const bool trained = all || (t < mask->size() && (*mask)[t] != 0);
+        add(seq[t], trained ? 1.0 : 0.0);
+      }
     }
   };
   RL_ASSIGN_OR_RETURN(Whitening w, Measure(each, sum));
